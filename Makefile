@@ -1,0 +1,44 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+# Both create .venv and install rlplex with what it needs; torch is pinned so
+# that pip takes the local CPU build instead of gigabytes of CUDA wheels.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup demo test lint unit browser bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[run,dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/rlplex validate examples/ppo.yaml
+	$(VENV)/bin/rlplex show examples/ppo.yaml
+	$(VENV)/bin/rlplex dag examples/ppo.yaml --format mermaid
+
+# Headless Chromium for the browser tests of the HTML views (Debian package).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+lint: setup
+	$(VENV)/bin/ruff check rlplex tests bench examples
+	$(VENV)/bin/ruff format --check rlplex tests bench examples
+
+unit: setup
+	$(PY) -m pytest -q
+
+test: setup browser lint unit
+
+bench: setup
+	$(PY) bench/planner.py
+
+clean:
+	rm -rf $(VENV) demo-out .pytest_cache

@@ -1,0 +1,447 @@
+"""The native config file: cluster, roles and pipeline in one YAML document.
+
+:func:`load_config` reads a file (native, or ROLL / RLinf / verl through the
+importers), applies ``--set`` overrides, and returns a checked, frozen
+:class:`Config`. Every problem is a :class:`~rlplex.errors.ConfigError` naming
+the file, the dotted field path and the value. Checks done here, with their
+field paths:
+
+- unknown keys anywhere (``extra="forbid"``), wrong types, negative numbers;
+- ``roles.R.devices``: unparseable, empty, repeated, or outside the cluster;
+- ``roles.R.num_gpus_per_worker``: does not divide the device count, or a
+  worker would span two nodes;
+- ``roles.R.world_size``: disagrees with ``len(devices) // num_gpus_per_worker``;
+- ``roles.R.states.S``: unknown state kind, or larger than one GPU;
+- ``pipeline.stages.X.seconds``: missing (only weight_sync may omit it);
+- ``pipeline.stages.X.role`` / ``after`` / ``from`` / ``to`` / ``needs``:
+  unknown role, stage or state; duplicate stages; cycles;
+- async with ``max_staleness >= 1``: the weight sync's two roles must sit on
+  disjoint devices (generation of a later step runs while training runs).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rlplex.dag.pipeline import CycleError, Mode, Pipeline, PipelineError
+from rlplex.dag.stage import Stage
+from rlplex.errors import ConfigError
+from rlplex.resources.cluster import DRIVER, Cluster, Role, StateKind, driver_role
+from rlplex.resources.devices import AUTO, DeviceSpecError, parse_devices
+from rlplex.resources.yaml_io import apply_overrides, load_yaml_file
+
+ConfigFormat = Literal["native", "roll", "rlinf", "verl"]
+FORMATS: tuple[str, ...] = ("native", "roll", "rlinf", "verl")
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class Config(BaseModel):
+    """A checked cluster, its roles and the step pipeline."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cluster: Cluster
+    """The machines."""
+    roles: dict[str, Role]
+    """Roles by name, in file order; the built-in ``driver`` is not listed here."""
+    pipeline: Pipeline
+    """The step DAG and its mode."""
+    source: str | None = None
+    """The file the config came from, for messages."""
+    format: str = "native"
+    """The format the file was read as."""
+
+    def role(self, name: str) -> Role:
+        """The role called ``name``, including the built-in ``driver``."""
+        if name == DRIVER and DRIVER not in self.roles:
+            return driver_role()
+        return self.roles[name]
+
+    @property
+    def gpu_roles(self) -> dict[str, Role]:
+        return {n: r for n, r in self.roles.items() if r.is_gpu}
+
+    def role_states(self) -> dict[str, tuple[str, ...]]:
+        return {n: tuple(r.states) for n, r in self.roles.items()}
+
+
+class _RoleSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    devices: str | int | list[int] | None = None
+    num_gpus_per_worker: int = Field(1, ge=1)
+    world_size: int | None = Field(None, ge=1)
+    states: dict[StateKind, float] = Field(default_factory=dict)
+
+
+class _PipelineSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Mode = "sync"
+    max_staleness: int = Field(0, ge=0)
+    stages: dict[str, dict[str, Any]] | None = None
+    python: str | None = None
+
+
+_TOP_LEVEL = ("cluster", "roles", "pipeline")
+
+
+def _pydantic_message(error: Mapping[str, Any]) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown key"
+    if error["type"] == "missing":
+        return "is required"
+    if error["type"] == "literal_error":
+        return error["msg"].replace("Input should be", "must be")
+    return str(error["msg"]).replace("Input should be", "must be")
+
+
+def validate_model(
+    model: type[_M], data: Any, field: str, file: str | None, extra: Mapping[str, Any] | None = None
+) -> _M:
+    """Validate ``data`` as ``model``; the first problem becomes a ConfigError under ``field``."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError("must be a mapping", field=field, value=data, file=file)
+    try:
+        return model.model_validate({**data, **(extra or {})})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        path = f"{field}.{loc}" if loc else field
+        kwargs: dict[str, Any] = {}
+        if first["type"] != "missing":
+            kwargs["value"] = first.get("input")
+        raise ConfigError(_pydantic_message(first), field=path, file=file, **kwargs) from None
+
+
+def detect_format(data: Mapping[str, Any]) -> ConfigFormat:
+    """Guess a config file's format from its keys.
+
+    RLinf has ``cluster.component_placement``; verl-style files have
+    ``resource_pool_spec`` or a ``trainer`` block with ``n_gpus_per_node``; ROLL
+    has top-level role blocks with ``device_mapping``; anything else is native.
+    """
+    cluster = data.get("cluster")
+    if isinstance(cluster, dict) and "component_placement" in cluster:
+        return "rlinf"
+    if "resource_pool_spec" in data or (
+        isinstance(data.get("trainer"), dict) and "n_gpus_per_node" in data["trainer"]
+    ):
+        return "verl"
+    if any(isinstance(v, dict) and "device_mapping" in v for v in data.values()):
+        return "roll"
+    return "native"
+
+
+def _resolve_role(
+    name: str, spec: _RoleSpec, cluster: Cluster, file: str | None
+) -> Role:
+    field = f"roles.{name}"
+    if name == DRIVER:
+        raise ConfigError(
+            "'driver' is the built-in controller role and cannot be redefined",
+            field=field,
+            file=file,
+        )
+    for state, gb in spec.states.items():
+        if gb < 0:
+            raise ConfigError("must be >= 0 GB", field=f"{field}.states.{state}", value=gb, file=file)
+        if gb > cluster.gpu_memory_gb:
+            raise ConfigError(
+                f"is larger than one GPU ({cluster.gpu_memory_gb:g} GB)",
+                field=f"{field}.states.{state}",
+                value=gb,
+                file=file,
+            )
+    if spec.devices is None:
+        if spec.states:
+            raise ConfigError(
+                "a CPU role (no devices) cannot hold GPU states; give it devices",
+                field=f"{field}.states",
+                value=dict(spec.states),
+                file=file,
+            )
+        return Role(name=name, world_size=spec.world_size or 1)
+    try:
+        devices = parse_devices(spec.devices, cluster.num_gpus)
+    except DeviceSpecError as exc:
+        raise ConfigError(str(exc), field=f"{field}.devices", value=spec.devices, file=file) from None
+    if devices == AUTO:
+        return Role(
+            name=name,
+            num_gpus_per_worker=spec.num_gpus_per_worker,
+            world_size=spec.world_size or 1,
+            states=dict(spec.states),
+            auto=True,
+        )
+    assert isinstance(devices, tuple)
+    check_worker_layout(name, devices, spec.num_gpus_per_worker, cluster, file)
+    world_size = len(devices) // spec.num_gpus_per_worker
+    if spec.world_size is not None and spec.world_size != world_size:
+        raise ConfigError(
+            f"disagrees with len(devices) // num_gpus_per_worker ="
+            f" {len(devices)} // {spec.num_gpus_per_worker} = {world_size}",
+            field=f"{field}.world_size",
+            value=spec.world_size,
+            file=file,
+        )
+    return Role(
+        name=name,
+        devices=devices,
+        num_gpus_per_worker=spec.num_gpus_per_worker,
+        world_size=world_size,
+        states=dict(spec.states),
+    )
+
+
+def check_worker_layout(
+    name: str,
+    devices: Sequence[int],
+    num_gpus_per_worker: int,
+    cluster: Cluster,
+    file: str | None = None,
+) -> None:
+    """Check that workers of ``num_gpus_per_worker`` GPUs tile ``devices`` within nodes."""
+    field = f"roles.{name}.num_gpus_per_worker"
+    if len(devices) % num_gpus_per_worker:
+        raise ConfigError(
+            f"does not divide the role's {len(devices)} devices",
+            field=field,
+            value=num_gpus_per_worker,
+            file=file,
+        )
+    for start in range(0, len(devices), num_gpus_per_worker):
+        worker = devices[start : start + num_gpus_per_worker]
+        nodes = sorted({cluster.node_of(d) for d in worker})
+        if len(nodes) > 1:
+            raise ConfigError(
+                f"worker {start // num_gpus_per_worker} would span nodes {nodes}"
+                f" (GPUs {list(worker)}); a worker never spans nodes",
+                field=field,
+                value=num_gpus_per_worker,
+                file=file,
+            )
+
+
+def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipeline:
+    module_name, sep, func_name = ref.partition(":")
+    if not sep or not module_name or not func_name:
+        raise ConfigError(
+            'must look like "module:function" or "file.py:function"',
+            field="pipeline.python",
+            value=ref,
+            file=file,
+        )
+    try:
+        if module_name.endswith(".py"):
+            path = (base_dir / module_name).resolve()
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            if spec is None or spec.loader is None or not path.exists():
+                raise ConfigError("file not found", field="pipeline.python", value=ref, file=file)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            sys.path.insert(0, str(base_dir))
+            try:
+                module = importlib.import_module(module_name)
+            finally:
+                sys.path.remove(str(base_dir))
+    except ConfigError:
+        raise
+    except Exception as exc:  # the user's module failed to import: say which and why
+        raise ConfigError(
+            f"cannot import the pipeline module: {type(exc).__name__}: {exc}",
+            field="pipeline.python",
+            value=ref,
+            file=file,
+        ) from None
+    factory = getattr(module, func_name, None)
+    if not callable(factory):
+        raise ConfigError(
+            f"module {module_name!r} has no function {func_name!r}",
+            field="pipeline.python",
+            value=ref,
+            file=file,
+        )
+    try:
+        pipeline = factory()
+    except PipelineError as exc:
+        raise ConfigError(f"the pipeline function failed: {exc}", field="pipeline.python", value=ref, file=file) from None
+    if not isinstance(pipeline, Pipeline):
+        raise ConfigError(
+            f"the function returned {type(pipeline).__name__}, not a rlplex Pipeline",
+            field="pipeline.python",
+            value=ref,
+            file=file,
+        )
+    return pipeline
+
+
+def _build_pipeline(
+    spec: _PipelineSpec, raw: Mapping[str, Any], roles: Mapping[str, Role], base_dir: Path, file: str | None
+) -> Pipeline:
+    if spec.python and spec.stages is not None:
+        raise ConfigError(
+            "give either 'python' or 'stages', not both", field="pipeline", file=file
+        )
+    if spec.python:
+        pipeline = _load_python_pipeline(spec.python, base_dir, file)
+        updates: dict[str, Any] = {}
+        if "mode" in raw:
+            updates["mode"] = spec.mode
+        if "max_staleness" in raw:
+            updates["max_staleness"] = spec.max_staleness
+        return pipeline.model_copy(update=updates) if updates else pipeline
+    if not spec.stages:
+        raise ConfigError("the pipeline has no stages", field="pipeline.stages", file=file)
+    stages = []
+    for name, body in spec.stages.items():
+        field = f"pipeline.stages.{name}"
+        body = body or {}
+        if not isinstance(body, dict):
+            raise ConfigError("must be a mapping", field=field, value=body, file=file)
+        if "name" in body:
+            raise ConfigError("unknown key", field=f"{field}.name", value=body["name"], file=file)
+        stage = validate_model(Stage, body, field, file, extra={"name": str(name)})
+        if stage.seconds is None and not stage.is_weight_sync:
+            raise ConfigError("is required (the stage's duration)", field=f"{field}.seconds", file=file)
+        stages.append(stage)
+    return Pipeline(stages=tuple(stages), mode=spec.mode, max_staleness=spec.max_staleness)
+
+
+def _check_pipeline(pipeline: Pipeline, roles: Mapping[str, Role], file: str | None) -> None:
+    try:
+        pipeline.check([*roles, DRIVER])
+    except CycleError as exc:
+        raise ConfigError(str(exc), field="pipeline.stages", value=exc.cycle, file=file) from None
+    except PipelineError as exc:
+        stage = pipeline.stage(exc.stage) if exc.stage in pipeline.names else None
+        value: Any = ConfigError._NO_VALUE
+        if stage is not None and exc.field:
+            value = {
+                "after": list(stage.after),
+                "role": stage.role,
+                "from": stage.from_role,
+                "to": stage.to_role,
+            }.get(exc.field, ConfigError._NO_VALUE)
+        path = f"pipeline.stages.{exc.stage}" + (f".{exc.field}" if exc.field else "")
+        raise ConfigError(str(exc), field=path, value=value, file=file) from None
+    for stage in pipeline.stages:
+        if stage.needs is None or stage.is_weight_sync:
+            continue
+        role = roles.get(stage.role or "")
+        states = tuple(role.states) if role else ()
+        for state in stage.needs:
+            if state not in states:
+                raise ConfigError(
+                    f"role {stage.role!r} has no state {state!r} (it has: {', '.join(states) or 'none'})",
+                    field=f"pipeline.stages.{stage.name}.needs",
+                    value=list(stage.needs),
+                    file=file,
+                )
+    if pipeline.staleness >= 1:
+        for stage in pipeline.stages:
+            if not stage.is_weight_sync:
+                continue
+            src, dst = roles[stage.from_role or ""], roles[stage.to_role or ""]
+            shared = sorted(set(src.devices) & set(dst.devices))
+            if shared:
+                raise ConfigError(
+                    f"async mode with max_staleness {pipeline.max_staleness} needs {dst.name!r}"
+                    f" on devices disjoint from {src.name!r} (generation runs while training"
+                    f" runs); they share GPUs {shared}",
+                    field=f"roles.{dst.name}.devices",
+                    value=list(dst.devices),
+                    file=file,
+                )
+
+
+def config_from_dict(
+    data: Any, file: str | None = None, base_dir: Path | None = None, fmt: str = "native"
+) -> Config:
+    """Check a native config given as a dict (as parsed from YAML)."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "the config must be a mapping with 'cluster', 'roles' and 'pipeline'",
+            value=data,
+            file=file,
+        )
+    for key in data:
+        if key not in _TOP_LEVEL:
+            raise ConfigError(
+                f"unknown key (expected one of: {', '.join(_TOP_LEVEL)})", field=str(key), file=file
+            )
+    cluster = validate_model(Cluster, data.get("cluster"), "cluster", file)
+    raw_roles = data.get("roles") or {}
+    if not isinstance(raw_roles, dict):
+        raise ConfigError("must be a mapping of role names", field="roles", value=raw_roles, file=file)
+    roles: dict[str, Role] = {}
+    for name, body in raw_roles.items():
+        spec = validate_model(_RoleSpec, body, f"roles.{name}", file)
+        roles[str(name)] = _resolve_role(str(name), spec, cluster, file)
+    if "pipeline" not in data:
+        raise ConfigError("is required", field="pipeline", file=file)
+    raw_pipeline = data["pipeline"]
+    pipeline_spec = validate_model(_PipelineSpec, raw_pipeline, "pipeline", file)
+    pipeline = _build_pipeline(
+        pipeline_spec, raw_pipeline or {}, roles, base_dir or Path.cwd(), file
+    )
+    _check_pipeline(pipeline, roles, file)
+    return Config(cluster=cluster, roles=roles, pipeline=pipeline, source=file, format=fmt)
+
+
+def _convert(fmt: str, data: dict[str, Any], file: str, costs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Turn a ROLL / RLinf / verl file into the native dict form."""
+    if fmt == "native":
+        return data
+    module = importlib.import_module(f"rlplex.resources.importers.{fmt}")
+    return module.to_native(data, file=file, costs=costs)
+
+
+def load_config(
+    path: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    format: str | None = None,
+    costs: str | Path | None = None,
+) -> Config:
+    """Read, convert, override and check a config file.
+
+    Args:
+        path: a native, ROLL, RLinf or verl-style YAML file.
+        overrides: ``KEY=VALUE`` strings with dotted keys. A key whose first part
+            is in the file applies to the file as written; any other applies to
+            the native form (so ``pipeline.mode=async`` works on a ROLL file).
+        format: ``native``, ``roll``, ``rlinf`` or ``verl``; detected when None.
+        costs: a YAML file with ``stages:`` costs for imported configs.
+
+    Raises:
+        ConfigError: anything wrong, naming the file, the field and the value.
+    """
+    file = str(path)
+    data = load_yaml_file(path)
+    if not isinstance(data, dict):
+        raise ConfigError("the config must be a mapping", value=data, file=file)
+    file_overrides = [o for o in overrides if o.partition("=")[0].split(".")[0] in data]
+    native_overrides = [o for o in overrides if o not in file_overrides]
+    data = apply_overrides(data, file_overrides)
+    if format is not None and format not in FORMATS:
+        raise ConfigError(
+            f"unknown format (expected one of: {', '.join(FORMATS)})", field="--format", value=format
+        )
+    fmt = format or detect_format(data)
+    cost_data = load_yaml_file(costs) if costs is not None else None
+    native = _convert(fmt, data, file, cost_data)
+    native = apply_overrides(native, native_overrides)
+    return config_from_dict(native, file=file, base_dir=Path(path).resolve().parent, fmt=fmt)
+

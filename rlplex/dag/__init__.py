@@ -1,0 +1,30 @@
+"""The step DAG: stages, pipelines, the Python definition API and exports."""
+
+from rlplex.dag.api import PipelineBuilder, define_pipeline, stage, weight_sync
+from rlplex.dag.pipeline import (
+    CrossStepEdge,
+    CycleError,
+    DuplicateStageError,
+    Pipeline,
+    PipelineError,
+    UnknownDependencyError,
+    UnknownRoleError,
+    WeightSyncError,
+)
+from rlplex.dag.stage import Stage
+
+__all__ = [
+    "CrossStepEdge",
+    "CycleError",
+    "DuplicateStageError",
+    "Pipeline",
+    "PipelineBuilder",
+    "PipelineError",
+    "Stage",
+    "UnknownDependencyError",
+    "UnknownRoleError",
+    "WeightSyncError",
+    "define_pipeline",
+    "stage",
+    "weight_sync",
+]

@@ -1,0 +1,71 @@
+"""Pipelines as Graphviz DOT and Mermaid text, for docs and quick looks."""
+
+from __future__ import annotations
+
+from rlplex.dag.pipeline import Pipeline
+
+PALETTE = (
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
+    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+)  # fmt: skip
+"""Role colours, assigned in first-use order (Tableau 10)."""
+
+
+def role_colours(pipeline: Pipeline) -> dict[str, str]:
+    """A stable colour per role, in the order roles are first used."""
+    return {role: PALETTE[i % len(PALETTE)] for i, role in enumerate(pipeline.roles_used())}
+
+
+def _label(pipeline: Pipeline, name: str) -> str:
+    stage = pipeline.stage(name)
+    if stage.is_weight_sync:
+        return f"{name}\\n{stage.from_role} → {stage.to_role}"
+    cost = f", {stage.seconds:g}s" if stage.seconds is not None else ""
+    return f"{name}\\n{stage.role}{cost}"
+
+
+def to_dot(pipeline: Pipeline) -> str:
+    """Graphviz DOT: nodes coloured by role, cross-step edges dashed and labelled."""
+    colours = role_colours(pipeline)
+    lines = [
+        "digraph pipeline {",
+        "  rankdir=LR;",
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontcolor=white];',
+    ]
+    for stage in pipeline.stages:
+        role = stage.from_role if stage.is_weight_sync else stage.role
+        colour = colours.get(role or "", "#888888")
+        lines.append(f'  "{stage.name}" [label="{_label(pipeline, stage.name)}", fillcolor="{colour}"];')
+    for stage in pipeline.stages:
+        for dep in stage.after:
+            lines.append(f'  "{dep}" -> "{stage.name}";')
+    for edge in pipeline.cross_step_edges():
+        lines.append(
+            f'  "{edge.src}" -> "{edge.dst}" [style=dashed, constraint=false, label="step +{edge.lag}"];'
+        )
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _mermaid_id(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def to_mermaid(pipeline: Pipeline) -> str:
+    """Mermaid flowchart text: one class per role, cross-step edges dotted."""
+    colours = role_colours(pipeline)
+    lines = ["flowchart LR"]
+    for stage in pipeline.stages:
+        label = _label(pipeline, stage.name).replace("\\n", "<br/>")
+        lines.append(f'  {_mermaid_id(stage.name)}["{label}"]')
+    for stage in pipeline.stages:
+        for dep in stage.after:
+            lines.append(f"  {_mermaid_id(dep)} --> {_mermaid_id(stage.name)}")
+    for edge in pipeline.cross_step_edges():
+        lines.append(f"  {_mermaid_id(edge.src)} -. step +{edge.lag} .-> {_mermaid_id(edge.dst)}")
+    for role, colour in colours.items():
+        lines.append(f"  classDef role_{_mermaid_id(role)} fill:{colour},color:#fff")
+    for stage in pipeline.stages:
+        role = stage.from_role if stage.is_weight_sync else stage.role
+        lines.append(f"  class {_mermaid_id(stage.name)} role_{_mermaid_id(role or '')}")
+    return "\n".join(lines) + "\n"

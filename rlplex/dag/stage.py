@@ -1,0 +1,79 @@
+"""One stage of an RL step: what runs, on which role, after what, at what cost."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+StageKindName = Literal["run", "train", "weight_sync"]
+
+TRAIN_STAGE_NAMES = frozenset({"train", "critic_train"})
+"""Stages of kind ``train`` unless told otherwise: they dirty weights and optimizer."""
+
+
+class Stage(BaseModel):
+    """A node of the step DAG.
+
+    A ``weight_sync`` stage has no ``role``; it names ``from`` (the trained role)
+    and ``to`` (the inference role) and occupies both roles' devices. Its cost
+    comes from the cluster's copy speeds unless ``seconds`` is given (as in a
+    replay of recorded timings).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    name: str
+    """Unique stage name, e.g. ``generate``."""
+    role: str | None = None
+    """The role whose workers run the stage (``driver`` for the controller)."""
+    kind: StageKindName = "run"
+    """``run``; ``train`` (dirties the role's weights and optimizer); ``weight_sync``."""
+    after: tuple[str, ...] = ()
+    """Stages of the same step that must finish first."""
+    seconds: float | None = Field(None, ge=0)
+    """Duration measured on ``at_devices`` devices; required except for weight_sync."""
+    at_devices: int | None = Field(None, ge=1)
+    """Device count ``seconds`` was measured on; default: the role's device count."""
+    scaling: float = Field(1.0, ge=0)
+    """Exponent s: on d devices instead of d0 the stage takes ``seconds * (d0/d)**s``."""
+    memory_gb: float = Field(0.0, ge=0)
+    """Transient memory per device while the stage runs, in GB."""
+    needs: tuple[str, ...] | None = None
+    """States that must be resident; ``None`` means all of the role's states."""
+    from_role: str | None = Field(None, alias="from")
+    """weight_sync only: the role whose trained weights are sent."""
+    to_role: str | None = Field(None, alias="to")
+    """weight_sync only: the role whose weights are overwritten."""
+    fn: Callable[..., Any] | None = Field(None, exclude=True, repr=False)
+    """Optional implementation, run by the executor; planning ignores it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_kind(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "kind" not in data:
+            name = data.get("name")
+            if name in TRAIN_STAGE_NAMES:
+                data = {**data, "kind": "train"}
+            elif name == "weight_sync" or "from" in data or "from_role" in data:
+                data = {**data, "kind": "weight_sync"}
+        return data
+
+    @property
+    def is_weight_sync(self) -> bool:
+        return self.kind == "weight_sync"
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The roles whose devices the stage occupies."""
+        if self.is_weight_sync:
+            return tuple(r for r in (self.from_role, self.to_role) if r)
+        return (self.role,) if self.role else ()
+
+    def reads_state(self, state: str, role_states: tuple[str, ...]) -> bool:
+        """Whether the stage needs ``state`` of its role resident."""
+        if self.is_weight_sync:
+            return state == "weights"
+        needed = self.needs if self.needs is not None else role_states
+        return state in needed

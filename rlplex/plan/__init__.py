@@ -1,0 +1,1 @@
+"""The planner: placement, scheduling, offload/reload insertion, bounds and verification."""

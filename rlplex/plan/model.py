@@ -1,0 +1,109 @@
+"""The Plan: every op of a step with its devices, times and dependencies.
+
+This is the machine-readable contract of DESIGN.md ("The machine-readable
+plan"): ``rlplex plan FILE --json`` prints :meth:`Plan.to_json`, the executor
+follows the ops in order, the simulator replays them with other durations,
+and :func:`rlplex.plan.verify.verify_plan` checks every validity rule.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+OpKind = Literal["run", "offload", "reload", "weight_sync"]
+COMPUTE_KINDS = frozenset({"run", "weight_sync"})
+TRANSFER_KINDS = frozenset({"offload", "reload"})
+
+
+class Op(BaseModel):
+    """One scheduled operation.
+
+    Ids are ``s{step}/{stage}`` for runs and weight syncs and
+    ``s{step}/{offload|reload}/{role}/{state}`` (with a ``#n`` suffix when the
+    same transfer happens twice in a step) for transfers.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    id: str
+    """Unique op id within the plan."""
+    kind: OpKind
+    """``run`` (a stage), ``offload``, ``reload`` or ``weight_sync``."""
+    step: int = 0
+    """The RL step the op belongs to (async plans unroll several)."""
+    devices: tuple[int, ...] = ()
+    """Global GPU ranks the op occupies; empty for CPU and driver stages."""
+    start_s: float
+    """Planned start, seconds from the start of the plan."""
+    end_s: float
+    """Planned end."""
+    deps: tuple[str, ...] = ()
+    """Ids of the ops this one waits for."""
+    stage: str | None = None
+    """The stage, for ``run`` and ``weight_sync`` ops."""
+    role: str | None = None
+    """The role (for weight_sync: the destination role)."""
+    state: str | None = None
+    """The state moved, for ``offload`` and ``reload`` ops."""
+    memory_gb: float = 0.0
+    """Transient memory per device while a ``run`` op runs."""
+    gb: float = 0.0
+    """GB per device moved by a transfer or weight sync (0 for free ones)."""
+    from_role: str | None = None
+    """weight_sync only: the source role."""
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+class Plan(BaseModel):
+    """A schedule of one step (sync) or of unrolled steps (async)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    mode: Literal["sync", "async"] = "sync"
+    """The pipeline's mode."""
+    makespan_s: float
+    """From the first op's start to the last op's end."""
+    period_s: float
+    """Steady-state time per step (equals ``makespan_s`` in sync mode)."""
+    lower_bound_s: float
+    """A proven lower bound on ``period_s`` of any valid plan for this placement."""
+    capacity_gb: float
+    """Memory per GPU."""
+    placement: dict[str, list[int]]
+    """Devices of each GPU role."""
+    states: dict[str, dict[str, float]]
+    """GB per device of each role's states."""
+    initial_residency: dict[str, list[str]]
+    """States resident on each role's devices when the (steady-state) step starts."""
+    ops: list[Op] = Field(default_factory=list)
+    """Every op, ordered by start time, then id."""
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The machine-readable form printed by ``rlplex plan --json``."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        return cls.model_validate_json(text)
+
+    def op(self, op_id: str) -> Op:
+        for op in self.ops:
+            if op.id == op_id:
+                return op
+        raise KeyError(op_id)
+
+    @property
+    def gap(self) -> float:
+        """Relative distance of the period to the lower bound (0.05 = 5 % above)."""
+        if self.lower_bound_s <= 0:
+            return 0.0
+        return self.period_s / self.lower_bound_s - 1.0

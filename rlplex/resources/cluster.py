@@ -1,0 +1,106 @@
+"""The machines and the roles placed on them.
+
+A :class:`Cluster` is a set of identical nodes of GPUs plus the copy speeds the
+cost model needs. A :class:`Role` is a group of workers holding model state
+(weights, optimizer, gradients, KV cache) on a set of global GPU ranks, or a
+CPU-only group (rule rewards, code sandboxes). Both are frozen plain data; the
+planner reads them and never changes them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+StateKind = Literal["weights", "optimizer", "grads", "kv_cache"]
+STATE_KINDS: tuple[StateKind, ...] = ("weights", "optimizer", "grads", "kv_cache")
+COPIED_STATES: frozenset[str] = frozenset({"weights", "optimizer"})
+"""States copied to host memory on offload and back on reload."""
+SCRATCH_STATES: frozenset[str] = frozenset({"grads", "kv_cache"})
+"""States dropped on offload and re-allocated on reload, both free."""
+
+DRIVER = "driver"
+"""The built-in CPU role of the controller process (advantage, bookkeeping)."""
+
+
+class Cluster(BaseModel):
+    """Identical nodes of GPUs and the copy speeds between host and devices."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nodes: int = Field(1, ge=1)
+    """Number of nodes."""
+    gpus_per_node: int = Field(8, ge=1)
+    """GPUs per node; global rank r is GPU ``r % gpus_per_node`` of node ``r // gpus_per_node``."""
+    gpu_memory_gb: float = Field(80.0, gt=0)
+    """Usable memory of one GPU, in GB."""
+    host_gb_per_s: float = Field(25.0, gt=0)
+    """Pinned host<->device copy speed per GPU, in GB/s (offload and reload)."""
+    device_copy_gb_per_s: float = Field(200.0, gt=0)
+    """On-device copy speed, in GB/s (weight sync between colocated roles)."""
+    network_gb_per_s: float = Field(25.0, gt=0)
+    """Speed between devices, in GB/s (weight sync between disjoint device sets)."""
+
+    @property
+    def num_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def node_of(self, rank: int) -> int:
+        """The node that holds global GPU ``rank``."""
+        return rank // self.gpus_per_node
+
+    def local_gpu(self, rank: int) -> int:
+        """The index of global GPU ``rank`` within its node."""
+        return rank % self.gpus_per_node
+
+
+class Role(BaseModel):
+    """A group of workers that holds model state on a device set, or a CPU role.
+
+    Built by the config loader (which checks it against the cluster) or directly
+    in Python; ``devices`` are already-parsed global ranks.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    """The role's name, e.g. ``actor_train``."""
+    devices: tuple[int, ...] = ()
+    """Global GPU ranks the role occupies; empty for a CPU role."""
+    num_gpus_per_worker: int = Field(1, ge=1)
+    """GPUs one worker drives (tensor x pipeline parallel size of an inference engine)."""
+    world_size: int = Field(1, ge=1)
+    """Number of workers: ``len(devices) // num_gpus_per_worker`` for a GPU role."""
+    states: dict[str, float] = Field(default_factory=dict)
+    """GB per device of each state the role holds (weights, optimizer, grads, kv_cache)."""
+    auto: bool = False
+    """True when the planner's placement search chooses ``devices``."""
+
+    @property
+    def is_gpu(self) -> bool:
+        return bool(self.devices) or self.auto
+
+    @property
+    def memory_gb(self) -> float:
+        """GB per device with every state resident."""
+        return sum(self.states.values())
+
+    def nodes(self, cluster: Cluster) -> tuple[int, ...]:
+        """The nodes the role's devices sit on, ascending."""
+        return tuple(sorted({cluster.node_of(d) for d in self.devices}))
+
+    def with_devices(self, devices: tuple[int, ...]) -> Role:
+        """The same role placed on ``devices`` (world size recomputed)."""
+        return self.model_copy(
+            update={
+                "devices": tuple(devices),
+                "world_size": max(1, len(devices) // self.num_gpus_per_worker),
+                "auto": False,
+            }
+        )
+
+
+def driver_role() -> Role:
+    """The built-in ``driver`` role: the controller's one CPU process."""
+    return Role(name=DRIVER, world_size=1)

@@ -1,0 +1,1 @@
+"""Importers of other frameworks' placement configs (ROLL, RLinf, verl) into the native form."""
