@@ -19,6 +19,7 @@ from typing import Annotated, Any, TypeVar
 import structlog
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rlplex.config import Config, load_config
@@ -79,7 +80,9 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except RlplexError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            # escape: messages quote values like [0, 1] or "[key]" that rich would eat as markup
+            message = escape(str(exc))
+            err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -108,6 +111,7 @@ def validate(
         f" {len(cfg.pipeline.stages)} stages, {cfg.cluster.num_gpus} GPUs,"
         f" {cfg.pipeline.mode} mode",
         highlight=False,
+        soft_wrap=True,
     )
 
 
@@ -132,21 +136,41 @@ def roles_json(cfg: Config) -> dict[str, Any]:
     }
 
 
-def device_grid(cfg: Config) -> Table:
-    """A table with one row per node and one column per GPU, listing the roles on it."""
+GRID_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta")
+"""Colours of role letters in the device grid, in role order."""
+
+
+def role_letters(cfg: Config) -> dict[str, str]:
+    """A short label per GPU role for the device grid: A, B, C ... in file order."""
+    labels: dict[str, str] = {}
+    for i, name in enumerate(n for n, r in cfg.roles.items() if r.devices):
+        labels[name] = chr(ord("A") + i) if i < 26 else f"R{i}"
+    return labels
+
+
+def device_grid(cfg: Config) -> tuple[Table, str]:
+    """The grid (one row per node, one column per GPU, role letters in cells) and its legend."""
     cluster = cfg.cluster
+    letters = role_letters(cfg)
+    styles = {name: GRID_STYLES[i % len(GRID_STYLES)] for i, name in enumerate(letters)}
     table = Table(title="device grid: roles on each GPU", show_lines=True)
-    table.add_column("node")
+    table.add_column("node", justify="right", no_wrap=True, min_width=4)
     for gpu in range(cluster.gpus_per_node):
-        table.add_column(f"gpu {gpu}", overflow="fold")
+        table.add_column(str(gpu), justify="left", no_wrap=True)
     for node in range(cluster.nodes):
         cells = []
         for gpu in range(cluster.gpus_per_node):
             rank = node * cluster.gpus_per_node + gpu
-            names = [n for n, r in cfg.roles.items() if rank in r.devices]
-            cells.append("\n".join(names) or "[dim]idle[/]")
+            here = [n for n in letters if rank in cfg.roles[n].devices]
+            # Each role keeps its own slot, so a role's letters line up down a column.
+            slots = [f"[bold {styles[n]}]{letters[n]}[/]" if n in here else " " for n in letters]
+            cells.append("".join(slots) if here else "[dim]·[/]")
         table.add_row(str(node), *cells)
-    return table
+    legend = "  ".join(
+        f"[bold {styles[n]}]{letter}[/] {escape(n)} ({len(cfg.roles[n].devices)} GPUs)"
+        for n, letter in letters.items()
+    )
+    return table, legend or "[dim]no GPU roles[/]"
 
 
 @app.command()
@@ -174,8 +198,10 @@ def show(
         nodes = ",".join(map(str, role.nodes(cfg.cluster))) or "-"
         table.add_row(name, devices, str(role.num_gpus_per_worker), str(role.world_size), nodes, states)
     console.print(table)
-    if cfg.cluster.num_gpus <= 64:
-        console.print(device_grid(cfg))
+    if cfg.cluster.num_gpus <= 256:
+        grid, legend = device_grid(cfg)
+        console.print(grid)
+        console.print(legend, highlight=False)
     else:
         console.print(f"[dim]device grid omitted: {cfg.cluster.num_gpus} GPUs[/]")
 
@@ -188,6 +214,7 @@ def dag(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")] = None,
     set_: SetOpt = None,
     config_format: Annotated[str | None, typer.Option("--config-format", help="Read the file as native, roll, rlinf or verl.")] = None,
+    costs: CostsOpt = None,
 ) -> None:
     """Print the step DAG as Graphviz DOT or Mermaid text."""
     from rlplex.dag.export import to_dot, to_mermaid
@@ -196,13 +223,285 @@ def dag(
     exporters = {"dot": to_dot, "mermaid": to_mermaid}
     if format_ not in exporters:
         raise ConfigError("must be dot or mermaid", field="--format", value=format_)
-    cfg = read_config(config, set_, config_format)
+    cfg = read_config(config, set_, config_format, costs)
     text = exporters[format_](cfg.pipeline)
     if out is None:
         print(text, end="")
     else:
         out.write_text(text, encoding="utf-8")
         console.print(f"wrote {out}")
+
+
+GanttOpt = Annotated[
+    Path | None, typer.Option("--gantt", help="Write a self-contained HTML Gantt chart here.")
+]
+PngOpt = Annotated[Path | None, typer.Option("--png", help="Write a PNG Gantt chart here.")]
+TraceOpt = Annotated[
+    Path | None, typer.Option("--trace", help="Write a Perfetto/Chrome trace (JSON) here.")
+]
+CollapseOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--collapse/--no-collapse",
+        help="Collapse GPUs that ran identical ops into one band (default: past 32 GPUs).",
+    ),
+]
+
+
+def _write_views(
+    timeline: Any,
+    cfg: Config,
+    config: Path,
+    gantt: Path | None,
+    png: Path | None,
+    trace: Path | None,
+    *,
+    quiet: bool = False,
+) -> None:
+    """The views of a planned or simulated timeline, in the config's DAG colours."""
+    from rlplex.dag.export import role_colours
+    from rlplex.viz.views import write_views
+
+    written = write_views(
+        timeline, gantt=gantt, png=png, trace=trace, title=config.name,
+        colours=role_colours(cfg.pipeline), gpus_per_node=cfg.cluster.gpus_per_node,
+    )  # fmt: skip
+    for path in written:
+        if not quiet:
+            console.print(f"wrote {escape(str(path))}", highlight=False)
+
+
+@app.command()
+@user_errors
+def viz(
+    timeline: Annotated[
+        Path,
+        typer.Argument(help="Timeline JSONL, a Perfetto trace written by rlplex, or a config."),
+    ],
+    gantt: GanttOpt = None,
+    png: PngOpt = None,
+    trace: TraceOpt = None,
+    steps: Annotated[int, typer.Option("--steps", help="Steps to simulate for a config.")] = 3,
+    collapse: CollapseOpt = None,
+    title: Annotated[str | None, typer.Option("--title", help="Chart title.")] = None,
+    set_: SetOpt = None,
+    format_: FormatOpt = None,
+) -> None:
+    """Draw a timeline (Gantt HTML/PNG, Perfetto trace) and print time per stage."""
+    from rlplex.viz.views import load_timeline, stage_rich_table, write_views
+
+    record = load_timeline(timeline, steps=steps, overrides=set_, fmt=format_)
+    written = write_views(
+        record, gantt=gantt, png=png, trace=trace, title=title or timeline.name, collapse=collapse
+    )
+    console.print(stage_rich_table(record, title=f"time per stage: {escape(timeline.name)}"))
+    for path in written:
+        console.print(f"wrote {escape(str(path))}", highlight=False)
+
+
+@app.command()
+@user_errors
+def compare(
+    a: Annotated[Path, typer.Argument(help="First timeline (JSONL, rlplex trace) or config.")],
+    b: Annotated[
+        Path | None,
+        typer.Argument(help="Second timeline or config; omit it with --baseline."),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Compare config A's plan with this baseline of it."),
+    ] = None,
+    gantt: GanttOpt = None,
+    png: PngOpt = None,
+    steps: Annotated[int, typer.Option("--steps", help="Steps to simulate for a config.")] = 3,
+    collapse: CollapseOpt = None,
+    set_: SetOpt = None,
+    format_: FormatOpt = None,
+) -> None:
+    """Two timelines side by side on one time axis, with the difference in period."""
+    from rlplex.viz.compare import write_comparison
+    from rlplex.viz.views import load_timeline
+
+    from rlplex.errors import ConfigError
+    from rlplex.viz.views import planned_timeline
+
+    if (b is None) == (baseline is None):
+        raise ConfigError("give either a second timeline B or --baseline NAME", field="B")
+    if baseline is not None:
+        first = planned_timeline(a, steps=steps, overrides=set_, fmt=format_, baseline=baseline)
+        second = planned_timeline(a, steps=steps, overrides=set_, fmt=format_)
+        names = (f"{a.name} ({baseline})", f"{a.name} (planned)")
+    else:
+        assert b is not None
+        first = load_timeline(a, steps=steps, overrides=set_, fmt=format_)
+        second = load_timeline(b, steps=steps, overrides=set_, fmt=format_)
+        names = (a.name, b.name) if a.name != b.name else (str(a), str(b))
+    result = write_comparison(first, second, names=names, gantt=gantt, png=png, collapse=collapse)
+    console.print(escape(result.text()), highlight=False)
+    for path in (gantt, png):
+        if path is not None:
+            console.print(f"wrote {escape(str(path))}", highlight=False)
+
+
+@app.command()
+@user_errors
+def plan(
+    config: ConfigArg,
+    auto: Annotated[bool, typer.Option("--auto", help="Search the placement of every GPU role.")] = False,
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", help="Print a baseline: sequential or naive-colocate.")
+    ] = None,
+    verify: Annotated[bool, typer.Option("--verify", help="Check every validity rule of the plan.")] = False,
+    gantt: GanttOpt = None,
+    png: PngOpt = None,
+    trace: TraceOpt = None,
+    json_: JsonOpt = False,
+    set_: SetOpt = None,
+    format_: FormatOpt = None,
+    costs: CostsOpt = None,
+) -> None:
+    """Plan a step: placement, parallel stages, offload/reload ops, period and bound."""
+    from rlplex.plan import make_plan, verify_plan
+    from rlplex.plan.report import placed_config, summarize
+
+    cfg = read_config(config, set_, format_, costs)
+    if auto:
+        cfg = cfg.model_copy(
+            update={"roles": {n: r.model_copy(update={"auto": True}) if r.is_gpu else r
+                              for n, r in cfg.roles.items()}}
+        )
+    result = make_plan(cfg, baseline=baseline)
+    if verify:
+        verify_plan(result, cfg)
+    if gantt or png or trace:
+        from rlplex.timeline.record import timeline_from_plan
+
+        _write_views(timeline_from_plan(result), cfg, config, gantt, png, trace, quiet=json_)
+    if json_:
+        print(result.to_json())
+        return
+    sequential = result if baseline == "sequential" else None
+    if sequential is None:
+        placed = placed_config(cfg, result)
+        sequential = make_plan(placed, baseline="sequential")
+    summary = summarize(result, sequential.period_s)
+    grid, legend = device_grid(placed_config(cfg, result))
+    if cfg.cluster.num_gpus <= 256:
+        console.print(grid)
+        console.print(legend, highlight=False)
+    table = Table(title=f"plan of {escape(str(config))}" + (f" ({baseline})" if baseline else ""))
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("mode", f"{result.mode}" + (f", k={result.staleness}" if result.staleness else "")),
+        ("period", f"{summary.period_s:.2f} s"),
+        ("lower bound", f"{summary.lower_bound_s:.2f} s"),
+        ("gap", f"{summary.gap * 100:.2f} %"),
+        ("offloads per step", f"{summary.offloads} ({summary.offload_s:.2f} s)"),
+        ("reloads per step", f"{summary.reloads} ({summary.reload_s:.2f} s)"),
+        ("sequential baseline", f"{sequential.period_s:.2f} s"),
+        ("speed-up vs sequential", f"{summary.speedup or 0:.2f}x"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    if verify:
+        console.print("[green]verified[/]: every validity rule holds", highlight=False)
+
+
+@app.command()
+@user_errors
+def simulate(
+    config: ConfigArg,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Steps to simulate.")] = 10,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the timeline JSONL here.")] = None,
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", help="Simulate a baseline: sequential or naive-colocate.")
+    ] = None,
+    jitter: Annotated[float, typer.Option("--jitter", min=0.0, help="Relative jitter of stage times.")] = 0.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the jitter.")] = 0,
+    gantt: GanttOpt = None,
+    png: PngOpt = None,
+    trace: TraceOpt = None,
+    json_: JsonOpt = False,
+    set_: SetOpt = None,
+    format_: FormatOpt = None,
+    costs: CostsOpt = None,
+) -> None:
+    """Simulate N steps of the plan: per-step times and the steady-state period."""
+    from rlplex.plan import make_plan
+    from rlplex.sim import simulate as run_simulation
+
+    cfg = read_config(config, set_, format_, costs)
+    result = make_plan(cfg, baseline=baseline)
+    timeline = run_simulation(result, cfg, steps=steps, jitter=jitter, seed=seed)
+    if out is not None:
+        timeline.write_jsonl(out)
+    if gantt or png or trace:
+        _write_views(timeline, cfg, config, gantt, png, trace, quiet=json_)
+    step_s = [timeline.metrics[n]["step_s"] for n in range(steps)]
+    if json_:
+        print(json.dumps({"steps": steps, "step_s": step_s, "period_s": timeline.meta["period_s"],
+                          "plan_period_s": result.period_s, "out": str(out) if out else None},
+                         indent=2))
+        return
+    table = Table(title=f"simulation of {escape(str(config))}: {steps} steps")
+    table.add_column("step", justify="right")
+    table.add_column("step_s", justify="right")
+    shown = list(range(steps)) if steps <= 20 else [*range(10), *range(steps - 5, steps)]
+    for n in shown:
+        table.add_row(str(n), f"{step_s[n]:.2f}")
+    console.print(table)
+    console.print(f"steady-state period_s: {timeline.meta['period_s']:.2f} s"
+                  f" (plan: {result.period_s:.2f} s)", highlight=False)
+    if out is not None:
+        console.print(f"wrote {escape(str(out))}", highlight=False)
+
+
+@app.command()
+@user_errors
+def run(
+    config: ConfigArg,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Steps to run.")] = 1,
+    record: Annotated[Path, typer.Option("--record", help="Write the run's timeline JSONL here.")] = Path(
+        "run.jsonl"
+    ),
+    time_scale: Annotated[
+        float, typer.Option("--time-scale", min=0.0, help="Rehearsed stages sleep planned seconds times X.")
+    ] = 1.0,
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster to join (default: RAY_ADDRESS or a local Ray).")
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Longest one op may run, seconds.")] = 600.0,
+    json_: JsonOpt = False,
+    set_: SetOpt = None,
+    format_: FormatOpt = None,
+    costs: CostsOpt = None,
+) -> None:
+    """Run the plan on Ray (stages without code are rehearsed) and record what happened."""
+    from rlplex.runtime import RunInterrupted
+    from rlplex.runtime.cli_run import run_plan
+
+    cfg = read_config(config, set_, format_, costs)
+    try:
+        result = run_plan(cfg, steps=steps, record=record, time_scale=time_scale, address=address,
+                          timeout_s=timeout, console=err_console)
+    except RunInterrupted as exc:
+        err_console.print(f"[yellow]stopped:[/] {exc}; record flushed to {escape(str(record))}",
+                          highlight=False)
+        raise typer.Exit(130) from None
+    if json_:
+        print(json.dumps(result, indent=2))
+        return
+    predicted = result["predicted_period_s"]
+    replayed = result["replayed_period_s"]
+    console.print(
+        f"measured period {result['measured_period_s']:.3f} s"
+        + (f" vs predicted {predicted:.3f} s" if predicted is not None else "")
+        + (f" (replay with measured stage times: {replayed:.3f} s)" if replayed is not None else ""),
+        highlight=False,
+    )
+    console.print(f"wrote {escape(str(record))}", highlight=False)
 
 
 def main() -> None:

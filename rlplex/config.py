@@ -35,6 +35,7 @@ from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
 from rlplex.resources.cluster import DRIVER, Cluster, Role, StateKind, driver_role
 from rlplex.resources.devices import AUTO, DeviceSpecError, parse_devices
+from rlplex.resources.placement import check_worker_layout
 from rlplex.resources.yaml_io import apply_overrides, load_yaml_file
 
 ConfigFormat = Literal["native", "roll", "rlinf", "verl"]
@@ -116,7 +117,8 @@ def validate_model(
         return model.model_validate({**data, **(extra or {})})
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
+        # pydantic marks a dict key's own error with a "[key]" part; the key itself names it.
+        loc = ".".join(str(p) for p in first["loc"] if p != "[key]")
         path = f"{field}.{loc}" if loc else field
         kwargs: dict[str, Any] = {}
         if first["type"] != "missing":
@@ -143,9 +145,7 @@ def detect_format(data: Mapping[str, Any]) -> ConfigFormat:
     return "native"
 
 
-def _resolve_role(
-    name: str, spec: _RoleSpec, cluster: Cluster, file: str | None
-) -> Role:
+def _resolve_role(name: str, spec: _RoleSpec, cluster: Cluster, file: str | None) -> Role:
     field = f"roles.{name}"
     if name == DRIVER:
         raise ConfigError(
@@ -155,7 +155,9 @@ def _resolve_role(
         )
     for state, gb in spec.states.items():
         if gb < 0:
-            raise ConfigError("must be >= 0 GB", field=f"{field}.states.{state}", value=gb, file=file)
+            raise ConfigError(
+                "must be >= 0 GB", field=f"{field}.states.{state}", value=gb, file=file
+            )
         if gb > cluster.gpu_memory_gb:
             raise ConfigError(
                 f"is larger than one GPU ({cluster.gpu_memory_gb:g} GB)",
@@ -175,7 +177,9 @@ def _resolve_role(
     try:
         devices = parse_devices(spec.devices, cluster.num_gpus)
     except DeviceSpecError as exc:
-        raise ConfigError(str(exc), field=f"{field}.devices", value=spec.devices, file=file) from None
+        raise ConfigError(
+            str(exc), field=f"{field}.devices", value=spec.devices, file=file
+        ) from None
     if devices == AUTO:
         return Role(
             name=name,
@@ -202,35 +206,6 @@ def _resolve_role(
         world_size=world_size,
         states=dict(spec.states),
     )
-
-
-def check_worker_layout(
-    name: str,
-    devices: Sequence[int],
-    num_gpus_per_worker: int,
-    cluster: Cluster,
-    file: str | None = None,
-) -> None:
-    """Check that workers of ``num_gpus_per_worker`` GPUs tile ``devices`` within nodes."""
-    field = f"roles.{name}.num_gpus_per_worker"
-    if len(devices) % num_gpus_per_worker:
-        raise ConfigError(
-            f"does not divide the role's {len(devices)} devices",
-            field=field,
-            value=num_gpus_per_worker,
-            file=file,
-        )
-    for start in range(0, len(devices), num_gpus_per_worker):
-        worker = devices[start : start + num_gpus_per_worker]
-        nodes = sorted({cluster.node_of(d) for d in worker})
-        if len(nodes) > 1:
-            raise ConfigError(
-                f"worker {start // num_gpus_per_worker} would span nodes {nodes}"
-                f" (GPUs {list(worker)}); a worker never spans nodes",
-                field=field,
-                value=num_gpus_per_worker,
-                file=file,
-            )
 
 
 def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipeline:
@@ -275,8 +250,13 @@ def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipelin
         )
     try:
         pipeline = factory()
-    except PipelineError as exc:
-        raise ConfigError(f"the pipeline function failed: {exc}", field="pipeline.python", value=ref, file=file) from None
+    except Exception as exc:  # the user's function failed: name it, no traceback
+        raise ConfigError(
+            f"the pipeline function failed: {type(exc).__name__}: {exc}",
+            field="pipeline.python",
+            value=ref,
+            file=file,
+        ) from None
     if not isinstance(pipeline, Pipeline):
         raise ConfigError(
             f"the function returned {type(pipeline).__name__}, not a rlplex Pipeline",
@@ -288,12 +268,14 @@ def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipelin
 
 
 def _build_pipeline(
-    spec: _PipelineSpec, raw: Mapping[str, Any], roles: Mapping[str, Role], base_dir: Path, file: str | None
+    spec: _PipelineSpec,
+    raw: Mapping[str, Any],
+    roles: Mapping[str, Role],
+    base_dir: Path,
+    file: str | None,
 ) -> Pipeline:
     if spec.python and spec.stages is not None:
-        raise ConfigError(
-            "give either 'python' or 'stages', not both", field="pipeline", file=file
-        )
+        raise ConfigError("give either 'python' or 'stages', not both", field="pipeline", file=file)
     if spec.python:
         pipeline = _load_python_pipeline(spec.python, base_dir, file)
         updates: dict[str, Any] = {}
@@ -314,7 +296,9 @@ def _build_pipeline(
             raise ConfigError("unknown key", field=f"{field}.name", value=body["name"], file=file)
         stage = validate_model(Stage, body, field, file, extra={"name": str(name)})
         if stage.seconds is None and not stage.is_weight_sync:
-            raise ConfigError("is required (the stage's duration)", field=f"{field}.seconds", file=file)
+            raise ConfigError(
+                "is required (the stage's duration)", field=f"{field}.seconds", file=file
+            )
         stages.append(stage)
     return Pipeline(stages=tuple(stages), mode=spec.mode, max_staleness=spec.max_staleness)
 
@@ -344,9 +328,23 @@ def _check_pipeline(pipeline: Pipeline, roles: Mapping[str, Role], file: str | N
         for state in stage.needs:
             if state not in states:
                 raise ConfigError(
-                    f"role {stage.role!r} has no state {state!r} (it has: {', '.join(states) or 'none'})",
+                    f"role {stage.role!r} has no state {state!r}"
+                    f" (it has: {', '.join(states) or 'none'})",
                     field=f"pipeline.stages.{stage.name}.needs",
                     value=list(stage.needs),
+                    file=file,
+                )
+    for stage in pipeline.stages:
+        if not stage.is_weight_sync:
+            continue
+        for key, name in (("from", stage.from_role), ("to", stage.to_role)):
+            role = roles.get(name or "")
+            if role is None or not role.is_gpu:
+                # Weights live on GPUs: a sync from or to the driver or a CPU role is a typo.
+                raise ConfigError(
+                    f"weight_sync stage {stage.name!r} names {name!r}, which is not a GPU role",
+                    field=f"pipeline.stages.{stage.name}.{key}",
+                    value=name,
                     file=file,
                 )
     if pipeline.staleness >= 1:
@@ -384,7 +382,9 @@ def config_from_dict(
     cluster = validate_model(Cluster, data.get("cluster"), "cluster", file)
     raw_roles = data.get("roles") or {}
     if not isinstance(raw_roles, dict):
-        raise ConfigError("must be a mapping of role names", field="roles", value=raw_roles, file=file)
+        raise ConfigError(
+            "must be a mapping of role names", field="roles", value=raw_roles, file=file
+        )
     roles: dict[str, Role] = {}
     for name, body in raw_roles.items():
         spec = validate_model(_RoleSpec, body, f"roles.{name}", file)
@@ -400,12 +400,20 @@ def config_from_dict(
     return Config(cluster=cluster, roles=roles, pipeline=pipeline, source=file, format=fmt)
 
 
-def _convert(fmt: str, data: dict[str, Any], file: str, costs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Turn a ROLL / RLinf / verl file into the native dict form."""
+def _convert(
+    fmt: str,
+    data: dict[str, Any],
+    file: str,
+    costs: Mapping[str, Any] | None,
+    costs_file: str | None = None,
+) -> dict[str, Any]:
+    """Turn a ROLL / RLinf / verl file into the native dict form (costs merged in)."""
+    from rlplex.resources.importers.common import apply_costs
+
     if fmt == "native":
-        return data
+        return apply_costs(data, costs, costs_file)
     module = importlib.import_module(f"rlplex.resources.importers.{fmt}")
-    return module.to_native(data, file=file, costs=costs)
+    return module.to_native(data, file=file, costs=costs, costs_file=costs_file)
 
 
 def load_config(
@@ -420,10 +428,14 @@ def load_config(
     Args:
         path: a native, ROLL, RLinf or verl-style YAML file.
         overrides: ``KEY=VALUE`` strings with dotted keys. A key whose first part
-            is in the file applies to the file as written; any other applies to
-            the native form (so ``pipeline.mode=async`` works on a ROLL file).
+            is in the file, or (for a ROLL / RLinf / verl file) is not one of
+            ``cluster``, ``roles``, ``pipeline``, applies to the file as
+            written; any other applies to the native form (so
+            ``pipeline.mode=async`` works on a ROLL file).
         format: ``native``, ``roll``, ``rlinf`` or ``verl``; detected when None.
-        costs: a YAML file with ``stages:`` costs for imported configs.
+        costs: a YAML file with ``stages:`` costs (and optional ``states:`` and
+            ``cluster:``) merged over an imported config's defaults, or over a
+            native file's own values.
 
     Raises:
         ConfigError: anything wrong, naming the file, the field and the value.
@@ -432,16 +444,29 @@ def load_config(
     data = load_yaml_file(path)
     if not isinstance(data, dict):
         raise ConfigError("the config must be a mapping", value=data, file=file)
-    file_overrides = [o for o in overrides if o.partition("=")[0].split(".")[0] in data]
-    native_overrides = [o for o in overrides if o not in file_overrides]
-    data = apply_overrides(data, file_overrides)
     if format is not None and format not in FORMATS:
         raise ConfigError(
-            f"unknown format (expected one of: {', '.join(FORMATS)})", field="--format", value=format
+            f"unknown format (expected one of: {', '.join(FORMATS)})",
+            field="--format",
+            value=format,
         )
+    imported = (format or detect_format(data)) != "native"
+
+    def to_file(override: str) -> bool:
+        # A key the file has applies to it as written; so does any key that is not
+        # native (cluster/roles/pipeline) when the file is another framework's.
+        head = override.partition("=")[0].strip().split(".")[0]
+        return head in data or (imported and head not in _TOP_LEVEL)
+
+    file_overrides = [o for o in overrides if to_file(o)]
+    native_overrides = [o for o in overrides if not to_file(o)]
+    data = apply_overrides(data, file_overrides)
     fmt = format or detect_format(data)
-    cost_data = load_yaml_file(costs) if costs is not None else None
-    native = _convert(fmt, data, file, cost_data)
+    cost_data = None
+    if costs is not None:
+        from rlplex.resources.importers.common import check_costs
+
+        cost_data = check_costs(load_yaml_file(costs), str(costs))
+    native = _convert(fmt, data, file, cost_data, str(costs) if costs is not None else None)
     native = apply_overrides(native, native_overrides)
     return config_from_dict(native, file=file, base_dir=Path(path).resolve().parent, fmt=fmt)
-

@@ -114,9 +114,7 @@ class PipelineBuilder:
 
 
 def _dependencies(fn: Callable[..., Any]) -> tuple[str, ...]:
-    return tuple(
-        p for p in inspect.signature(fn).parameters if p != CONTEXT_PARAMETER
-    )
+    return tuple(p for p in inspect.signature(fn).parameters if p != CONTEXT_PARAMETER)
 
 
 def stage(

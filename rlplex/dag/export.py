@@ -35,13 +35,16 @@ def to_dot(pipeline: Pipeline) -> str:
     for stage in pipeline.stages:
         role = stage.from_role if stage.is_weight_sync else stage.role
         colour = colours.get(role or "", "#888888")
-        lines.append(f'  "{stage.name}" [label="{_label(pipeline, stage.name)}", fillcolor="{colour}"];')
+        lines.append(
+            f'  "{stage.name}" [label="{_label(pipeline, stage.name)}", fillcolor="{colour}"];'
+        )
     for stage in pipeline.stages:
         for dep in stage.after:
             lines.append(f'  "{dep}" -> "{stage.name}";')
     for edge in pipeline.cross_step_edges():
         lines.append(
-            f'  "{edge.src}" -> "{edge.dst}" [style=dashed, constraint=false, label="step +{edge.lag}"];'
+            f'  "{edge.src}" -> "{edge.dst}"'
+            f' [style=dashed, constraint=false, label="step +{edge.lag}"];'
         )
     lines.append("}")
     return "\n".join(lines) + "\n"

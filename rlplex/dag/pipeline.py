@@ -153,7 +153,9 @@ class Pipeline(BaseModel):
                     field="to",
                 )
         elif not stage.role:
-            raise UnknownRoleError(f"stage {stage.name!r} has no role", stage=stage.name, field="role")
+            raise UnknownRoleError(
+                f"stage {stage.name!r} has no role", stage=stage.name, field="role"
+            )
         if known_roles is None:
             return
         fields = (
@@ -200,7 +202,9 @@ class Pipeline(BaseModel):
                 succ[dep].append(stage.name)
         return {k: tuple(v) for k, v in succ.items()}
 
-    def weight_readers(self, sync: Stage, role_states: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    def weight_readers(
+        self, sync: Stage, role_states: dict[str, tuple[str, ...]]
+    ) -> tuple[str, ...]:
         """Stages that read the weights ``sync`` overwrites (``generate``, usually)."""
         readers = []
         for stage in self.stages:

@@ -1,1 +1,34 @@
-"""The planner: placement, scheduling, offload/reload insertion, bounds and verification."""
+"""The planner: placement, scheduling, offload/reload insertion, bounds and verification.
+
+Public entry points: :func:`make_plan` (a config to a :class:`Plan`),
+:func:`verify_plan`, :func:`lower_bound` and :func:`search_placements`.
+Nothing here imports torch or ray.
+"""
+
+from rlplex.plan.bound import Bound, lower_bound
+from rlplex.plan.model import Op, Plan
+from rlplex.plan.planner import BASELINES, make_plan, plan_for_placement
+from rlplex.plan.search import PlacementCandidate, search_placements
+from rlplex.plan.verify import PlanVerificationError, verify_plan
+
+
+def _verify(self: Plan, config) -> None:  # noqa: ANN001 - Config, imported lazily above
+    """Check every validity rule of DESIGN.md (see :func:`verify_plan`)."""
+    verify_plan(self, config)
+
+
+Plan.verify = _verify  # type: ignore[attr-defined]
+
+__all__ = [
+    "BASELINES",
+    "Bound",
+    "Op",
+    "PlacementCandidate",
+    "Plan",
+    "PlanVerificationError",
+    "lower_bound",
+    "make_plan",
+    "plan_for_placement",
+    "search_placements",
+    "verify_plan",
+]

@@ -83,6 +83,14 @@ class Plan(BaseModel):
     """States resident on each role's devices when the (steady-state) step starts."""
     ops: list[Op] = Field(default_factory=list)
     """Every op, ordered by start time, then id."""
+    staleness: int = 0
+    """k of the cross-step weight-sync edges (``max_staleness`` in async mode, else 0)."""
+    unrolled_steps: int = 1
+    """Steps the ops cover (async plans unroll several to reach the steady state)."""
+    pattern_step: int = 0
+    """The step whose ops repeat in the steady state (what the simulator replays)."""
+    baseline: str | None = None
+    """``sequential`` or ``naive-colocate`` for a baseline plan; None for the planner's."""
 
     def to_json(self, indent: int | None = 2) -> str:
         """The machine-readable form printed by ``rlplex plan --json``."""

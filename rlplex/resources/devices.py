@@ -24,7 +24,7 @@ from typing import Final
 
 AUTO: Final = "auto"
 
-_INT = r"\s*(\d+)\s*"
+_INT = r"\s*([0-9]+)\s*"  # ASCII only: \d also matches other scripts
 _RANGE_CALL = re.compile(rf"^\s*range\({_INT}(?:,{_INT})?(?:,{_INT})?\)\s*$")
 _LIST_OF_RANGE = re.compile(r"^\s*list\((.*)\)\s*$", re.DOTALL)
 _BRACKETS = re.compile(r"^\s*\[(.*)\]\s*$", re.DOTALL)
@@ -78,9 +78,7 @@ def _parse_text(text: str) -> list[int]:
         brackets = _BRACKETS.match(body)
         if brackets:
             return _parse_bracket_list(brackets.group(1))
-        raise DeviceSpecError(
-            f"cannot parse device set {text!r}; allowed forms: {ALLOWED_FORMS}"
-        )
+        raise DeviceSpecError(f"cannot parse device set {text!r}; allowed forms: {ALLOWED_FORMS}")
     range_match = _RANGE_CALL.match(text)
     if range_match:
         return _parse_range_call(range_match)

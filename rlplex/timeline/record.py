@@ -171,3 +171,21 @@ class TimelineWriter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+
+def timeline_from_plan(plan: Any, meta: dict[str, Any] | None = None) -> Timeline:
+    """The plan's ops as a predicted Timeline (bytes per device from each op's GB)."""
+    events = []
+    for op in plan.ops:
+        fields = op.model_dump(exclude_none=True)
+        gb = fields.pop("gb", 0.0)
+        fields.pop("id")
+        fields.pop("memory_gb", None)
+        events.append(
+            Event.model_validate(
+                {**fields, "op": op.id, "bytes": int(round(gb * 2**30)), "memory_gb": op.memory_gb}
+            )
+        )
+    info = {"source": "plan", "mode": plan.mode, "period_s": plan.period_s,
+            "lower_bound_s": plan.lower_bound_s, "makespan_s": plan.makespan_s}
+    return Timeline(events=tuple(events), meta={**info, **(meta or {})})

@@ -1,0 +1,122 @@
+"""The cost model of DESIGN.md as small pure functions.
+
+The planner, the verifier, the lower bound and the simulator must agree to the
+last digit on how long a stage, a weight sync or a transfer takes; they all
+call these functions instead of repeating the formulas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rlplex.config import Config
+from rlplex.dag.stage import Stage
+from rlplex.resources.cluster import COPIED_STATES, SCRATCH_STATES, DRIVER
+
+Placement = Mapping[str, Sequence[int]]
+"""Devices of each GPU role (global ranks)."""
+
+
+def config_placement(config: Config) -> dict[str, tuple[int, ...]]:
+    """The devices the config gives each placed GPU role (auto roles are left out)."""
+    return {n: tuple(r.devices) for n, r in config.roles.items() if r.devices}
+
+
+def reference_devices(config: Config, stage: Stage) -> int:
+    """Device count ``seconds`` was measured on: ``at_devices``, else the config's devices.
+
+    A role placed by the search (``devices: auto``) has no device count in the
+    config; its stages are then taken as measured on the whole cluster.
+    """
+    if stage.at_devices is not None:
+        return stage.at_devices
+    role = config.roles.get(stage.role or "")
+    if role is not None and role.devices:
+        return len(role.devices)
+    return config.cluster.num_gpus
+
+
+def is_gpu_role(config: Config, role: str) -> bool:
+    r = config.roles.get(role)
+    return r is not None and r.is_gpu
+
+
+def stage_seconds(config: Config, stage: Stage, placement: Placement) -> float:
+    """Duration of a run or weight-sync stage on ``placement`` per the cost model."""
+    if stage.is_weight_sync:
+        return weight_sync_seconds(config, stage, placement)
+    seconds = float(stage.seconds or 0.0)
+    role = stage.role or DRIVER
+    if not is_gpu_role(config, role) or role not in placement:
+        return seconds
+    d = len(placement[role])
+    d0 = reference_devices(config, stage)
+    if d == d0 or stage.scaling == 0:
+        return seconds
+    return seconds * (d0 / d) ** stage.scaling
+
+
+def weight_sync_seconds(config: Config, stage: Stage, placement: Placement) -> float:
+    """``gb / device_copy_gb_per_s`` on identical device sets, else ``gb / network_gb_per_s``.
+
+    ``gb`` is the destination's ``weights`` per device; explicit ``seconds``
+    (a replay of recorded timings) wins.
+    """
+    if stage.seconds is not None:
+        return float(stage.seconds)
+    gb = weight_sync_gb(config, stage)
+    src = tuple(sorted(placement.get(stage.from_role or "", ())))
+    dst = tuple(sorted(placement.get(stage.to_role or "", ())))
+    speed = (
+        config.cluster.device_copy_gb_per_s if src == dst else config.cluster.network_gb_per_s
+    )
+    return gb / speed
+
+
+def weight_sync_gb(config: Config, stage: Stage) -> float:
+    """GB per device a weight sync writes: the destination's ``weights``."""
+    role = config.roles.get(stage.to_role or "")
+    return float(role.states.get("weights", 0.0)) if role is not None else 0.0
+
+
+def transfer_seconds(config: Config, state: str, gb: float, *, free: bool) -> float:
+    """Time of one offload or reload of ``gb`` per device; 0 when scratch or ``free``."""
+    if free or state in SCRATCH_STATES or state not in COPIED_STATES:
+        return 0.0
+    return gb / config.cluster.host_gb_per_s
+
+
+def stage_needs(config: Config, stage: Stage) -> tuple[tuple[str, str], ...]:
+    """The (role, state) pairs that must be resident while ``stage`` runs.
+
+    A run needs its ``needs`` (all of its role's states by default); a weight
+    sync needs both roles' ``weights``.
+    """
+    if stage.is_weight_sync:
+        pairs = []
+        for role in (stage.from_role, stage.to_role):
+            r = config.roles.get(role or "")
+            if r is not None and "weights" in r.states:
+                pairs.append((role or "", "weights"))
+        return tuple(pairs)
+    role = config.roles.get(stage.role or "")
+    if role is None:
+        return ()
+    names = tuple(role.states) if stage.needs is None else tuple(stage.needs)
+    return tuple((role.name, s) for s in role.states if s in names)
+
+
+def stage_dirties(config: Config, stage: Stage) -> tuple[tuple[str, str], ...]:
+    """The (role, state) pairs a stage leaves changed on the device.
+
+    ``train`` stages dirty their role's weights and optimizer (those they
+    need); a weight sync dirties the destination's weights.
+    """
+    if stage.is_weight_sync:
+        role = config.roles.get(stage.to_role or "")
+        if role is not None and "weights" in role.states:
+            return ((role.name, "weights"),)
+        return ()
+    if stage.kind != "train":
+        return ()
+    return tuple(p for p in stage_needs(config, stage) if p[1] in COPIED_STATES)

@@ -1,0 +1,74 @@
+"""Plain-data summaries of a plan, for ``rlplex plan`` and the benchmark.
+
+Counting transfers and their seconds, the gap to the bound and the speed-up
+over the ``sequential`` baseline is done here once, as pure functions of a
+plan, so the CLI only formats and the tests check numbers, not text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlplex.config import Config
+from rlplex.plan.model import Plan
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """The figures ``rlplex plan`` prints."""
+
+    period_s: float
+    """Steady-state step time."""
+    makespan_s: float
+    """First op start to last op end."""
+    lower_bound_s: float
+    """Proven lower bound for the placement."""
+    gap: float
+    """period / bound - 1."""
+    offloads: int
+    """Offload ops per step."""
+    offload_s: float
+    """Seconds of offload per step (sum of op durations)."""
+    reloads: int
+    """Reload ops per step."""
+    reload_s: float
+    """Seconds of reload per step."""
+    sequential_s: float | None
+    """Period of the ``sequential`` baseline, when computed."""
+
+    @property
+    def speedup(self) -> float | None:
+        if not self.sequential_s or not self.period_s:
+            return None
+        return self.sequential_s / self.period_s
+
+
+def summarize(plan: Plan, sequential_s: float | None = None) -> PlanSummary:
+    """Figures of ``plan``; transfer counts are per step (async: of the pattern step)."""
+    step = plan.pattern_step if plan.unrolled_steps > 1 and plan.mode == "async" else None
+    counts = {"offload": [0, 0.0], "reload": [0, 0.0]}
+    for op in plan.ops:
+        if op.kind in counts and (step is None or op.step == step):
+            counts[op.kind][0] += 1
+            counts[op.kind][1] += op.end_s - op.start_s
+    repeat = plan.unrolled_steps if plan.mode == "sync" and plan.unrolled_steps > 1 else 1
+    return PlanSummary(
+        period_s=plan.period_s,
+        makespan_s=plan.makespan_s,
+        lower_bound_s=plan.lower_bound_s,
+        gap=plan.gap,
+        offloads=int(counts["offload"][0]) // repeat,
+        offload_s=float(counts["offload"][1]) / repeat,
+        reloads=int(counts["reload"][0]) // repeat,
+        reload_s=float(counts["reload"][1]) / repeat,
+        sequential_s=sequential_s,
+    )
+
+
+def placed_config(config: Config, plan: Plan) -> Config:
+    """``config`` with every GPU role on the plan's devices (auto roles resolved)."""
+    roles = {
+        name: role.with_devices(tuple(plan.placement[name])) if name in plan.placement else role
+        for name, role in config.roles.items()
+    }
+    return config.model_copy(update={"roles": roles})

@@ -1,0 +1,104 @@
+"""The body of ``rlplex run``: plan, execute with a progress bar, compare with the prediction.
+
+Kept out of :mod:`rlplex.cli` so the CLI module stays a thin list of commands
+and importing it never touches Ray.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import structlog
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from rlplex.config import Config
+
+log = structlog.get_logger("rlplex.run")
+
+
+def predicted_period(plan: Any, config: Config, steps: int, time_scale: float) -> float | None:
+    """The simulator's period for ``steps`` steps, rehearsed stages scaled by ``time_scale``."""
+    try:
+        from rlplex.sim import simulate
+        from rlplex.plan.costs import stage_seconds
+    except ImportError:
+        return None
+    placement = {r: tuple(d) for r, d in plan.placement.items()}
+    scaled = {
+        s.name: stage_seconds(config, s, placement) * (1.0 if s.fn is not None else time_scale)
+        for s in config.pipeline.stages
+    }
+    timeline = simulate(plan, config, steps=steps, durations=lambda _step, stage: scaled.get(stage))
+    return float(timeline.meta["period_s"])
+
+
+def run_plan(
+    config: Config,
+    *,
+    steps: int,
+    record: Path,
+    time_scale: float,
+    address: str | None,
+    timeout_s: float,
+    console: Console,
+) -> dict[str, Any]:
+    """Plan ``config``, run it, and return measured vs predicted figures."""
+    from rlplex.plan import make_plan
+    from rlplex.runtime import execute
+    from rlplex.runtime.report import measured_period, stage_durations
+
+    plan = make_plan(config)
+    log.info("plan", mode=plan.mode, period_s=plan.period_s, ops=len(plan.ops), steps=steps)
+    progress = Progress(
+        TextColumn("[bold]step"),
+        MofNCompleteColumn(),
+        BarColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        transient=False,
+    )
+    with progress:
+        task = progress.add_task("starting workers", total=steps)
+
+        def on_step(step: int, metrics: dict[str, Any]) -> None:
+            progress.advance(task)
+            log.info("step", step=step, **{k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+
+        def on_ops(running: list[str]) -> None:
+            stages = sorted({op.split("/", 1)[-1] for op in running})
+            progress.update(task, description=", ".join(stages[:4]) + (" ..." if len(stages) > 4 else ""))
+
+        timeline = execute(
+            plan,
+            config,
+            steps=steps,
+            record=record,
+            time_scale=time_scale,
+            address=address,
+            timeout_s=timeout_s,
+            on_step=on_step,
+            on_ops=on_ops,
+            meta={"config": config.source},
+        )
+    measured = measured_period(timeline)
+    predicted = predicted_period(plan, config, steps, time_scale)
+    replayed = None
+    try:
+        from rlplex.sim import simulate
+
+        replayed = float(
+            simulate(plan, config, steps=steps, durations=stage_durations(timeline)).meta["period_s"]
+        )
+    except ImportError:
+        pass
+    return {
+        "steps": steps,
+        "measured_period_s": measured,
+        "predicted_period_s": predicted,
+        "replayed_period_s": replayed,
+        "dispatch_median_ms": timeline.meta.get("dispatch_median_ms"),
+        "record": str(record),
+    }

@@ -1,0 +1,255 @@
+"""Connect to Ray, check that the plan fits, and reserve its GPUs with placement groups.
+
+Ray as users run it: an existing cluster (``address`` or ``RAY_ADDRESS``), or
+the embedded default, a local Ray started here with *logical* GPUs
+(``ray.init(num_gpus=N)``) when the machine has fewer real GPUs than the
+config, so a 16-GPU plan rehearses on a laptop.
+
+Placement. Each planned node gets one placement group with one ``{"GPU": 1}``
+bundle per GPU it uses (local ranks 0..max), strategy ``STRICT_PACK`` and a
+bundle label selector on the Ray node id, so planned node ``i`` is one Ray
+node, chosen before anything starts: GPU nodes are taken in a fixed order
+(the head node first, then by node id). Bundle ``b`` of node ``i``'s group is
+planned GPU ``i * gpus_per_node + b``; its *physical* GPU id is whatever Ray
+assigned, read inside the worker with ``ray.get_gpu_ids()`` and recorded (a
+bundle index is not a GPU id).
+
+Colocated roles: one actor per role worker, sharing the bundle of their GPU
+as *fractional* GPU requests (``1 / roles on that GPU``), not one fused
+process per GPU. Why:
+
+- roles differ in worker shape (a 2-GPU vLLM worker beside 1-GPU trainer
+  workers): a fused process per GPU cannot host a worker spanning GPUs;
+- inference and training engines each own process-wide state (the default
+  ``torch.distributed`` group, vLLM's sleep-mode allocator, CUDA env vars);
+  separate processes keep them apart, and a crash names one role;
+- the price: one CUDA context per role per GPU (a few hundred MB) and memory
+  shared *across processes*, so an offload must hand memory back to the
+  device (``torch.cuda.empty_cache()``, done by the offload backends) for the
+  next role to use it; and colocated weight sync goes through shared memory
+  instead of a same-process copy.
+
+A worker driving several GPUs sits in the bundle of its first GPU and is
+given the physical ids of the others, probed once per bundle at start.
+
+Fit check, before anything starts: enough alive GPU nodes, each with enough
+GPUs, for the planned nodes (the embedded cluster may pack several planned
+nodes onto its one node, since it made its logical GPUs for that).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlplex.runtime.errors import ClusterFitError
+
+NODE_LABEL = "ray.io/node-id"
+
+
+@dataclass(frozen=True)
+class RayNode:
+    """An alive Ray node and its GPUs."""
+
+    node_id: str
+    gpus: int
+    is_head: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Reservation:
+    """The placement groups of a run and where each planned GPU landed."""
+
+    groups: dict[int, Any]
+    """Planned node -> its placement group."""
+    node_ids: dict[int, str]
+    """Planned node -> Ray node id."""
+    gpu_ids: dict[int, str] = field(default_factory=dict)
+    """Planned global GPU rank -> physical GPU id on its node (probed)."""
+
+    def bundle(self, rank: int, gpus_per_node: int) -> tuple[Any, int]:
+        """The placement group and bundle index of planned GPU ``rank``."""
+        return self.groups[rank // gpus_per_node], rank % gpus_per_node
+
+
+def real_gpu_count() -> int:
+    """GPUs on this machine, without importing torch when there is no NVIDIA driver."""
+    if not os.path.exists("/proc/driver/nvidia/version"):
+        return 0
+    try:
+        import torch
+
+        return int(torch.cuda.device_count())
+    except ImportError:  # pragma: no cover - torch is a run dependency
+        return 0
+
+
+def worker_env() -> dict[str, Any]:
+    """runtime_env for an embedded Ray: the driver's import path and the logging hook."""
+    paths = [p for p in sys.path if p and os.path.isdir(p) and "site-packages" not in p]
+    existing = os.environ.get("PYTHONPATH")
+    if existing:
+        paths.append(existing)
+    return {
+        "env_vars": {"PYTHONPATH": os.pathsep.join(dict.fromkeys([os.getcwd(), *paths]))},
+        "worker_process_setup_hook": "rlplex.runtime.logs.setup_worker_logging",
+    }
+
+
+def connect(address: str | None, num_gpus: int, num_cpus: int | None = None) -> bool:
+    """Join ``address`` (or ``RAY_ADDRESS``), reuse a running ``ray.init``, or start one.
+
+    Returns True when this call started Ray (the caller shuts it down).
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, runtime_env=worker_env(), log_to_driver=True)
+        return True
+    gpus = max(real_gpu_count(), num_gpus)
+    ray.init(
+        num_gpus=gpus,
+        num_cpus=num_cpus or max(os.cpu_count() or 1, 1),
+        include_dashboard=False,
+        runtime_env=worker_env(),
+        log_to_driver=True,
+        configure_logging=False,
+    )
+    return True
+
+
+def alive_gpu_nodes() -> list[RayNode]:
+    """Alive Ray nodes with at least one GPU: the head first, then by node id."""
+    import ray
+
+    nodes = []
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        resources = node.get("Resources", {})
+        gpus = int(resources.get("GPU", 0))
+        if gpus <= 0:
+            continue
+        nodes.append(
+            RayNode(
+                node_id=node["NodeID"],
+                gpus=gpus,
+                is_head="node:__internal_head__" in resources,
+                labels=dict(node.get("Labels") or {}),
+            )
+        )
+    nodes.sort(key=lambda n: (not n.is_head, n.node_id))
+    return nodes
+
+
+def gpus_needed(devices: Sequence[int], gpus_per_node: int) -> dict[int, int]:
+    """Planned node -> GPUs to reserve there (local ranks 0 .. highest used)."""
+    need: dict[int, int] = {}
+    for rank in devices:
+        node, local = divmod(rank, gpus_per_node)
+        need[node] = max(need.get(node, 0), local + 1)
+    return dict(sorted(need.items()))
+
+
+def assign_nodes(
+    need: dict[int, int], nodes: Sequence[RayNode], *, allow_packing: bool
+) -> dict[int, str]:
+    """Map each planned node to a Ray node, or raise :class:`ClusterFitError` with the numbers."""
+    offered = ", ".join(f"{n.node_id[:8]}: {n.gpus} GPUs" for n in nodes) or "no GPU node"
+    total_need = sum(need.values())
+    total_have = sum(n.gpus for n in nodes)
+    if total_need > total_have:
+        raise ClusterFitError(
+            f"the plan needs {total_need} GPUs on {len(need)} node(s)"
+            f" ({', '.join(f'node {k}: {v}' for k, v in need.items())});"
+            f" the Ray cluster offers {total_have} GPUs on {len(nodes)} node(s) ({offered})"
+        )
+    free = {n.node_id: n.gpus for n in nodes}
+    order = [n.node_id for n in nodes]
+    mapping: dict[int, str] = {}
+    for planned, count in need.items():
+        candidates = [nid for nid in order if free[nid] >= count and (allow_packing or nid not in mapping.values())]
+        if not candidates:
+            raise ClusterFitError(
+                f"planned node {planned} needs {count} GPUs on one node and the plan uses"
+                f" {len(need)} node(s); the Ray cluster offers {len(nodes)} GPU node(s)"
+                f" ({offered}) — a node is missing or too small"
+            )
+        chosen = candidates[0]
+        mapping[planned] = chosen
+        free[chosen] -= count
+    return mapping
+
+
+def reserve(
+    need: dict[int, int], node_ids: dict[int, str], *, timeout_s: float, name: str = "rlplex"
+) -> Reservation:
+    """Create one placement group per planned node and wait until all are placed."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    groups: dict[int, Any] = {}
+    labelled = {n.node_id for n in alive_gpu_nodes() if NODE_LABEL in n.labels}
+    try:
+        for planned, count in need.items():
+            bundles = [{"GPU": 1.0, "CPU": 0.0}] * count
+            kwargs: dict[str, Any] = {}
+            if node_ids[planned] in labelled:
+                kwargs["bundle_label_selector"] = [{NODE_LABEL: node_ids[planned]}] * count
+            else:  # an older Ray without node labels: a soft target is the best it offers
+                kwargs["_soft_target_node_id"] = node_ids[planned]
+            groups[planned] = placement_group(
+                bundles, strategy="STRICT_PACK", name=f"{name}-node{planned}", **kwargs
+            )
+        ready = [g.ready() for g in groups.values()]
+        done, _ = ray.wait(ready, num_returns=len(ready), timeout=timeout_s)
+        if len(done) < len(ready):
+            raise ClusterFitError(
+                f"the placement groups for {sum(need.values())} GPUs were not placed within"
+                f" {timeout_s:g} s: GPUs are taken by other jobs or the nodes are too small"
+            )
+    except BaseException:
+        for group in groups.values():
+            remove_placement_group(group)
+        raise
+    return Reservation(groups=groups, node_ids=dict(node_ids))
+
+
+def probe_gpu_ids(reservation: Reservation, gpus_per_node: int, timeout_s: float) -> dict[int, str]:
+    """Physical GPU id of every bundle, read by a tiny task in it with ``ray.get_gpu_ids()``."""
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    @ray.remote(num_cpus=0, num_gpus=0.001)
+    def gpu_id() -> str:
+        return str(ray.get_gpu_ids()[0])
+
+    refs = {}
+    for planned, group in reservation.groups.items():
+        for bundle in range(len(group.bundle_specs)):
+            strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle)
+            refs[planned * gpus_per_node + bundle] = gpu_id.options(scheduling_strategy=strategy).remote()
+    values = ray.get(list(refs.values()), timeout=timeout_s)
+    reservation.gpu_ids = dict(zip(refs, values, strict=True))
+    return reservation.gpu_ids
+
+
+def release(reservation: Reservation | None) -> None:
+    """Remove every placement group of the run (safe to call twice)."""
+    if reservation is None:
+        return
+    from ray.util.placement_group import remove_placement_group
+
+    for group in reservation.groups.values():
+        try:
+            remove_placement_group(group)
+        except Exception:  # noqa: BLE001 - already gone, or Ray is shutting down
+            pass
+    reservation.groups.clear()

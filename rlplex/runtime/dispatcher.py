@@ -1,0 +1,424 @@
+"""The plan-following dispatcher: issue each op when everything before it is done.
+
+The schedule (:mod:`rlplex.runtime.schedule`) gives every op its complete set
+of predecessors (plan edges, step barrier, staleness gate, per-device lane
+order), so the dispatcher is a plain event loop over a ready queue:
+
+1. issue every ready op, earliest planned start first, as remote calls on its
+   role's workers (``run`` on every worker, SPMD; ``offload``/``reload`` on the
+   transfer thread of every worker; ``weight_sync`` as export/import through
+   the object store, a broadcast, the user's function, or a rehearsal);
+2. wait (``ray.wait``, bounded by the earliest op deadline) for any call to
+   finish, fetch its small stats object, and when all calls of an op are done,
+   record it and release the ops waiting for it.
+
+Stage results stay in the object store: each worker's result is an
+ObjectRef handed straight to the next stage's workers (shard ``i`` to worker
+``i`` when both roles have the same world size; otherwise every part goes to
+every worker, which gathers and reshards). Only driver stages fetch values.
+
+Every wait is bounded: an op still running ``timeout_s`` after it was issued
+raises :class:`OpTimeoutError`; a dead worker surfaces as
+:class:`WorkerDiedError` as soon as Ray reports it; a stage exception as
+:class:`StageFailedError` naming stage, step, role and rank (remote traceback
+in the log). Ctrl-C stops issuing, lets the ops in flight finish, and raises
+:class:`RunInterrupted`; a second Ctrl-C stops at once.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import heapq
+import time
+import traceback
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+import structlog
+
+from rlplex.runtime.data import gather, shard
+from rlplex.runtime.errors import (
+    OpTimeoutError,
+    PlanScheduleError,
+    RemoteStageError,
+    RunInterrupted,
+    StageFailedError,
+    WorkerDiedError,
+)
+from rlplex.runtime.groups import WorkerGroup
+from rlplex.runtime.recorder import Recorder
+from rlplex.runtime.schedule import ExecOp, Schedule
+from rlplex.runtime.worker import StageContext, WorkerInfo, call_stage, rehearse
+
+log = structlog.get_logger("rlplex.runtime")
+
+
+@dataclass
+class _InFlight:
+    op: ExecOp
+    workers: list[tuple[str, int]]
+    issued_s: float
+    dispatch_s: float
+    deadline: float
+    gpus_per_worker: int
+    stats: list[Any] = field(default_factory=list)
+    left: int = 0
+    future: cf.Future[Any] | None = None
+
+
+@dataclass(frozen=True)
+class StageBinding:
+    """How the dispatcher runs one stage."""
+
+    upstream: tuple[str, ...] = ()
+    """Upstream stages whose results the implementation takes (empty: none passed)."""
+    driver_fn: Callable[..., Any] | None = None
+    """The implementation, for driver stages (worker stages hold theirs on the workers)."""
+    sync: str | None = None
+    """weight_sync only: ``store``, ``broadcast``, ``fn`` or ``rehearse``."""
+
+
+class Dispatcher:
+    """Runs a :class:`Schedule` on worker groups and feeds a :class:`Recorder`."""
+
+    def __init__(
+        self,
+        schedule: Schedule,
+        groups: Mapping[str, WorkerGroup],
+        recorder: Recorder,
+        bindings: Mapping[str, StageBinding],
+        *,
+        timeout_s: float,
+        time_scale: float = 1.0,
+        driver_state: Any = None,
+        on_step: Callable[[int, dict[str, Any]], None] | None = None,
+        on_ops: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        self.schedule = schedule
+        self.groups = groups
+        self.recorder = recorder
+        self.bindings = bindings
+        self.timeout_s = timeout_s
+        self.time_scale = time_scale
+        self.driver_state = driver_state
+        self.on_step = on_step
+        self.on_ops = on_ops
+        self._ops = schedule.by_id()
+        self._priority = {op.id: i for i, op in enumerate(schedule.ops)}
+        self._waiting = {op.id: len(op.deps) for op in schedule.ops}
+        self._dependents: dict[str, list[str]] = defaultdict(list)
+        for op in schedule.ops:
+            for dep in op.deps:
+                self._dependents[dep].append(op.id)
+        self._ready: list[tuple[int, str]] = []
+        self._ready_at: dict[str, float] = {}
+        self._in_flight: dict[str, _InFlight] = {}
+        self._ref_owner: dict[Any, tuple[str, int]] = {}
+        self._results: dict[tuple[int, str], tuple[str, Any]] = {}
+        self._pool = cf.ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlplex-driver")
+        self._done = 0
+        self.dispatch_latencies: list[float] = []
+        """Seconds from an op becoming ready to its calls being issued, per op."""
+
+    # -- main loop ---------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run every op; raises on the first failure, after Ctrl-C, or on a timeout."""
+        now = self.recorder.now()
+        for op in self.schedule.ops:
+            if not op.deps:
+                heapq.heappush(self._ready, (self._priority[op.id], op.id))
+                self._ready_at[op.id] = now
+        stopping = False
+        total = len(self.schedule.ops)
+        try:
+            while self._done < total:
+                try:
+                    if not stopping:
+                        while self._ready:
+                            self._issue(self._ops[heapq.heappop(self._ready)[1]])
+                        if self.on_ops is not None:
+                            self.on_ops(sorted(self._in_flight))
+                    if not self._in_flight:
+                        if stopping:
+                            break
+                        raise PlanScheduleError(
+                            f"{total - self._done} ops can never start (their dependencies never finish)"
+                        )
+                    self._wait_some()
+                except KeyboardInterrupt:
+                    if stopping:
+                        raise
+                    stopping = True
+                    log.warning("interrupted: finishing the ops in flight", in_flight=sorted(self._in_flight))
+            if stopping:
+                raise RunInterrupted(
+                    f"interrupted by the user after {self._done} of {total} ops;"
+                    f" steps {self.recorder.flushed[:1] and self.recorder.flushed[0]}"
+                    f"..{self.recorder.flushed[-1] if self.recorder.flushed else -1} recorded"
+                )
+        finally:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _wait_some(self) -> None:
+        refs = list(self._ref_owner)
+        futures = [f.future for f in self._in_flight.values() if f.future is not None]
+        deadline = min(f.deadline for f in self._in_flight.values())
+        timeout = max(0.0, deadline - time.perf_counter())
+        if refs:
+            # With driver stages running too, poll so their completion is seen quickly.
+            wait_s = min(timeout, 0.001) if futures else timeout
+            ready, rest = ray.wait(refs, num_returns=1, timeout=wait_s)
+            if ready and rest:
+                more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+                ready.extend(more)
+            if ready:
+                self._collect(ready)
+        elif futures:
+            cf.wait(futures, timeout=timeout, return_when=cf.FIRST_COMPLETED)
+        for flight in list(self._in_flight.values()):
+            if flight.future is not None and flight.future.done():
+                self._finish_driver(flight)
+        if time.perf_counter() >= deadline:
+            late = [f for f in self._in_flight.values() if f.deadline <= time.perf_counter()]
+            if late:
+                raise self._timeout(late)
+
+    def _timeout(self, late: Sequence[_InFlight]) -> OpTimeoutError:
+        parts = []
+        for flight in late:
+            waiting = [f"{role}[{rank}]" for (role, rank), s in zip(flight.workers, flight.stats, strict=False) if s is None]
+            parts.append(f"{flight.op.id} (waiting for {', '.join(waiting) or 'the driver'})")
+        first = late[0].op
+        return OpTimeoutError(
+            f"op(s) did not finish within {self.timeout_s:g} s of being issued: {'; '.join(parts)}",
+            op=first.id,
+            step=first.step,
+        )
+
+    # -- completion -------------------------------------------------------------
+
+    def _collect(self, ready: Sequence[Any]) -> None:
+        try:
+            values = ray.get(list(ready))
+        except Exception:  # noqa: BLE001 - find which call failed, one by one
+            values = []
+            for ref in ready:
+                try:
+                    values.append(ray.get(ref))
+                except Exception as exc:  # noqa: BLE001 - mapped to a rlplex error
+                    op_id, index = self._ref_owner[ref]
+                    raise self._failure(self._in_flight[op_id], index, exc) from None
+        for ref, stats in zip(ready, values, strict=True):
+            op_id, index = self._ref_owner.pop(ref)
+            flight = self._in_flight[op_id]
+            flight.stats[index] = stats
+            flight.left -= 1
+            if flight.left == 0:
+                self._complete(flight)
+
+    def _failure(self, flight: _InFlight, index: int, exc: BaseException) -> Exception:
+        op = flight.op
+        role, rank = flight.workers[index]
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, RemoteStageError):
+            log.error(
+                "stage failed", stage=op.stage or op.kind, step=op.step, role=role, rank=rank,
+                traceback=cause.tb,
+            )
+            return StageFailedError(
+                stage=op.stage or f"{op.kind} {op.state}", step=op.step, role=role, rank=rank,
+                op=op.id, error=cause.error, remote_traceback=cause.tb,
+            )
+        if isinstance(exc, ray.exceptions.RayActorError):
+            return WorkerDiedError(
+                f"worker rank {rank} of role {role!r} died while running {op.id}"
+                f" (step {op.step}): {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                op=op.id,
+                step=op.step,
+            )
+        log.error("remote call failed", op=op.id, role=role, rank=rank, error=str(exc))
+        return StageFailedError(
+            stage=op.stage or f"{op.kind} {op.state}", step=op.step, role=role, rank=rank, op=op.id,
+            error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            remote_traceback=str(exc),
+        )
+
+    def _finish_driver(self, flight: _InFlight) -> None:
+        assert flight.future is not None
+        op = flight.op
+        try:
+            result, stats = flight.future.result()
+        except RemoteStageError as exc:
+            log.error("stage failed", stage=op.stage, step=op.step, role="driver", rank=0, traceback=exc.tb)
+            raise StageFailedError(
+                stage=exc.stage, step=op.step, role="driver", rank=0, op=op.id, error=exc.error,
+                remote_traceback=exc.tb,
+            ) from None
+        except Exception as exc:  # noqa: BLE001 - ray.get of upstream parts failed
+            raise self._failure(flight, 0, exc) from None
+        self._results[(op.step, op.stage or "")] = ("value", result)
+        flight.stats = [stats]
+        flight.future = None
+        self._complete(flight)
+
+    def _complete(self, flight: _InFlight) -> None:
+        op = flight.op
+        end = self.recorder.now()
+        del self._in_flight[op.id]
+        self._done += 1
+        finished = self.recorder.add(
+            op,
+            flight.issued_s,
+            end,
+            [s for s in flight.stats if s is not None],
+            gpus_per_worker=flight.gpus_per_worker,
+            dispatch_s=flight.dispatch_s,
+        )
+        for dep in self._dependents.get(op.id, ()):
+            self._waiting[dep] -= 1
+            if self._waiting[dep] == 0:
+                heapq.heappush(self._ready, (self._priority[dep], dep))
+                self._ready_at[dep] = end
+        for step, metrics in finished:
+            for key in [k for k in self._results if k[0] == step]:
+                del self._results[key]
+            if self.on_step is not None:
+                self.on_step(step, metrics)
+
+    # -- issuing ------------------------------------------------------------------
+
+    def _track(self, op: ExecOp, refs: Sequence[Any], workers: list[tuple[str, int]], gpus: int) -> None:
+        now = self.recorder.now()
+        dispatch = now - self._ready_at.get(op.id, now)
+        self.dispatch_latencies.append(dispatch)
+        flight = _InFlight(
+            op=op,
+            workers=workers,
+            issued_s=now,
+            dispatch_s=dispatch,
+            deadline=time.perf_counter() + self.timeout_s,
+            gpus_per_worker=gpus,
+            stats=[None] * len(refs),
+            left=len(refs),
+        )
+        self._in_flight[op.id] = flight
+        for index, ref in enumerate(refs):
+            self._ref_owner[ref] = (op.id, index)
+
+    def _issue(self, op: ExecOp) -> None:
+        if op.kind == "run":
+            if op.role not in self.groups:
+                self._issue_driver(op)
+            else:
+                self._issue_run(op, self.groups[op.role], op.stage or "")
+        elif op.kind in ("offload", "reload"):
+            group = self.groups[op.role or ""]
+            refs = [
+                a.transfer.remote(op.kind, [op.state], op.dead, op.planned_s) for a in group.actors
+            ]
+            self._track(op, refs, [(group.role, r) for r in range(group.world_size)], group.gpus_per_worker)
+        elif op.kind == "weight_sync":
+            self._issue_sync(op)
+        else:  # pragma: no cover - the plan model allows no other kind
+            raise PlanScheduleError(f"unknown op kind {op.kind!r}", op=op.id)
+
+    def _inputs(self, op: ExecOp, stage: str, world: int) -> list[tuple[list[tuple[str, int]], list[Any]]]:
+        """Per worker: the (name, count) layout and the positional inputs."""
+        per_worker: list[tuple[list[tuple[str, int]], list[Any]]] = [([], []) for _ in range(world)]
+        for name in self.bindings.get(stage, StageBinding()).upstream:
+            found = self._results.get((op.step, name))
+            if found is None:
+                continue
+            kind, value = found
+            for rank, (layout, args) in enumerate(per_worker):
+                if kind == "value":
+                    layout.append((name, 1))
+                    args.append(shard(value, rank, world))
+                elif len(value) == world:
+                    layout.append((name, 1))
+                    args.append(value[rank])
+                else:
+                    layout.append((name, len(value)))
+                    args.extend(value)
+        return per_worker
+
+    def _issue_run(self, op: ExecOp, group: WorkerGroup, stage: str) -> None:
+        inputs = self._inputs(op, stage, group.world_size)
+        results, refs = [], []
+        for actor, (layout, args) in zip(group.actors, inputs, strict=True):
+            meta = {
+                "stage": stage,
+                "step": op.step,
+                "planned_s": op.planned_s,
+                "memory_gb": op.memory_gb,
+                "inputs": layout,
+            }
+            result, stats = actor.run.remote(meta, *args)
+            results.append(result)
+            refs.append(stats)
+        self._results[(op.step, stage)] = ("refs", results)
+        self._track(op, refs, [(group.role, r) for r in range(group.world_size)], group.gpus_per_worker)
+
+    def _issue_sync(self, op: ExecOp) -> None:
+        binding = self.bindings.get(op.stage or "", StageBinding(sync="rehearse"))
+        dst = self.groups[op.role or ""]
+        src = self.groups[op.from_role or ""]
+        if binding.sync in ("fn", "rehearse", None):
+            self._issue_run(op, dst, op.stage or "")
+            return
+        workers = [(src.role, 0)] + [(dst.role, r) for r in range(dst.world_size)]
+        if binding.sync == "store":
+            weights, src_stats = src.actors[0].export_weights.remote()
+            refs = [src_stats] + [a.import_weights.remote(weights) for a in dst.actors]
+        else:  # broadcast in the stand-alone weight-sync group joined at start
+            key = op.stage or ""
+            refs = [src.actors[0].broadcast_weights.remote(key)] + [
+                a.broadcast_weights.remote(key) for a in dst.actors
+            ]
+        self._track(op, refs, workers, dst.gpus_per_worker)
+
+    def _issue_driver(self, op: ExecOp) -> None:
+        stage = op.stage or ""
+        binding = self.bindings.get(stage, StageBinding())
+        sources: dict[str, tuple[str, Any]] = {}
+        for name in binding.upstream:
+            found = self._results.get((op.step, name))
+            if found is not None:
+                sources[name] = found
+        fn = binding.driver_fn
+        info = WorkerInfo(role="driver", rank=0, world_size=1)
+        timeout = self.timeout_s
+        scale = self.time_scale
+        state = self.driver_state
+
+        def call() -> tuple[Any, dict[str, Any]]:
+            upstream = {
+                name: value if kind == "value" else gather(ray.get(list(value), timeout=timeout))
+                for name, (kind, value) in sources.items()
+            }
+            ctx = StageContext(step=op.step, stage=stage, info=info, state=state)
+            t0 = time.time()
+            try:
+                if fn is None:
+                    rehearse(op.planned_s * scale, 0.0)
+                    result = None
+                else:
+                    result = call_stage(fn, ctx, upstream)
+            except Exception as exc:
+                raise RemoteStageError(
+                    stage, op.step, "driver", 0, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+                ) from None
+            t1 = time.time()
+            stats: dict[str, Any] = {"worker_s": t1 - t0, "t_start": t0, "t_end": t1, "bytes": 0}
+            if ctx.metrics:
+                stats["metrics"] = dict(ctx.metrics)
+            return result, stats
+
+        self._track(op, [], [("driver", 0)], 1)
+        flight = self._in_flight[op.id]
+        flight.stats = [None]
+        flight.future = self._pool.submit(call)

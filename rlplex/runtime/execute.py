@@ -1,0 +1,254 @@
+"""Run a Plan on Ray: the executor's one entry point, :func:`execute`.
+
+Order of events, each step bounded by a timeout:
+
+1. unroll the plan into the run's ops (:func:`~rlplex.runtime.schedule.expand_plan`);
+2. connect to Ray (``address``, ``RAY_ADDRESS``, a running ``ray.init``, or an
+   embedded local Ray with logical GPUs) and refuse a plan that does not fit,
+   *before* reserving anything;
+3. reserve one placement group per planned node, read the physical GPU ids;
+4. create every role's workers, run the setups;
+5. join the weight-sync process groups that need one;
+6. dispatch (:class:`~rlplex.runtime.dispatcher.Dispatcher`) while the
+   :class:`~rlplex.runtime.recorder.Recorder` writes each finished step;
+7. always: flush the record, kill the workers, remove every placement group,
+   and shut Ray down if this call started it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rlplex.config import Config
+from rlplex.plan.model import Plan
+from rlplex.resources.cluster import DRIVER
+from rlplex.runtime.errors import ExecutionError
+from rlplex.runtime.schedule import expand_plan
+from rlplex.timeline.record import Timeline
+
+WEIGHT_SYNC_METHODS = ("auto", "store", "broadcast")
+
+
+def _upstream(fn: Callable[..., Any] | None, after: tuple[str, ...]) -> tuple[str, ...]:
+    """The upstream stages ``fn`` takes as parameters (none for a rehearsal)."""
+    if fn is None:
+        return ()
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return after
+    return tuple(name for name in after if name in params)
+
+
+def _implementations(
+    config: Config, implementations: Mapping[str, Callable[..., Any]] | None
+) -> dict[str, Callable[..., Any]]:
+    impls = {s.name: s.fn for s in config.pipeline.stages if s.fn is not None}
+    for name, fn in (implementations or {}).items():
+        if name not in config.pipeline.names:
+            raise ExecutionError(
+                f"implementations names {name!r}, which is not a stage"
+                f" (stages: {', '.join(config.pipeline.names)})"
+            )
+        impls[name] = fn
+    return impls
+
+
+def execute(
+    plan: Plan,
+    config: Config,
+    *,
+    steps: int = 1,
+    implementations: Mapping[str, Callable[..., Any]] | None = None,
+    setups: Mapping[str, Callable[..., Any]] | None = None,
+    record: str | Path | None = None,
+    time_scale: float = 1.0,
+    address: str | None = None,
+    timeout_s: float = 600.0,
+    start_timeout_s: float = 120.0,
+    on_step: Callable[[int, dict[str, Any]], None] | None = None,
+    on_ops: Callable[[list[str]], None] | None = None,
+    weight_sync: str = "auto",
+    worker_cpus: float = 0.0,
+    meta: Mapping[str, Any] | None = None,
+) -> Timeline:
+    """Run ``steps`` steps of ``plan`` on Ray and return what happened.
+
+    Args:
+        plan: the plan to follow (``rlplex.plan.make_plan(config)`` or hand-written).
+        config: the config the plan was made from (roles, worker shapes, pipeline).
+        steps: number of RL steps to run.
+        implementations: stage name -> callable, overriding the stages' ``fn``.
+            Stages without one are rehearsed (they sleep their planned time).
+        setups: role name -> ``setup(info) -> state``, run once on each worker
+            (``driver`` too); see :mod:`rlplex.runtime.worker`.
+        record: JSONL file to write step by step (the plan goes beside it).
+        time_scale: rehearsed stages and transfers sleep planned seconds times this.
+        address: a Ray cluster to join; default ``RAY_ADDRESS``, a running
+            ``ray.init``, or an embedded local Ray with logical GPUs.
+        timeout_s: longest any op may run after it is issued.
+        start_timeout_s: longest the placement groups and worker setups may take.
+        on_step: called with ``(step, metrics)`` as each step is recorded.
+        on_ops: called with the ids of the ops in flight whenever they change.
+        weight_sync: ``auto`` (object store when the two roles share their
+            devices, broadcast otherwise), ``store`` or ``broadcast``; used when
+            both roles' states offer ``named_weights()``.
+        worker_cpus: CPUs each worker actor reserves.
+        meta: extra facts for the record's meta line.
+
+    Raises:
+        ClusterFitError: the Ray cluster lacks GPUs or nodes (before anything starts).
+        StageFailedError: a stage raised (names stage, step, role, rank).
+        WorkerDiedError: a worker died. OpTimeoutError: an op overran ``timeout_s``.
+        RunInterrupted: Ctrl-C, after the ops in flight finished.
+        PlanScheduleError: the plan cannot be followed.
+    """
+    import ray
+
+    from rlplex.runtime import cluster as rc
+    from rlplex.runtime.dispatcher import Dispatcher, StageBinding
+    from rlplex.runtime.groups import build_groups, start_groups
+    from rlplex.runtime.recorder import Recorder
+
+    if weight_sync not in WEIGHT_SYNC_METHODS:
+        raise ExecutionError(f"weight_sync must be one of {', '.join(WEIGHT_SYNC_METHODS)} (got {weight_sync!r})")
+    schedule = expand_plan(plan, steps, staleness=config.pipeline.staleness)
+    impls = _implementations(config, implementations)
+    setups = dict(setups or {})
+    stages = {s.name: s for s in config.pipeline.stages}
+    per_role: dict[str, dict[str, Callable[..., Any]]] = defaultdict(dict)
+    for name, fn in impls.items():
+        stage = stages[name]
+        role = stage.to_role if stage.is_weight_sync else stage.role
+        if role and role != DRIVER:
+            per_role[role][name] = fn
+
+    gpu_devices = sorted({d for devices in plan.placement.values() for d in devices})
+    gpn = config.cluster.gpus_per_node
+    need = rc.gpus_needed(gpu_devices, gpn)
+    started = rc.connect(address, num_gpus=config.cluster.num_gpus)
+    reservation = None
+    groups: dict[str, Any] = {}
+    recorder: Recorder | None = None
+    failure: str | None = None
+    try:
+        node_ids = rc.assign_nodes(need, rc.alive_gpu_nodes(), allow_packing=started and not address)
+        if need:
+            reservation = rc.reserve(need, node_ids, timeout_s=start_timeout_s)
+            rc.probe_gpu_ids(reservation, gpn, start_timeout_s)
+        groups = build_groups(
+            plan,
+            config,
+            reservation,
+            implementations=per_role,
+            setups=setups,
+            time_scale=time_scale,
+            worker_cpus=worker_cpus,
+        )
+        start_groups(groups, start_timeout_s)
+        bindings = _bindings(config, impls, groups, weight_sync, start_timeout_s, StageBinding)
+        driver_state = setups[DRIVER](None) if DRIVER in setups else None
+        info = {
+            "source": "ray",
+            "mode": plan.mode,
+            "period_s": plan.period_s,
+            "makespan_s": plan.makespan_s,
+            "steps": steps,
+            "time_scale": time_scale,
+            "config": config.source,
+            "ray_nodes": {str(k): v for k, v in node_ids.items()},
+            "gpu_ids": {str(k): v for k, v in (reservation.gpu_ids if reservation else {}).items()},
+            "workers": {role: g.placement for role, g in groups.items()},
+            "weight_sync": {k: b.sync for k, b in bindings.items() if b.sync},
+            **(meta or {}),
+        }
+        recorder = Recorder(schedule, plan, record, info)
+        dispatcher = Dispatcher(
+            schedule,
+            groups,
+            recorder,
+            bindings,
+            timeout_s=timeout_s,
+            time_scale=time_scale,
+            driver_state=driver_state,
+            on_step=on_step,
+            on_ops=on_ops,
+        )
+        try:
+            dispatcher.run()
+        except BaseException as exc:
+            failure = str(exc) or type(exc).__name__
+            raise
+        finally:
+            recorder.close(failure)
+        timeline = recorder.timeline()
+        lat = sorted(dispatcher.dispatch_latencies)
+        return timeline.model_copy(
+            update={
+                "meta": {
+                    **timeline.meta,
+                    "dispatch_median_ms": 1000 * lat[len(lat) // 2] if lat else 0.0,
+                }
+            }
+        )
+    finally:
+        for group in groups.values():
+            for actor in group.actors:
+                try:
+                    ray.kill(actor, no_restart=True)
+                except Exception:  # noqa: BLE001 - already dead
+                    pass
+        rc.release(reservation)
+        if started:
+            ray.shutdown()
+
+
+def _bindings(
+    config: Config,
+    impls: Mapping[str, Callable[..., Any]],
+    groups: Mapping[str, Any],
+    weight_sync: str,
+    timeout_s: float,
+    binding_cls: Any,
+) -> dict[str, Any]:
+    """How each stage runs: upstream names it takes, driver function, weight-sync method."""
+    import ray
+
+    bindings = {}
+    for stage in config.pipeline.stages:
+        fn = impls.get(stage.name)
+        sync = None
+        if stage.is_weight_sync:
+            src, dst = groups.get(stage.from_role or ""), groups.get(stage.to_role or "")
+            sync = "fn" if fn is not None else "rehearse"
+            if fn is None and src is not None and dst is not None:
+                ok = ray.get(
+                    [src.actors[0].can_sync_weights.remote()] + [a.can_sync_weights.remote() for a in dst.actors],
+                    timeout=timeout_s,
+                )
+                if all(ok):
+                    same = config.roles[src.role].devices == config.roles[dst.role].devices
+                    sync = weight_sync if weight_sync != "auto" else ("store" if same else "broadcast")
+                    if sync == "broadcast":
+                        _join_sync_group(stage.name, src, dst, timeout_s)
+        bindings[stage.name] = binding_cls(
+            upstream=_upstream(fn, stage.after),
+            driver_fn=fn if stage.role == DRIVER else None,
+            sync=sync,
+        )
+    return bindings
+
+
+def _join_sync_group(key: str, src: Any, dst: Any, timeout_s: float) -> None:
+    """Source rank 0 and every destination worker join one stand-alone process group."""
+    import ray
+
+    host, port = ray.get(src.actors[0].sync_address.remote(), timeout=timeout_s)
+    size = 1 + dst.world_size
+    refs = [src.actors[0].join_sync_group.remote(key, host, port, 0, size, timeout_s)] + [
+        a.join_sync_group.remote(key, host, port, 1 + r, size, timeout_s) for r, a in enumerate(dst.actors)
+    ]
+    ray.get(refs, timeout=timeout_s)

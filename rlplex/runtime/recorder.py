@@ -1,0 +1,152 @@
+"""Record what a run did, op by op, in the Timeline format, flushed step by step.
+
+For each op the recorder keeps the actual start and end on the driver's clock
+(seconds from the start of the run: when the op was issued and when its last
+worker call was seen done), the time the workers spent inside the call
+(``worker_s``, the slowest worker), bytes moved per device by transfers and
+weight syncs, the peak device memory on CUDA, and the dispatch latency (from
+the moment the driver saw the op's last dependency finish to the moment its
+calls were issued). A step is written, with its ``step_s`` metric, as soon as
+it and every earlier step are complete, and the file is fsynced, so a crash
+loses at most the steps in flight. The plan is saved beside the record
+(``run.jsonl`` -> ``run.plan.json``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rlplex.plan.model import Plan
+from rlplex.runtime.schedule import ExecOp, Schedule
+from rlplex.timeline.record import Event, Timeline, TimelineWriter
+
+
+def plan_path(record: str | Path) -> Path:
+    """Where the plan of a record is saved: ``run.jsonl`` -> ``run.plan.json``."""
+    record = Path(record)
+    return record.with_name(record.stem + ".plan.json")
+
+
+class Recorder:
+    """Collects events of a run and writes complete steps to a JSONL record."""
+
+    def __init__(
+        self,
+        schedule: Schedule,
+        plan: Plan,
+        path: str | Path | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.t0 = time.perf_counter()
+        """Driver clock origin: ``now()`` is seconds since the recorder started."""
+        self.meta = dict(meta or {})
+        self.path = Path(path) if path is not None else None
+        self._writer: TimelineWriter | None = None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            plan_path(self.path).write_text(plan.to_json(), encoding="utf-8")
+            self._writer = TimelineWriter(self.path, meta=self.meta)
+        self._steps = schedule.steps
+        self._remaining: dict[int, int] = defaultdict(int)
+        self._planned: dict[int, tuple[float, float]] = {}
+        for op in schedule.ops:
+            self._remaining[op.step] += 1
+            lo, hi = self._planned.get(op.step, (op.planned_start_s, op.planned_end_s))
+            self._planned[op.step] = (min(lo, op.planned_start_s), max(hi, op.planned_end_s))
+        self._events: dict[int, list[Event]] = defaultdict(list)
+        self._metrics: dict[int, dict[str, Any]] = defaultdict(dict)
+        self._next = 0
+        self.flushed: list[int] = []
+        """Steps written so far, in order."""
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def add(
+        self,
+        op: ExecOp,
+        start_s: float,
+        end_s: float,
+        stats: Sequence[Mapping[str, Any]],
+        *,
+        gpus_per_worker: int = 1,
+        dispatch_s: float = 0.0,
+        extra: Mapping[str, Any] | None = None,
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Record a finished op; returns the steps this completed, with their metrics."""
+        fields: dict[str, Any] = {
+            "step": op.step,
+            "op": op.id,
+            "kind": op.kind,
+            "devices": list(op.devices),
+            "start_s": start_s,
+            "end_s": end_s,
+            "bytes": int(max((s.get("bytes", 0) for s in stats), default=0) // max(gpus_per_worker, 1)),
+            "planned_start_s": op.planned_start_s,
+            "planned_end_s": op.planned_end_s,
+            "dispatch_s": dispatch_s,
+        }
+        for key in ("stage", "role", "state", "from_role"):
+            value = getattr(op, key)
+            if value is not None:
+                fields[key] = value
+        if op.kind == "offload":
+            fields["dead"] = op.dead
+        if stats:
+            fields["worker_s"] = max(s.get("worker_s", 0.0) for s in stats)
+            peaks = [s["peak_memory_gb"] for s in stats if "peak_memory_gb" in s]
+            if peaks:
+                fields["peak_memory_gb"] = max(peaks)
+            for s in stats:
+                if s.get("metrics"):
+                    for k, v in s["metrics"].items():
+                        self._metrics[op.step].setdefault(k, v)
+        fields.update(extra or {})
+        self._events[op.step].append(Event.model_validate(fields))
+        self._remaining[op.step] -= 1
+        return self._flush_ready()
+
+    def _flush_ready(self) -> list[tuple[int, dict[str, Any]]]:
+        done = []
+        while self._next < self._steps and self._remaining[self._next] == 0:
+            step = self._next
+            metrics = self._step_metrics(step)
+            if self._writer is not None:
+                self._writer.write_step(step, self._events[step], metrics)
+            self.flushed.append(step)
+            done.append((step, metrics))
+            self._next += 1
+        return done
+
+    def _step_metrics(self, step: int) -> dict[str, Any]:
+        events = self._events[step]
+        start = min(e.start_s for e in events)
+        end = max(e.end_s for e in events)
+        lo, hi = self._planned[step]
+        metrics = {"step_s": end - start, "planned_step_s": hi - lo, **self._metrics.get(step, {})}
+        self._metrics[step] = metrics
+        return metrics
+
+    def close(self, failure: str | None = None) -> None:
+        """Write the completed ops of unfinished steps (the failure, if any, as metrics) and close."""
+        for step in range(self._next, self._steps):
+            events = self._events.get(step, [])
+            if not events and failure is None:
+                continue
+            if self._writer is not None and (events or failure):
+                metrics = {"incomplete": True, **({"failure": failure} if failure else {})}
+                self._writer.write_step(step, events, metrics if events or failure else None)
+                self._metrics[step] = metrics
+            failure = None  # the failure is reported once, on the first unfinished step
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def timeline(self) -> Timeline:
+        events = tuple(e for step in sorted(self._events) for e in self._events[step])
+        metrics = {s: m for s, m in self._metrics.items() if m}
+        return Timeline(events=events, metrics=metrics, meta=self.meta)

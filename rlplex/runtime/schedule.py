@@ -1,0 +1,276 @@
+"""Unroll a Plan into the ops of an N-step run, with every ordering made explicit.
+
+A plan holds one step (sync) or a few unrolled steps (async), each op with its
+devices, planned times and dependencies. A run needs N steps, and the
+dispatcher needs each op's *complete* set of predecessors, so this module
+turns the plan into a list of :class:`ExecOp` whose ``deps`` say everything:
+
+- **Repetition.** Every step repeats the ops of the plan's steady-state step
+  (``plan.pattern_step``, as the simulator does), shifted by whole periods; a
+  dependency on an earlier step keeps its distance in steps
+  (``s{t-1}/weight_sync`` stays one step back) and is dropped before step 0.
+- **Sync barrier.** In sync mode steps do not overlap: the first ops of step
+  ``t`` wait for the last ops of step ``t - 1``.
+- **Bounded staleness.** With ``staleness = k``, an op of the weight-sync
+  destination role (generation) of step ``t`` waits for the weight sync of step
+  ``t - k - 1``, whether or not the planner wrote that edge.
+- **Device order.** Each device has a compute lane (``run``, ``weight_sync``)
+  and a transfer lane (``offload``, ``reload``, the copy engine). Ops on a lane
+  run in planned order: each waits for its predecessor on every lane it uses.
+  Ties in planned start are broken by dependency depth, so zero-length ops
+  never deadlock.
+
+Pure Python, no Ray: tested on its own.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from rlplex.plan.model import COMPUTE_KINDS, Op, Plan
+from rlplex.runtime.errors import PlanScheduleError
+
+_STEP_ID = re.compile(r"^s(\d+)/(.+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class ExecOp:
+    """One op of the run: a plan op placed at a concrete step."""
+
+    id: str
+    """``s{step}/...`` as in the plan, renumbered to the run's step."""
+    kind: str
+    """``run``, ``offload``, ``reload`` or ``weight_sync``."""
+    step: int
+    """The run step."""
+    devices: tuple[int, ...]
+    """Global GPU ranks the op occupies."""
+    deps: tuple[str, ...]
+    """Every op this one waits for: the plan's, barrier, staleness and lane edges."""
+    planned_start_s: float
+    """Planned start, seconds from the start of the run (periods added)."""
+    planned_end_s: float
+    """Planned end."""
+    template: str
+    """The plan op this one repeats."""
+    stage: str | None = None
+    """The stage, for run and weight_sync ops."""
+    role: str | None = None
+    """The role (weight_sync: the destination)."""
+    state: str | None = None
+    """The state moved by a transfer."""
+    from_role: str | None = None
+    """weight_sync: the source role."""
+    gb: float = 0.0
+    """Planned GB per device moved."""
+    memory_gb: float = 0.0
+    """Planned transient GB per device of a run op."""
+    dead: bool = False
+    """An offload of a dead state: dropped, not copied (vLLM sleep level 2)."""
+    plan_deps: tuple[str, ...] = ()
+    """The dependencies written in the plan (renumbered), a subset of ``deps``."""
+
+    @property
+    def planned_s(self) -> float:
+        return self.planned_end_s - self.planned_start_s
+
+    @property
+    def lane(self) -> str:
+        """``compute`` or ``transfer``."""
+        return "compute" if self.kind in COMPUTE_KINDS else "transfer"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The ops of an N-step run in dispatch order, with per-lane planned orders."""
+
+    ops: tuple[ExecOp, ...]
+    """Every op, by planned start (the dispatcher's priority order)."""
+    steps: int
+    """Number of steps."""
+    lanes: dict[tuple[int, str], tuple[str, ...]] = field(default_factory=dict)
+    """``(device, lane) -> op ids`` in the order they must run."""
+
+    def by_id(self) -> dict[str, ExecOp]:
+        return {op.id: op for op in self.ops}
+
+    def step_ops(self, step: int) -> tuple[ExecOp, ...]:
+        return tuple(op for op in self.ops if op.step == step)
+
+
+def split_id(op_id: str, step: int) -> tuple[int, str]:
+    """``("s3/train", _) -> (3, "train")``; ids without the prefix keep ``step``."""
+    match = _STEP_ID.match(op_id)
+    if match:
+        return int(match.group(1)), match.group(2)
+    return step, op_id
+
+
+def is_dead_offload(op: Op, sync_destinations: Iterable[str]) -> bool:
+    """Whether an offload drops its state instead of copying it.
+
+    The plan says so with an extra ``dead`` field when the planner writes one;
+    otherwise the cost model decides: a free (0 GB) offload of the weights of a
+    weight-sync destination happens between their last read and the overwrite.
+    """
+    if op.kind != "offload":
+        return False
+    extra = op.model_extra or {}
+    if "dead" in extra:
+        return bool(extra["dead"])
+    return op.state == "weights" and op.role in set(sync_destinations) and op.gb == 0
+
+
+def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> Schedule:
+    """The ops of a ``steps``-step run following ``plan``.
+
+    Args:
+        plan: the plan (one step, or several unrolled steps for async, of which
+            ``plan.pattern_step`` repeats).
+        steps: how many steps to run (>= 1).
+        staleness: ``k`` of bounded staleness; ``None`` adds no staleness edges
+            beyond the plan's (sync runs get the barrier instead).
+
+    Raises:
+        PlanScheduleError: the plan has no ops, an op depends on an unknown op,
+            or the edges form a cycle (the message lists it).
+    """
+    if steps < 1:
+        raise PlanScheduleError(f"steps must be >= 1 (got {steps})")
+    if not plan.ops:
+        raise PlanScheduleError("the plan has no ops")
+    by_id = {op.id: op for op in plan.ops}
+    for op in plan.ops:
+        for dep in op.deps:
+            if dep not in by_id:
+                raise PlanScheduleError(f"op {op.id!r} depends on {dep!r}, which is not in the plan", op=op.id)
+    pattern = plan.pattern_step
+    template = [op for op in plan.ops if op.step == pattern]
+    if not template:
+        raise PlanScheduleError(f"the plan has no ops at its pattern step {pattern}")
+    period = plan.period_s if plan.period_s > 0 else plan.makespan_s
+    origin = min(op.start_s for op in template)
+    destinations = {op.role for op in plan.ops if op.kind == "weight_sync" and op.role}
+    index = {op.id: i for i, op in enumerate(plan.ops)}
+
+    ops: list[ExecOp] = []
+    for t in range(steps):
+        for op in template:
+            _, suffix = split_id(op.id, op.step)
+            deps = []
+            for dep in op.deps:
+                dep_op = by_id[dep]
+                dep_step = t + dep_op.step - pattern
+                if 0 <= dep_step < steps:  # edges to steps outside the run are dropped
+                    deps.append(f"s{dep_step}/{split_id(dep, dep_op.step)[1]}")
+            ops.append(
+                ExecOp(
+                    id=f"s{t}/{suffix}",
+                    kind=op.kind,
+                    step=t,
+                    devices=tuple(op.devices),
+                    deps=tuple(deps),
+                    plan_deps=tuple(deps),
+                    planned_start_s=op.start_s - origin + t * period,
+                    planned_end_s=op.end_s - origin + t * period,
+                    template=op.id,
+                    stage=op.stage,
+                    role=op.role,
+                    state=op.state,
+                    from_role=op.from_role,
+                    gb=op.gb,
+                    memory_gb=op.memory_gb,
+                    dead=is_dead_offload(op, destinations),
+                )
+            )
+    ids = {op.id for op in ops}
+    if len(ids) != len(ops):
+        raise PlanScheduleError("the plan has two ops with the same id within a step")
+    extra: dict[str, set[str]] = defaultdict(set)
+    if plan.mode == "sync" or plan.unrolled_steps <= 1:
+        _add_barriers(ops, steps, extra)
+    if staleness is not None:
+        _add_staleness(ops, staleness, destinations, ids, extra)
+    ops = [_with_deps(op, extra.get(op.id, ())) for op in ops]
+    depth = _depths(ops)
+    order = {op.id: (op.planned_start_s, depth[op.id], op.step, index[op.template]) for op in ops}
+    ops.sort(key=lambda op: order[op.id])
+    lanes: dict[tuple[int, str], list[str]] = defaultdict(list)
+    lane_deps: dict[str, set[str]] = defaultdict(set)
+    for op in ops:
+        for device in op.devices:
+            lane = lanes[(device, op.lane)]
+            if lane:
+                lane_deps[op.id].add(lane[-1])
+            lane.append(op.id)
+    ops = [_with_deps(op, lane_deps.get(op.id, ())) for op in ops]
+    _depths(ops)  # lane edges must not close a cycle either
+    return Schedule(
+        ops=tuple(ops), steps=steps, lanes={key: tuple(v) for key, v in lanes.items()}
+    )
+
+
+def _with_deps(op: ExecOp, more: Iterable[str]) -> ExecOp:
+    new = [d for d in more if d not in op.deps and d != op.id]
+    if not new:
+        return op
+    from dataclasses import replace
+
+    return replace(op, deps=(*op.deps, *sorted(new)))
+
+
+def _add_barriers(ops: Sequence[ExecOp], steps: int, extra: dict[str, set[str]]) -> None:
+    by_step: dict[int, list[ExecOp]] = defaultdict(list)
+    for op in ops:
+        by_step[op.step].append(op)
+    for t in range(1, steps):
+        previous = by_step[t - 1]
+        used = {d for op in previous for d in op.deps}
+        sinks = {op.id for op in previous if op.id not in used}
+        for op in by_step[t]:
+            if not any(split_id(d, 0)[0] == t for d in op.deps):
+                extra[op.id] |= sinks
+
+
+def _add_staleness(
+    ops: Sequence[ExecOp],
+    k: int,
+    destinations: set[str],
+    ids: set[str],
+    extra: dict[str, set[str]],
+) -> None:
+    syncs = {op.template.split("/", 1)[-1] for op in ops if op.kind == "weight_sync"}
+    for op in ops:
+        if op.kind != "run" or op.role not in destinations:
+            continue
+        gate = op.step - k - 1
+        if gate < 0:
+            continue
+        for suffix in syncs:
+            dep = f"s{gate}/{suffix}"
+            if dep in ids:
+                extra[op.id].add(dep)
+
+
+def _depths(ops: Sequence[ExecOp]) -> dict[str, int]:
+    """Longest dependency chain to each op; raises on cycles and unknown deps."""
+    ids = {op.id for op in ops}
+    sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
+    for op in ops:
+        for dep in op.deps:
+            if dep not in ids:
+                raise PlanScheduleError(f"op {op.id!r} depends on {dep!r}, which is not in the run", op=op.id)
+        sorter.add(op.id, *op.deps)
+    deps = {op.id: op.deps for op in ops}
+    depth: dict[str, int] = {}
+    try:
+        for node in sorter.static_order():
+            depth[node] = 1 + max((depth[d] for d in deps.get(node, ())), default=-1)
+    except graphlib.CycleError as exc:
+        cycle = " -> ".join(exc.args[1])
+        raise PlanScheduleError(f"the plan's ops form a cycle: {cycle}") from None
+    return depth

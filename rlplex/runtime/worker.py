@@ -1,0 +1,358 @@
+"""Role workers: the Ray actors that hold a role's state and run its stages.
+
+Each GPU role has ``world_size`` workers, each one Ray actor pinned to its
+planned node and GPUs; a CPU role's workers need no GPU. A worker holds the
+*user state* built once by the role's setup function, runs stage callables on
+it, and executes the plan's offload/reload/weight-sync calls.
+
+Binding stages. A stage's implementation is a plain Python callable: the
+Stage's ``fn`` (the decorator API) or an entry of the ``implementations``
+mapping given to :func:`rlplex.runtime.execute`. It is called as::
+
+    fn(ctx, **upstream)
+
+Hamilton-style: ``ctx`` (a :class:`StageContext`; omit the parameter if you do
+not need it) and one keyword per upstream stage (its ``after`` list) that the
+function names as a parameter (all of them if it takes ``**kwargs``). Each
+upstream value is *this worker's shard* of that stage's gathered result (see
+:mod:`rlplex.runtime.data`); the return value is this worker's part of the
+result. Driver stages get whole values and return whole values.
+
+Setup. ``setups[role]`` is called once per worker, on the worker, as
+``setup(info)`` with a :class:`WorkerInfo`; its return value is ``ctx.state``.
+If it is an :class:`~rlplex.stages.offload.Offloadable` (or has an
+``offloader`` attribute holding one) the worker calls it for the plan's
+offload/reload ops; otherwise a :class:`~rlplex.stages.offload.BookkeepingOffload`
+keeps residency. For weight sync, the state (or its offloader) may offer
+``named_weights() -> dict[str, Tensor]``: the source's are sent to the
+destination's, which are overwritten in place.
+
+Rehearsal. A stage with no implementation sleeps its planned seconds times
+``time_scale``; with a real GPU it also holds its planned ``memory_gb`` while
+it sleeps. Transfers without a backend sleep likewise.
+
+A worker runs compute calls (stages, weight sync) and transfer calls
+(offload/reload) in two Ray concurrency groups of one thread each, so a
+prefetch can overlap a stage of the same role, as planned.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+from rlplex.runtime.data import reshard
+from rlplex.runtime.errors import RemoteStageError
+from rlplex.stages.offload import BookkeepingOffload, Offloadable, find_offloadable
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """Where a worker is and what it is; given to setup functions and in ``ctx``."""
+
+    role: str
+    """The role's name."""
+    rank: int
+    """Rank within the role, 0 .. world_size - 1."""
+    world_size: int
+    """Number of workers of the role."""
+    devices: tuple[int, ...] = ()
+    """Planned global GPU ranks of this worker."""
+    node: int = 0
+    """Planned node index."""
+    gpu_ids: tuple[str, ...] = ()
+    """Physical GPU ids on the node (``CUDA_VISIBLE_DEVICES`` of the worker)."""
+    state_gb: Mapping[str, float] = field(default_factory=dict)
+    """Planned GB per device of the role's states."""
+    initial_residency: tuple[str, ...] = ()
+    """States resident when the run starts."""
+
+
+@dataclass
+class StageContext:
+    """What a stage callable receives as ``ctx``."""
+
+    step: int
+    """The RL step."""
+    stage: str
+    """The stage's name."""
+    info: WorkerInfo
+    """The worker: role, rank, world size, devices."""
+    state: Any = None
+    """What the role's setup returned (the model, the engine...)."""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """Step metrics logged with :meth:`log` (rank 0's win)."""
+
+    @property
+    def rank(self) -> int:
+        return self.info.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.info.world_size
+
+    @property
+    def role(self) -> str:
+        return self.info.role
+
+    def log(self, **metrics: Any) -> None:
+        """Record step metrics (``reward/mean=0.6``); they land in the record's metrics line."""
+        self.metrics.update(metrics)
+
+
+def call_stage(fn: Callable[..., Any], ctx: StageContext, upstream: Mapping[str, Any]) -> Any:
+    """Call ``fn`` with ``ctx`` and the upstream values its signature names."""
+    params = inspect.signature(fn).parameters
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    kwargs = {k: v for k, v in upstream.items() if takes_all or k in params}
+    if "ctx" in params:
+        kwargs["ctx"] = ctx
+    return fn(**kwargs)
+
+
+def _cuda_ready() -> bool:
+    """A real NVIDIA driver is present (cheap: avoids importing torch for nothing)."""
+    return os.path.exists("/proc/driver/nvidia/version") and bool(os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def _torch_cuda() -> Any:
+    """torch if it is already imported by user code and sees a GPU, else None."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return None
+    return torch
+
+
+def rehearse(seconds: float, memory_gb: float) -> None:
+    """Sleep ``seconds``; on a real GPU also hold ``memory_gb`` while sleeping."""
+    block = None
+    if memory_gb > 0 and _cuda_ready():
+        import torch
+
+        if torch.cuda.is_available():
+            block = torch.empty(int(memory_gb * 2**30), dtype=torch.uint8, device="cuda")
+    if seconds > 0:
+        time.sleep(seconds)
+    del block
+
+
+class RoleWorker:
+    """One worker of a role (wrapped with ``ray.remote`` by the worker group)."""
+
+    def __init__(
+        self,
+        info: WorkerInfo,
+        setup: Callable[[WorkerInfo], Any] | None,
+        implementations: Mapping[str, Callable[..., Any]],
+        time_scale: float = 1.0,
+        visible_gpus: Sequence[str] | None = None,
+    ) -> None:
+        if visible_gpus:
+            # A worker driving several GPUs sits in the bundle of its first one; the
+            # others are named here (Ray only knows about the bundle's share).
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(visible_gpus)
+        self.info = info
+        self._setup = setup
+        self._impls = dict(implementations)
+        self._time_scale = time_scale
+        self.state: Any = None
+        self.offloader: Offloadable = BookkeepingOffload(resident=info.initial_residency)
+        self._has_backend = False
+        self._sync_groups: dict[str, Any] = {}
+
+    # -- control ---------------------------------------------------------------
+
+    @ray.method(concurrency_group="control")
+    def describe(self) -> dict[str, Any]:
+        """Where the worker landed: Ray node id, GPU ids, pid, host."""
+        ctx = ray.get_runtime_context()
+        return {
+            "role": self.info.role,
+            "rank": self.info.rank,
+            "node_id": ctx.get_node_id(),
+            "ray_gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+        }
+
+    @ray.method(concurrency_group="compute")
+    def setup(self) -> dict[str, Any]:
+        """Run the role's setup function; returns the state sizes in bytes."""
+        gpu_ids = tuple(os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")) if self.info.devices else ()
+        info = WorkerInfo(**{**self.info.__dict__, "gpu_ids": tuple(g for g in gpu_ids if g)})
+        self.info = info
+        if self._setup is not None:
+            try:
+                self.state = self._setup(info)
+            except Exception as exc:
+                raise RemoteStageError(
+                    "setup", -1, info.role, info.rank, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+                ) from None
+            backend = find_offloadable(self.state)
+            if backend is not None:
+                self.offloader = backend
+                self._has_backend = True
+        return {"state_bytes": self.offloader.state_bytes(), "resident": sorted(self.offloader.resident_states())}
+
+    # -- stages ------------------------------------------------------------------
+
+    def _stats(self, t0: float, t1: float, moved: int = 0, metrics: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        stats: dict[str, Any] = {"worker_s": t1 - t0, "t_start": t0, "t_end": t1, "bytes": moved}
+        torch = _torch_cuda()
+        if torch is not None:
+            stats["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
+            torch.cuda.reset_peak_memory_stats()
+        if metrics:
+            stats["metrics"] = dict(metrics)
+        return stats
+
+    @ray.method(num_returns=2, concurrency_group="compute")
+    def run(self, meta: dict[str, Any], *inputs: Any) -> tuple[Any, dict[str, Any]]:
+        """Run one stage; ``meta["inputs"]`` says how ``inputs`` map to upstream names.
+
+        Each entry is ``(name, count)``: ``count`` positional inputs are the
+        parts of that upstream result (1: already this worker's shard; more:
+        the upstream role's parts, gathered and resharded here).
+        """
+        upstream: dict[str, Any] = {}
+        position = 0
+        for name, count in meta["inputs"]:
+            parts = inputs[position : position + count]
+            position += count
+            upstream[name] = parts[0] if count == 1 else reshard(parts, self.info.rank, self.info.world_size)
+        stage, step = meta["stage"], meta["step"]
+        ctx = StageContext(step=step, stage=stage, info=self.info, state=self.state)
+        fn = self._impls.get(stage)
+        t0 = time.time()
+        try:
+            if fn is None:
+                rehearse(meta["planned_s"] * self._time_scale, meta.get("memory_gb", 0.0))
+                result = None
+            else:
+                result = call_stage(fn, ctx, upstream)
+        except Exception as exc:
+            raise RemoteStageError(
+                stage, step, self.info.role, self.info.rank, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+            ) from None
+        t1 = time.time()
+        return result, self._stats(t0, t1, metrics=ctx.metrics)
+
+    # -- transfers ---------------------------------------------------------------
+
+    @ray.method(concurrency_group="transfer")
+    def transfer(self, kind: str, states: Sequence[str], dead: bool, planned_s: float) -> dict[str, Any]:
+        """Offload or reload ``states``; without a backend, rehearse the planned time."""
+        t0 = time.time()
+        try:
+            if kind == "offload":
+                moved = self.offloader.offload(states, dead=dead)
+            else:
+                moved = self.offloader.reload(states)
+            if not self._has_backend:
+                rehearse(planned_s * self._time_scale, 0.0)
+        except Exception as exc:
+            raise RemoteStageError(
+                f"{kind} {','.join(states)}", -1, self.info.role, self.info.rank,
+                f"{type(exc).__name__}: {exc}", traceback.format_exc(),
+            ) from None
+        stats = self._stats(t0, time.time(), moved)
+        stats["resident"] = sorted(self.offloader.resident_states())
+        return stats
+
+    @ray.method(concurrency_group="control")
+    def offload_calls(self) -> list[tuple[str, tuple[str, ...], bool]]:
+        """The offload/reload calls seen by a bookkeeping backend (for tests and rehearsals)."""
+        return list(getattr(self.offloader, "calls", []))
+
+    # -- weight sync -------------------------------------------------------------
+
+    def _named_weights(self) -> dict[str, Any] | None:
+        for holder in (self.state, self.offloader):
+            getter = getattr(holder, "named_weights", None)
+            if callable(getter):
+                return dict(getter())
+        return None
+
+    @ray.method(concurrency_group="control")
+    def can_sync_weights(self) -> bool:
+        return self._named_weights() is not None
+
+    @ray.method(num_returns=2, concurrency_group="compute")
+    def export_weights(self) -> tuple[Any, dict[str, Any]]:
+        """The weights as CPU tensors, through the object store (shared memory on one node)."""
+        t0 = time.time()
+        weights = {k: v.detach().to("cpu", copy=True) for k, v in (self._named_weights() or {}).items()}
+        moved = sum(v.numel() * v.element_size() for v in weights.values())
+        return weights, self._stats(t0, time.time(), moved)
+
+    @ray.method(concurrency_group="compute")
+    def import_weights(self, weights: Mapping[str, Any]) -> dict[str, Any]:
+        """Overwrite this worker's weights in place with ``weights``."""
+        from rlplex.stages.offload_torch import move_state_dict
+
+        t0 = time.time()
+        moved = move_state_dict(weights, self._named_weights() or {})
+        return self._stats(t0, time.time(), moved)
+
+    @ray.method(concurrency_group="control")
+    def sync_address(self) -> tuple[str, int]:
+        """An address and free port for a weight-sync process group rooted here."""
+        host = ray.util.get_node_ip_address()
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return host, port
+
+    @ray.method(concurrency_group="compute")
+    def join_sync_group(self, key: str, host: str, port: int, rank: int, size: int, timeout_s: float) -> bool:
+        """Join a stand-alone process group (gloo on CPU, NCCL on GPU) used only for weight sync.
+
+        Stand-alone (not ``init_process_group``) so it never collides with the
+        default group of the user's training framework.
+        """
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+
+        weights = self._named_weights() or {}
+        on_gpu = any(getattr(v, "is_cuda", False) for v in weights.values())
+        timeout = datetime.timedelta(seconds=timeout_s)
+        store = dist.TCPStore(host, port, size, rank == 0, timeout=timeout)
+        if on_gpu:
+            group = dist.ProcessGroupNCCL(store, rank, size)
+        else:
+            group = dist.ProcessGroupGloo(store, rank, size, timeout)
+        self._sync_groups[key] = (group, torch)
+        return True
+
+    @ray.method(concurrency_group="compute")
+    def broadcast_weights(self, key: str) -> dict[str, Any]:
+        """Broadcast (root: group rank 0, the source) every weight, in name order."""
+        import torch.distributed as dist
+
+        group, _ = self._sync_groups[key]
+        t0 = time.time()
+        moved = 0
+        with __import__("torch").no_grad():
+            for _, tensor in sorted((self._named_weights() or {}).items()):
+                opts = dist.BroadcastOptions()
+                opts.rootRank = 0
+                data = tensor.data
+                group.broadcast([data], opts).wait()
+                moved += data.numel() * data.element_size()
+        return self._stats(t0, time.time(), moved)
+
+    @ray.method(concurrency_group="control")
+    def ping(self) -> bool:
+        return True

@@ -1,0 +1,246 @@
+"""Discrete-event execution of a plan for many steps, with modelled or recorded durations.
+
+A plan fixes the order of ops on every device and what each op waits for; the
+simulator keeps that order and recomputes the times when durations change (a
+recorded slow ``generate``, jitter), so a slower op delays exactly the ops
+that depend on it. It takes the plan's steady-state step as a pattern (its
+ops, and its dependencies as (step offset, op) pairs), precomputes an order
+in which every dependency is computed before its user, then runs N steps as
+a loop over plain lists and floats: 10,000 steps of a 10-stage plan take well
+under a second.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from rlplex.config import Config
+from rlplex.plan.costs import stage_seconds
+from rlplex.plan.model import Plan
+from rlplex.timeline.record import Event, Timeline
+
+Durations = Callable[[int, str], "float | None"] | Mapping[int, Mapping[str, float]]
+"""Seconds of a stage at a step: ``f(step, stage)`` or ``{step: {stage: seconds}}``."""
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """The repeating ops of a plan, ready for fast replay."""
+
+    keys: tuple[str, ...]
+    """Op ids without the ``s{step}/`` prefix."""
+    kinds: tuple[str, ...]
+    """Op kinds."""
+    fields: tuple[dict, ...]
+    """Constant event fields of each op (kind, stage, role, state, devices, bytes)."""
+    base: tuple[float, ...]
+    """Modelled duration of each op."""
+    stages: tuple[str | None, ...]
+    """Stage of run / weight_sync ops (their durations can be overridden)."""
+    deps: tuple[tuple[tuple[int, int], ...], ...]
+    """For each op: (step offset, op index) it waits for."""
+    skew: tuple[int, ...]
+    """Round offset of each op: op j of step n is computed in round n + skew[j]."""
+    order: tuple[int, ...]
+    """Op indices in the order they are computed within a round."""
+    barrier: bool
+    """Sync: a step starts when the previous one has ended."""
+
+
+def extract_pattern(plan: Plan, config: Config) -> Pattern:
+    """The steady-state step of ``plan`` with relative dependencies."""
+    m = plan.pattern_step
+    ops = [op for op in plan.ops if op.step == m]
+    keys = [op.id.partition("/")[2] for op in ops]
+    index = {k: i for i, k in enumerate(keys)}
+    step_of = {op.id: op.step for op in plan.ops}
+    placement = {r: tuple(d) for r, d in plan.placement.items()}
+    base, stages, fields, deps = [], [], [], []
+    for op in ops:
+        if op.stage is not None and op.kind in ("run", "weight_sync"):
+            stage = config.pipeline.stage(op.stage)
+            base.append(stage_seconds(config, stage, placement))
+            stages.append(op.stage)
+        else:
+            base.append(op.end_s - op.start_s)
+            stages.append(None)
+        f = {"kind": op.kind, "devices": tuple(op.devices), "bytes": int(round(op.gb * GIB))}
+        for name in ("stage", "role", "state"):
+            value = getattr(op, name)
+            if value is not None:
+                f[name] = value
+        fields.append(f)
+        mine = []
+        for dep in op.deps:
+            key = dep.partition("/")[2]
+            if key in index and dep in step_of:
+                mine.append((step_of[dep] - m, index[key]))
+        deps.append(tuple(mine))
+    skew, order = _skew_and_order(len(ops), deps)
+    return Pattern(
+        keys=tuple(keys),
+        kinds=tuple(op.kind for op in ops),
+        fields=tuple(fields),
+        base=tuple(base),
+        stages=tuple(stages),
+        deps=tuple(deps),
+        skew=tuple(skew),
+        order=tuple(order),
+        barrier=plan.mode == "sync" or plan.unrolled_steps <= 1,
+    )
+
+
+def _skew_and_order(n: int, deps: list[tuple[tuple[int, int], ...]]) -> tuple[list[int], list[int]]:
+    """Rounds and within-round order so that every dependency is computed first.
+
+    Op j of step s waits for op j' of step s + off; computing (s, j) in round
+    s + skew[j] needs skew[j] >= skew[j'] + off (a longest-path problem on the
+    pattern), and within a round, edges with equality order the ops.
+    """
+    skew = [0] * n
+    for _ in range(n + 1):
+        changed = False
+        for j in range(n):
+            for off, k in deps[j]:
+                if skew[k] + off > skew[j]:
+                    skew[j] = skew[k] + off
+                    changed = True
+        if not changed:
+            break
+    low = min(skew, default=0)
+    skew = [s - low for s in skew]
+    # Topological order of same-round edges (Kahn, ties by index: deterministic).
+    indeg = [0] * n
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for j in range(n):
+        for off, k in deps[j]:
+            if skew[k] + off == skew[j] and k != j:
+                indeg[j] += 1
+                succ[k].append(j)
+    ready = sorted(j for j in range(n) if indeg[j] == 0)
+    order: list[int] = []
+    while ready:
+        j = ready.pop(0)
+        order.append(j)
+        for s in succ[j]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+                ready.sort()
+    if len(order) < n:  # an inconsistent pattern: keep the remaining ops in plan order
+        order += [j for j in range(n) if j not in order]
+    return skew, order
+
+
+def simulate(
+    plan: Plan,
+    config: Config,
+    *,
+    steps: int,
+    durations: Durations | None = None,
+    jitter: float = 0.0,
+    seed: int = 0,
+) -> Timeline:
+    """Execute ``plan``'s op pattern for ``steps`` steps in its per-device order.
+
+    Args:
+        plan: a plan from :func:`rlplex.plan.make_plan` (sync or async).
+        config: the config it was made from (for modelled stage durations).
+        steps: number of steps to run.
+        durations: recorded seconds per step and stage (``durations[step][stage]``
+            or ``durations(step, stage)``; None keeps the model); weight_sync too.
+        jitter: each stage duration is multiplied by a uniform factor in
+            ``[1 - jitter, 1 + jitter]``.
+        seed: seed of the jitter.
+
+    Returns:
+        A Timeline with one event per op, ``metrics[step]["step_s"]`` (time
+        between the ends of consecutive steps) and ``meta["period_s"]`` (mean
+        step time over the second half of the run).
+    """
+    pat = extract_pattern(plan, config)
+    n_ops = len(pat.keys)
+    lookup = _duration_lookup(durations)
+    rng = random.Random(seed)
+    starts: list[list[float]] = [[0.0] * n_ops for _ in range(steps)]
+    ends: list[list[float]] = [[0.0] * n_ops for _ in range(steps)]
+    step_end = [0.0] * steps
+    max_skew = max(pat.skew, default=0)
+    deps, skew, base, stage_of = pat.deps, pat.skew, pat.base, pat.stages
+    barrier = pat.barrier
+    for rnd in range(steps + max_skew):
+        for j in pat.order:
+            n = rnd - skew[j]
+            if n < 0 or n >= steps:
+                continue
+            t = step_end[n - 1] if barrier and n > 0 else 0.0
+            for off, k in deps[j]:
+                s = n + off
+                if 0 <= s < steps:
+                    e = ends[s][k]
+                    if e > t:
+                        t = e
+            d = base[j]
+            stage = stage_of[j]
+            if stage is not None:
+                if lookup is not None:
+                    rec = lookup(n, stage)
+                    if rec is not None:
+                        d = float(rec)
+                if jitter:
+                    d *= 1.0 + jitter * (2.0 * rng.random() - 1.0)
+                    if d < 0:
+                        d = 0.0
+            starts[n][j] = t
+            ends[n][j] = t + d
+            if t + d > step_end[n]:
+                step_end[n] = t + d
+    return _timeline(plan, pat, starts, ends, step_end, steps)
+
+
+def _duration_lookup(durations: Durations | None) -> Callable[[int, str], float | None] | None:
+    if durations is None:
+        return None
+    if callable(durations):
+        return durations
+    table = durations
+
+    def lookup(step: int, stage: str) -> float | None:
+        row = table.get(step)
+        return None if row is None else row.get(stage)
+
+    return lookup
+
+
+def _timeline(plan, pat: Pattern, starts, ends, step_end, steps: int) -> Timeline:
+    events = []
+    construct = Event.model_construct
+    metrics: dict[int, dict[str, float]] = {}
+    prev = 0.0
+    order = sorted(range(len(pat.keys)), key=lambda j: (pat.skew[j], j))
+    for n in range(steps):
+        prefix = f"s{n}/"
+        row_s, row_e = starts[n], ends[n]
+        for j in order:
+            events.append(
+                construct(step=n, op=prefix + pat.keys[j], start_s=row_s[j], end_s=row_e[j],
+                          **pat.fields[j])
+            )
+        end = max(step_end[n], prev)
+        metrics[n] = {"step_s": end - prev}
+        prev = end
+    half = steps // 2
+    tail = [metrics[n]["step_s"] for n in range(half, steps)] or [0.0]
+    meta = {
+        "source": "simulate",
+        "mode": plan.mode,
+        "steps": steps,
+        "period_s": sum(tail) / len(tail),
+        "plan_period_s": plan.period_s,
+        "lower_bound_s": plan.lower_bound_s,
+    }
+    return Timeline.model_construct(events=tuple(events), metrics=metrics, meta=meta)

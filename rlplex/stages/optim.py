@@ -1,0 +1,229 @@
+"""Optimizer backends for the train stages: plain torch AdamW, or DeepSpeed ZeRO-1/2.
+
+A train stage splits its batch into micro-batches, accumulates gradients and
+steps once. :class:`TorchTrainer` and :class:`DeepSpeedTrainer` do that the
+same way, so a pipeline switches backend by config. Gradient accumulation
+weights each micro-batch by its share of the loss's denominator (tokens for a
+token mean, sequences for a sequence mean), so the accumulated gradient is
+exactly the full batch's.
+
+DeepSpeed runs on CPU too: with no CUDA device, :func:`init_deepspeed` selects
+DeepSpeed's CPU accelerator (``DS_ACCELERATOR=cpu``) and a one-process gloo
+group, the setup DeepSpeed's own CPU tests use. Its ZeRO-1/2 engine offers
+``offload_states`` / ``reload_states``, which the DeepSpeed offload backend
+drives.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlplex.stages.batch import Batch
+from rlplex.stages.generation import BackendUnavailable
+
+if TYPE_CHECKING:
+    import torch
+
+LossFn = Callable[["torch.nn.Module", Batch], tuple["torch.Tensor", dict[str, float]]]
+"""``(model, micro_batch) -> (loss averaged over the micro-batch, stats)``."""
+UnitsFn = Callable[[Batch], float]
+"""The micro-batch's share of the loss denominator (token count, sequence count)."""
+
+
+class OptimConfig(BaseModel):
+    """How a train stage updates its model."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["torch", "deepspeed"] = "torch"
+    """``torch``: torch.optim.AdamW; ``deepspeed``: a DeepSpeed ZeRO engine around AdamW."""
+    lr: float = Field(1e-3, gt=0)
+    """Learning rate."""
+    weight_decay: float = Field(0.0, ge=0)
+    """AdamW weight decay."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    grad_clip: float | None = Field(1.0, gt=0)
+    """Clip the global gradient norm to this (None: no clipping)."""
+    micro_batch_size: int = Field(32, ge=1)
+    """Sequences per forward/backward; gradients accumulate over the micro-batches."""
+    zero_stage: Literal[0, 1, 2] = 1
+    """DeepSpeed only: ZeRO stage (1 partitions optimizer states, 2 gradients too)."""
+
+
+class Trainer(Protocol):
+    """Accumulates gradients over micro-batches and steps the optimizer."""
+
+    model: torch.nn.Module
+
+    def step(
+        self, micro_batches: Sequence[Batch], loss_fn: LossFn, units: UnitsFn
+    ) -> dict[str, float]:
+        """One optimizer step over ``micro_batches``; returns mean loss, grad norm and stats."""
+        ...
+
+    def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The weights to send to the inference role."""
+        ...
+
+
+def _mean_stats(all_stats: list[dict[str, float]], weights: list[float]) -> dict[str, float]:
+    keys = {k for s in all_stats for k in s}
+    return {k: sum(s.get(k, 0.0) * w for s, w in zip(all_stats, weights, strict=True)) for k in keys}
+
+
+class TorchTrainer:
+    """AdamW on a plain module."""
+
+    def __init__(self, model: torch.nn.Module, config: OptimConfig) -> None:
+        import torch
+
+        self.model = model
+        self.config = config
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(),
+            lr=config.lr,
+            betas=config.betas,
+            weight_decay=config.weight_decay,
+        )
+
+    def step(
+        self, micro_batches: Sequence[Batch], loss_fn: LossFn, units: UnitsFn
+    ) -> dict[str, float]:
+        import torch
+
+        self.model.train()
+        total = sum(units(mb) for mb in micro_batches) or 1.0
+        weights = [units(mb) / total for mb in micro_batches]
+        losses, stats = [], []
+        for mb, weight in zip(micro_batches, weights, strict=True):
+            loss, s = loss_fn(self.model, mb)
+            (loss * weight).backward()
+            losses.append(float(loss.detach()))
+            stats.append(s)
+        clip = self.config.grad_clip if self.config.grad_clip is not None else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        out = _mean_stats(stats, weights)
+        out["loss"] = sum(v * w for v, w in zip(losses, weights, strict=True))
+        out["grad_norm"] = float(grad_norm)
+        return out
+
+    def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for name, p in self.model.named_parameters():
+            yield name, p.detach()
+
+
+def init_deepspeed() -> Any:
+    """Import DeepSpeed, on CPU when there is no CUDA device, with a process group ready.
+
+    Raises:
+        BackendUnavailable: DeepSpeed is not installed (``pip install rlplex[deepspeed]``).
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        # Must be set before deepspeed is imported: it picks its accelerator at import.
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    try:
+        import deepspeed
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"the deepspeed optimizer backend needs DeepSpeed (pip install 'rlplex[deepspeed]'):"
+            f" {exc}"
+        ) from None
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        # A role worker that was not started by a launcher: a one-process group.
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        os.environ.setdefault("RANK", "0")
+        os.environ.setdefault("LOCAL_RANK", "0")
+        os.environ.setdefault("WORLD_SIZE", "1")
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        deepspeed.init_distributed(dist_backend=backend, verbose=False)
+    return deepspeed
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class DeepSpeedTrainer:
+    """A DeepSpeed ZeRO-1/2 engine around AdamW; ``engine`` is the offloadable object."""
+
+    def __init__(self, model: torch.nn.Module, config: OptimConfig, num_micro_batches: int) -> None:
+        import torch
+
+        deepspeed = init_deepspeed()
+        self.config = config
+        self.num_micro_batches = num_micro_batches
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
+        )
+        world = torch.distributed.get_world_size()
+        ds_config: dict[str, Any] = {
+            "train_micro_batch_size_per_gpu": config.micro_batch_size,
+            "gradient_accumulation_steps": num_micro_batches,
+            "train_batch_size": config.micro_batch_size * num_micro_batches * world,
+            "zero_optimization": {"stage": config.zero_stage},
+            "zero_allow_untested_optimizer": True,
+            "gradient_clipping": config.grad_clip or 0.0,
+            "steps_per_print": 10**9,
+            "wall_clock_breakdown": False,
+        }
+        if model.dtype == torch.bfloat16:
+            ds_config["bf16"] = {"enabled": True}
+        self.engine, _, _, _ = deepspeed.initialize(
+            model=model, optimizer=optimizer, config=ds_config
+        )
+        self.model = self.engine
+
+    def step(
+        self, micro_batches: Sequence[Batch], loss_fn: LossFn, units: UnitsFn
+    ) -> dict[str, float]:
+        if len(micro_batches) != self.num_micro_batches:
+            raise ValueError(
+                f"DeepSpeed was set up for {self.num_micro_batches} micro-batches per step,"
+                f" got {len(micro_batches)}; keep the train batch a fixed multiple of"
+                " micro_batch_size"
+            )
+        self.engine.train()
+        total = sum(units(mb) for mb in micro_batches) or 1.0
+        weights = [units(mb) / total for mb in micro_batches]
+        losses, stats = [], []
+        for mb, weight in zip(micro_batches, weights, strict=True):
+            loss, s = loss_fn(self.engine, mb)
+            # The engine divides by gradient_accumulation_steps; undo that to weigh exactly.
+            self.engine.backward(loss * weight * self.num_micro_batches)
+            self.engine.step()
+            losses.append(float(loss.detach()))
+            stats.append(s)
+        out = _mean_stats(stats, weights)
+        out["loss"] = sum(v * w for v, w in zip(losses, weights, strict=True))
+        norm = self.engine.get_global_grad_norm()
+        out["grad_norm"] = float(norm) if norm is not None else 0.0
+        return out
+
+    def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for name, p in self.engine.module.named_parameters():
+            yield name, p.detach()
+
+
+def make_trainer(
+    model: torch.nn.Module, config: OptimConfig, num_micro_batches: int = 1
+) -> TorchTrainer | DeepSpeedTrainer:
+    """The configured backend around ``model``."""
+    if config.backend == "deepspeed":
+        return DeepSpeedTrainer(model, config, num_micro_batches)
+    return TorchTrainer(model, config)

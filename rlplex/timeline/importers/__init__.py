@@ -1,0 +1,106 @@
+"""Import recorded step timings from rlplex, verl and ROLL logs.
+
+:func:`import_record` reads a log, detects its format from the content (or
+takes ``format``), and returns a :class:`RecordedRun`: per step, the seconds
+each rlplex stage took, the recorded step time, the other metrics, the timing
+keys it could not map, and warnings. Replay and what-if consume it.
+
+Format detection looks at the first lines that say something:
+
+- a JSON object with ``op``/``kind``, ``metrics`` or ``meta``: an rlplex record;
+- a JSON object with ``data``, or a ``step:N - key:value`` line: verl;
+- a ``metrics_tag:`` line, or a JSON document with ``log_history``: ROLL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from rlplex.errors import ConfigError
+from rlplex.timeline.importers.base import RecordedRun, read_lines
+from rlplex.timeline.importers.rlplex import import_rlplex
+from rlplex.timeline.importers.roll import MARKER, import_roll
+from rlplex.timeline.importers.verl import import_verl, parse_console_line
+
+RECORD_FORMATS: tuple[str, ...] = ("rlplex", "verl", "roll")
+
+_IMPORTERS: dict[str, Callable[..., RecordedRun]] = {
+    "rlplex": import_rlplex,
+    "verl": import_verl,
+    "roll": import_roll,
+}
+
+
+def detect_record_format(path: str | Path) -> str:
+    """The format of a log, from its first informative lines.
+
+    Raises:
+        ConfigError: nothing in the first 200 lines looks like any known format.
+    """
+    head = (
+        Path(path).read_text(encoding="utf-8", errors="replace")[:2048].lstrip()
+        if Path(path).exists()
+        else ""
+    )
+    if head.startswith("{") and '"log_history"' in head:
+        return "roll"
+    for count, (_, line, _) in enumerate(read_lines(path)):
+        if count >= 200:
+            break
+        if MARKER in line:
+            return "roll"
+        stripped = line.strip()
+        if stripped.startswith("{"):
+            try:
+                obj = json.loads(stripped)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict) and "data" in obj:
+                return "verl"
+            if isinstance(obj, dict) and (
+                {"op", "kind"} <= obj.keys() or "metrics" in obj or "meta" in obj
+            ):
+                return "rlplex"
+            continue
+        try:
+            if parse_console_line(line) is not None:
+                return "verl"
+        except ValueError:
+            return "verl"
+    raise ConfigError(
+        "cannot tell the log's format (rlplex record, verl JSONL or console, ROLL stdout);"
+        " give --format",
+        file=str(path),
+    )
+
+
+def import_record(
+    path: str | Path, format: str | None = None, skip_bad_lines: bool = False
+) -> RecordedRun:
+    """Read a run's log into per-step, per-stage durations.
+
+    Args:
+        path: an rlplex Timeline JSONL, a verl JSONL or console log, a ROLL
+            stdout log or a ROLL ``log_history`` JSON file.
+        format: ``rlplex``, ``verl`` or ``roll``; detected from the content when None.
+        skip_bad_lines: skip malformed lines with a warning instead of failing.
+
+    Raises:
+        ConfigError: unknown format, unreadable file, or a malformed line (with
+            its number) that is not the last one, unless ``skip_bad_lines``.
+    """
+    if format is not None and format not in _IMPORTERS:
+        raise ConfigError(
+            f"unknown record format (expected one of: {', '.join(RECORD_FORMATS)})",
+            field="--format",
+            value=format,
+        )
+    if not Path(path).exists():
+        raise ConfigError("file not found", file=str(path))
+    fmt = format or detect_record_format(path)
+    return _IMPORTERS[fmt](path, skip_bad_lines=skip_bad_lines)
+
+
+__all__ = ["RECORD_FORMATS", "RecordedRun", "detect_record_format", "import_record"]

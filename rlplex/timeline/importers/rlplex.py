@@ -1,0 +1,61 @@
+"""Import an rlplex Timeline record (JSON lines) as per-step stage durations.
+
+Each ``run`` or ``weight_sync`` event contributes ``end_s - start_s`` to its
+stage in its step; offload and reload events are not stages and are left out
+(the replay recomputes them from the plan). A step's recorded time is its
+metrics' ``step_s`` when present, else the span from its first op's start to
+its last op's end.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rlplex.timeline.importers.base import Collector, RecordedRun, as_float, read_lines
+
+_STAGE_KINDS = ("run", "weight_sync")
+
+
+def import_rlplex(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRun:
+    """Read a Timeline JSONL file.
+
+    Raises:
+        ConfigError: a malformed line that is not the last (unless skipping).
+    """
+    out = Collector("rlplex", str(path), skip_bad_lines)
+    spans: dict[int, list[float]] = {}
+    for number, line, is_last in read_lines(path):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            out.bad_line(number, "not valid JSON", line, is_last)
+            continue
+        if not isinstance(obj, dict):
+            out.bad_line(number, "not a JSON object", line, is_last)
+            continue
+        if "meta" in obj and "step" not in obj:
+            continue
+        step = obj.get("step")
+        if isinstance(step, bool) or not isinstance(step, int):
+            out.bad_line(number, "has no integer 'step'", line, is_last)
+            continue
+        if "metrics" in obj and "op" not in obj:
+            metrics = obj["metrics"] if isinstance(obj["metrics"], dict) else {}
+            for key, value in metrics.items():
+                if key == "step_s" and as_float(value) is not None:
+                    out.step_s[step] = float(value)
+                else:
+                    out.metric(step, key, value)
+            continue
+        start, end = as_float(obj.get("start_s")), as_float(obj.get("end_s"))
+        if start is None or end is None or "kind" not in obj:
+            out.bad_line(number, "an event needs 'kind', 'start_s' and 'end_s'", line, is_last)
+            continue
+        span = spans.setdefault(step, [start, end])
+        span[0], span[1] = min(span[0], start), max(span[1], end)
+        if obj["kind"] in _STAGE_KINDS and obj.get("stage"):
+            out.stage(step, str(obj["stage"]), end - start)
+    for step, (start, end) in spans.items():
+        out.step_s.setdefault(step, end - start)
+    return out.result()

@@ -1,0 +1,131 @@
+"""Import verl's step metrics: the file logger's JSONL and console lines.
+
+verl logs one dict of metrics per step. Its file logger writes
+``{"step": 12, "data": {"timing_s/gen": 30.5, ...}}`` per line; its console
+logger prints ``step:12 - timing_s/gen:30.5 - timing_s/update_actor:12.25``,
+which under Ray arrives prefixed, e.g. ``(TaskRunner pid=1234) step:12 - ...``
+(older releases: ``(main_task pid=...)``). Timing keys are ``timing_s/NAME``;
+before early 2025 they were ``timing/NAME`` and ``timing(s)/NAME``.
+:data:`STAGES` maps verl's names to rlplex stages; ``step`` is the recorded
+step time. Timing keys of other names (``testing``, ``save_checkpoint`` ...)
+are kept in the metrics and reported as unknown. Console lines that are not
+step lines (Ray and vLLM chatter) are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from rlplex.timeline.importers.base import Collector, RecordedRun, as_float, read_lines
+
+STAGES: dict[str, str] = {
+    "gen": "generate",
+    "reward": "reward",
+    "old_log_prob": "old_logprob",
+    "ref": "ref_logprob",
+    "values": "values",
+    "adv": "advantage",
+    "update_critic": "critic_train",
+    "update_actor": "train",
+    "update_weights": "weight_sync",
+}
+"""verl timing name -> rlplex stage."""
+
+TIMING_PREFIXES = ("timing_s/", "timing(s)/", "timing/")
+"""Current and older prefixes of verl's per-stage timing keys."""
+
+_STEP_LINE = re.compile(r"^(?:.*?\)\s*)?step:(\d+)\s+-\s+(.*)$")
+_WRAPPED = re.compile(r"^[A-Za-z_][\w.]*\((.*)\)$")  # np.float64(1.5) in newer numpy reprs
+
+
+def _value(text: str) -> Any:
+    text = text.strip()
+    wrapped = _WRAPPED.match(text)
+    if wrapped:
+        text = wrapped.group(1)
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _add(out: Collector, step: int, key: str, value: Any) -> None:
+    for prefix in TIMING_PREFIXES:
+        if key.startswith(prefix):
+            name = key[len(prefix) :]
+            seconds = as_float(value)
+            if seconds is None or math.isnan(seconds):
+                break
+            if name == "step":
+                out.step_s[step] = seconds
+                return
+            stage = STAGES.get(name)
+            if stage is not None:
+                out.stage(step, stage, seconds)
+                return
+            out.unknown.add(key)
+            break
+    out.metric(step, key, value)
+
+
+def parse_console_line(line: str) -> tuple[int, dict[str, Any]] | None:
+    """(step, metrics) of a console step line, None for other lines.
+
+    Raises:
+        ValueError: a step line with a malformed ``key:value`` item.
+    """
+    match = _STEP_LINE.match(line.strip())
+    if not match:
+        return None
+    values: dict[str, Any] = {}
+    for item in match.group(2).split(" - "):
+        key, sep, raw = item.strip().rpartition(":")
+        if not sep or not key or not raw.strip():
+            raise ValueError(f"malformed item {item.strip()!r} (expected key:value)")
+        values[key] = _value(raw)
+    return int(match.group(1)), values
+
+
+def import_verl(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRun:
+    """Read a verl JSONL file or console log (detected per line).
+
+    Raises:
+        ConfigError: a malformed line that is not the last (unless skipping).
+    """
+    out = Collector("verl", str(path), skip_bad_lines)
+    for number, line, is_last in read_lines(path):
+        stripped = line.lstrip()
+        if stripped.startswith("{"):
+            try:
+                obj = json.loads(stripped)
+            except json.JSONDecodeError:
+                out.bad_line(number, "not valid JSON", line, is_last)
+                continue
+            step, data = obj.get("step") if isinstance(obj, dict) else None, None
+            if isinstance(obj, dict):
+                data = obj.get("data")
+            if isinstance(step, bool) or not isinstance(step, int) or not isinstance(data, dict):
+                out.bad_line(number, 'expected {"step": N, "data": {...}}', line, is_last)
+                continue
+            for key, value in data.items():
+                _add(out, step, key, value)
+            continue
+        try:
+            parsed = parse_console_line(line)
+        except ValueError as exc:
+            out.bad_line(number, str(exc), line, is_last)
+            continue
+        if parsed is None:
+            continue
+        step, values = parsed
+        for key, value in values.items():
+            _add(out, step, key, value)
+    return out.result()

@@ -1,0 +1,102 @@
+"""Two timelines side by side on one time axis, with the difference in period.
+
+"Colocate or split?", "sync or async?", "predicted or measured?" are
+answered by looking at two schedules at once. Both are laid out with one role
+colour map, drawn in stacked panels that share the time axis (each from its
+own first op), and headed by the two periods and their difference.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlplex.timeline.record import Timeline
+from rlplex.viz.critical import period_of
+from rlplex.viz.layout import GanttLayout, build_layout, role_colour_map
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How B's period differs from A's."""
+
+    name_a: str
+    """Label of the first timeline."""
+    name_b: str
+    """Label of the second timeline."""
+    period_a_s: float
+    """A's seconds per step."""
+    period_b_s: float
+    """B's seconds per step."""
+
+    @property
+    def diff_s(self) -> float:
+        """B minus A: negative when B is faster."""
+        return self.period_b_s - self.period_a_s
+
+    @property
+    def ratio(self) -> float:
+        """B over A (0 when A's period is 0)."""
+        return self.period_b_s / self.period_a_s if self.period_a_s > 0 else 0.0
+
+    def text(self) -> str:
+        """One line: both periods, the difference and the speed-up."""
+        pct = f" ({(self.ratio - 1) * 100:+.1f} %)" if self.period_a_s > 0 else ""
+        faster = ""
+        if self.period_a_s > 0 and self.period_b_s > 0:
+            speed = self.period_a_s / self.period_b_s
+            faster = f"; {self.name_b} is {speed:.2f}× as fast as {self.name_a}"
+        return (
+            f"period {self.name_a} {self.period_a_s:.2f} s, {self.name_b} {self.period_b_s:.2f} s:"
+            f" {self.diff_s:+.2f} s{pct}{faster}"
+        )
+
+
+def compare(a: Timeline, b: Timeline, names: tuple[str, str] = ("A", "B")) -> Comparison:
+    """The period difference of two timelines."""
+    return Comparison(names[0], names[1], period_of(a), period_of(b))
+
+
+def comparison_layouts(
+    a: Timeline,
+    b: Timeline,
+    names: tuple[str, str] = ("A", "B"),
+    collapse: bool | None = None,
+) -> tuple[GanttLayout, GanttLayout]:
+    """Both layouts with one colour map, so a role has the same colour in both panels."""
+    colours = role_colour_map(b, role_colour_map(a))
+    return (
+        build_layout(a, title=names[0], colours=colours, collapse=collapse),
+        build_layout(b, title=names[1], colours=colours, collapse=collapse),
+    )
+
+
+def write_comparison(
+    a: Timeline,
+    b: Timeline,
+    *,
+    names: tuple[str, str] = ("A", "B"),
+    gantt: str | Path | None = None,
+    png: str | Path | None = None,
+    collapse: bool | None = None,
+) -> Comparison:
+    """Write the side-by-side HTML and/or PNG and return the period comparison."""
+    result = compare(a, b, names)
+    layouts = comparison_layouts(a, b, names, collapse)
+    title = f"{names[0]} vs {names[1]}"
+    if gantt is not None:
+        from rlplex.viz.html import render_html
+
+        intro = f'<div class="diff">{html.escape(result.text())}</div>'
+        path = Path(gantt)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            render_html(layouts, title=title, intro=intro, panel_titles=list(names)),
+            encoding="utf-8",
+        )
+    if png is not None:
+        from rlplex.viz.png import render_png
+
+        render_png(layouts, png, title=title, panel_titles=list(names), subtitle=result.text())
+    return result

@@ -1,0 +1,390 @@
+"""ROLL, RLinf and verl placement importers: their rules, defaults, --costs, and errors."""
+# ruff: noqa: E501 -- tables of exact error messages read best one per line
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlplex.config import load_config
+from rlplex.errors import ConfigError
+from rlplex.resources.importers.common import DEFAULT_STAGES, DEFAULT_STATES, resolve_ref
+from rlplex.resources.importers.rlinf import parse_placement
+from rlplex.resources.importers.verl import layout_pools
+
+ROLL = """\
+num_gpus_per_node: 8
+infer_tp: 2
+actor_train:
+  strategy_args: {strategy_name: megatron_train}
+  device_mapping: list(range(0,16))
+actor_infer:
+  strategy_args:
+    strategy_name: vllm
+    strategy_config: {tensor_parallel_size: "${infer_tp}", pipeline_parallel_size: 1}
+  device_mapping: list(range(0,12))
+reference:
+  device_mapping: "[0, 1, 2, 3, 4, 5, 6, 7]"
+critic:
+  device_mapping: list(range(8,16))
+rewards:
+  math_rule: {world_size: 8}
+  code_sandbox: {world_size: 4}
+"""
+
+RLINF = """\
+cluster:
+  num_nodes: 2
+  component_placement:
+    rollout: 0-9
+    inference: 10-11
+    actor, reward: 12-15
+"""
+
+VERL = """\
+trainer: {nnodes: 2, n_gpus_per_node: 8}
+algorithm: {adv_estimator: grpo}
+actor_rollout_ref:
+  actor: {use_kl_loss: true}
+  rollout: {tensor_model_parallel_size: 4}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_roll_rules(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, ROLL))
+    assert cfg.format == "roll"
+    assert (cfg.cluster.nodes, cfg.cluster.gpus_per_node) == (2, 8)
+    infer = cfg.roles["actor_infer"]
+    assert (infer.devices, infer.num_gpus_per_worker, infer.world_size) == (tuple(range(12)), 2, 6)
+    assert cfg.roles["reference"].devices == tuple(range(8))
+    assert cfg.roles["rewards"].world_size == 12 and not cfg.roles["rewards"].devices
+    assert cfg.roles["actor_train"].states == DEFAULT_STATES["actor_train"]
+    # a critic gives the PPO shape
+    assert {"values", "critic_train"} <= set(cfg.pipeline.names)
+    assert cfg.pipeline.stage("generate").seconds == DEFAULT_STAGES["generate"]["seconds"]
+    assert cfg.pipeline.stage("reward").role == "rewards"
+
+
+def test_roll_gpu_reward_and_async(tmp_path: Path) -> None:
+    text = ROLL.replace(
+        "math_rule: {world_size: 8}", "judge: {device_mapping: 'list(range(12,16))'}"
+    )
+    text += "async_generation_ratio: 1\n"
+    text = text.replace("list(range(0,16))", "list(range(0,8))").replace(
+        "range(8,16)", "range(0,8)"
+    )
+    text = text.replace("list(range(0,12))", "list(range(8,12))")
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.roles["reward"].devices == (12, 13, 14, 15)
+    assert cfg.pipeline.stage("reward").role == "reward"
+    assert (cfg.pipeline.mode, cfg.pipeline.max_staleness) == ("async", 1)
+
+
+def test_roll_sglang_and_num_gpus_per_worker(tmp_path: Path) -> None:
+    text = ROLL.replace("strategy_name: vllm", "strategy_name: sglang").replace(
+        'tensor_parallel_size: "${infer_tp}"', "tp_size: 4"
+    )
+    text = text.replace(
+        "critic:\n  device_mapping", "critic:\n  num_gpus_per_worker: 2\n  device_mapping"
+    )
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.roles["actor_infer"].num_gpus_per_worker == 4
+    assert cfg.roles["critic"].num_gpus_per_worker == 2
+
+
+ROLL_BAD = [
+    (
+        "actor_infer.device_mapping=list(range(0,11))",
+        "actor_infer.device_mapping: has 11 GPUs, not a multiple of num_gpus_per_worker 2"
+        " (world_size = len(device_mapping) // num_gpus_per_worker must divide)"
+        " (got 'list(range(0,11))')",
+    ),
+    (
+        "actor_infer.device_mapping=list(range(7,13))",
+        "actor_infer.device_mapping: worker 0 would span nodes [0, 1] (GPUs [7, 8]);"
+        " a worker never spans nodes (got 2)",
+    ),
+    (
+        "actor_train.device_mapping=__import__('os').system('id')",
+        "actor_train.device_mapping: cannot parse device item",
+    ),
+    ("actor_train.device_mapping=0-3,2", "actor_train.device_mapping: device 2 is listed twice"),
+    (
+        "infer_tp=0",
+        "actor_infer.strategy_args.strategy_config.tensor_parallel_size: must be an integer >= 1 (got 0)",
+    ),
+    (
+        "actor_infer.world_size=5",
+        "actor_infer.world_size: disagrees with len(device_mapping) // num_gpus_per_worker = 12 // 2 = 6 (got 5)",
+    ),
+    (
+        "rewards.math_rule.world_size=0",
+        "rewards.math_rule.world_size: must be an integer >= 1 (got 0)",
+    ),
+    ("num_gpus_per_node=zero", "num_gpus_per_node: must be an integer >= 1 (got 'zero')"),
+    ("async_generation_ratio=-1", "async_generation_ratio: must be a number >= 0 (got -1)"),
+]
+
+
+@pytest.mark.parametrize(("override", "message"), ROLL_BAD)
+def test_roll_errors(tmp_path: Path, override: str, message: str) -> None:
+    path = write(tmp_path, ROLL)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides=[override])
+    assert str(info.value).startswith(f"{path}: {message}")
+
+
+def test_roll_needs_actor_blocks(tmp_path: Path) -> None:
+    path = write(tmp_path, "actor_train: {device_mapping: 'list(range(0,8))'}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, format="roll")
+    assert (
+        str(info.value)
+        == f"{path}: actor_infer: a ROLL config needs a 'actor_infer' block with a device_mapping"
+    )
+
+
+def test_rlinf_rules(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, RLINF))
+    assert cfg.format == "rlinf"
+    assert cfg.roles["actor_infer"].devices == tuple(range(10))
+    assert cfg.roles["inference"].devices == (10, 11)
+    assert cfg.roles["actor_train"].devices == cfg.roles["reward"].devices == (12, 13, 14, 15)
+    assert cfg.roles["reward"].states == {}
+    assert cfg.pipeline.stage("old_logprob").role == "inference"
+    assert cfg.pipeline.stage("weight_sync_inference").to_role == "inference"
+
+
+@pytest.mark.parametrize(
+    ("value", "devices", "per_worker"),
+    [
+        ("all", tuple(range(16)), 1),
+        ("0-3,8-11", (0, 1, 2, 3, 8, 9, 10, 11), 1),
+        (5, (5,), 1),
+        ("0-3:0-1", (0, 1, 2, 3), 2),
+        ("0-3:0-1,4-7:2-3", tuple(range(8)), 2),
+        ("0-1:0-3", (0, 1), 1),
+    ],
+)
+def test_rlinf_placements(value: object, devices: tuple[int, ...], per_worker: int) -> None:
+    assert parse_placement(value, 16) == (devices, per_worker)
+
+
+RLINF_BAD = [
+    (
+        "cluster.component_placement.inference=11-10",
+        "cluster.component_placement.inference: descending resource rank range '11-10': the start must not exceed the end (got '11-10')",
+    ),
+    (
+        "cluster.component_placement.inference=10-11,11",
+        "cluster.component_placement.inference: resource rank 11 is listed twice (got '10-11,11')",
+    ),
+    (
+        "cluster.component_placement.inference=10-16",
+        "cluster.component_placement.inference: resource rank 16 is outside the cluster, which has GPUs 0-15 (got '10-16')",
+    ),
+    (
+        "cluster.component_placement.inference=10-11:1-2",
+        "cluster.component_placement.inference: process ranks must be continuous from 0 to 1, each once (got [1, 2]) (got '10-11:1-2')",
+    ),
+    (
+        "cluster.component_placement.inference=10-12:0-1",
+        "cluster.component_placement.inference: segment '10-12:0-1': 3 resources and 2 processes; one count must be a multiple of the other (got '10-12:0-1')",
+    ),
+    (
+        "cluster.component_placement.inference=ten",
+        "cluster.component_placement.inference: cannot parse resource rank 'ten'; expected N or N-M (got 'ten')",
+    ),
+    (
+        "cluster.component_placement.inference=7-8:0",
+        "cluster.component_placement.inference: worker 0 would span nodes [0, 1] (GPUs [7, 8]); a worker never spans nodes (got 2)",
+    ),
+    ("cluster.num_nodes=0", "cluster.num_nodes: must be an integer >= 1 (got 0)"),
+    (
+        "rollout.tensor_parallel_size=3",
+        "rollout.tensor_parallel_size: does not divide the role's 10 devices (got 3)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("override", "message"), RLINF_BAD)
+def test_rlinf_errors(tmp_path: Path, override: str, message: str) -> None:
+    path = write(tmp_path, RLINF)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides=[override])
+    assert str(info.value) == f"{path}: {message}"
+
+
+def test_rlinf_component_placed_twice(tmp_path: Path) -> None:
+    path = write(tmp_path, RLINF.replace("inference: 10-11", "actor: 10-11"))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == (
+        f"{path}: cluster.component_placement.actor, reward: component 'actor' is already"
+        " placed by 'cluster.component_placement.actor'"
+    )
+
+
+def test_rlinf_needs_actor_and_rollout(tmp_path: Path) -> None:
+    path = write(tmp_path, "cluster: {num_nodes: 1, component_placement: {actor: all}}\n")
+    with pytest.raises(ConfigError, match="has no 'rollout' component"):
+        load_config(path)
+
+
+def test_verl_plain_trainer(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, VERL))
+    assert cfg.format == "verl"
+    assert (cfg.cluster.nodes, cfg.cluster.gpus_per_node) == (2, 8)
+    assert set(cfg.roles) == {"actor_train", "actor_infer", "reference"}
+    assert all(r.devices == tuple(range(16)) for r in cfg.roles.values())
+    assert cfg.roles["actor_infer"].world_size == 4
+    assert "values" not in cfg.pipeline.names  # grpo: no critic
+    assert cfg.pipeline.stage("reward").role == "driver"  # rule reward in verl's driver
+
+
+def test_verl_gae_default_has_critic(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, "trainer: {n_gpus_per_node: 4}\n"))
+    assert "critic" in cfg.roles and "critic_train" in cfg.pipeline.names
+    assert "reference" not in cfg.roles
+
+
+def test_verl_one_step_off(tmp_path: Path) -> None:
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\nrollout: {nnodes: 1, n_gpus_per_node: 4}\n"
+    text += "algorithm: {adv_estimator: grpo}\n"
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.roles["actor_train"].devices == (0, 1, 2, 3)
+    assert cfg.roles["actor_infer"].devices == (4, 5, 6, 7)
+    assert (cfg.pipeline.mode, cfg.pipeline.max_staleness) == ("async", 1)
+
+
+def test_verl_explicit_pools(tmp_path: Path) -> None:
+    text = """\
+trainer: {n_gpus_per_node: 8}
+resource_pool_spec: {actor_pool: [4], rollout_pool: [4, 4]}
+mapping: {Actor: actor_pool, Rollout: rollout_pool, ref_policy: actor_pool, Critic: actor_pool}
+"""
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.roles["actor_train"].devices == (0, 1, 2, 3)
+    assert cfg.roles["actor_infer"].devices == tuple(range(4, 12))
+    assert cfg.roles["reference"].devices == (0, 1, 2, 3)
+    assert cfg.cluster.nodes == 2
+
+
+def test_layout_pools_never_splits_an_entry() -> None:
+    placed, nodes = layout_pools({"a": [6], "b": [4]}, 8)
+    assert placed == {"a": tuple(range(6)), "b": (8, 9, 10, 11)}
+    assert nodes == 2
+    with pytest.raises(ValueError, match="asks for 9 GPUs on one node, which has 8"):
+        layout_pools({"a": [9]}, 8)
+
+
+VERL_POOLS = """\
+trainer: {n_gpus_per_node: 8}
+resource_pool_spec: {global_pool: [8]}
+mapping: {ActorRollout: global_pool}
+"""
+
+VERL_BAD = [
+    (
+        "mapping.Critic=nowhere",
+        "mapping.Critic: no such resource pool (pools: global_pool) (got 'nowhere')",
+    ),
+    (
+        "mapping.Judge=global_pool",
+        "mapping.Judge: unknown verl role (expected one of: ActorRollout, ActorRolloutRef, Actor, Rollout, Critic, RefPolicy, RewardModel) (got 'Judge')",
+    ),
+    (
+        "mapping.Actor=global_pool",
+        "mapping.Actor: role 'actor_train' is mapped twice (got 'global_pool')",
+    ),
+    (
+        "resource_pool_spec.global_pool=[16]",
+        "resource_pool_spec.global_pool: asks for 16 GPUs on one node, which has 8 (got [16])",
+    ),
+    (
+        "resource_pool_spec.global_pool=[0]",
+        "resource_pool_spec.global_pool: must be an integer >= 1 (got 0)",
+    ),
+    (
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=3",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size: does not divide the role's 8 devices (got 3)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("override", "message"), VERL_BAD)
+def test_verl_errors(tmp_path: Path, override: str, message: str) -> None:
+    path = write(tmp_path, VERL_POOLS)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides=[override])
+    assert str(info.value) == f"{path}: {message}"
+
+
+def test_costs_file(tmp_path: Path) -> None:
+    costs = write(
+        tmp_path,
+        "stages: {generate: {seconds: 95, memory_gb: 12}, train: {seconds: 60, scaling: 0.8}}\n"
+        "states: {actor_infer: {kv_cache: 40}}\ncluster: {gpu_memory_gb: 141}\n",
+        "costs.yaml",
+    )
+    cfg = load_config(write(tmp_path, RLINF), costs=costs)
+    assert cfg.pipeline.stage("generate").seconds == 95
+    assert cfg.pipeline.stage("generate").memory_gb == 12
+    assert cfg.pipeline.stage("train").scaling == 0.8
+    assert cfg.roles["actor_infer"].states == {"weights": 4.0, "kv_cache": 40.0}
+    assert cfg.cluster.gpu_memory_gb == 141
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "stages: {train: {seconds: -2}}\n",
+            "stages.train.seconds: Input should be greater than or equal to 0 (got -2)".replace(
+                "Input should be", "must be"
+            ),
+        ),
+        ("stages: {train: {secs: 2}}\n", "stages.train.secs: unknown key (got 2)"),
+        (
+            "stages: {nope: {seconds: 2}}\n",
+            "stages.nope: no such stage in the pipeline (stages: generate, reward, old_logprob, advantage, train, weight_sync, weight_sync_inference)",
+        ),
+        (
+            "states: {actor_infer: {activations: 2}}\n",
+            "states.actor_infer.activations: unknown state kind (expected one of: weights, optimizer, grads, kv_cache) (got 'activations')",
+        ),
+        (
+            "states: {critic: {weights: 2}}\n",
+            "states.critic: no such GPU role (GPU roles: actor_infer, inference, actor_train, reward)",
+        ),
+        ("budget: 3\n", "budget: unknown key (got 3)"),
+    ],
+)
+def test_costs_errors_name_the_costs_file(tmp_path: Path, text: str, message: str) -> None:
+    costs = write(tmp_path, text, "costs.yaml")
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, RLINF), costs=costs)
+    assert str(info.value) == f"{costs}: {message}"
+
+
+def test_format_override(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "actor_train: {device_mapping: '0-3'}\nactor_infer: {device_mapping: '4-7'}\n"
+    )
+    assert load_config(path).format == "roll"
+    with pytest.raises(ConfigError, match="actor_train: unknown key"):
+        load_config(path, format="native")
+
+
+def test_resolve_ref() -> None:
+    data = {"a": {"b": 3}, "c": "${a.b}", "d": "${c}"}
+    assert resolve_ref("${d}", data) == 3
+    assert resolve_ref("${missing}", data) == "${missing}"
+    assert resolve_ref("${oc.env:HOME}", data) == "${oc.env:HOME}"

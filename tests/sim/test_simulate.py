@@ -1,0 +1,85 @@
+"""The simulator replays plans: same times with the model, delays with recorded durations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlplex.config import load_config
+from rlplex.plan import make_plan
+from rlplex.sim import simulate
+from rlplex.timeline.record import Timeline
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def grpo():
+    cfg = load_config(EXAMPLES / "grpo.yaml")
+    return cfg, make_plan(cfg)
+
+
+def test_model_durations_reproduce_the_plan(grpo):
+    cfg, plan = grpo
+    timeline = simulate(plan, cfg, steps=3)
+    planned = {op.id: (op.start_s, op.end_s) for op in plan.ops}
+    for event in timeline.step_events(0):
+        assert (event.start_s, event.end_s) == pytest.approx(planned[event.op])
+    for step in range(3):
+        assert timeline.metrics[step]["step_s"] == pytest.approx(plan.period_s)
+        assert len(timeline.step_events(step)) == len(plan.ops)
+    assert timeline.meta["period_s"] == pytest.approx(plan.period_s)
+
+
+def test_recorded_slow_generate_delays_its_dependents(grpo):
+    cfg, plan = grpo
+    slow = simulate(plan, cfg, steps=4, durations={2: {"generate": 150.0}})
+    base = simulate(plan, cfg, steps=4)
+    assert slow.metrics[2]["step_s"] == pytest.approx(base.metrics[2]["step_s"] + 30)
+    ev = {e.op: e for e in slow.events}
+    assert ev["s2/generate"].end_s - ev["s2/generate"].start_s == pytest.approx(150)
+    assert ev["s2/train"].start_s == pytest.approx(
+        {e.op: e for e in base.events}["s2/train"].start_s + 30
+    )
+    assert ev["s3/generate"].start_s >= ev["s2/weight_sync"].end_s - 1e-9
+    called = simulate(plan, cfg, steps=2, durations=lambda s, st: 1.0 if st == "train" else None)
+    train = next(e for e in called.events if e.op == "s1/train")
+    assert train.end_s - train.start_s == pytest.approx(1.0)
+
+
+def test_jitter_is_seeded(grpo):
+    cfg, plan = grpo
+    a = simulate(plan, cfg, steps=5, jitter=0.1, seed=7)
+    b = simulate(plan, cfg, steps=5, jitter=0.1, seed=7)
+    c = simulate(plan, cfg, steps=5, jitter=0.1, seed=8)
+    assert [e.end_s for e in a.events] == [e.end_s for e in b.events]
+    assert [e.end_s for e in a.events] != [e.end_s for e in c.events]
+    for step in range(5):
+        assert a.metrics[step]["step_s"] == pytest.approx(plan.period_s, rel=0.15)
+
+
+def test_async_steady_state_and_jsonl_round_trip(tmp_path):
+    cfg = load_config(EXAMPLES / "async.yaml")
+    plan = make_plan(cfg)
+    timeline = simulate(plan, cfg, steps=12)
+    assert timeline.meta["period_s"] == pytest.approx(plan.period_s, rel=1e-3)
+    ev = {e.op: e for e in timeline.events}
+    # One step off: generation of step t+1 overlaps training of step t.
+    assert ev["s4/generate"].start_s < ev["s3/train"].end_s
+    assert ev["s5/generate"].start_s >= ev["s3/weight_sync"].end_s - 1e-9
+    path = tmp_path / "timeline.jsonl"
+    timeline.write_jsonl(path)
+    back = Timeline.read_jsonl(path)
+    assert len(back.events) == len(timeline.events)
+    assert back.metrics[3]["step_s"] == pytest.approx(timeline.metrics[3]["step_s"])
+
+
+def test_ten_thousand_steps_are_fast(grpo):
+    import time
+
+    cfg, plan = grpo
+    start = time.perf_counter()
+    timeline = simulate(plan, cfg, steps=10_000)
+    assert time.perf_counter() - start < 6.0  # 2 s target measured by bench/planner.py
+    assert len(timeline.metrics) == 10_000

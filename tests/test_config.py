@@ -1,0 +1,256 @@
+"""The native config loader: every error kind with its exact message, examples, --set."""
+# ruff: noqa: E501 -- tables of exact error messages read best one per line
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlplex.config import detect_format, load_config
+from rlplex.errors import ConfigError
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+BASE = """\
+cluster: {nodes: 2, gpus_per_node: 4, gpu_memory_gb: 80}
+roles:
+  actor_train: {devices: "0-7", states: {weights: 4, optimizer: 8}}
+  actor_infer: {devices: "0-7", num_gpus_per_worker: 2, states: {weights: 4, kv_cache: 30}}
+  rewards: {world_size: 4}
+pipeline:
+  mode: sync
+  stages:
+    generate: {role: actor_infer, seconds: 120}
+    reward: {role: rewards, seconds: 10, after: [generate]}
+    train: {role: actor_train, seconds: 80, after: [reward]}
+    weight_sync: {kind: weight_sync, from: actor_train, to: actor_infer, after: [train]}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_base_loads(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, BASE))
+    assert cfg.roles["actor_infer"].world_size == 4
+    assert cfg.roles["rewards"].devices == ()
+    assert cfg.pipeline.stage("train").kind == "train"
+
+
+# (override applied with --set, message after "FILE: ")
+BAD_SETS = [
+    (
+        "roles.actor_train.devices=0-8",
+        "roles.actor_train.devices: device 8 is outside the cluster, which has GPUs 0-7 (got '0-8')",
+    ),
+    (
+        "roles.actor_train.devices=__import__('os').system('touch x')",
+        "roles.actor_train.devices: cannot parse device item \"__import__('os').system('touch x')\"; allowed forms: ",
+    ),
+    (
+        "roles.actor_infer.num_gpus_per_worker=3",
+        "roles.actor_infer.num_gpus_per_worker: does not divide the role's 8 devices (got 3)",
+    ),
+    (
+        "roles.actor_infer.devices=1-6",
+        "roles.actor_infer.num_gpus_per_worker: worker 1 would span nodes [0, 1] (GPUs [3, 4]); a worker never spans nodes (got 2)",
+    ),
+    (
+        "roles.actor_infer.devices=[3, 4]",
+        "roles.actor_infer.num_gpus_per_worker: worker 0 would span nodes [0, 1] (GPUs [3, 4]); a worker never spans nodes (got 2)",
+    ),
+    (
+        "roles.actor_infer.world_size=3",
+        "roles.actor_infer.world_size: disagrees with len(devices) // num_gpus_per_worker = 8 // 2 = 4 (got 3)",
+    ),
+    (
+        "pipeline.stages.train.seconds=-1",
+        "pipeline.stages.train.seconds: must be greater than or equal to 0 (got -1)",
+    ),
+    (
+        "pipeline.stages.train={role: actor_train, after: [reward]}",
+        "pipeline.stages.train.seconds: is required (the stage's duration)",
+    ),
+    (
+        "roles.actor_train.states.weights=81",
+        "roles.actor_train.states.weights: is larger than one GPU (80 GB) (got 81.0)",
+    ),
+    (
+        "roles.actor_train.states.weights=-1",
+        "roles.actor_train.states.weights: must be >= 0 GB (got -1.0)",
+    ),
+    (
+        "roles.actor_train.states.activations=1",
+        "roles.actor_train.states.activations: must be 'weights', 'optimizer', 'grads' or 'kv_cache' (got 'activations')",
+    ),
+    ("roles.actor_train.colour=red", "roles.actor_train.colour: unknown key (got 'red')"),
+    ("cluster.gpus=8", "cluster.gpus: unknown key (got 8)"),
+    ("cluster.nodes=0", "cluster.nodes: must be greater than or equal to 1 (got 0)"),
+    ("extra.thing=1", "extra: unknown key (expected one of: cluster, roles, pipeline)"),
+    (
+        "pipeline.stages.train.after=[nope]",
+        "pipeline.stages.train.after: stage 'train' runs after 'nope', which is not a stage (stages: generate, reward, train, weight_sync) (got ['nope'])",
+    ),
+    (
+        "pipeline.stages.train.role=critic",
+        "pipeline.stages.train.role: stage 'train' uses role 'critic', which is not defined (roles: actor_infer, actor_train, driver, rewards) (got 'critic')",
+    ),
+    ("pipeline.stages.generate.after=[weight_sync]", "pipeline.stages: the stages form a cycle: "),
+    (
+        "pipeline.stages.weight_sync.to=rewards",
+        "pipeline.stages.weight_sync.to: weight_sync stage 'weight_sync' names 'rewards', which is not a GPU role (got 'rewards')",
+    ),
+    (
+        "pipeline.stages.weight_sync.to=ghost",
+        "pipeline.stages.weight_sync.to: stage 'weight_sync' uses role 'ghost', which is not defined (roles: actor_infer, actor_train, driver, rewards) (got 'ghost')",
+    ),
+    (
+        "pipeline.stages.train.needs=[kv_cache]",
+        "pipeline.stages.train.needs: role 'actor_train' has no state 'kv_cache' (it has: weights, optimizer) (got ['kv_cache'])",
+    ),
+    ("pipeline.mode=async", None),
+    ("pipeline.max_staleness=1", None),
+    (
+        "roles.rewards.states={weights: 1}",
+        "roles.rewards.states: a CPU role (no devices) cannot hold GPU states; give it devices (got {'weights': 1.0})",
+    ),
+    (
+        "roles.driver={world_size: 2}",
+        "roles.driver: 'driver' is the built-in controller role and cannot be redefined",
+    ),
+    ("pipeline.mode=later", "pipeline.mode: must be 'sync' or 'async' (got 'later')"),
+]
+
+
+@pytest.mark.parametrize(("override", "message"), [b for b in BAD_SETS if b[1]])
+def test_bad_values(tmp_path: Path, override: str, message: str) -> None:
+    path = write(tmp_path, BASE)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides=[override])
+    assert str(info.value).startswith(f"{path}: {message}")
+
+
+def test_async_needs_disjoint_devices(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides=["pipeline.mode=async", "pipeline.max_staleness=1"])
+    assert str(info.value).startswith(
+        f"{path}: roles.actor_infer.devices: async mode with max_staleness 1 needs"
+        " 'actor_infer' on devices disjoint from 'actor_train'"
+    )
+    cfg = load_config(
+        path,
+        overrides=[
+            "pipeline.mode=async",
+            "pipeline.max_staleness=1",
+            "roles.actor_train.devices=0-3",
+            "roles.actor_infer.devices=4-7",
+        ],
+    )
+    assert cfg.pipeline.staleness == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "the file is empty"),
+        ("# only a comment\n", "the file is empty"),
+        (
+            "cluster: {nodes: 1\nroles: {}\n",
+            ":2: YAML syntax error: expected ',' or '}', but got ':'",
+        ),
+        ("cluster:\n  nodes: 1\n  nodes: 2\n", ":3: key 'nodes' appears twice in the same mapping"),
+        ("- 1\n- 2\n", "the config must be a mapping (got [1, 2])"),
+        ("cluster: {}\nroles: {}\n", "pipeline: is required"),
+        (
+            "cluster: {}\nroles: {}\npipeline: {stages: {}}\n",
+            "pipeline.stages: the pipeline has no stages",
+        ),
+        (
+            "cluster: !!python/object/apply:os.system ['touch pwned']\n",
+            "YAML syntax error: could not determine a constructor",
+        ),
+    ],
+)
+def test_file_level_errors(tmp_path: Path, monkeypatch, text: str, message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert message in str(info.value)
+    assert str(info.value).startswith(str(path))
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_yaml_error_line_number(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE.replace("mode: sync", "mode: [sync"))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.line is not None and info.value.line >= 8
+    assert f"{path}:{info.value.line}: YAML syntax error" in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_set_creates_and_parses_yaml(tmp_path: Path) -> None:
+    cfg = load_config(
+        write(tmp_path, BASE),
+        overrides=["roles.actor_infer.devices=0-3", "pipeline.stages.generate.memory_gb=12"],
+    )
+    assert cfg.roles["actor_infer"].devices == (0, 1, 2, 3)
+    assert cfg.pipeline.stage("generate").memory_gb == 12
+
+
+def test_bad_override_syntax(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="an override must look like KEY=VALUE"):
+        load_config(write(tmp_path, BASE), overrides=["novalue"])
+
+
+def test_unknown_format(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--format: unknown format"):
+        load_config(write(tmp_path, BASE), format="toml")
+
+
+def test_python_pipeline_errors(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("def make():\n    raise RuntimeError('boom')\n")
+    text = BASE.split("pipeline:")[0] + 'pipeline: {python: "broken.py:make"}\n'
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "pipeline.python: the pipeline function failed: RuntimeError: boom" in str(info.value)
+    path = write(tmp_path, text.replace("make", "absent"))
+    with pytest.raises(ConfigError, match="has no function 'absent'"):
+        load_config(path)
+
+
+def test_native_costs_override(tmp_path: Path) -> None:
+    costs = write(tmp_path, "stages: {train: {seconds: 40}}\n", "costs.yaml")
+    cfg = load_config(write(tmp_path, BASE), costs=costs)
+    assert cfg.pipeline.stage("train").seconds == 40
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_validates(example: Path) -> None:
+    cfg = load_config(example)
+    assert cfg.pipeline.stages
+    assert cfg.format == detect_format(__import__("yaml").safe_load(example.read_text()))
+    cfg.pipeline.check([*cfg.roles, "driver"])
+
+
+def test_import_rlplex_is_light() -> None:
+    code = (
+        "import sys, rlplex, rlplex.cli, rlplex.config; "
+        "bad = [m for m in ('torch', 'ray') if m in sys.modules]; "
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -1,0 +1,61 @@
+"""The view commands: rlplex viz, rlplex compare, and --gantt/--png/--trace on plan/simulate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rlplex.cli import app
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+runner = CliRunner()
+
+
+def test_viz_of_a_record_and_of_its_trace(small, tmp_path):
+    record = tmp_path / "run.jsonl"
+    small.write_jsonl(record)
+    out = runner.invoke(app, ["viz", str(record), "--gantt", str(tmp_path / "g.html"),
+                              "--png", str(tmp_path / "g.png"), "--trace", str(tmp_path / "t.json")])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert "time per stage" in out.output and "generate" in out.output
+    assert (tmp_path / "g.html").stat().st_size > 10_000
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    # The trace written by rlplex reads back as a timeline.
+    again = runner.invoke(app, ["viz", str(tmp_path / "t.json"), "--png", str(tmp_path / "h.png")])
+    assert again.exit_code == 0, again.output
+    assert (tmp_path / "h.png").stat().st_size > 20_000
+
+
+def test_viz_missing_file_is_exit_2(tmp_path):
+    out = runner.invoke(app, ["viz", str(tmp_path / "nope.jsonl")])
+    assert out.exit_code == 2 and "file not found" in out.output
+
+
+def test_compare_two_configs(tmp_path):
+    out = runner.invoke(app, ["compare", str(EXAMPLES / "ppo.yaml"), str(EXAMPLES / "async.yaml"),
+                              "--gantt", str(tmp_path / "c.html"), "--steps", "2"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert "period ppo.yaml" in out.output and "async.yaml" in out.output
+    assert (tmp_path / "c.html").exists()
+
+
+def test_compare_with_a_baseline(tmp_path):
+    out = runner.invoke(app, ["compare", str(EXAMPLES / "ppo.yaml"), "--baseline", "sequential",
+                              "--png", str(tmp_path / "c.png"), "--steps", "2"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert "(sequential)" in out.output and (tmp_path / "c.png").exists()
+    bad = runner.invoke(app, ["compare", str(EXAMPLES / "ppo.yaml")])
+    assert bad.exit_code == 2
+
+
+def test_plan_and_simulate_write_views(tmp_path):
+    out = runner.invoke(app, ["plan", str(EXAMPLES / "ppo.yaml"), "--gantt", str(tmp_path / "p.html"),
+                              "--trace", str(tmp_path / "p.json")])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert (tmp_path / "p.html").exists() and (tmp_path / "p.json").exists()
+    out = runner.invoke(app, ["simulate", str(EXAMPLES / "async.yaml"), "--steps", "3",
+                              "--png", str(tmp_path / "s.png")])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert (tmp_path / "s.png").stat().st_size > 20_000
