@@ -24,9 +24,10 @@ demo: setup
 	$(VENV)/bin/rlplex show examples/ppo.yaml
 	$(VENV)/bin/rlplex dag examples/ppo.yaml --format mermaid
 
-# Headless Chromium for the browser tests of the HTML views (Debian package).
+# Headless Chromium for the browser tests of the HTML views, Graphviz for DAG pictures (Debian packages).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@command -v dot >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; }
 
 lint: setup
 	$(VENV)/bin/ruff check rlplex tests bench examples
@@ -39,6 +40,7 @@ test: setup browser lint unit
 
 bench: setup
 	$(PY) bench/planner.py
+	$(PY) bench/viz.py
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache

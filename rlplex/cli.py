@@ -319,11 +319,9 @@ def compare(
     format_: FormatOpt = None,
 ) -> None:
     """Two timelines side by side on one time axis, with the difference in period."""
-    from rlplex.viz.compare import write_comparison
-    from rlplex.viz.views import load_timeline
-
     from rlplex.errors import ConfigError
-    from rlplex.viz.views import planned_timeline
+    from rlplex.viz.compare import write_comparison
+    from rlplex.viz.views import load_timeline, planned_timeline
 
     if (b is None) == (baseline is None):
         raise ConfigError("give either a second timeline B or --baseline NAME", field="B")
@@ -347,11 +345,16 @@ def compare(
 @user_errors
 def plan(
     config: ConfigArg,
-    auto: Annotated[bool, typer.Option("--auto", help="Search the placement of every GPU role.")] = False,
+    auto: Annotated[
+        bool, typer.Option("--auto", help="Search the placement of every GPU role.")
+    ] = False,
     baseline: Annotated[
-        str | None, typer.Option("--baseline", help="Print a baseline: sequential or naive-colocate.")
+        str | None,
+        typer.Option("--baseline", help="Print a baseline: sequential or naive-colocate."),
     ] = None,
-    verify: Annotated[bool, typer.Option("--verify", help="Check every validity rule of the plan.")] = False,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Check every validity rule of the plan.")
+    ] = False,
     gantt: GanttOpt = None,
     png: PngOpt = None,
     trace: TraceOpt = None,
@@ -366,10 +369,10 @@ def plan(
 
     cfg = read_config(config, set_, format_, costs)
     if auto:
-        cfg = cfg.model_copy(
-            update={"roles": {n: r.model_copy(update={"auto": True}) if r.is_gpu else r
-                              for n, r in cfg.roles.items()}}
-        )
+        roles = {
+            n: r.model_copy(update={"auto": True}) if r.is_gpu else r for n, r in cfg.roles.items()
+        }
+        cfg = cfg.model_copy(update={"roles": roles})
     result = make_plan(cfg, baseline=baseline)
     if verify:
         verify_plan(result, cfg)
@@ -414,11 +417,16 @@ def plan(
 def simulate(
     config: ConfigArg,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Steps to simulate.")] = 10,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the timeline JSONL here.")] = None,
-    baseline: Annotated[
-        str | None, typer.Option("--baseline", help="Simulate a baseline: sequential or naive-colocate.")
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write the timeline JSONL here.")
     ] = None,
-    jitter: Annotated[float, typer.Option("--jitter", min=0.0, help="Relative jitter of stage times.")] = 0.0,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Simulate a baseline: sequential or naive-colocate."),
+    ] = None,
+    jitter: Annotated[
+        float, typer.Option("--jitter", min=0.0, help="Relative jitter of stage times.")
+    ] = 0.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the jitter.")] = 0,
     gantt: GanttOpt = None,
     png: PngOpt = None,
@@ -441,9 +449,14 @@ def simulate(
         _write_views(timeline, cfg, config, gantt, png, trace, quiet=json_)
     step_s = [timeline.metrics[n]["step_s"] for n in range(steps)]
     if json_:
-        print(json.dumps({"steps": steps, "step_s": step_s, "period_s": timeline.meta["period_s"],
-                          "plan_period_s": result.period_s, "out": str(out) if out else None},
-                         indent=2))
+        summary = {
+            "steps": steps,
+            "step_s": step_s,
+            "period_s": timeline.meta["period_s"],
+            "plan_period_s": result.period_s,
+            "out": str(out) if out else None,
+        }
+        print(json.dumps(summary, indent=2))
         return
     table = Table(title=f"simulation of {escape(str(config))}: {steps} steps")
     table.add_column("step", justify="right")
@@ -452,8 +465,11 @@ def simulate(
     for n in shown:
         table.add_row(str(n), f"{step_s[n]:.2f}")
     console.print(table)
-    console.print(f"steady-state period_s: {timeline.meta['period_s']:.2f} s"
-                  f" (plan: {result.period_s:.2f} s)", highlight=False)
+    console.print(
+        f"steady-state period_s: {timeline.meta['period_s']:.2f} s"
+        f" (plan: {result.period_s:.2f} s)",
+        highlight=False,
+    )
     if out is not None:
         console.print(f"wrote {escape(str(out))}", highlight=False)
 

@@ -12,7 +12,7 @@ from rlplex.plan.search import PlacementCandidate, search_placements
 from rlplex.plan.verify import PlanVerificationError, verify_plan
 
 
-def _verify(self: Plan, config) -> None:  # noqa: ANN001 - Config, imported lazily above
+def _verify(self: Plan, config) -> None:
     """Check every validity rule of DESIGN.md (see :func:`verify_plan`)."""
     verify_plan(self, config)
 

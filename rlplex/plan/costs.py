@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from rlplex.config import Config
 from rlplex.dag.stage import Stage
-from rlplex.resources.cluster import COPIED_STATES, SCRATCH_STATES, DRIVER
+from rlplex.resources.cluster import COPIED_STATES, DRIVER, SCRATCH_STATES
 
 Placement = Mapping[str, Sequence[int]]
 """Devices of each GPU role (global ranks)."""
@@ -67,9 +67,7 @@ def weight_sync_seconds(config: Config, stage: Stage, placement: Placement) -> f
     gb = weight_sync_gb(config, stage)
     src = tuple(sorted(placement.get(stage.from_role or "", ())))
     dst = tuple(sorted(placement.get(stage.to_role or "", ())))
-    speed = (
-        config.cluster.device_copy_gb_per_s if src == dst else config.cluster.network_gb_per_s
-    )
+    speed = config.cluster.device_copy_gb_per_s if src == dst else config.cluster.network_gb_per_s
     return gb / speed
 
 

@@ -40,8 +40,7 @@ def plan_options(
             return Options(steps=steps or default_unroll(k), staleness=k, cyclic=False)
         return Options(steps=1, cyclic=True)
     if baseline == "sequential":
-        return Options(steps=1, cyclic=True, serial=True, offload_after=gpu_roles,
-                       start_empty=True)
+        return Options(steps=1, cyclic=True, serial=True, offload_after=gpu_roles, start_empty=True)
     if baseline == "naive-colocate":
         base = plan_options(config, placement, None, steps)
         problem = Problem(config, placement, Options(steps=1))
@@ -52,15 +51,22 @@ def plan_options(
         crowded = []
         for role in gpu_roles:
             for c in lay.role_classes[role]:
-                total = sum(problem.sizes[(r, s)] for r in lay.class_roles[c]
-                            for s in config.roles[r].states)
-                transient = max((t.memory_gb for t in problem.tasks if c in t.classes),
-                                default=0.0)
+                total = sum(
+                    problem.sizes[(r, s)]
+                    for r in lay.class_roles[c]
+                    for s in config.roles[r].states
+                )
+                transient = max((t.memory_gb for t in problem.tasks if c in t.classes), default=0.0)
                 if total + transient > problem.capacity + 1e-6:
                     crowded.append(role)
                     break
-        return Options(steps=base.steps, staleness=base.staleness, cyclic=base.cyclic,
-                       offload_after=tuple(crowded), start_empty=True)
+        return Options(
+            steps=base.steps,
+            staleness=base.staleness,
+            cyclic=base.cyclic,
+            offload_after=tuple(crowded),
+            start_empty=True,
+        )
     raise ConfigError(
         f"unknown baseline (expected one of: {', '.join(BASELINES)})",
         field="--baseline",
@@ -165,8 +171,7 @@ def to_plan(
         lower_bound_s=lower_bound_s,
         capacity_gb=config.cluster.gpu_memory_gb,
         placement={r: list(d) for r, d in lay.placement.items()},
-        states={r: {s: float(v) for s, v in config.roles[r].states.items()}
-                for r in lay.placement},
+        states={r: {s: float(v) for s, v in config.roles[r].states.items()} for r in lay.placement},
         initial_residency=residency,
         ops=ops,
         staleness=options.staleness,

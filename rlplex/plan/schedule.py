@@ -395,9 +395,7 @@ class Scheduler:
         return transfer_seconds(self.p.config, pair[1], self.p.sizes[pair], free=False)
 
     def reload_cost(self, pair: Pair) -> float:
-        return transfer_seconds(
-            self.p.config, pair[1], self.p.sizes[pair], free=self.is_dead(pair)
-        )
+        return transfer_seconds(self.p.config, pair[1], self.p.sizes[pair], free=self.is_dead(pair))
 
     def next_use(self, pair: Pair, current: int) -> float:
         p = self.p
@@ -509,9 +507,7 @@ class Scheduler:
                     raise self._no_room(task, c, missing)
                 self.offload(victim, task.step)
 
-    def _choose_victim(
-        self, task: Task, c: int, needed: set[Pair], deficit: float
-    ) -> Pair | None:
+    def _choose_victim(self, task: Task, c: int, needed: set[Pair], deficit: float) -> Pair | None:
         """Free states first; then the one used furthest ahead (Belady); among equals, the
         cheapest that alone frees enough, else the largest."""
         p = self.p
@@ -539,9 +535,7 @@ class Scheduler:
     def _no_room(self, task: Task, c: int, missing: list[Pair]) -> InfeasibleError:
         p = self.p
         pinned = [
-            f"{r}.{s} {p.sizes[(r, s)]:g}"
-            for (r, s) in task.needs
-            if c in p.layout.role_classes[r]
+            f"{r}.{s} {p.sizes[(r, s)]:g}" for (r, s) in task.needs if c in p.layout.role_classes[r]
         ]
         total = sum(p.sizes[x] for x in task.needs if c in p.layout.role_classes[x[0]])
         devices = p.layout.classes[c]
@@ -677,17 +671,18 @@ def all_fit(problem: Problem) -> bool:
     """Whether every role's states fit together on every device (plus any stage's transient)."""
     lay = problem.layout
     for c in range(lay.num_classes):
-        total = sum(problem.sizes[(r, s)] for r in lay.class_roles[c] for s in
-                    problem.config.roles[r].states)
+        total = sum(
+            problem.sizes[(r, s)]
+            for r in lay.class_roles[c]
+            for s in problem.config.roles[r].states
+        )
         transient = max((t.memory_gb for t in problem.tasks if c in t.classes), default=0.0)
         if total + transient > problem.capacity + 1e-6:
             return False
     return True
 
 
-def schedule(
-    config: Config, placement: Mapping[str, Sequence[int]], options: Options
-) -> Schedule:
+def schedule(config: Config, placement: Mapping[str, Sequence[int]], options: Options) -> Schedule:
     """Schedule ``config`` on ``placement``; sync steps are made steady-state cyclic.
 
     Raises:
@@ -730,8 +725,11 @@ def check_fits(problem: Problem) -> None:
             continue
         seen.add(t.name)
         for c in t.classes:
-            parts = [(f"{r}.{s}", problem.sizes[(r, s)]) for (r, s) in t.needs
-                     if c in lay.role_classes[r]]
+            parts = [
+                (f"{r}.{s}", problem.sizes[(r, s)])
+                for (r, s) in t.needs
+                if c in lay.role_classes[r]
+            ]
             total = sum(gb for _, gb in parts) + t.memory_gb
             if total > cap + 1e-6:
                 detail = " + ".join(f"{n} {gb:g}" for n, gb in parts)

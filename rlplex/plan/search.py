@@ -141,7 +141,7 @@ def _assign(groups, counts, pool, fixed, config) -> dict[str, tuple[int, ...]] |
     gpn = config.cluster.gpus_per_node
     placement = dict(fixed)
     offset = 0
-    for group, count in zip(groups, counts):
+    for group, count in zip(groups, counts, strict=False):
         block = tuple(pool[offset : offset + count])
         offset += count
         for role in group:
@@ -195,7 +195,7 @@ def _refine(config, scored, pool, fixed, gpn) -> list[PlacementCandidate]:
                 counts = list(best.counts)
                 counts[i] += step
                 counts[j] -= step
-                if counts[j] <= 0 or any(c % u for c, u in zip(counts, units)):
+                if counts[j] <= 0 or any(c % u for c, u in zip(counts, units, strict=False)):
                     continue
                 order = sorted(range(len(counts)), key=lambda x: (-counts[x], x))
                 groups = tuple(best.groups[x] for x in order)
@@ -215,8 +215,9 @@ def _refine(config, scored, pool, fixed, gpn) -> list[PlacementCandidate]:
                 scored.append(cand)
                 if cand.period_s < best.period_s - 1e-9:
                     best, improved = cand, True
-                    units = [math.lcm(*(roles[r].num_gpus_per_worker for r in g))
-                             for g in best.groups]
+                    units = [
+                        math.lcm(*(roles[r].num_gpus_per_worker for r in g)) for g in best.groups
+                    ]
         if not improved:
             step //= 2
             step -= step % unit if step >= unit else 0

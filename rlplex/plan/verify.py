@@ -315,7 +315,7 @@ def _check_memory(plan: Plan, ops: Sequence[Op]) -> None:
             for s in plan.initial_residency.get(r, ())
         )
         events: list[tuple[float, int, float, str]] = []
-        for op, devs in zip(ops, op_devices):
+        for op, devs in zip(ops, op_devices, strict=False):
             if device not in devs:
                 continue
             if op.kind in TRANSFER_KINDS:

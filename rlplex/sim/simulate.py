@@ -68,7 +68,7 @@ def extract_pattern(plan: Plan, config: Config) -> Pattern:
         else:
             base.append(op.end_s - op.start_s)
             stages.append(None)
-        f = {"kind": op.kind, "devices": tuple(op.devices), "bytes": int(round(op.gb * GIB))}
+        f = {"kind": op.kind, "devices": tuple(op.devices), "bytes": round(op.gb * GIB)}
         for name in ("stage", "role", "state"):
             value = getattr(op, name)
             if value is not None:
@@ -227,8 +227,13 @@ def _timeline(plan, pat: Pattern, starts, ends, step_end, steps: int) -> Timelin
         row_s, row_e = starts[n], ends[n]
         for j in order:
             events.append(
-                construct(step=n, op=prefix + pat.keys[j], start_s=row_s[j], end_s=row_e[j],
-                          **pat.fields[j])
+                construct(
+                    step=n,
+                    op=prefix + pat.keys[j],
+                    start_s=row_s[j],
+                    end_s=row_e[j],
+                    **pat.fields[j],
+                )
             )
         end = max(step_end[n], prev)
         metrics[n] = {"step_s": end - prev}

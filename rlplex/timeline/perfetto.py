@@ -107,12 +107,17 @@ def to_trace(timeline: Timeline, gpus_per_node: int | None = None) -> dict[str, 
         ts, dur = event.start_s * 1e6, event.duration_s * 1e6
         shared = _args(event, None)
         if event.devices:
-            for device in event.devices:
+            # Full fields on the first device's slice; the others name the op
+            # only, which keeps 1,024-GPU traces small.
+            brief = {k: shared[k] for k in ("op", "step", "kind") if k in shared}
+            for position, device in enumerate(event.devices):
+                args = shared if position == 0 else brief
                 pid, tid = _gpu_thread(device, gpn, copy)
                 thread = f"gpu {device}" + (" copy engine" if copy else "")
                 name_thread(pid, tid, f"node {device // gpn}", thread, tid)
                 slices.append({"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid,
-                               "ts": ts, "dur": dur, "args": {**shared, "device": device}})  # fmt: skip
+                               "ts": ts, "dur": dur,
+                               "args": {**args, "device": device}})  # fmt: skip
                 anchor.setdefault((event.step, event.op), (pid, tid))
         else:
             tid = cpu_tids[index]
@@ -185,11 +190,15 @@ def from_trace(trace: dict[str, Any], file: str | None = None) -> Timeline:
         key = (int(args["step"]), str(args["op"]))
         entry = merged.get(key)
         if entry is None:
-            fields = {k: v for k, v in args.items() if k != "device"}
             start = float(item["ts"]) / 1e6
             end = start + float(item.get("dur", 0)) / 1e6
-            entry = {"start_s": start, "end_s": end, **fields, "devices": []}
+            entry = {"start_s": start, "end_s": end, "devices": []}
             merged[key] = entry
+        # Only one slice per op carries every field (and exact seconds);
+        # merge whatever each slice has, in any order.
+        for name, value in args.items():
+            if name in ("start_s", "end_s") or (name != "device" and name not in entry):
+                entry[name] = value
         if args.get("device") is not None:
             entry["devices"].append(int(args["device"]))
     if not merged:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import pairwise
 
 from rlplex.timeline.record import Event, Timeline
 
@@ -101,9 +102,9 @@ def predecessors(timeline: Timeline) -> list[int | None]:
         best = max(candidates, key=lambda i: (events[i].end_s, i), default=None)
         if best is None or events[best].end_s < event.start_s - TOLERANCE_S:
             fallback = latest_before(every_ends, every, event.start_s, index)
-            if fallback is not None and events[fallback].end_s >= event.start_s - TOLERANCE_S:
-                best = fallback
-            elif best is None:
+            if (
+                fallback is not None and events[fallback].end_s >= event.start_s - TOLERANCE_S
+            ) or best is None:
                 best = fallback
         result.append(best)
     return result
@@ -171,7 +172,7 @@ def period_of(timeline: Timeline) -> float:
     if len(ends) == 1:
         start, end = timeline.step_span(steps[0])
         return end - start
-    diffs = sorted(b - a for a, b in zip(ends, ends[1:], strict=False))
+    diffs = sorted(b - a for a, b in pairwise(ends))
     return diffs[len(diffs) // 2]
 
 

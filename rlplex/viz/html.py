@@ -133,8 +133,7 @@ def render_html(
         heading = f"<h2>{html.escape(panel_title)}</h2>" if len(layouts) > 1 else ""
         table = _stage_table(stage_table(layout.timeline, tuple(sorted(layout.critical))))
         headers.append(
-            f"{heading}{_header(layout)}<details><summary>time per stage</summary>{table}"
-            "</details>"
+            f"{heading}{_header(layout)}<details><summary>time per stage</summary>{table}</details>"
         )
     collapsed = any(lay.collapsed for lay in layouts)
     note = " GPUs that ran identical ops are collapsed into one band (×count)." if collapsed else ""

@@ -12,7 +12,6 @@ figures (period, lower bound, gap, offload/reload seconds, utilisation).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from rlplex.dag.export import PALETTE
@@ -265,9 +264,7 @@ def build_layout(
             label = f"gpu {devs[0]}"
         utils = [device_util[d] for d in devs]
         lane_index = len(lanes)
-        lanes.append(
-            Lane(label, _node_span(devs, gpn), "gpu", devs, 1, sum(utils) / len(utils))
-        )
+        lanes.append(Lane(label, _node_span(devs, gpn), "gpu", devs, 1, sum(utils) / len(utils)))
         lane_events.append(tuple(indices))
         for i in indices:
             if events[i].end_s > events[i].start_s:

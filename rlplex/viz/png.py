@@ -42,8 +42,8 @@ def _draw_panel(ax: Any, layout: GanttLayout, origin: float, xmax: float, title:
     events = layout.timeline.events
     tops, heights, total = _lane_geometry(layout)
     # Batch the bars: (lane, row, fill, hatch, critical) -> [(x, w)].
-    batches: dict[tuple[int, int, str, str | None, bool], list[tuple[float, float]]] = (
-        defaultdict(list)
+    batches: dict[tuple[int, int, str, str | None, bool], list[tuple[float, float]]] = defaultdict(
+        list
     )
     for bar in layout.bars:
         event = events[bar.event]

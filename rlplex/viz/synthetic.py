@@ -54,8 +54,8 @@ def _template() -> tuple[list[_Op], float]:
         _Op("reward", "run", "rewards", 120.0, 10.0, ("generate",), "reward"),
         _Op("reload/reference/weights", "reload", "reference", 120.0, 0.16, ("generate",),
             state="weights", gb=4.0),
-        _Op("ref_logprob", "run", "reference", 120.16, 20.0, ("generate", "reload/reference/weights"),
-            "ref_logprob"),
+        _Op("ref_logprob", "run", "reference", 120.16, 20.0,
+            ("generate", "reload/reference/weights"), "ref_logprob"),
         _Op("reload/actor_train/weights", "reload", "actor_train", 120.16, 0.16,
             ("reload/reference/weights",), state="weights", gb=4.0),
         _Op("offload/reference/weights", "offload", "reference", 140.16, 0.0, ("ref_logprob",),
@@ -77,9 +77,7 @@ def _template() -> tuple[list[_Op], float]:
     return ops, 241.64
 
 
-def _placement(
-    num_gpus: int, layout: Literal["colocated", "split"]
-) -> dict[str, tuple[int, ...]]:
+def _placement(num_gpus: int, layout: Literal["colocated", "split"]) -> dict[str, tuple[int, ...]]:
     everything = tuple(range(num_gpus))
     if layout == "colocated" or num_gpus < 4:
         return {"actor_infer": everything, "actor_train": everything, "reference": everything}

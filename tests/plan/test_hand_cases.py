@@ -31,13 +31,23 @@ GRPO_STAGES = {
     "reward": {"role": "rewards", "seconds": 10, "after": ["generate"]},
     "ref_logprob": {"role": "reference", "seconds": 20, "after": ["generate"]},
     "old_logprob": {
-        "role": "actor_train", "seconds": 20, "after": ["generate"], "needs": ["weights"]
+        "role": "actor_train",
+        "seconds": 20,
+        "after": ["generate"],
+        "needs": ["weights"],
     },
-    "advantage": {"role": "driver", "seconds": 1,
-                  "after": ["reward", "ref_logprob", "old_logprob"]},
+    "advantage": {
+        "role": "driver",
+        "seconds": 1,
+        "after": ["reward", "ref_logprob", "old_logprob"],
+    },
     "train": {"role": "actor_train", "seconds": 80, "memory_gb": 20, "after": ["advantage"]},
-    "weight_sync": {"kind": "weight_sync", "from": "actor_train", "to": "actor_infer",
-                    "after": ["train"]},
+    "weight_sync": {
+        "kind": "weight_sync",
+        "from": "actor_train",
+        "to": "actor_infer",
+        "after": ["train"],
+    },
 }
 
 
@@ -52,10 +62,12 @@ def test_colocated_fits_keeps_everything_resident():
     """
     cfg = make_config(
         {
-            "actor_train": {"devices": "0-7", "states": {"weights": 4, "optimizer": 8,
-                                                         "grads": 4}},
-            "actor_infer": {"devices": "0-7", "num_gpus_per_worker": 2,
-                            "states": {"weights": 4, "kv_cache": 30}},
+            "actor_train": {"devices": "0-7", "states": {"weights": 4, "optimizer": 8, "grads": 4}},
+            "actor_infer": {
+                "devices": "0-7",
+                "num_gpus_per_worker": 2,
+                "states": {"weights": 4, "kv_cache": 30},
+            },
             "reference": {"devices": "0-7", "states": {"weights": 4}},
             "rewards": {"world_size": 8},
         },
@@ -88,15 +100,20 @@ def test_tight_colocation_one_big_role_at_a_time():
     cfg = make_config(
         {
             "actor_infer": {"devices": "0-3", "states": {"weights": 10, "kv_cache": 50}},
-            "actor_train": {"devices": "0-3", "states": {"weights": 10, "optimizer": 40,
-                                                         "grads": 10}},
+            "actor_train": {
+                "devices": "0-3",
+                "states": {"weights": 10, "optimizer": 40, "grads": 10},
+            },
         },
         {
             "generate": {"role": "actor_infer", "seconds": 100, "memory_gb": 10},
-            "train": {"role": "actor_train", "seconds": 50, "memory_gb": 10,
-                      "after": ["generate"]},
-            "weight_sync": {"kind": "weight_sync", "from": "actor_train",
-                            "to": "actor_infer", "after": ["train"]},
+            "train": {"role": "actor_train", "seconds": 50, "memory_gb": 10, "after": ["generate"]},
+            "weight_sync": {
+                "kind": "weight_sync",
+                "from": "actor_train",
+                "to": "actor_infer",
+                "after": ["train"],
+            },
         },
         gpus=4,
     )
@@ -136,12 +153,19 @@ def test_ppo_critic_on_disjoint_gpus_runs_beside_the_actor():
             "ref_logprob": {"role": "reference", "seconds": 10, "after": ["generate"]},
             "old_logprob": {"role": "actor_train", "seconds": 10, "after": ["generate"]},
             "values": {"role": "critic", "seconds": 10, "after": ["generate"]},
-            "advantage": {"role": "driver", "seconds": 1,
-                          "after": ["ref_logprob", "old_logprob", "values"]},
+            "advantage": {
+                "role": "driver",
+                "seconds": 1,
+                "after": ["ref_logprob", "old_logprob", "values"],
+            },
             "critic_train": {"role": "critic", "seconds": 30, "after": ["advantage"]},
             "train": {"role": "actor_train", "seconds": 40, "after": ["advantage"]},
-            "weight_sync": {"kind": "weight_sync", "from": "actor_train",
-                            "to": "actor_infer", "after": ["train"]},
+            "weight_sync": {
+                "kind": "weight_sync",
+                "from": "actor_train",
+                "to": "actor_infer",
+                "after": ["train"],
+            },
         },
     )
     plan = make_plan(cfg)
@@ -163,10 +187,15 @@ def test_disaggregated_sync():
     """
     cfg = make_config(
         {
-            "actor_infer": {"devices": "0-7", "num_gpus_per_worker": 2,
-                            "states": {"weights": 4, "kv_cache": 50}},
-            "actor_train": {"devices": "8-15", "states": {"weights": 4, "optimizer": 8,
-                                                          "grads": 4}},
+            "actor_infer": {
+                "devices": "0-7",
+                "num_gpus_per_worker": 2,
+                "states": {"weights": 4, "kv_cache": 50},
+            },
+            "actor_train": {
+                "devices": "8-15",
+                "states": {"weights": 4, "optimizer": 8, "grads": 4},
+            },
             "reference": {"devices": "8-15", "states": {"weights": 4}},
             "rewards": {"world_size": 16},
         },
@@ -193,14 +222,17 @@ def test_async_one_step_off_overlaps_generation_with_training():
     """
     roles = {
         "actor_infer": {"devices": "0-3", "states": {"weights": 4, "kv_cache": 40}},
-        "actor_train": {"devices": "4-7", "states": {"weights": 4, "optimizer": 8,
-                                                     "grads": 4}},
+        "actor_train": {"devices": "4-7", "states": {"weights": 4, "optimizer": 8, "grads": 4}},
     }
     stages = {
         "generate": {"role": "actor_infer", "seconds": 100},
         "train": {"role": "actor_train", "seconds": 60, "after": ["generate"]},
-        "weight_sync": {"kind": "weight_sync", "from": "actor_train", "to": "actor_infer",
-                        "after": ["train"]},
+        "weight_sync": {
+            "kind": "weight_sync",
+            "from": "actor_train",
+            "to": "actor_infer",
+            "after": ["train"],
+        },
     }
     cfg = make_config(roles, stages, mode="async", k=1)
     plan = make_plan(cfg)
@@ -216,8 +248,12 @@ def test_async_one_step_off_overlaps_generation_with_training():
 def test_infeasible_stage_names_role_stage_and_gb():
     """train needs weights 30 + optimizer 40 + grads 10 + transient 20 = 100 GB > 80 GB."""
     cfg = make_config(
-        {"actor_train": {"devices": "0-3", "states": {"weights": 30, "optimizer": 40,
-                                                      "grads": 10}}},
+        {
+            "actor_train": {
+                "devices": "0-3",
+                "states": {"weights": 30, "optimizer": 40, "grads": 10},
+            }
+        },
         {"train": {"role": "actor_train", "seconds": 10, "memory_gb": 20}},
         gpus=4,
     )

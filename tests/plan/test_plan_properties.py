@@ -44,7 +44,12 @@ def configs(draw):
     gpu = [r for r in roles if r != "cpu"]
     if len(gpu) >= 2 and draw(st.booleans()):
         src, dst = gpu[0], gpu[1]
-        stages["sync"] = {"kind": "weight_sync", "from": src, "to": dst, "after": [f"st{n_stages - 1}"]}
+        stages["sync"] = {
+            "kind": "weight_sync",
+            "from": src,
+            "to": dst,
+            "after": [f"st{n_stages - 1}"],
+        }
         disjoint = not set(_ranks(roles[src]["devices"])) & set(_ranks(roles[dst]["devices"]))
         if disjoint and draw(st.booleans()):
             mode, k = "async", draw(st.integers(min_value=0, max_value=2))

@@ -12,21 +12,38 @@ STATES = {"weights": 4, "optimizer": 8, "grads": 4}
 def _cfg(devices: str = "auto", mode: str = "sync", k: int = 0, nodes: int = 1):
     return make_config(
         {
-            "actor_infer": {"devices": devices, "num_gpus_per_worker": 2,
-                            "states": {"weights": 4, "kv_cache": 40}},
+            "actor_infer": {
+                "devices": devices,
+                "num_gpus_per_worker": 2,
+                "states": {"weights": 4, "kv_cache": 40},
+            },
             "actor_train": {"devices": devices, "states": STATES},
             "reference": {"devices": devices, "states": {"weights": 4}},
         },
         {
             "generate": {"role": "actor_infer", "seconds": 100, "at_devices": 8, "scaling": 0.9},
-            "ref_logprob": {"role": "reference", "seconds": 20, "at_devices": 8,
-                            "after": ["generate"]},
-            "train": {"role": "actor_train", "seconds": 80, "at_devices": 8,
-                      "after": ["generate", "ref_logprob"]},
-            "weight_sync": {"kind": "weight_sync", "from": "actor_train", "to": "actor_infer",
-                            "after": ["train"]},
+            "ref_logprob": {
+                "role": "reference",
+                "seconds": 20,
+                "at_devices": 8,
+                "after": ["generate"],
+            },
+            "train": {
+                "role": "actor_train",
+                "seconds": 80,
+                "at_devices": 8,
+                "after": ["generate", "ref_logprob"],
+            },
+            "weight_sync": {
+                "kind": "weight_sync",
+                "from": "actor_train",
+                "to": "actor_infer",
+                "after": ["train"],
+            },
         },
-        mode=mode, k=k, nodes=nodes,
+        mode=mode,
+        k=k,
+        nodes=nodes,
     )
 
 

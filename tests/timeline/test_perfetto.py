@@ -81,3 +81,19 @@ def test_not_an_rlplex_trace(tmp_path):
     path.write_text("[1, 2")
     with pytest.raises(ConfigError, match="not JSON"):
         read_trace(path)
+
+
+def test_import_does_not_depend_on_slice_order(timeline):
+    import random
+
+    trace = to_trace(timeline)
+    random.Random(1).shuffle(trace["traceEvents"])
+    from rlplex.timeline.perfetto import from_trace
+
+    back = from_trace(trace)
+    by_op = {e.op: e for e in back.events}
+    for event in timeline.events:
+        other = by_op[event.op]
+        assert (other.stage, other.role, other.state) == (event.stage, event.role, event.state)
+        assert sorted(other.devices) == sorted(event.devices)
+        assert abs(other.start_s - event.start_s) < 1e-6

@@ -36,9 +36,7 @@ def small() -> Timeline:
 @pytest.fixture(scope="session")
 def colocated_plan() -> Timeline:
     """examples/ppo.yaml squeezed to 48 GB GPUs, so the plan offloads and reloads."""
-    return planned_timeline(
-        EXAMPLES / "ppo.yaml", steps=2, overrides=["cluster.gpu_memory_gb=48"]
-    )
+    return planned_timeline(EXAMPLES / "ppo.yaml", steps=2, overrides=["cluster.gpu_memory_gb=48"])
 
 
 @pytest.fixture(scope="session")

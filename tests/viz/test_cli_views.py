@@ -16,8 +16,19 @@ runner = CliRunner()
 def test_viz_of_a_record_and_of_its_trace(small, tmp_path):
     record = tmp_path / "run.jsonl"
     small.write_jsonl(record)
-    out = runner.invoke(app, ["viz", str(record), "--gantt", str(tmp_path / "g.html"),
-                              "--png", str(tmp_path / "g.png"), "--trace", str(tmp_path / "t.json")])  # fmt: skip
+    out = runner.invoke(
+        app,
+        [
+            "viz",
+            str(record),
+            "--gantt",
+            str(tmp_path / "g.html"),
+            "--png",
+            str(tmp_path / "g.png"),
+            "--trace",
+            str(tmp_path / "t.json"),
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "time per stage" in out.output and "generate" in out.output
     assert (tmp_path / "g.html").stat().st_size > 10_000
@@ -34,16 +45,37 @@ def test_viz_missing_file_is_exit_2(tmp_path):
 
 
 def test_compare_two_configs(tmp_path):
-    out = runner.invoke(app, ["compare", str(EXAMPLES / "ppo.yaml"), str(EXAMPLES / "async.yaml"),
-                              "--gantt", str(tmp_path / "c.html"), "--steps", "2"])  # fmt: skip
+    out = runner.invoke(
+        app,
+        [
+            "compare",
+            str(EXAMPLES / "ppo.yaml"),
+            str(EXAMPLES / "async.yaml"),
+            "--gantt",
+            str(tmp_path / "c.html"),
+            "--steps",
+            "2",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "period ppo.yaml" in out.output and "async.yaml" in out.output
     assert (tmp_path / "c.html").exists()
 
 
 def test_compare_with_a_baseline(tmp_path):
-    out = runner.invoke(app, ["compare", str(EXAMPLES / "ppo.yaml"), "--baseline", "sequential",
-                              "--png", str(tmp_path / "c.png"), "--steps", "2"])  # fmt: skip
+    out = runner.invoke(
+        app,
+        [
+            "compare",
+            str(EXAMPLES / "ppo.yaml"),
+            "--baseline",
+            "sequential",
+            "--png",
+            str(tmp_path / "c.png"),
+            "--steps",
+            "2",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "(sequential)" in out.output and (tmp_path / "c.png").exists()
     bad = runner.invoke(app, ["compare", str(EXAMPLES / "ppo.yaml")])
@@ -51,11 +83,29 @@ def test_compare_with_a_baseline(tmp_path):
 
 
 def test_plan_and_simulate_write_views(tmp_path):
-    out = runner.invoke(app, ["plan", str(EXAMPLES / "ppo.yaml"), "--gantt", str(tmp_path / "p.html"),
-                              "--trace", str(tmp_path / "p.json")])  # fmt: skip
+    out = runner.invoke(
+        app,
+        [
+            "plan",
+            str(EXAMPLES / "ppo.yaml"),
+            "--gantt",
+            str(tmp_path / "p.html"),
+            "--trace",
+            str(tmp_path / "p.json"),
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert (tmp_path / "p.html").exists() and (tmp_path / "p.json").exists()
-    out = runner.invoke(app, ["simulate", str(EXAMPLES / "async.yaml"), "--steps", "3",
-                              "--png", str(tmp_path / "s.png")])  # fmt: skip
+    out = runner.invoke(
+        app,
+        [
+            "simulate",
+            str(EXAMPLES / "async.yaml"),
+            "--steps",
+            "3",
+            "--png",
+            str(tmp_path / "s.png"),
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert (tmp_path / "s.png").stat().st_size > 20_000

@@ -28,7 +28,7 @@ def test_mermaid_and_dot_text(pipeline, tmp_path):
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz not installed")
 def test_svg_and_png_with_graphviz(pipeline, tmp_path):
     svg = dag_view.write_dag(pipeline, tmp_path / "d.svg").read_text()
-    assert "<svg" in svg and "generate" in svg and 'stroke-dasharray' in svg
+    assert "<svg" in svg and "generate" in svg and "stroke-dasharray" in svg
     png = dag_view.write_dag(pipeline, tmp_path / "d.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5_000
 

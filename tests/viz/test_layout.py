@@ -31,7 +31,7 @@ def test_one_lane_per_gpu_plus_cpu_and_driver(small):
 def test_weight_sync_spans_the_lanes_it_joins():
     split = synthetic_timeline(steps=1, layout="split")
     layout = build_layout(split)
-    (index, lo, hi), = layout.syncs
+    ((index, lo, hi),) = layout.syncs
     assert split.events[index].kind == "weight_sync"
     # actor_train on GPUs 4-6 sends to actor_infer on GPUs 0-3.
     assert layout.lanes[lo].label == "gpu 0" and layout.lanes[hi].label == "gpu 6"

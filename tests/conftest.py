@@ -1,0 +1,44 @@
+"""Shared test fixtures.
+
+``ray_session``: one local Ray for the whole test session, with 8 *logical*
+GPUs on 4 CPUs, so executor tests run on any laptop or CI box. Tests that need
+Ray take this fixture; workers have the repository and ``tests/runtime`` on
+their import path, so stage functions defined in test modules unpickle there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[Any]:
+    """A session-wide local Ray: 4 CPUs, 8 logical GPUs, no dashboard."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        yield ray
+        return
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    paths = [str(ROOT), str(ROOT / "tests" / "runtime"), os.environ.get("PYTHONPATH", "")]
+    ray.init(
+        num_cpus=4,
+        num_gpus=8,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={
+            "env_vars": {"PYTHONPATH": os.pathsep.join(p for p in paths if p)},
+            "worker_process_setup_hook": "rlplex.runtime.logs.setup_worker_logging",
+        },
+    )
+    try:
+        yield ray
+    finally:
+        ray.shutdown()

@@ -1,0 +1,40 @@
+"""Splitting batches across data-parallel workers and gathering results."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rlplex.runtime.data import gather, reshard, shard
+
+
+def test_lists_split_evenly_and_round_trip() -> None:
+    batch = list(range(10))
+    parts = [shard(batch, r, 3) for r in range(3)]
+    assert [len(p) for p in parts] == [4, 3, 3]
+    assert gather(parts) == batch
+
+
+def test_dict_of_columns_splits_by_row() -> None:
+    batch = {"prompt": ["a", "b", "c", "d"], "reward": [1, 2, 3, 4]}
+    parts = [shard(batch, r, 2) for r in range(2)]
+    assert parts[1] == {"prompt": ["c", "d"], "reward": [3, 4]}
+    assert gather(parts) == batch
+
+
+def test_arrays_and_tensors_split_on_dim0() -> None:
+    t = torch.arange(6).reshape(6, 1)
+    assert torch.equal(gather([shard(t, r, 4) for r in range(4)]), t)
+    a = np.arange(5)
+    assert np.array_equal(gather([shard(a, r, 2) for r in range(2)]), a)
+
+
+def test_scalars_are_broadcast_and_none_gathers_to_none() -> None:
+    assert shard(0.5, 1, 4) == 0.5
+    assert gather([None, None]) is None
+    assert gather([1, 2]) == [1, 2]
+
+
+def test_reshard_between_world_sizes() -> None:
+    parts = [[0, 1, 2], [3, 4, 5]]
+    assert [reshard(parts, r, 3) for r in range(3)] == [[0, 1], [2, 3], [4, 5]]
