@@ -106,3 +106,15 @@ def test_stage_table_of_a_real_plan(colocated_plan):
     assert not rows["reward"].critical  # 10 s on CPUs beside 20 s log-prob stages
     assert any(name.startswith("offload ") for name in rows)
     assert any(name.startswith("reload ") for name in rows)
+
+
+def test_importing_the_views_loads_no_heavy_module():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rlplex.viz, rlplex.viz.html, rlplex.timeline.perfetto; "
+        "print([m for m in ('matplotlib', 'torch', 'ray') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
