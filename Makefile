@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e ".[run,dev]"
+	# DeepSpeed builds against the torch above; no build isolation, so pip cannot pull a CUDA torch.
+	$(PIP) install -q --no-build-isolation "deepspeed>=0.17"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -37,18 +37,25 @@ err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ConfigArg = Annotated[Path, typer.Argument(help="Config file: native, ROLL, RLinf or verl-style YAML.")]
+ConfigArg = Annotated[
+    Path, typer.Argument(help="Config file: native, ROLL, RLinf or verl-style YAML.")
+]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a config field: KEY=VALUE with a dotted key. Repeatable."),
 ]
 FormatOpt = Annotated[
     str | None,
-    typer.Option("--format", help="Read the file as native, roll, rlinf or verl (default: detected)."),
+    typer.Option(
+        "--format", help="Read the file as native, roll, rlinf or verl (default: detected)."
+    ),
 ]
 CostsOpt = Annotated[
     Path | None,
-    typer.Option("--costs", help="YAML with stage costs (stages: {NAME: {seconds: ...}}) for imported configs."),
+    typer.Option(
+        "--costs",
+        help="YAML with stage costs (stages: {NAME: {seconds: ...}}) for imported configs.",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
@@ -190,13 +197,22 @@ def show(
     from rlplex.resources.devices import format_devices
 
     table = Table(title=f"roles of {config} ({cfg.format})")
-    for column in ("role", "devices", "GPUs/worker", "world size", "nodes", "states (GB per device)"):
+    for column in (
+        "role",
+        "devices",
+        "GPUs/worker",
+        "world size",
+        "nodes",
+        "states (GB per device)",
+    ):
         table.add_column(column)
     for name, role in cfg.roles.items():
         devices = "auto" if role.auto else (format_devices(role.devices) or "cpu")
         states = ", ".join(f"{k} {v:g}" for k, v in role.states.items()) or "-"
         nodes = ",".join(map(str, role.nodes(cfg.cluster))) or "-"
-        table.add_row(name, devices, str(role.num_gpus_per_worker), str(role.world_size), nodes, states)
+        table.add_row(
+            name, devices, str(role.num_gpus_per_worker), str(role.world_size), nodes, states
+        )
     console.print(table)
     if cfg.cluster.num_gpus <= 256:
         grid, legend = device_grid(cfg)
@@ -211,9 +227,14 @@ def show(
 def dag(
     config: ConfigArg,
     format_: Annotated[str, typer.Option("--format", "-f", help="dot or mermaid.")] = "mermaid",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")
+    ] = None,
     set_: SetOpt = None,
-    config_format: Annotated[str | None, typer.Option("--config-format", help="Read the file as native, roll, rlinf or verl.")] = None,
+    config_format: Annotated[
+        str | None,
+        typer.Option("--config-format", help="Read the file as native, roll, rlinf or verl."),
+    ] = None,
     costs: CostsOpt = None,
 ) -> None:
     """Print the step DAG as Graphviz DOT or Mermaid text."""
@@ -466,8 +487,7 @@ def simulate(
         table.add_row(str(n), f"{step_s[n]:.2f}")
     console.print(table)
     console.print(
-        f"steady-state period_s: {timeline.meta['period_s']:.2f} s"
-        f" (plan: {result.period_s:.2f} s)",
+        f"steady-state period_s: {timeline.meta['period_s']:.2f} s (plan: {result.period_s:.2f} s)",
         highlight=False,
     )
     if out is not None:
@@ -479,16 +499,24 @@ def simulate(
 def run(
     config: ConfigArg,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Steps to run.")] = 1,
-    record: Annotated[Path, typer.Option("--record", help="Write the run's timeline JSONL here.")] = Path(
-        "run.jsonl"
-    ),
+    record: Annotated[
+        Path, typer.Option("--record", help="Write the run's timeline JSONL here.")
+    ] = Path("run.jsonl"),
     time_scale: Annotated[
-        float, typer.Option("--time-scale", min=0.0, help="Rehearsed stages sleep planned seconds times X.")
+        float,
+        typer.Option(
+            "--time-scale", min=0.0, help="Rehearsed stages sleep planned seconds times X."
+        ),
     ] = 1.0,
     address: Annotated[
-        str | None, typer.Option("--address", help="Ray cluster to join (default: RAY_ADDRESS or a local Ray).")
+        str | None,
+        typer.Option(
+            "--address", help="Ray cluster to join (default: RAY_ADDRESS or a local Ray)."
+        ),
     ] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Longest one op may run, seconds.")] = 600.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Longest one op may run, seconds.")
+    ] = 600.0,
     json_: JsonOpt = False,
     set_: SetOpt = None,
     format_: FormatOpt = None,
@@ -500,11 +528,19 @@ def run(
 
     cfg = read_config(config, set_, format_, costs)
     try:
-        result = run_plan(cfg, steps=steps, record=record, time_scale=time_scale, address=address,
-                          timeout_s=timeout, console=err_console)
+        result = run_plan(
+            cfg,
+            steps=steps,
+            record=record,
+            time_scale=time_scale,
+            address=address,
+            timeout_s=timeout,
+            console=err_console,
+        )
     except RunInterrupted as exc:
-        err_console.print(f"[yellow]stopped:[/] {exc}; record flushed to {escape(str(record))}",
-                          highlight=False)
+        err_console.print(
+            f"[yellow]stopped:[/] {exc}; record flushed to {escape(str(record))}", highlight=False
+        )
         raise typer.Exit(130) from None
     if json_:
         print(json.dumps(result, indent=2))
@@ -514,10 +550,127 @@ def run(
     console.print(
         f"measured period {result['measured_period_s']:.3f} s"
         + (f" vs predicted {predicted:.3f} s" if predicted is not None else "")
-        + (f" (replay with measured stage times: {replayed:.3f} s)" if replayed is not None else ""),
+        + (
+            f" (replay with measured stage times: {replayed:.3f} s)" if replayed is not None else ""
+        ),
         highlight=False,
     )
     console.print(f"wrote {escape(str(record))}", highlight=False)
+
+
+RecordArg = Annotated[
+    Path, typer.Argument(help="A run's log: rlplex record, verl JSONL or console log, ROLL stdout.")
+]
+RecordConfigOpt = Annotated[
+    Path, typer.Option("--config", "-c", help="The config the recorded run used (its placement).")
+]
+RecordFormatOpt = Annotated[
+    str | None,
+    typer.Option("--format", help="Read the record as rlplex, verl or roll (default: detected)."),
+]
+SkipBadOpt = Annotated[
+    bool, typer.Option("--skip-bad-lines", help="Skip malformed log lines with a warning.")
+]
+ConfigFormatOpt = Annotated[
+    str | None,
+    typer.Option("--config-format", help="Read the config as native, roll, rlinf or verl."),
+]
+
+
+@app.command()
+@user_errors
+def replay(
+    record: RecordArg,
+    config: RecordConfigOpt,
+    json_: JsonOpt = False,
+    gantt: GanttOpt = None,
+    set_: SetOpt = None,
+    format_: RecordFormatOpt = None,
+    skip_bad_lines: SkipBadOpt = False,
+    config_format: ConfigFormatOpt = None,
+    costs: CostsOpt = None,
+) -> None:
+    """Replay recorded stage timings through the config's plan: recorded vs predicted per step.
+
+    Unattributed time is the recorded step time that the recorded stages do not
+    explain (driver overhead, data loading, logging). --set overrides the config.
+    """
+    from rlplex.sim.cli_replay import run_replay
+
+    run_replay(record, config, record_format=format_, skip_bad_lines=skip_bad_lines,
+               overrides=set_ or (), config_format=config_format, costs=costs, gantt=gantt,
+               as_json=json_, console=console, err_console=err_console)  # fmt: skip
+
+
+@app.command()
+@user_errors
+def whatif(
+    record: RecordArg,
+    config: RecordConfigOpt,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="One alternative: override KEY=VALUE of --config. Repeatable."),
+    ] = None,
+    alt: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--alt",
+            help="An alternative 'LABEL: KEY=VALUE KEY=VALUE' (overrides of"
+            " --config, no spaces in values). Repeatable.",
+        ),
+    ] = None,
+    alt_config: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--alt-config", help="An alternative given as a whole config file. Repeatable."
+        ),
+    ] = None,
+    auto: Annotated[
+        bool,
+        typer.Option(
+            "--auto",
+            help="Search the placement of every GPU role (on the cluster and"
+            " mode --set gives) for the recorded work; report the best 3.",
+        ),
+    ] = False,
+    scaling: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scaling",
+            help="STAGE=S: the stage takes t*(d0/d)**S on d instead of d0"
+            " GPUs (wins over fitted and config exponents). Repeatable.",
+        ),
+    ] = None,
+    fit_from: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fit-from",
+            help="RECORD=CONFIG: the same work recorded on other GPU"
+            " counts; fits each such stage's exponent. Repeatable.",
+        ),
+    ] = None,
+    json_: JsonOpt = False,
+    gantt: GanttOpt = None,
+    format_: RecordFormatOpt = None,
+    skip_bad_lines: SkipBadOpt = False,
+    config_format: ConfigFormatOpt = None,
+    costs: CostsOpt = None,
+) -> None:
+    """Replay the recorded work under other placements, modes or GPU counts; best first.
+
+    Each recorded stage's seconds scale from the GPUs its role had in --config (d0)
+    to those it has in the alternative (d) as seconds * (d0/d)**S. Alternatives:
+    --set (one), --alt (repeatable), --alt-config (repeatable), --auto.
+
+    Example: --alt "4/12 async: roles.actor_infer.devices=0-3 roles.actor_train.devices=4-15
+    pipeline.mode=async pipeline.max_staleness=1"
+    """
+    from rlplex.sim.cli_replay import run_whatif
+
+    run_whatif(record, config, overrides=set_ or (), alts=alt or (), alt_configs=alt_config or (),
+               auto=auto, scaling=scaling or (), fit_from=fit_from or (), record_format=format_,
+               skip_bad_lines=skip_bad_lines, config_format=config_format, costs=costs,
+               gantt=gantt, as_json=json_, console=console, err_console=err_console)  # fmt: skip
 
 
 def main() -> None:

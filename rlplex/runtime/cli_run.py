@@ -21,8 +21,8 @@ log = structlog.get_logger("rlplex.run")
 def predicted_period(plan: Any, config: Config, steps: int, time_scale: float) -> float | None:
     """The simulator's period for ``steps`` steps, rehearsed stages scaled by ``time_scale``."""
     try:
-        from rlplex.sim import simulate
         from rlplex.plan.costs import stage_seconds
+        from rlplex.sim import simulate
     except ImportError:
         return None
     placement = {r: tuple(d) for r, d in plan.placement.items()}
@@ -65,11 +65,17 @@ def run_plan(
 
         def on_step(step: int, metrics: dict[str, Any]) -> None:
             progress.advance(task)
-            log.info("step", step=step, **{k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+            log.info(
+                "step",
+                step=step,
+                **{k: v for k, v in metrics.items() if isinstance(v, (int, float))},
+            )
 
         def on_ops(running: list[str]) -> None:
             stages = sorted({op.split("/", 1)[-1] for op in running})
-            progress.update(task, description=", ".join(stages[:4]) + (" ..." if len(stages) > 4 else ""))
+            progress.update(
+                task, description=", ".join(stages[:4]) + (" ..." if len(stages) > 4 else "")
+            )
 
         timeline = execute(
             plan,
@@ -90,7 +96,9 @@ def run_plan(
         from rlplex.sim import simulate
 
         replayed = float(
-            simulate(plan, config, steps=steps, durations=stage_durations(timeline)).meta["period_s"]
+            simulate(plan, config, steps=steps, durations=stage_durations(timeline)).meta[
+                "period_s"
+            ]
         )
     except ImportError:
         pass

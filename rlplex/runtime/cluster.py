@@ -39,6 +39,7 @@ nodes onto its one node, since it made its logical GPUs for that).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -175,7 +176,11 @@ def assign_nodes(
     order = [n.node_id for n in nodes]
     mapping: dict[int, str] = {}
     for planned, count in need.items():
-        candidates = [nid for nid in order if free[nid] >= count and (allow_packing or nid not in mapping.values())]
+        candidates = [
+            nid
+            for nid in order
+            if free[nid] >= count and (allow_packing or nid not in mapping.values())
+        ]
         if not candidates:
             raise ClusterFitError(
                 f"planned node {planned} needs {count} GPUs on one node and the plan uses"
@@ -235,7 +240,9 @@ def probe_gpu_ids(reservation: Reservation, gpus_per_node: int, timeout_s: float
     for planned, group in reservation.groups.items():
         for bundle in range(len(group.bundle_specs)):
             strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle)
-            refs[planned * gpus_per_node + bundle] = gpu_id.options(scheduling_strategy=strategy).remote()
+            refs[planned * gpus_per_node + bundle] = gpu_id.options(
+                scheduling_strategy=strategy
+            ).remote()
     values = ray.get(list(refs.values()), timeout=timeout_s)
     reservation.gpu_ids = dict(zip(refs, values, strict=True))
     return reservation.gpu_ids
@@ -248,8 +255,7 @@ def release(reservation: Reservation | None) -> None:
     from ray.util.placement_group import remove_placement_group
 
     for group in reservation.groups.values():
-        try:
+        # Already gone, or Ray is shutting down: nothing left to release.
+        with contextlib.suppress(Exception):
             remove_placement_group(group)
-        except Exception:  # noqa: BLE001 - already gone, or Ray is shutting down
-            pass
     reservation.groups.clear()

@@ -56,6 +56,11 @@ from rlplex.runtime.worker import StageContext, WorkerInfo, call_stage, rehearse
 log = structlog.get_logger("rlplex.runtime")
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 @dataclass
 class _InFlight:
     op: ExecOp
@@ -146,19 +151,22 @@ class Dispatcher:
                         if stopping:
                             break
                         raise PlanScheduleError(
-                            f"{total - self._done} ops can never start (their dependencies never finish)"
+                            f"{total - self._done} ops can never start"
+                            " (their dependencies never finish)"
                         )
                     self._wait_some()
                 except KeyboardInterrupt:
                     if stopping:
                         raise
                     stopping = True
-                    log.warning("interrupted: finishing the ops in flight", in_flight=sorted(self._in_flight))
+                    log.warning(
+                        "interrupted: finishing the ops in flight",
+                        in_flight=sorted(self._in_flight),
+                    )
             if stopping:
                 raise RunInterrupted(
                     f"interrupted by the user after {self._done} of {total} ops;"
-                    f" steps {self.recorder.flushed[:1] and self.recorder.flushed[0]}"
-                    f"..{self.recorder.flushed[-1] if self.recorder.flushed else -1} recorded"
+                    f" {len(self.recorder.flushed)} complete step(s) recorded"
                 )
         finally:
             self._pool.shutdown(wait=False, cancel_futures=True)
@@ -190,7 +198,11 @@ class Dispatcher:
     def _timeout(self, late: Sequence[_InFlight]) -> OpTimeoutError:
         parts = []
         for flight in late:
-            waiting = [f"{role}[{rank}]" for (role, rank), s in zip(flight.workers, flight.stats, strict=False) if s is None]
+            waiting = [
+                f"{role}[{rank}]"
+                for (role, rank), s in zip(flight.workers, flight.stats, strict=False)
+                if s is None
+            ]
             parts.append(f"{flight.op.id} (waiting for {', '.join(waiting) or 'the driver'})")
         first = late[0].op
         return OpTimeoutError(
@@ -204,12 +216,12 @@ class Dispatcher:
     def _collect(self, ready: Sequence[Any]) -> None:
         try:
             values = ray.get(list(ready))
-        except Exception:  # noqa: BLE001 - find which call failed, one by one
+        except Exception:
             values = []
             for ref in ready:
                 try:
                     values.append(ray.get(ref))
-                except Exception as exc:  # noqa: BLE001 - mapped to a rlplex error
+                except Exception as exc:
                     op_id, index = self._ref_owner[ref]
                     raise self._failure(self._in_flight[op_id], index, exc) from None
         for ref, stats in zip(ready, values, strict=True):
@@ -226,23 +238,36 @@ class Dispatcher:
         cause = getattr(exc, "cause", None)
         if isinstance(cause, RemoteStageError):
             log.error(
-                "stage failed", stage=op.stage or op.kind, step=op.step, role=role, rank=rank,
+                "stage failed",
+                stage=op.stage or op.kind,
+                step=op.step,
+                role=role,
+                rank=rank,
                 traceback=cause.tb,
             )
             return StageFailedError(
-                stage=op.stage or f"{op.kind} {op.state}", step=op.step, role=role, rank=rank,
-                op=op.id, error=cause.error, remote_traceback=cause.tb,
+                stage=op.stage or f"{op.kind} {op.state}",
+                step=op.step,
+                role=role,
+                rank=rank,
+                op=op.id,
+                error=cause.error,
+                remote_traceback=cause.tb,
             )
         if isinstance(exc, ray.exceptions.RayActorError):
             return WorkerDiedError(
                 f"worker rank {rank} of role {role!r} died while running {op.id}"
-                f" (step {op.step}): {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                f" (step {op.step}): {_first_line(exc)}",
                 op=op.id,
                 step=op.step,
             )
         log.error("remote call failed", op=op.id, role=role, rank=rank, error=str(exc))
         return StageFailedError(
-            stage=op.stage or f"{op.kind} {op.state}", step=op.step, role=role, rank=rank, op=op.id,
+            stage=op.stage or f"{op.kind} {op.state}",
+            step=op.step,
+            role=role,
+            rank=rank,
+            op=op.id,
             error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
             remote_traceback=str(exc),
         )
@@ -253,12 +278,24 @@ class Dispatcher:
         try:
             result, stats = flight.future.result()
         except RemoteStageError as exc:
-            log.error("stage failed", stage=op.stage, step=op.step, role="driver", rank=0, traceback=exc.tb)
+            log.error(
+                "stage failed",
+                stage=op.stage,
+                step=op.step,
+                role="driver",
+                rank=0,
+                traceback=exc.tb,
+            )
             raise StageFailedError(
-                stage=exc.stage, step=op.step, role="driver", rank=0, op=op.id, error=exc.error,
+                stage=exc.stage,
+                step=op.step,
+                role="driver",
+                rank=0,
+                op=op.id,
+                error=exc.error,
                 remote_traceback=exc.tb,
             ) from None
-        except Exception as exc:  # noqa: BLE001 - ray.get of upstream parts failed
+        except Exception as exc:
             raise self._failure(flight, 0, exc) from None
         self._results[(op.step, op.stage or "")] = ("value", result)
         flight.stats = [stats]
@@ -291,7 +328,9 @@ class Dispatcher:
 
     # -- issuing ------------------------------------------------------------------
 
-    def _track(self, op: ExecOp, refs: Sequence[Any], workers: list[tuple[str, int]], gpus: int) -> None:
+    def _track(
+        self, op: ExecOp, refs: Sequence[Any], workers: list[tuple[str, int]], gpus: int
+    ) -> None:
         now = self.recorder.now()
         dispatch = now - self._ready_at.get(op.id, now)
         self.dispatch_latencies.append(dispatch)
@@ -320,13 +359,17 @@ class Dispatcher:
             refs = [
                 a.transfer.remote(op.kind, [op.state], op.dead, op.planned_s) for a in group.actors
             ]
-            self._track(op, refs, [(group.role, r) for r in range(group.world_size)], group.gpus_per_worker)
+            self._track(
+                op, refs, [(group.role, r) for r in range(group.world_size)], group.gpus_per_worker
+            )
         elif op.kind == "weight_sync":
             self._issue_sync(op)
         else:  # pragma: no cover - the plan model allows no other kind
             raise PlanScheduleError(f"unknown op kind {op.kind!r}", op=op.id)
 
-    def _inputs(self, op: ExecOp, stage: str, world: int) -> list[tuple[list[tuple[str, int]], list[Any]]]:
+    def _inputs(
+        self, op: ExecOp, stage: str, world: int
+    ) -> list[tuple[list[tuple[str, int]], list[Any]]]:
         """Per worker: the (name, count) layout and the positional inputs."""
         per_worker: list[tuple[list[tuple[str, int]], list[Any]]] = [([], []) for _ in range(world)]
         for name in self.bindings.get(stage, StageBinding()).upstream:
@@ -361,7 +404,9 @@ class Dispatcher:
             results.append(result)
             refs.append(stats)
         self._results[(op.step, stage)] = ("refs", results)
-        self._track(op, refs, [(group.role, r) for r in range(group.world_size)], group.gpus_per_worker)
+        self._track(
+            op, refs, [(group.role, r) for r in range(group.world_size)], group.gpus_per_worker
+        )
 
     def _issue_sync(self, op: ExecOp) -> None:
         binding = self.bindings.get(op.stage or "", StageBinding(sync="rehearse"))
@@ -410,7 +455,12 @@ class Dispatcher:
                     result = call_stage(fn, ctx, upstream)
             except Exception as exc:
                 raise RemoteStageError(
-                    stage, op.step, "driver", 0, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+                    stage,
+                    op.step,
+                    "driver",
+                    0,
+                    f"{type(exc).__name__}: {exc}",
+                    traceback.format_exc(),
                 ) from None
             t1 = time.time()
             stats: dict[str, Any] = {"worker_s": t1 - t0, "t_start": t0, "t_end": t1, "bytes": 0}

@@ -79,7 +79,7 @@ class PlanScheduleError(ExecutionError):
     """The plan cannot be followed (a dependency cycle, an unknown dependency)."""
 
 
-class RunInterrupted(ExecutionError):  # noqa: N818 - reads as an event, like KeyboardInterrupt
+class RunInterrupted(ExecutionError):
     """The run was stopped by Ctrl-C after the ops in flight; the record is flushed."""
 
 
@@ -96,4 +96,5 @@ class RemoteStageError(Exception):
         super().__init__(stage, step, role, rank, error, tb)
 
     def __str__(self) -> str:
-        return f"stage {self.stage!r} step {self.step} role {self.role!r} rank {self.rank}: {self.error}"
+        where = f"stage {self.stage!r} step {self.step} role {self.role!r} rank {self.rank}"
+        return f"{where}: {self.error}"

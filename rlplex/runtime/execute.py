@@ -17,9 +17,12 @@ Order of events, each step bounded by a timeout:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -106,16 +109,99 @@ def execute(
         RunInterrupted: Ctrl-C, after the ops in flight finished.
         PlanScheduleError: the plan cannot be followed.
     """
+    from rlplex.runtime.dispatcher import Dispatcher
+    from rlplex.runtime.recorder import Recorder
+
+    # Check the plan can be followed before starting anything.
+    expand_plan(plan, steps, staleness=config.pipeline.staleness)
+    with open_session(
+        plan,
+        config,
+        implementations=implementations,
+        setups=setups,
+        time_scale=time_scale,
+        address=address,
+        start_timeout_s=start_timeout_s,
+        weight_sync=weight_sync,
+        worker_cpus=worker_cpus,
+    ) as session:
+        schedule = expand_plan(plan, steps, staleness=config.pipeline.staleness)
+        info = {
+            **session.meta,
+            "steps": steps,
+            "dropped_edges": list(schedule.dropped),
+            **(meta or {}),
+        }
+        recorder = Recorder(schedule, plan, record, info)
+        dispatcher = Dispatcher(
+            schedule,
+            session.groups,
+            recorder,
+            session.bindings,
+            timeout_s=timeout_s,
+            time_scale=time_scale,
+            driver_state=session.driver_state,
+            on_step=on_step,
+            on_ops=on_ops,
+        )
+        failure: str | None = None
+        try:
+            dispatcher.run()
+        except BaseException as exc:
+            failure = str(exc) or type(exc).__name__
+            raise
+        finally:
+            recorder.close(failure)
+        timeline = recorder.timeline()
+        lat = sorted(dispatcher.dispatch_latencies)
+        median_ms = 1000 * lat[len(lat) // 2] if lat else 0.0
+        return timeline.model_copy(
+            update={"meta": {**timeline.meta, "dispatch_median_ms": median_ms}}
+        )
+
+
+@dataclass
+class Session:
+    """Workers started for a plan, ready to dispatch schedules on (see :func:`open_session`)."""
+
+    groups: dict[str, Any]
+    """Role -> :class:`~rlplex.runtime.groups.WorkerGroup`."""
+    bindings: dict[str, Any]
+    """Stage -> :class:`~rlplex.runtime.dispatcher.StageBinding`."""
+    driver_state: Any
+    """What ``setups["driver"]`` returned."""
+    meta: dict[str, Any]
+    """Facts for the record: Ray nodes, GPU ids, where each worker landed."""
+
+
+@contextmanager
+def open_session(
+    plan: Plan,
+    config: Config,
+    *,
+    implementations: Mapping[str, Callable[..., Any]] | None = None,
+    setups: Mapping[str, Callable[..., Any]] | None = None,
+    time_scale: float = 1.0,
+    address: str | None = None,
+    start_timeout_s: float = 120.0,
+    weight_sync: str = "auto",
+    worker_cpus: float = 0.0,
+) -> Iterator[Session]:
+    """Connect, check the fit, reserve, start the workers; on exit, tear everything down.
+
+    :func:`execute` runs one schedule in a session; benchmarks run several on
+    the same workers. Arguments are those of :func:`execute`.
+    """
     import ray
 
     from rlplex.runtime import cluster as rc
-    from rlplex.runtime.dispatcher import Dispatcher, StageBinding
+    from rlplex.runtime.dispatcher import StageBinding
     from rlplex.runtime.groups import build_groups, start_groups
-    from rlplex.runtime.recorder import Recorder
 
     if weight_sync not in WEIGHT_SYNC_METHODS:
-        raise ExecutionError(f"weight_sync must be one of {', '.join(WEIGHT_SYNC_METHODS)} (got {weight_sync!r})")
-    schedule = expand_plan(plan, steps, staleness=config.pipeline.staleness)
+        raise ExecutionError(
+            f"weight_sync must be one of {', '.join(WEIGHT_SYNC_METHODS)} (got {weight_sync!r})"
+        )
     impls = _implementations(config, implementations)
     setups = dict(setups or {})
     stages = {s.name: s for s in config.pipeline.stages}
@@ -125,17 +211,16 @@ def execute(
         role = stage.to_role if stage.is_weight_sync else stage.role
         if role and role != DRIVER:
             per_role[role][name] = fn
-
     gpu_devices = sorted({d for devices in plan.placement.values() for d in devices})
     gpn = config.cluster.gpus_per_node
     need = rc.gpus_needed(gpu_devices, gpn)
     started = rc.connect(address, num_gpus=config.cluster.num_gpus)
     reservation = None
     groups: dict[str, Any] = {}
-    recorder: Recorder | None = None
-    failure: str | None = None
     try:
-        node_ids = rc.assign_nodes(need, rc.alive_gpu_nodes(), allow_packing=started and not address)
+        node_ids = rc.assign_nodes(
+            need, rc.alive_gpu_nodes(), allow_packing=started and not address
+        )
         if need:
             reservation = rc.reserve(need, node_ids, timeout_s=start_timeout_s)
             rc.probe_gpu_ids(reservation, gpn, start_timeout_s)
@@ -151,56 +236,24 @@ def execute(
         start_groups(groups, start_timeout_s)
         bindings = _bindings(config, impls, groups, weight_sync, start_timeout_s, StageBinding)
         driver_state = setups[DRIVER](None) if DRIVER in setups else None
-        info = {
+        meta = {
             "source": "ray",
             "mode": plan.mode,
             "period_s": plan.period_s,
             "makespan_s": plan.makespan_s,
-            "steps": steps,
             "time_scale": time_scale,
             "config": config.source,
             "ray_nodes": {str(k): v for k, v in node_ids.items()},
             "gpu_ids": {str(k): v for k, v in (reservation.gpu_ids if reservation else {}).items()},
             "workers": {role: g.placement for role, g in groups.items()},
             "weight_sync": {k: b.sync for k, b in bindings.items() if b.sync},
-            **(meta or {}),
         }
-        recorder = Recorder(schedule, plan, record, info)
-        dispatcher = Dispatcher(
-            schedule,
-            groups,
-            recorder,
-            bindings,
-            timeout_s=timeout_s,
-            time_scale=time_scale,
-            driver_state=driver_state,
-            on_step=on_step,
-            on_ops=on_ops,
-        )
-        try:
-            dispatcher.run()
-        except BaseException as exc:
-            failure = str(exc) or type(exc).__name__
-            raise
-        finally:
-            recorder.close(failure)
-        timeline = recorder.timeline()
-        lat = sorted(dispatcher.dispatch_latencies)
-        return timeline.model_copy(
-            update={
-                "meta": {
-                    **timeline.meta,
-                    "dispatch_median_ms": 1000 * lat[len(lat) // 2] if lat else 0.0,
-                }
-            }
-        )
+        yield Session(groups=groups, bindings=bindings, driver_state=driver_state, meta=meta)
     finally:
         for group in groups.values():
             for actor in group.actors:
-                try:
+                with contextlib.suppress(Exception):  # already dead
                     ray.kill(actor, no_restart=True)
-                except Exception:  # noqa: BLE001 - already dead
-                    pass
         rc.release(reservation)
         if started:
             ray.shutdown()
@@ -226,12 +279,15 @@ def _bindings(
             sync = "fn" if fn is not None else "rehearse"
             if fn is None and src is not None and dst is not None:
                 ok = ray.get(
-                    [src.actors[0].can_sync_weights.remote()] + [a.can_sync_weights.remote() for a in dst.actors],
+                    [src.actors[0].can_sync_weights.remote()]
+                    + [a.can_sync_weights.remote() for a in dst.actors],
                     timeout=timeout_s,
                 )
                 if all(ok):
                     same = config.roles[src.role].devices == config.roles[dst.role].devices
-                    sync = weight_sync if weight_sync != "auto" else ("store" if same else "broadcast")
+                    sync = (
+                        weight_sync if weight_sync != "auto" else ("store" if same else "broadcast")
+                    )
                     if sync == "broadcast":
                         _join_sync_group(stage.name, src, dst, timeout_s)
         bindings[stage.name] = binding_cls(
@@ -249,6 +305,7 @@ def _join_sync_group(key: str, src: Any, dst: Any, timeout_s: float) -> None:
     host, port = ray.get(src.actors[0].sync_address.remote(), timeout=timeout_s)
     size = 1 + dst.world_size
     refs = [src.actors[0].join_sync_group.remote(key, host, port, 0, size, timeout_s)] + [
-        a.join_sync_group.remote(key, host, port, 1 + r, size, timeout_s) for r, a in enumerate(dst.actors)
+        a.join_sync_group.remote(key, host, port, 1 + r, size, timeout_s)
+        for r, a in enumerate(dst.actors)
     ]
     ray.get(refs, timeout=timeout_s)

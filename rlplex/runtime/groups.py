@@ -96,7 +96,9 @@ def build_groups(
                 devices=devices,
                 node=devices[0] // gpn if devices else 0,
                 state_gb=dict(plan.states.get(role, {})),
-                initial_residency=tuple(plan.initial_residency.get(role, config.roles[role].states)),
+                initial_residency=tuple(
+                    plan.initial_residency.get(role, config.roles[role].states)
+                ),
             )
             options: dict[str, Any] = {"num_cpus": worker_cpus, "name": None}
             visible = None
@@ -118,7 +120,9 @@ def build_groups(
             )
             actors.append(actor)
             infos.append(info)
-        groups[role] = WorkerGroup(role=role, actors=actors, infos=infos, gpus_per_worker=max(per, 1))
+        groups[role] = WorkerGroup(
+            role=role, actors=actors, infos=infos, gpus_per_worker=max(per, 1)
+        )
     return groups
 
 
@@ -126,13 +130,18 @@ def start_groups(groups: Mapping[str, WorkerGroup], timeout_s: float) -> None:
     """Wait for every actor to start, read where it landed, and run the setups."""
     import ray
 
-    describe = {(g.role, r): a.describe.remote() for g in groups.values() for r, a in enumerate(g.actors)}
+    describe = {
+        (g.role, r): a.describe.remote() for g in groups.values() for r, a in enumerate(g.actors)
+    }
     refs = list(describe.values())
     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
     if len(ready) < len(refs):
-        missing = [f"{role}[{rank}]" for (role, rank), ref in describe.items() if ref not in set(ready)]
+        missing = [
+            f"{role}[{rank}]" for (role, rank), ref in describe.items() if ref not in set(ready)
+        ]
         raise OpTimeoutError(
-            f"{len(missing)} worker(s) did not start within {timeout_s:g} s: {', '.join(missing[:8])}"
+            f"{len(missing)} worker(s) did not start within {timeout_s:g} s:"
+            f" {', '.join(missing[:8])}"
             " (not enough CPUs or GPUs free in the Ray cluster?)"
         )
     for (role, _), ref in describe.items():
@@ -146,8 +155,15 @@ def start_groups(groups: Mapping[str, WorkerGroup], timeout_s: float) -> None:
             if cause is None:
                 raise
             raise StageFailedError(
-                stage="setup", step=-1, role=role, rank=rank, op="setup", error=cause.error,
+                stage="setup",
+                step=-1,
+                role=role,
+                rank=rank,
+                op="setup",
+                error=cause.error,
                 remote_traceback=cause.tb,
             ) from None
         except ray.exceptions.GetTimeoutError:
-            raise OpTimeoutError(f"setup of role {role!r} worker rank {rank} took over {timeout_s:g} s") from None
+            raise OpTimeoutError(
+                f"setup of role {role!r} worker rank {rank} took over {timeout_s:g} s"
+            ) from None

@@ -85,7 +85,9 @@ class Recorder:
             "devices": list(op.devices),
             "start_s": start_s,
             "end_s": end_s,
-            "bytes": int(max((s.get("bytes", 0) for s in stats), default=0) // max(gpus_per_worker, 1)),
+            "bytes": int(
+                max((s.get("bytes", 0) for s in stats), default=0) // max(gpus_per_worker, 1)
+            ),
             "planned_start_s": op.planned_start_s,
             "planned_end_s": op.planned_end_s,
             "dispatch_s": dispatch_s,
@@ -132,7 +134,7 @@ class Recorder:
         return metrics
 
     def close(self, failure: str | None = None) -> None:
-        """Write the completed ops of unfinished steps (the failure, if any, as metrics) and close."""
+        """Write the finished ops of unfinished steps (and the failure, as metrics); close."""
         for step in range(self._next, self._steps):
             events = self._events.get(step, [])
             if not events and failure is None:

@@ -17,8 +17,9 @@ turns the plan into a list of :class:`ExecOp` whose ``deps`` say everything:
 - **Device order.** Each device has a compute lane (``run``, ``weight_sync``)
   and a transfer lane (``offload``, ``reload``, the copy engine). Ops on a lane
   run in planned order: each waits for its predecessor on every lane it uses.
-  Ties in planned start are broken by dependency depth, so zero-length ops
-  never deadlock.
+  The order is a topological order of the dependencies that takes the earliest
+  planned start first, so ties (zero-length ops) and a pattern that is not
+  exactly periodic never deadlock.
 
 Pure Python, no Ray: tested on its own.
 """
@@ -26,10 +27,11 @@ Pure Python, no Ray: tested on its own.
 from __future__ import annotations
 
 import graphlib
+import heapq
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from rlplex.plan.model import COMPUTE_KINDS, Op, Plan
 from rlplex.runtime.errors import PlanScheduleError
@@ -94,6 +96,8 @@ class Schedule:
     """Number of steps."""
     lanes: dict[tuple[int, str], tuple[str, ...]] = field(default_factory=dict)
     """``(device, lane) -> op ids`` in the order they must run."""
+    dropped: tuple[str, ...] = ()
+    """Plan edges to later steps dropped because the repeated pattern was cyclic."""
 
     def by_id(self) -> dict[str, ExecOp]:
         return {op.id: op for op in self.ops}
@@ -147,7 +151,9 @@ def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> Sche
     for op in plan.ops:
         for dep in op.deps:
             if dep not in by_id:
-                raise PlanScheduleError(f"op {op.id!r} depends on {dep!r}, which is not in the plan", op=op.id)
+                raise PlanScheduleError(
+                    f"op {op.id!r} depends on {dep!r}, which is not in the plan", op=op.id
+                )
     pattern = plan.pattern_step
     template = [op for op in plan.ops if op.step == pattern]
     if not template:
@@ -196,9 +202,27 @@ def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> Sche
     if staleness is not None:
         _add_staleness(ops, staleness, destinations, ids, extra)
     ops = [_with_deps(op, extra.get(op.id, ())) for op in ops]
-    depth = _depths(ops)
-    order = {op.id: (op.planned_start_s, depth[op.id], op.step, index[op.template]) for op in ops}
-    ops.sort(key=lambda op: order[op.id])
+    dropped: tuple[str, ...] = ()
+    try:
+        ops = _planned_order(ops, index)
+    except PlanScheduleError:
+        # A repeated pattern can be cyclic when the planner's steady-state step is
+        # not exactly periodic (an op waiting for a *later* step that waits for
+        # it). Edges to later steps are then dropped; device lanes still order
+        # those ops, by planned start.
+        forward = {(op.id, d) for op in ops for d in op.deps if split_id(d, op.step)[0] > op.step}
+        if not forward:
+            raise
+        dropped = tuple(sorted(f"{a} -> {b}" for a, b in forward))
+        ops = [
+            replace(
+                op,
+                deps=tuple(d for d in op.deps if (op.id, d) not in forward),
+                plan_deps=tuple(d for d in op.plan_deps if (op.id, d) not in forward),
+            )
+            for op in ops
+        ]
+        ops = _planned_order(ops, index)
     lanes: dict[tuple[int, str], list[str]] = defaultdict(list)
     lane_deps: dict[str, set[str]] = defaultdict(set)
     for op in ops:
@@ -208,9 +232,11 @@ def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> Sche
                 lane_deps[op.id].add(lane[-1])
             lane.append(op.id)
     ops = [_with_deps(op, lane_deps.get(op.id, ())) for op in ops]
-    _depths(ops)  # lane edges must not close a cycle either
     return Schedule(
-        ops=tuple(ops), steps=steps, lanes={key: tuple(v) for key, v in lanes.items()}
+        ops=tuple(ops),
+        steps=steps,
+        lanes={key: tuple(v) for key, v in lanes.items()},
+        dropped=dropped,
     )
 
 
@@ -218,8 +244,6 @@ def _with_deps(op: ExecOp, more: Iterable[str]) -> ExecOp:
     new = [d for d in more if d not in op.deps and d != op.id]
     if not new:
         return op
-    from dataclasses import replace
-
     return replace(op, deps=(*op.deps, *sorted(new)))
 
 
@@ -256,21 +280,49 @@ def _add_staleness(
                 extra[op.id].add(dep)
 
 
-def _depths(ops: Sequence[ExecOp]) -> dict[str, int]:
-    """Longest dependency chain to each op; raises on cycles and unknown deps."""
-    ids = {op.id for op in ops}
-    sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
+def _planned_order(ops: Sequence[ExecOp], index: Mapping[str, int]) -> list[ExecOp]:
+    """A topological order of ``ops`` that takes the earliest planned start whenever it can.
+
+    For a consistent plan (every op starts after its dependencies end) this is
+    the planned-start order; for a plan whose repeated step is not exactly
+    periodic it still respects every dependency, so the lane edges derived
+    from it never close a cycle.
+
+    Raises:
+        PlanScheduleError: an unknown dependency, or a cycle (listed).
+    """
+    by_id = {op.id: op for op in ops}
+    waiting: dict[str, int] = {}
+    users: dict[str, list[str]] = defaultdict(list)
     for op in ops:
         for dep in op.deps:
-            if dep not in ids:
-                raise PlanScheduleError(f"op {op.id!r} depends on {dep!r}, which is not in the run", op=op.id)
-        sorter.add(op.id, *op.deps)
-    deps = {op.id: op.deps for op in ops}
-    depth: dict[str, int] = {}
-    try:
-        for node in sorter.static_order():
-            depth[node] = 1 + max((depth[d] for d in deps.get(node, ())), default=-1)
-    except graphlib.CycleError as exc:
-        cycle = " -> ".join(exc.args[1])
-        raise PlanScheduleError(f"the plan's ops form a cycle: {cycle}") from None
-    return depth
+            if dep not in by_id:
+                raise PlanScheduleError(
+                    f"op {op.id!r} depends on {dep!r}, which is not in the run", op=op.id
+                )
+            users[dep].append(op.id)
+        waiting[op.id] = len(op.deps)
+
+    def key(op: ExecOp) -> tuple[float, int, int, str]:
+        return (op.planned_start_s, op.step, index[op.template], op.id)
+
+    ready = [key(op) for op in ops if waiting[op.id] == 0]
+    heapq.heapify(ready)
+    order: list[ExecOp] = []
+    while ready:
+        op = by_id[heapq.heappop(ready)[3]]
+        order.append(op)
+        for user in users[op.id]:
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, key(by_id[user]))
+    if len(order) < len(ops):
+        sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter(
+            {op.id: op.deps for op in ops}
+        )
+        try:
+            sorter.prepare()
+        except graphlib.CycleError as exc:
+            cycle = " -> ".join(exc.args[1])
+            raise PlanScheduleError(f"the plan's ops form a cycle: {cycle}") from None
+    return order

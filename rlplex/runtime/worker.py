@@ -121,7 +121,9 @@ def call_stage(fn: Callable[..., Any], ctx: StageContext, upstream: Mapping[str,
 
 def _cuda_ready() -> bool:
     """A real NVIDIA driver is present (cheap: avoids importing torch for nothing)."""
-    return os.path.exists("/proc/driver/nvidia/version") and bool(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return os.path.exists("/proc/driver/nvidia/version") and bool(
+        os.environ.get("CUDA_VISIBLE_DEVICES")
+    )
 
 
 def _torch_cuda() -> Any:
@@ -188,7 +190,11 @@ class RoleWorker:
     @ray.method(concurrency_group="compute")
     def setup(self) -> dict[str, Any]:
         """Run the role's setup function; returns the state sizes in bytes."""
-        gpu_ids = tuple(os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")) if self.info.devices else ()
+        gpu_ids = (
+            tuple(os.environ.get("CUDA_VISIBLE_DEVICES", "").split(","))
+            if self.info.devices
+            else ()
+        )
         info = WorkerInfo(**{**self.info.__dict__, "gpu_ids": tuple(g for g in gpu_ids if g)})
         self.info = info
         if self._setup is not None:
@@ -196,17 +202,27 @@ class RoleWorker:
                 self.state = self._setup(info)
             except Exception as exc:
                 raise RemoteStageError(
-                    "setup", -1, info.role, info.rank, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+                    "setup",
+                    -1,
+                    info.role,
+                    info.rank,
+                    f"{type(exc).__name__}: {exc}",
+                    traceback.format_exc(),
                 ) from None
             backend = find_offloadable(self.state)
             if backend is not None:
                 self.offloader = backend
                 self._has_backend = True
-        return {"state_bytes": self.offloader.state_bytes(), "resident": sorted(self.offloader.resident_states())}
+        return {
+            "state_bytes": self.offloader.state_bytes(),
+            "resident": sorted(self.offloader.resident_states()),
+        }
 
     # -- stages ------------------------------------------------------------------
 
-    def _stats(self, t0: float, t1: float, moved: int = 0, metrics: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def _stats(
+        self, t0: float, t1: float, moved: int = 0, metrics: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         stats: dict[str, Any] = {"worker_s": t1 - t0, "t_start": t0, "t_end": t1, "bytes": moved}
         torch = _torch_cuda()
         if torch is not None:
@@ -229,7 +245,9 @@ class RoleWorker:
         for name, count in meta["inputs"]:
             parts = inputs[position : position + count]
             position += count
-            upstream[name] = parts[0] if count == 1 else reshard(parts, self.info.rank, self.info.world_size)
+            upstream[name] = (
+                parts[0] if count == 1 else reshard(parts, self.info.rank, self.info.world_size)
+            )
         stage, step = meta["stage"], meta["step"]
         ctx = StageContext(step=step, stage=stage, info=self.info, state=self.state)
         fn = self._impls.get(stage)
@@ -242,7 +260,12 @@ class RoleWorker:
                 result = call_stage(fn, ctx, upstream)
         except Exception as exc:
             raise RemoteStageError(
-                stage, step, self.info.role, self.info.rank, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+                stage,
+                step,
+                self.info.role,
+                self.info.rank,
+                f"{type(exc).__name__}: {exc}",
+                traceback.format_exc(),
             ) from None
         t1 = time.time()
         return result, self._stats(t0, t1, metrics=ctx.metrics)
@@ -250,7 +273,9 @@ class RoleWorker:
     # -- transfers ---------------------------------------------------------------
 
     @ray.method(concurrency_group="transfer")
-    def transfer(self, kind: str, states: Sequence[str], dead: bool, planned_s: float) -> dict[str, Any]:
+    def transfer(
+        self, kind: str, states: Sequence[str], dead: bool, planned_s: float
+    ) -> dict[str, Any]:
         """Offload or reload ``states``; without a backend, rehearse the planned time."""
         t0 = time.time()
         try:
@@ -262,8 +287,12 @@ class RoleWorker:
                 rehearse(planned_s * self._time_scale, 0.0)
         except Exception as exc:
             raise RemoteStageError(
-                f"{kind} {','.join(states)}", -1, self.info.role, self.info.rank,
-                f"{type(exc).__name__}: {exc}", traceback.format_exc(),
+                f"{kind} {','.join(states)}",
+                -1,
+                self.info.role,
+                self.info.rank,
+                f"{type(exc).__name__}: {exc}",
+                traceback.format_exc(),
             ) from None
         stats = self._stats(t0, time.time(), moved)
         stats["resident"] = sorted(self.offloader.resident_states())
@@ -291,7 +320,9 @@ class RoleWorker:
     def export_weights(self) -> tuple[Any, dict[str, Any]]:
         """The weights as CPU tensors, through the object store (shared memory on one node)."""
         t0 = time.time()
-        weights = {k: v.detach().to("cpu", copy=True) for k, v in (self._named_weights() or {}).items()}
+        weights = {
+            k: v.detach().to("cpu", copy=True) for k, v in (self._named_weights() or {}).items()
+        }
         moved = sum(v.numel() * v.element_size() for v in weights.values())
         return weights, self._stats(t0, time.time(), moved)
 
@@ -314,7 +345,9 @@ class RoleWorker:
         return host, port
 
     @ray.method(concurrency_group="compute")
-    def join_sync_group(self, key: str, host: str, port: int, rank: int, size: int, timeout_s: float) -> bool:
+    def join_sync_group(
+        self, key: str, host: str, port: int, rank: int, size: int, timeout_s: float
+    ) -> bool:
         """Join a stand-alone process group (gloo on CPU, NCCL on GPU) used only for weight sync.
 
         Stand-alone (not ``init_process_group``) so it never collides with the

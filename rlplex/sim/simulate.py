@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 
 from rlplex.config import Config
 from rlplex.plan.costs import stage_seconds
@@ -59,6 +60,7 @@ def extract_pattern(plan: Plan, config: Config) -> Pattern:
     index = {k: i for i, k in enumerate(keys)}
     step_of = {op.id: op.step for op in plan.ops}
     placement = {r: tuple(d) for r, d in plan.placement.items()}
+    before = _device_predecessors(plan)
     base, stages, fields, deps = [], [], [], []
     for op in ops:
         if op.stage is not None and op.kind in ("run", "weight_sync"):
@@ -75,10 +77,14 @@ def extract_pattern(plan: Plan, config: Config) -> Pattern:
                 f[name] = value
         fields.append(f)
         mine = []
-        for dep in op.deps:
+        # The plan's deps omit a device predecessor that had ended anyway; with
+        # other durations the op must still wait for it (one op per device lane).
+        for dep in (*op.deps, *before.get(op.id, ())):
             key = dep.partition("/")[2]
             if key in index and dep in step_of:
-                mine.append((step_of[dep] - m, index[key]))
+                pair = (step_of[dep] - m, index[key])
+                if pair not in mine:
+                    mine.append(pair)
         deps.append(tuple(mine))
     skew, order = _skew_and_order(len(ops), deps)
     return Pattern(
@@ -92,6 +98,29 @@ def extract_pattern(plan: Plan, config: Config) -> Pattern:
         order=tuple(order),
         barrier=plan.mode == "sync" or plan.unrolled_steps <= 1,
     )
+
+
+def _device_predecessors(plan: Plan) -> dict[str, set[str]]:
+    """For each op, the ops just before it on each of its devices, per lane.
+
+    Compute ops (runs, weight syncs) and transfers (the copy engine) are
+    separate lanes. Only an op that ends by the other's start and starts
+    strictly earlier (or is shorter at the same start) counts, so zero-length
+    ops at one instant get no edge that could contradict a data dependency.
+    """
+    lanes: dict[tuple[int, bool], list] = {}
+    for op in plan.ops:
+        compute = op.kind in ("run", "weight_sync")
+        for d in op.devices:
+            lanes.setdefault((d, compute), []).append(op)
+    out: dict[str, set[str]] = {}
+    for ops in lanes.values():
+        ops.sort(key=lambda o: (o.start_s, o.end_s, o.id))
+        for prev, op in pairwise(ops):
+            earlier = (prev.start_s, prev.end_s) < (op.start_s, op.end_s)
+            if earlier and prev.end_s <= op.start_s + 1e-9:
+                out.setdefault(op.id, set()).add(prev.id)
+    return out
 
 
 def _skew_and_order(n: int, deps: list[tuple[tuple[int, int], ...]]) -> tuple[list[int], list[int]]:

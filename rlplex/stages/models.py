@@ -87,14 +87,14 @@ def hf_config(config: ModelConfig) -> Any:
 def _build(auto_cls: Any, config: ModelConfig, **kwargs: Any) -> torch.nn.Module:
     import torch
 
+    hf = hf_config(config)
+    for key, value in kwargs.items():
+        setattr(hf, key, value)
     if config.path is not None:
         model = auto_cls.from_pretrained(
-            config.path, local_files_only=True, dtype=_dtype(config.dtype), **kwargs
+            config.path, config=hf, local_files_only=True, dtype=_dtype(config.dtype)
         )
     else:
-        hf = hf_config(config)
-        for key, value in kwargs.items():
-            setattr(hf, key, value)
         # The same seed gives every role (actor, reference, rollout) the same initial weights.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
@@ -112,10 +112,13 @@ def build_causal_lm(config: ModelConfig) -> torch.nn.Module:
 
 
 def build_critic(config: ModelConfig) -> torch.nn.Module:
-    """The LM backbone with a one-output token head: a value per position."""
+    """The LM backbone with a one-output token head: a value per position.
+
+    The head's dropout is off (HF defaults to 0.1): a noisy value target only slows the critic.
+    """
     from transformers import AutoModelForTokenClassification
 
-    return _build(AutoModelForTokenClassification, config, num_labels=1)
+    return _build(AutoModelForTokenClassification, config, num_labels=1, classifier_dropout=0.0)
 
 
 def build_reward_model(config: ModelConfig) -> torch.nn.Module:

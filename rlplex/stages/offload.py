@@ -82,7 +82,9 @@ class BookkeepingOffload:
     same with or without real models. ``sizes`` are the bytes it reports.
     """
 
-    def __init__(self, sizes: Mapping[str, int] | None = None, resident: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, sizes: Mapping[str, int] | None = None, resident: Sequence[str] | None = None
+    ) -> None:
         self._sizes = dict(sizes or {})
         self._resident = set(self._sizes if resident is None else resident)
         self.calls: list[tuple[str, tuple[str, ...], bool]] = []

@@ -63,7 +63,9 @@ class DeepSpeedOffload:
         pin_memory: passed to ``offload_states``.
     """
 
-    def __init__(self, engine: Any, sizes: Mapping[str, int] | None = None, *, pin_memory: bool = True) -> None:
+    def __init__(
+        self, engine: Any, sizes: Mapping[str, int] | None = None, *, pin_memory: bool = True
+    ) -> None:
         self.engine = engine
         self._sizes = dict(sizes or {})
         self._pin = pin_memory
@@ -81,7 +83,9 @@ class DeepSpeedOffload:
         if not include:
             return 0
         before = _allocated()
-        self.engine.offload_states(include=include, device=device, pin_memory=self._pin, non_blocking=False)
+        self.engine.offload_states(
+            include=include, device=device, pin_memory=self._pin, non_blocking=False
+        )
         after = _allocated()
         return None if before is None or after is None else max(0, before - after)
 

@@ -137,7 +137,7 @@ class TorchOffload:
         return sum(t._version for t in tensors)
 
     def named_weights(self) -> dict[str, torch.Tensor]:
-        """Parameters by name (prefixed ``{i}.`` when there are several modules), for weight sync."""
+        """Parameters by name (``{i}.`` prefixed for several modules), for weight sync."""
         if len(self.modules) == 1:
             return dict(self.modules[0].named_parameters())
         return {

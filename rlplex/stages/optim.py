@@ -147,6 +147,13 @@ def init_deepspeed() -> Any:
         os.environ.setdefault("LOCAL_RANK", "0")
         os.environ.setdefault("WORLD_SIZE", "1")
         backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if backend == "gloo" and os.environ["WORLD_SIZE"] == "1":
+            # One process never reduces across processes, and DeepSpeed's CPU backend would
+            # otherwise JIT-compile its shared-memory all-reduce op (a minute) at first use.
+            import importlib
+
+            # (import_module: ``deepspeed.comm.torch`` as an attribute is the torch package.)
+            importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
         deepspeed.init_distributed(dist_backend=backend, verbose=False)
     return deepspeed
 

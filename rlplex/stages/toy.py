@@ -3,10 +3,12 @@
 Prompts are a few random digits; the answer is ``(last digit + 1) mod 10``
 (rule ``next``) or the last digit itself (rule ``repeat``), then eos. A
 randomly initialised 16-token model answers right about 1 time in 16, so the
-mean reward starts near 0.03; the rule depends only on the last prompt
+mean reward starts near 0.06; the rule depends only on the last prompt
 token, so a 2-layer model learns it within a few dozen GRPO steps. The reward
-gives half credit for the right digit and the other half for stopping right
-after it, which keeps the signal dense while still rewarding a clean answer.
+is 1 when the response starts with the right digit. (Also asking for an eos
+right after it was tried: the model then learns "digit -> next digit" and
+keeps counting, because the answer position and the prompt's last position
+look alike to it; learning to stop takes far more steps than the budget.)
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlplex.stages.tokenizer import EOS, CharTokenizer, CharTokenizerConfig
+from rlplex.stages.tokenizer import CharTokenizer, CharTokenizerConfig
 
 
 class ToyTaskConfig(BaseModel):
@@ -28,7 +30,7 @@ class ToyTaskConfig(BaseModel):
     """``next``: answer (last digit + 1) mod 10; ``repeat``: answer the last digit."""
     prompt_digits: int = Field(3, ge=1, le=16)
     """Digits per prompt."""
-    prompts_per_step: int = Field(8, ge=1)
+    prompts_per_step: int = Field(32, ge=1)
     """Prompts drawn per RL step (each sampled ``n`` times)."""
     seed: int = 0
     """Seed of the prompt stream."""
@@ -46,14 +48,11 @@ def expected_answer(prompt: str, rule: str = "next") -> str:
 
 
 def _score(prompt: str, response: str, rule: str) -> float:
-    answer = expected_answer(prompt, rule)
-    if response == answer + EOS:
-        return 1.0
-    return 0.5 if response.startswith(answer) else 0.0
+    return 1.0 if response.startswith(expected_answer(prompt, rule)) else 0.0
 
 
 def toy_reward(prompt: str, response: str) -> float:
-    """Rule ``next``: 1 for ``digit<eos>``, 0.5 for the right digit without a clean stop, else 0."""
+    """Rule ``next``: 1 when the response starts with (last digit + 1) mod 10, else 0."""
     return _score(prompt, response, "next")
 
 

@@ -91,13 +91,24 @@ def test_stages_pass_data_between_roles_and_the_record_is_written(tmp_path: Path
     record = tmp_path / "run.jsonl"
     seen: list[int] = []
     timeline = execute(
-        plan, cfg, steps=2, record=record, time_scale=0.01,
-        implementations={"generate": generate, "reward": reward, "advantage": advantage, "train": train},
+        plan,
+        cfg,
+        steps=2,
+        record=record,
+        time_scale=0.01,
+        implementations={
+            "generate": generate,
+            "reward": reward,
+            "advantage": advantage,
+            "train": train,
+        },
         on_step=lambda step, metrics: seen.append(step),
     )
     assert seen == [0, 1]
     # actor_infer has 2 workers of 3 rows each; rewards (1 worker) gathers all 6
-    assert timeline.metrics[0]["reward/mean"] == pytest.approx(sum(len(f"s0-r{r}-{i}") for r in range(2) for i in range(3)) / 6)
+    assert timeline.metrics[0]["reward/mean"] == pytest.approx(
+        sum(len(f"s0-r{r}-{i}") for r in range(2) for i in range(3)) / 6
+    )
     on_disk = Timeline.read_jsonl(record)
     assert len(on_disk.events) == 2 * len(plan.ops)
     assert on_disk.metrics[1]["step_s"] > 0
@@ -111,7 +122,7 @@ def test_rehearsal_sleeps_the_planned_time_scaled() -> None:
     cfg, plan = colocated_config(), colocated_plan()
     timeline = execute(plan, cfg, steps=1, time_scale=0.05)
     events = {e.op: e for e in timeline.events}
-    assert events["s0/generate"].model_extra["worker_s"] == pytest.approx(2.0 * 0.05, abs=0.03)
+    assert 2.0 * 0.05 <= events["s0/generate"].model_extra["worker_s"] < 2.0 * 0.05 + 0.2
     assert events["s0/advantage"].duration_s >= 0.5 * 0.05
     assert timeline.metrics[0]["step_s"] >= 6.0 * 0.05 * 0.8
 
@@ -126,19 +137,46 @@ def _lane_orders(timeline: Timeline) -> dict[tuple[int, str], list[str]]:
 
 
 def tight_and_roomy(memory: float) -> Any:
-    return config_from_dict({
-        "cluster": {"nodes": 1, "gpus_per_node": 2, "gpu_memory_gb": memory, "host_gb_per_s": 100},
-        "roles": {
-            "actor_train": {"devices": "0-1", "states": {"weights": 4, "optimizer": 8, "grads": 4}},
-            "actor_infer": {"devices": "0-1", "states": {"weights": 4, "kv_cache": 16}},
-        },
-        "pipeline": {"stages": {
-            "generate": {"role": "actor_infer", "seconds": 2, "memory_gb": 2},
-            "old_logprob": {"role": "actor_train", "seconds": 1, "after": ["generate"], "needs": ["weights"]},
-            "train": {"role": "actor_train", "seconds": 2, "memory_gb": 4, "after": ["old_logprob"]},
-            "weight_sync": {"kind": "weight_sync", "from": "actor_train", "to": "actor_infer", "after": ["train"]},
-        }},
-    })
+    return config_from_dict(
+        {
+            "cluster": {
+                "nodes": 1,
+                "gpus_per_node": 2,
+                "gpu_memory_gb": memory,
+                "host_gb_per_s": 100,
+            },
+            "roles": {
+                "actor_train": {
+                    "devices": "0-1",
+                    "states": {"weights": 4, "optimizer": 8, "grads": 4},
+                },
+                "actor_infer": {"devices": "0-1", "states": {"weights": 4, "kv_cache": 16}},
+            },
+            "pipeline": {
+                "stages": {
+                    "generate": {"role": "actor_infer", "seconds": 2, "memory_gb": 2},
+                    "old_logprob": {
+                        "role": "actor_train",
+                        "seconds": 1,
+                        "after": ["generate"],
+                        "needs": ["weights"],
+                    },
+                    "train": {
+                        "role": "actor_train",
+                        "seconds": 2,
+                        "memory_gb": 4,
+                        "after": ["old_logprob"],
+                    },
+                    "weight_sync": {
+                        "kind": "weight_sync",
+                        "from": "actor_train",
+                        "to": "actor_infer",
+                        "after": ["train"],
+                    },
+                }
+            },
+        }
+    )
 
 
 @pytest.mark.parametrize("memory", [30.0, 80.0], ids=["tight", "roomy"])
@@ -146,7 +184,13 @@ def test_offload_calls_and_device_order_follow_the_plan(tmp_path: Path, memory: 
     cfg = tight_and_roomy(memory)
     plan = make_plan(cfg)
     calls = tmp_path / "calls.jsonl"
-    timeline = execute(plan, cfg, steps=2, time_scale=0.02, setups={r: logging_setup(str(calls)) for r in cfg.roles})
+    timeline = execute(
+        plan,
+        cfg,
+        steps=2,
+        time_scale=0.02,
+        setups={r: logging_setup(str(calls)) for r in cfg.roles},
+    )
     # every device runs its ops in the planned order
     sched = expand_plan(plan, 2, staleness=0)
     assert _lane_orders(timeline) == {k: list(v) for k, v in sched.lanes.items()}
@@ -157,7 +201,11 @@ def test_offload_calls_and_device_order_follow_the_plan(tmp_path: Path, memory: 
             role, rank, kind, states = json.loads(line)
             seen[(role, rank)].extend((kind, s) for s in states)
     for role in cfg.roles:
-        planned = [(o.kind, o.state) for o in sched.ops if o.role == role and o.kind in ("offload", "reload")]
+        planned = [
+            (o.kind, o.state)
+            for o in sched.ops
+            if o.role == role and o.kind in ("offload", "reload")
+        ]
         for rank in range(cfg.roles[role].world_size):
             assert seen.get((role, rank), []) == planned
     return_value = sorted(seen.items())
@@ -172,19 +220,30 @@ def test_tight_and_roomy_plans_offload_differently() -> None:
 
 
 def async_config() -> Any:
-    return config_from_dict({
-        "cluster": {"nodes": 1, "gpus_per_node": 2, "gpu_memory_gb": 80},
-        "roles": {
-            "actor_infer": {"devices": [0], "states": {"weights": 4, "kv_cache": 20}},
-            "actor_train": {"devices": [1], "states": {"weights": 4, "optimizer": 8}},
-        },
-        "pipeline": {"mode": "async", "max_staleness": 1, "stages": {
-            "generate": {"role": "actor_infer", "seconds": 2},
-            "advantage": {"role": "driver", "seconds": 0.2, "after": ["generate"]},
-            "train": {"role": "actor_train", "seconds": 3, "after": ["advantage"]},
-            "weight_sync": {"kind": "weight_sync", "from": "actor_train", "to": "actor_infer", "after": ["train"]},
-        }},
-    })
+    return config_from_dict(
+        {
+            "cluster": {"nodes": 1, "gpus_per_node": 2, "gpu_memory_gb": 80},
+            "roles": {
+                "actor_infer": {"devices": [0], "states": {"weights": 4, "kv_cache": 20}},
+                "actor_train": {"devices": [1], "states": {"weights": 4, "optimizer": 8}},
+            },
+            "pipeline": {
+                "mode": "async",
+                "max_staleness": 1,
+                "stages": {
+                    "generate": {"role": "actor_infer", "seconds": 2},
+                    "advantage": {"role": "driver", "seconds": 0.2, "after": ["generate"]},
+                    "train": {"role": "actor_train", "seconds": 3, "after": ["advantage"]},
+                    "weight_sync": {
+                        "kind": "weight_sync",
+                        "from": "actor_train",
+                        "to": "actor_infer",
+                        "after": ["train"],
+                    },
+                },
+            },
+        }
+    )
 
 
 def test_async_generation_runs_at_most_k_steps_ahead() -> None:
@@ -213,7 +272,14 @@ def test_stage_exception_names_stage_step_role_rank_and_keeps_the_record(tmp_pat
     cfg, plan = colocated_config(), colocated_plan()
     record = tmp_path / "run.jsonl"
     with pytest.raises(StageFailedError) as info:
-        execute(plan, cfg, steps=3, record=record, time_scale=0.01, implementations={"train": failing_train})
+        execute(
+            plan,
+            cfg,
+            steps=3,
+            record=record,
+            time_scale=0.01,
+            implementations={"train": failing_train},
+        )
     err = info.value
     assert (err.stage, err.step, err.role, err.rank) == ("train", 1, "actor_train", 1)
     assert "loss is NaN" in str(err) and "ValueError" in err.remote_traceback
@@ -233,7 +299,14 @@ def test_killed_worker_gives_a_clear_error_within_the_timeout() -> None:
     cfg, plan = colocated_config(), colocated_plan()
     t0 = time.monotonic()
     with pytest.raises((WorkerDiedError, OpTimeoutError)) as info:
-        execute(plan, cfg, steps=3, time_scale=0.01, timeout_s=20, implementations={"generate": dying_generate})
+        execute(
+            plan,
+            cfg,
+            steps=3,
+            time_scale=0.01,
+            timeout_s=20,
+            implementations={"generate": dying_generate},
+        )
     assert time.monotonic() - t0 < 60
     assert "actor_infer" in str(info.value) and "s1/generate" in str(info.value)
     assert_no_placement_groups_left()
@@ -247,7 +320,14 @@ def test_op_overrunning_the_timeout_is_reported() -> None:
     cfg, plan = colocated_config(), colocated_plan()
     t0 = time.monotonic()
     with pytest.raises(OpTimeoutError, match="s0/train"):
-        execute(plan, cfg, steps=1, time_scale=0.01, timeout_s=1.0, implementations={"train": slow_train})
+        execute(
+            plan,
+            cfg,
+            steps=1,
+            time_scale=0.01,
+            timeout_s=1.0,
+            implementations={"train": slow_train},
+        )
     assert time.monotonic() - t0 < 25
     assert_no_placement_groups_left()
 
@@ -261,14 +341,40 @@ def test_plan_needing_more_gpus_than_the_cluster_is_refused_before_start() -> No
 
 
 def test_plan_needing_a_missing_node_is_refused_with_the_numbers() -> None:
-    cfg = config_from_dict({
-        "cluster": {"nodes": 2, "gpus_per_node": 4},
-        "roles": {"actor_train": {"devices": [0, 4], "states": {"weights": 1}},
-                  "actor_infer": {"devices": [0, 4], "states": {"weights": 1}}},
-        "pipeline": {"stages": {"generate": {"role": "actor_infer", "seconds": 1},
-                                "train": {"role": "actor_train", "seconds": 1, "after": ["generate"]}}},
-    })
+    cfg = config_from_dict(
+        {
+            "cluster": {"nodes": 2, "gpus_per_node": 4},
+            "roles": {
+                "actor_train": {"devices": [0, 4], "states": {"weights": 1}},
+                "actor_infer": {"devices": [0, 4], "states": {"weights": 1}},
+            },
+            "pipeline": {
+                "stages": {
+                    "generate": {"role": "actor_infer", "seconds": 1},
+                    "train": {"role": "actor_train", "seconds": 1, "after": ["generate"]},
+                }
+            },
+        }
+    )
     plan = make_plan(cfg)
     with pytest.raises(ClusterFitError, match="node"):
         execute(plan, cfg, steps=1)
+    assert_no_placement_groups_left()
+
+
+def test_ctrl_c_finishes_the_ops_in_flight_and_flushes_the_record(tmp_path: Path) -> None:
+    from rlplex.runtime import RunInterrupted
+
+    cfg, plan = colocated_config(), colocated_plan()
+    record = tmp_path / "run.jsonl"
+
+    def interrupt(step: int, metrics: dict) -> None:
+        if step == 0:
+            raise KeyboardInterrupt
+
+    with pytest.raises(RunInterrupted):
+        execute(plan, cfg, steps=5, record=record, time_scale=0.01, on_step=interrupt)
+    on_disk = Timeline.read_jsonl(record)
+    assert on_disk.metrics[0]["step_s"] > 0
+    assert max(e.step for e in on_disk.events) < 4
     assert_no_placement_groups_left()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from plans import colocated_plan, op
 
@@ -45,7 +47,7 @@ def test_lanes_keep_the_planned_order_per_device() -> None:
     ]
     by_id = sched.by_id()
     for lane in sched.lanes.values():
-        for before, after in zip(lane, lane[1:], strict=False):
+        for before, after in itertools.pairwise(lane):
             assert before in by_id[after].deps
 
 
@@ -70,35 +72,96 @@ def test_every_example_plan_unrolls_without_cycles() -> None:
 
 def test_zero_length_ties_follow_dependencies() -> None:
     ops = [
-        op("s0/reload/r/kv_cache", "reload", 0.0, 0.0, ("s0/offload/r/weights",), devices=(0,), role="r", state="kv_cache"),
-        op("s0/offload/r/weights", "offload", 0.0, 0.0, (), devices=(0,), role="r", state="weights"),
+        op(
+            "s0/reload/r/kv_cache",
+            "reload",
+            0.0,
+            0.0,
+            ("s0/offload/r/weights",),
+            devices=(0,),
+            role="r",
+            state="kv_cache",
+        ),
+        op(
+            "s0/offload/r/weights", "offload", 0.0, 0.0, (), devices=(0,), role="r", state="weights"
+        ),
     ]
-    plan = Plan(makespan_s=0, period_s=0, lower_bound_s=0, capacity_gb=1, placement={"r": [0]},
-                states={}, initial_residency={}, ops=ops)
+    plan = Plan(
+        makespan_s=0,
+        period_s=0,
+        lower_bound_s=0,
+        capacity_gb=1,
+        placement={"r": [0]},
+        states={},
+        initial_residency={},
+        ops=ops,
+    )
     sched = expand_plan(plan, 1)
     assert sched.lanes[(0, "transfer")] == ("s0/offload/r/weights", "s0/reload/r/kv_cache")
 
 
 def test_unknown_dependency_and_cycle_are_refused() -> None:
-    bad = Plan(makespan_s=1, period_s=1, lower_bound_s=1, capacity_gb=1, placement={}, states={},
-               initial_residency={}, ops=[op("s0/a", "run", 0, 1, ("s0/nope",), role="driver")])
+    bad = Plan(
+        makespan_s=1,
+        period_s=1,
+        lower_bound_s=1,
+        capacity_gb=1,
+        placement={},
+        states={},
+        initial_residency={},
+        ops=[op("s0/a", "run", 0, 1, ("s0/nope",), role="driver")],
+    )
     with pytest.raises(PlanScheduleError, match="s0/nope"):
         expand_plan(bad, 1)
-    cyclic = bad.model_copy(update={"ops": [
-        op("s0/a", "run", 0, 1, ("s0/b",), role="driver"), op("s0/b", "run", 0, 1, ("s0/a",), role="driver"),
-    ]})
+    cyclic = bad.model_copy(
+        update={
+            "ops": [
+                op("s0/a", "run", 0, 1, ("s0/b",), role="driver"),
+                op("s0/b", "run", 0, 1, ("s0/a",), role="driver"),
+            ]
+        }
+    )
     with pytest.raises(PlanScheduleError, match="cycle"):
         expand_plan(cyclic, 1)
 
 
 def test_dead_offload_is_read_from_the_cost_model() -> None:
     ops = [
-        op("s0/offload/inf/weights", "offload", 0, 0, (), devices=(0,), role="inf", state="weights"),
-        op("s0/weight_sync", "weight_sync", 0, 1, ("s0/offload/inf/weights",), devices=(0,), role="inf", from_role="tr"),
-        op("s0/offload/tr/weights", "offload", 1, 2, ("s0/weight_sync",), devices=(0,), role="tr", state="weights", gb=1.0),
+        op(
+            "s0/offload/inf/weights", "offload", 0, 0, (), devices=(0,), role="inf", state="weights"
+        ),
+        op(
+            "s0/weight_sync",
+            "weight_sync",
+            0,
+            1,
+            ("s0/offload/inf/weights",),
+            devices=(0,),
+            role="inf",
+            from_role="tr",
+        ),
+        op(
+            "s0/offload/tr/weights",
+            "offload",
+            1,
+            2,
+            ("s0/weight_sync",),
+            devices=(0,),
+            role="tr",
+            state="weights",
+            gb=1.0,
+        ),
     ]
-    plan = Plan(makespan_s=2, period_s=2, lower_bound_s=2, capacity_gb=1, placement={}, states={},
-                initial_residency={}, ops=ops)
+    plan = Plan(
+        makespan_s=2,
+        period_s=2,
+        lower_bound_s=2,
+        capacity_gb=1,
+        placement={},
+        states={},
+        initial_residency={},
+        ops=ops,
+    )
     by_id = expand_plan(plan, 1).by_id()
     assert by_id["s0/offload/inf/weights"].dead
     assert not by_id["s0/offload/tr/weights"].dead

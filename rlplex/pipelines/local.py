@@ -1,0 +1,146 @@
+"""Run a pipeline's stage callables in this process, in DAG order, without Ray.
+
+For unit tests of the pipelines and for debugging a stage: every role has one
+worker, built by its setup function here, and stages run one at a time in
+topological order, with the weight sync copying the trainer's weights into
+the rollout engine (``named_weights``). Placement and offloading are the
+executor's business and are ignored here.
+
+Async one-step-off (``max_staleness = k``) is emulated by order: the
+generation of step t runs right after the weight sync of step t - k - 1, so
+its weights are k steps stale, exactly as the plan allows; the rest of step t
+runs after.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlplex.dag.pipeline import Pipeline
+from rlplex.resources.cluster import DRIVER
+
+
+@dataclass(frozen=True)
+class LocalWorkerInfo:
+    """The ``WorkerInfo`` fields a stage or setup reads, for one in-process worker."""
+
+    role: str
+    rank: int = 0
+    world_size: int = 1
+    devices: tuple[int, ...] = ()
+    state_gb: Mapping[str, float] = field(default_factory=dict)
+    initial_residency: tuple[str, ...] = ()
+
+
+@dataclass
+class LocalContext:
+    """What a stage callable receives as ``ctx`` (same fields as the executor's)."""
+
+    step: int
+    stage: str
+    info: LocalWorkerInfo
+    state: Any = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int:
+        return self.info.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.info.world_size
+
+    @property
+    def role(self) -> str:
+        return self.info.role
+
+    def log(self, **metrics: Any) -> None:
+        self.metrics.update(metrics)
+
+
+def _call(fn: Callable[..., Any], ctx: LocalContext, upstream: Mapping[str, Any]) -> Any:
+    params = inspect.signature(fn).parameters
+    kwargs = {k: v for k, v in upstream.items() if k in params}
+    if "ctx" in params:
+        kwargs["ctx"] = ctx
+    return fn(**kwargs)
+
+
+def _sync_weights(src: Any, dst: Any) -> None:
+    import torch
+
+    weights = src.named_weights()
+    with torch.no_grad():
+        for name, tensor in dst.named_weights().items():
+            tensor.copy_(weights[name])
+
+
+def run_local(
+    pipeline: Pipeline,
+    setups: Mapping[str, Callable[[Any], Any]],
+    steps: int,
+    on_step: Callable[[int, dict[str, Any]], None] | None = None,
+) -> dict[int, dict[str, Any]]:
+    """Run ``steps`` steps; returns each step's metrics (plus ``step_s``).
+
+    Raises:
+        KeyError: a role of the pipeline has no setup function.
+    """
+    states: dict[str, Any] = {}
+    for role in [*pipeline.roles_used(), DRIVER]:
+        if role in setups and role not in states:
+            states[role] = setups[role](LocalWorkerInfo(role=role))
+    order = [pipeline.stage(n) for n in pipeline.topological_order()]
+    readers = {
+        r for s in pipeline.stages if s.is_weight_sync for r in pipeline.weight_readers(s, {})
+    }
+    # Stages of the generation "front" of a step: the weight readers and what feeds them.
+    front = [s for s in order if s.name in readers]
+    rest = [s for s in order if s.name not in readers]
+    lag = pipeline.staleness
+    results: dict[int, dict[str, Any]] = {}
+    metrics: dict[int, dict[str, Any]] = {}
+    started: dict[int, float] = {}
+
+    def run_stage(stage: Any, step: int) -> None:
+        t0 = time.perf_counter()
+        step_results = results.setdefault(step, {})
+        if stage.is_weight_sync:
+            if stage.fn is not None:
+                ctx = LocalContext(step, stage.name, LocalWorkerInfo(stage.to_role), states[stage.to_role])
+                _call(stage.fn, ctx, {d: step_results.get(d) for d in stage.after})
+            else:
+                _sync_weights(states[stage.from_role], states[stage.to_role])
+            step_results[stage.name] = None
+        else:
+            role = stage.role
+            if role not in states:
+                raise KeyError(f"no setup function for role {role!r} (stage {stage.name!r})")
+            ctx = LocalContext(step, stage.name, LocalWorkerInfo(role), states[role])
+            upstream = {d: step_results[d] for d in stage.after}
+            step_results[stage.name] = _call(stage.fn, ctx, upstream) if stage.fn else None
+            for k, v in ctx.metrics.items():
+                metrics.setdefault(step, {}).setdefault(k, v)
+        metrics.setdefault(step, {}).setdefault(f"time/{stage.name}", time.perf_counter() - t0)
+
+    def run_front(step: int) -> None:
+        started[step] = time.perf_counter()
+        for stage in front:
+            run_stage(stage, step)
+
+    for step in range(min(lag, steps)):
+        run_front(step)
+    for step in range(steps):
+        if step + lag < steps:
+            run_front(step + lag)
+        for stage in rest:
+            run_stage(stage, step)
+        metrics[step]["step_s"] = time.perf_counter() - started[step]
+        results.pop(step, None)
+        if on_step is not None:
+            on_step(step, metrics[step])
+    return metrics

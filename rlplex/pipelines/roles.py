@@ -1,0 +1,93 @@
+"""Where the pipelines' roles live: setup functions and ready cluster configs.
+
+The executor needs, per role, a setup function run once on each worker
+(:func:`role_setups`), and a :class:`~rlplex.Config` with the cluster, the
+roles' device sets and their state sizes for the planner
+(:func:`cluster_config`). Three layouts cover the tests and the demo:
+
+- ``colocated``: every GPU role on the same logical GPUs; the GPU is too small
+  for all states at once, so the planner inserts offloads and reloads;
+- ``split``: one logical GPU per role, no offloads;
+- ``async``: like ``split`` (async needs the rollout on its own devices), with
+  generation one step ahead.
+
+State sizes are the planner's budget in GB per device (the tiny model's real
+bytes are far smaller); only their ratios to ``gpu_memory_gb`` matter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, Literal
+
+from rlplex.config import Config
+from rlplex.dag.pipeline import Pipeline
+from rlplex.pipelines.config import RLConfig
+from rlplex.resources.cluster import DRIVER, Cluster, Role
+
+Layout = Literal["colocated", "split", "async"]
+
+TRAIN_STATES = {"weights": 1.0, "optimizer": 2.0, "grads": 1.0}
+"""actor_train / critic: GB per device (fp32 AdamW moments are twice the weights)."""
+INFER_STATES = {"weights": 1.0, "kv_cache": 1.0}
+"""actor_infer: GB per device."""
+REF_STATES = {"weights": 1.0}
+"""reference: GB per device."""
+
+
+def role_setups(cfg: RLConfig) -> dict[str, Callable[[Any], Any]]:
+    """Role name -> ``setup(info) -> state`` (picklable partials of module functions)."""
+    from rlplex.pipelines import stages as s
+
+    out: dict[str, Callable[[Any], Any]] = {
+        "actor_train": partial(s.setup_policy, cfg),
+        "actor_infer": partial(s.setup_rollout, cfg),
+        "reference": partial(s.setup_reference, cfg),
+        "rewards": partial(s.setup_rewards, cfg),
+        DRIVER: partial(s.setup_driver, cfg),
+    }
+    if cfg.algorithm == "ppo":
+        out["critic"] = partial(s.setup_critic, cfg)
+    return out
+
+
+def cluster_config(
+    pipeline: Pipeline,
+    layout: Layout = "colocated",
+    *,
+    gpu_memory_gb: float = 5.0,
+    host_gb_per_s: float = 25.0,
+    reward_workers: int = 1,
+) -> Config:
+    """A one-node config placing the pipeline's roles as ``layout`` says.
+
+    Colocated on one GPU of ``gpu_memory_gb`` (default 5 GB against 4 GB of
+    actor_train states, 2 of actor_infer, 1 of reference, 4 of a critic), the
+    planner must offload and reload to fit.
+    """
+    used = set(pipeline.roles_used())
+    gpu_roles = [r for r in ("actor_train", "actor_infer", "reference", "critic") if r in used]
+    states = {
+        "actor_train": TRAIN_STATES,
+        "critic": TRAIN_STATES,
+        "actor_infer": INFER_STATES,
+        "reference": REF_STATES,
+    }
+    if layout == "colocated":
+        devices = {r: (0,) for r in gpu_roles}
+    else:
+        devices = {r: (i,) for i, r in enumerate(gpu_roles)}
+    gpus = max(d for ds in devices.values() for d in ds) + 1
+    roles = {
+        r: Role(name=r, devices=devices[r], world_size=1, states=dict(states[r])) for r in gpu_roles
+    }
+    if "rewards" in used:
+        roles["rewards"] = Role(name="rewards", world_size=reward_workers)
+    if layout == "async" and pipeline.mode != "async":
+        pipeline = pipeline.model_copy(update={"mode": "async", "max_staleness": 1})
+    pipeline.check([*roles, DRIVER])
+    cluster = Cluster(
+        nodes=1, gpus_per_node=gpus, gpu_memory_gb=gpu_memory_gb, host_gb_per_s=host_gb_per_s
+    )
+    return Config(cluster=cluster, roles=roles, pipeline=pipeline, source=f"rlplex:{layout}")

@@ -1,0 +1,376 @@
+"""Replay recorded step timings through a config's plan: where did each step's time go?
+
+A run's log (rlplex record, verl, ROLL; see :mod:`rlplex.timeline.importers`)
+says how long every stage took at every step and how long the step took. The
+plan of the config that ran says which stages ran in parallel, which waited
+for which, and which offloads and reloads sat between them. Replaying the
+recorded stage durations through that plan predicts each step's time; the
+difference to the recorded step time is the model's error. Replaying the same
+plan with *only* the recorded stages (modelled transfers and unrecorded
+stages at 0 s) gives the time the recorded stages explain; what is left of
+the recorded step is *unattributed* (driver overhead, data loading, logging).
+
+The replay runs the plan's op pattern (:func:`rlplex.sim.simulate.extract_pattern`)
+with the same recurrence as :func:`rlplex.sim.simulate` but keeps only step
+end times, not events, so 100,000 recorded steps replay in about a second.
+:func:`replay_timeline` draws the first steps with the simulator itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from rlplex.config import Config
+from rlplex.plan.model import Plan
+from rlplex.sim.simulate import Pattern, extract_pattern, simulate
+from rlplex.timeline.importers.base import RecordedRun
+from rlplex.timeline.record import Timeline
+
+UNRELIABLE = (
+    "the plan's device order changes from step to step, so its one-step pattern may let two"
+    " ops overlap on a device: the replayed times may be optimistic"
+)
+"""Warning for a plan no single step of which repeats into a valid schedule."""
+
+Column = float | Sequence[float]
+"""Durations of one op: the same every step (a float) or one per step."""
+
+
+@dataclass(frozen=True)
+class StepReplay:
+    """One recorded step against its replay."""
+
+    step: int
+    """The step number as recorded."""
+    recorded_s: float | None
+    """The recorded step time; None when the log has none for this step."""
+    predicted_s: float
+    """The replayed step time: recorded stage durations through the plan, transfers modelled."""
+    explained_s: float
+    """The step time the recorded stages alone explain (transfers, unrecorded stages at 0 s)."""
+
+    @property
+    def unattributed_s(self) -> float | None:
+        """Recorded time that no recorded stage explains (None without a recorded time)."""
+        return None if self.recorded_s is None else self.recorded_s - self.explained_s
+
+    @property
+    def error_pct(self) -> float | None:
+        """(predicted - recorded) / recorded, in percent."""
+        if not self.recorded_s:
+            return None
+        return (self.predicted_s - self.recorded_s) / self.recorded_s * 100.0
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """Every replayed step and the warnings about stages that did not match."""
+
+    steps: tuple[StepReplay, ...]
+    """Replayed steps, in step order."""
+    warnings: tuple[str, ...] = ()
+    """Recorded stages the config lacks, config stages the record lacks."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Record file, format, config file, mode."""
+
+    def _mean(self, values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    @property
+    def mean_abs_error_pct(self) -> float | None:
+        """Mean of |error| over the steps that have a recorded time."""
+        return self._mean([abs(s.error_pct) for s in self.steps if s.error_pct is not None])
+
+    @property
+    def mean_recorded_s(self) -> float | None:
+        return self._mean([s.recorded_s for s in self.steps if s.recorded_s is not None])
+
+    @property
+    def mean_predicted_s(self) -> float | None:
+        return self._mean([s.predicted_s for s in self.steps])
+
+    @property
+    def mean_unattributed_s(self) -> float | None:
+        return self._mean([s.unattributed_s for s in self.steps if s.unattributed_s is not None])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``rlplex replay --json`` object."""
+        return {
+            "steps": [
+                {
+                    "step": s.step,
+                    "recorded_s": s.recorded_s,
+                    "predicted_s": s.predicted_s,
+                    "unattributed_s": s.unattributed_s,
+                    "explained_s": s.explained_s,
+                    "error_pct": s.error_pct,
+                }
+                for s in self.steps
+            ],
+            "mean_abs_error_pct": self.mean_abs_error_pct,
+            "mean_recorded_s": self.mean_recorded_s,
+            "mean_predicted_s": self.mean_predicted_s,
+            "mean_unattributed_s": self.mean_unattributed_s,
+            "warnings": list(self.warnings),
+            **self.meta,
+        }
+
+
+def stage_warnings(run: RecordedRun, config: Config, base: Mapping[str, float]) -> list[str]:
+    """Name the recorded stages the config lacks and the config stages the record lacks.
+
+    ``base`` gives the modelled seconds of each config stage, quoted for the
+    ones the replay has to model.
+    """
+    recorded = run.stage_names()
+    names = config.pipeline.names
+    out = []
+    extra = [s for s in recorded if s not in names]
+    if extra:
+        out.append(
+            f"recorded stage(s) not in the config, left out of the replay: {', '.join(extra)}"
+        )
+    missing = [s for s in names if s not in recorded]
+    if missing:
+        modelled = ", ".join(f"{s} {base.get(s, 0.0):.4g} s" for s in missing)
+        out.append(f"config stage(s) not in the record, replayed with the model: {modelled}")
+    return out
+
+
+def device_order_repeats(plan: Plan, step: int) -> bool:
+    """Whether repeating ``step``'s device order gives each device one chain of ops.
+
+    The simulator repeats one step's ops and their incoming edges. That is a
+    valid schedule only if, on every device lane (compute; copy engine), each
+    op of the step follows exactly one other op of the lane and the ops form
+    one cycle spanning one step. A plan whose unrolled steps alternate two
+    device orders (possible in async mode) fails this for every step: its
+    repetition loses an edge and lets two ops overlap on a device.
+    """
+    if plan.unrolled_steps <= 1:
+        return True  # sync: a step starts when the previous one has ended
+    lanes: dict[tuple[int, bool], list] = {}
+    for op in plan.ops:
+        for d in op.devices:
+            lanes.setdefault((d, op.kind in ("run", "weight_sync")), []).append(op)
+    for ops in lanes.values():
+        ops.sort(key=lambda o: (o.start_s, o.end_s, o.id))
+        mine = {o.id.partition("/")[2] for o in ops if o.step == step}
+        pred: dict[str, tuple[str, int]] = {}
+        for prev, op in pairwise(ops):
+            if op.step == step:
+                pred[op.id.partition("/")[2]] = (prev.id.partition("/")[2], prev.step - step)
+        if not mine:
+            continue
+        if set(pred) != mine or sorted(k for k, _ in pred.values()) != sorted(mine):
+            return False
+        # Walk the cycle from any op: it must visit every op once and span one step.
+        first = next(iter(mine))
+        key, total, seen = first, 0, 0
+        while True:
+            key, off = pred[key]
+            total += off
+            seen += 1
+            if key == first or seen > len(mine):
+                break
+        if key != first or seen != len(mine) or total != -1:
+            return False
+    return True
+
+
+def replay_plan(plan: Plan, config: Config) -> tuple[Plan, Pattern, bool]:
+    """``plan`` (its pattern step moved if need be), its op pattern, and whether that is valid.
+
+    When the plan's own pattern step does not repeat into a valid schedule
+    (see :func:`device_order_repeats`), the nearest interior unrolled step
+    that does is used: its device order, repeated, is a valid schedule. The
+    returned plan carries that ``pattern_step`` so that
+    :func:`rlplex.sim.simulate` draws the same schedule. False when no step
+    repeats validly (the replay may then let ops overlap on a device).
+    """
+    if device_order_repeats(plan, plan.pattern_step):
+        return plan, extract_pattern(plan, config), True
+    # Interior steps only: the first and last unrolled steps lack neighbours.
+    interior = range(1, plan.unrolled_steps - 1)
+    for step in sorted(interior, key=lambda s: abs(s - plan.pattern_step)):
+        if device_order_repeats(plan, step):
+            moved = plan.model_copy(update={"pattern_step": step})
+            return moved, extract_pattern(moved, config), True
+    return plan, extract_pattern(plan, config), False
+
+
+def step_times(pattern: Pattern, columns: Sequence[Column], steps: int) -> list[float]:
+    """Step times (between consecutive step ends) of ``steps`` steps of ``pattern``.
+
+    ``columns[j]`` gives op j's duration, per step or constant. This is the
+    recurrence of :func:`rlplex.sim.simulate` (same rounds, same order, same
+    barrier) without building events; ``tests/sim/test_replay.py`` checks
+    that both agree.
+    """
+    n_ops = len(pattern.keys)
+    ends = [[0.0] * n_ops for _ in range(steps)]
+    step_end = [0.0] * steps
+    deps, skew, order, barrier = pattern.deps, pattern.skew, pattern.order, pattern.barrier
+    max_skew = max(skew, default=0)
+    const = [c if isinstance(c, (int, float)) else None for c in columns]
+    for rnd in range(steps + max_skew):
+        for j in order:
+            n = rnd - skew[j]
+            if n < 0 or n >= steps:
+                continue
+            t = step_end[n - 1] if barrier and n > 0 else 0.0
+            for off, k in deps[j]:
+                s = n + off
+                if 0 <= s < steps:
+                    e = ends[s][k]
+                    if e > t:
+                        t = e
+            c = const[j]
+            end = t + (c if c is not None else columns[j][n])  # type: ignore[index]
+            ends[n][j] = end
+            if end > step_end[n]:
+                step_end[n] = end
+    out, prev = [], 0.0
+    for end in step_end:
+        end = max(end, prev)
+        out.append(end - prev)
+        prev = end
+    return out
+
+
+def steady_period(times: Sequence[float]) -> float:
+    """Mean step time over the second half of a run (the simulator's ``period_s``)."""
+    tail = list(times[len(times) // 2 :]) or [0.0]
+    return sum(tail) / len(tail)
+
+
+def cyclic_period(pattern: Pattern, columns: Sequence[Column], steps: int, warmup: int) -> float:
+    """Steady-state time per step of the recorded sequence repeated end to end.
+
+    The ``steps`` recorded steps are replayed ``warmup`` steps into a cyclic
+    repetition of themselves (so an async pipeline is already full) and
+    followed by ``warmup`` more (so it is not draining); the period is the
+    mean over exactly the ``steps`` steps in between. Each recorded step thus
+    counts once; in sync mode this is the mean of the steps' own times.
+    """
+    if steps <= 0:
+        return 0.0
+    total = steps + 2 * warmup
+
+    def cycle(column: Column) -> Column:
+        if isinstance(column, (int, float)):
+            return column
+        return [column[(n - warmup) % steps] for n in range(total)]
+
+    times = step_times(pattern, [cycle(c) for c in columns], total)
+    return sum(times[warmup : warmup + steps]) / steps
+
+
+def stage_columns(
+    pattern: Pattern,
+    rows: Sequence[Mapping[str, float]],
+    *,
+    factors: Mapping[str, float] | None = None,
+    modelled: Collection[str] = (),
+    explained: bool = False,
+) -> list[Column]:
+    """Per-op duration columns for :func:`step_times` from recorded rows (one per step).
+
+    A stage op takes its recorded seconds times ``factors[stage]`` (default 1)
+    where the row has it, else the pattern's modelled
+    duration; stages in ``modelled`` always take the modelled duration. With
+    ``explained``, everything that is not a recorded stage
+    (transfers, modelled stages) takes 0 s.
+    """
+    factors = factors or {}
+    columns: list[Column] = []
+    for j, stage in enumerate(pattern.stages):
+        base = pattern.base[j]
+        if stage is None or stage in modelled:
+            columns.append(0.0 if explained else base)
+            continue
+        f = factors.get(stage, 1.0)
+        fallback = 0.0 if explained else base
+        if not any(stage in row for row in rows):
+            columns.append(fallback)
+            continue
+        columns.append([row[stage] * f if stage in row else fallback for row in rows])
+    return columns
+
+
+def replay(run: RecordedRun, config: Config, plan: Plan | None = None) -> ReplayResult:
+    """Replay every recorded step through the plan of ``config``.
+
+    Args:
+        run: the imported log.
+        config: the config the run used (its placement and mode).
+        plan: its plan; :func:`rlplex.plan.make_plan` of ``config`` when None.
+
+    Returns:
+        Per step: recorded, predicted and explained step times; warnings for
+        stages present on one side only.
+    """
+    if plan is None:
+        from rlplex.plan import make_plan
+
+        plan = make_plan(config)
+    plan, pattern, valid = replay_plan(plan, config)
+    base = {s: pattern.base[j] for j, s in enumerate(pattern.stages) if s is not None}
+    numbers = sorted(run.steps)
+    rows = [run.steps[n] for n in numbers]
+    predicted = step_times(pattern, stage_columns(pattern, rows), len(rows))
+    explained = step_times(pattern, stage_columns(pattern, rows, explained=True), len(rows))
+    steps = tuple(
+        StepReplay(step=n, recorded_s=run.step_s.get(n), predicted_s=p, explained_s=e)
+        for n, p, e in zip(numbers, predicted, explained, strict=True)
+    )
+    warnings = stage_warnings(run, config, base)
+    if not valid:
+        warnings.append(UNRELIABLE)
+    if not rows:
+        warnings.append("the record has no stage durations to replay")
+    return ReplayResult(
+        steps=steps,
+        warnings=tuple(warnings),
+        meta={"record": run.source, "format": run.format, "config": config.source,
+              "mode": plan.mode},
+    )  # fmt: skip
+
+
+def recorded_durations(
+    run: RecordedRun, factors: Mapping[str, float] | None = None, modelled: Collection[str] = ()
+) -> Any:
+    """``f(index, stage)`` for :func:`rlplex.sim.simulate`: the index-th recorded step, scaled.
+
+    Stages in ``modelled`` (and stages the step lacks) give None: the simulator models them.
+    """
+    rows = [run.steps[n] for n in sorted(run.steps)]
+    factors = factors or {}
+
+    def lookup(index: int, stage: str) -> float | None:
+        if index >= len(rows) or stage in modelled or stage not in rows[index]:
+            return None
+        return rows[index][stage] * factors.get(stage, 1.0)
+
+    return lookup
+
+
+def replay_timeline(
+    run: RecordedRun,
+    config: Config,
+    plan: Plan,
+    *,
+    steps: int = 8,
+    factors: Mapping[str, float] | None = None,
+    modelled: Collection[str] = (),
+) -> Timeline:
+    """The first ``steps`` replayed steps as a Timeline (for a Gantt chart), by the simulator."""
+    count = max(1, min(steps, len(run.steps)))
+    timeline = simulate(
+        plan, config, steps=count, durations=recorded_durations(run, factors, modelled)
+    )
+    meta = {**timeline.meta, "source": "replay", "record": run.source}
+    return timeline.model_copy(update={"meta": meta})

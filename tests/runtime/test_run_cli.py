@@ -1,0 +1,80 @@
+"""``rlplex run``: a rehearsal end to end, and a plan that does not fit (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlplex.timeline.record import Timeline
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CONFIG = """
+cluster: {nodes: NODES, gpus_per_node: 2, gpu_memory_gb: 40}
+roles:
+  actor_train: {devices: DEVICES, states: {weights: 4, optimizer: 8}}
+  actor_infer: {devices: DEVICES, states: {weights: 4, kv_cache: 20}}
+pipeline:
+  stages:
+    generate: {role: actor_infer, seconds: 2}
+    advantage: {role: driver, seconds: 0.5, after: [generate]}
+    train: {role: actor_train, seconds: 2, after: [advantage]}
+    weight_sync: {kind: weight_sync, from: actor_train, to: actor_infer, after: [train]}
+"""
+
+
+def rlplex(*args: str, address: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+    return subprocess.run(
+        [sys.executable, "-m", "rlplex.cli", *args, "--address", address],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        cwd=ROOT,
+    )
+
+
+@pytest.fixture()
+def address(ray_session) -> str:
+    return ray_session.get_runtime_context().gcs_address
+
+
+def test_run_rehearses_records_and_compares_with_the_prediction(
+    tmp_path: Path, address: str
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(CONFIG.replace("NODES", "1").replace("DEVICES", '"0-1"'))
+    record = tmp_path / "run.jsonl"
+    proc = rlplex(
+        "run",
+        str(config),
+        "--steps",
+        "3",
+        "--record",
+        str(record),
+        "--time-scale",
+        "0.02",
+        "--json",
+        address=address,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["measured_period_s"] > 0 and result["predicted_period_s"] > 0
+    assert abs(result["replayed_period_s"] / result["measured_period_s"] - 1) < 0.5
+    timeline = Timeline.read_jsonl(record)
+    assert sorted(timeline.metrics) == [0, 1, 2]
+    assert (tmp_path / "run.plan.json").exists()
+
+
+def test_run_refuses_a_plan_that_needs_a_missing_node(tmp_path: Path, address: str) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(CONFIG.replace("NODES", "2").replace("DEVICES", "[0, 2]"))
+    proc = rlplex("run", str(config), "--record", str(tmp_path / "r.jsonl"), address=address)
+    assert proc.returncode == 2
+    assert "node" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,153 @@
+"""The offload protocol and its backends (torch on CPU, stand-ins for DeepSpeed and vLLM)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rlplex.stages.offload import BookkeepingOffload, Offloadable, find_offloadable
+from rlplex.stages.offload_deepspeed import DeepSpeedOffload
+from rlplex.stages.offload_torch import TorchOffload, flatten_parameters
+from rlplex.stages.offload_vllm import VllmOffload
+
+
+def model_and_optimizer() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+    return model, torch.optim.Adam(model.parameters(), lr=0.1)
+
+
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    loss = model(torch.randn(4, 8)).square().mean()
+    loss.backward()
+    optimizer.step()
+
+
+def test_backends_implement_the_protocol() -> None:
+    model, opt = model_and_optimizer()
+    for backend in (
+        TorchOffload(model, opt),
+        DeepSpeedOffload(object()),
+        VllmOffload(object()),
+        BookkeepingOffload(),
+    ):
+        assert isinstance(backend, Offloadable)
+
+    class Holder:
+        offloader = BookkeepingOffload()
+
+    assert find_offloadable(Holder()) is Holder.offloader
+    assert find_offloadable(object()) is None
+
+
+def test_flatten_keeps_parameter_identity_and_values() -> None:
+    model, _ = model_and_optimizer()
+    params = list(model.parameters())
+    before = [p.detach().clone() for p in params]
+    flats = flatten_parameters([model])
+    assert len(flats) == 1 and flats[0].numel() == sum(p.numel() for p in params)
+    assert [p is q for p, q in zip(params, model.parameters(), strict=True)] == [True] * len(params)
+    assert all(torch.equal(a, b) for a, b in zip(before, params, strict=True))
+
+
+def test_torch_offload_bytes_follow_dirty_clean_and_dead() -> None:
+    model, opt = model_and_optimizer()
+    backend = TorchOffload(model, opt)
+    train_step(model, opt)
+    sizes = backend.state_bytes()
+    weight_bytes = sum(p.numel() * 4 for p in model.parameters())
+    assert (
+        sizes["weights"] == weight_bytes
+        and sizes["optimizer"] > 0
+        and sizes["grads"] == weight_bytes
+    )
+    # first offload copies (never copied before), grads are dropped
+    assert backend.offload(["weights", "grads"]) == weight_bytes
+    assert all(p.grad is None for p in model.parameters())
+    assert backend.resident_states() == {"optimizer"}
+    assert backend.reload(["weights"]) == weight_bytes
+    # untouched since the reload: clean, nothing to copy
+    assert backend.offload(["weights"]) == 0
+    backend.reload(["weights"])
+    train_step(model, opt)  # dirties weights and optimizer
+    assert backend.offload(["weights"]) == weight_bytes
+    backend.reload(["weights"])
+    # a dead offload drops the content and the reload only re-allocates
+    assert backend.offload(["weights"], dead=True) == 0
+    assert backend.reload(["weights"]) == 0
+    # offloading what is not resident is a no-op
+    assert backend.offload(["grads"]) == 0
+
+
+def test_torch_offload_named_weights_feed_weight_sync() -> None:
+    model, opt = model_and_optimizer()
+    backend = TorchOffload(model, opt)
+    names = set(backend.named_weights())
+    assert names == {n for n, _ in model.named_parameters()}
+
+
+class FakeDeepSpeedEngine:
+    """The documented DeepSpeed surface: offload_states(include=...) / reload_states()."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def offload_states(self, include=None, device=None, pin_memory=True, non_blocking=False):
+        self.calls.append(
+            (
+                "offload",
+                tuple(str(getattr(i, "value", i)) for i in include),
+                str(getattr(device, "value", device)),
+            )
+        )
+
+    def reload_states(self, non_blocking=False):
+        self.calls.append(("reload",))
+
+
+def test_deepspeed_offload_maps_states_to_buffer_types() -> None:
+    engine = FakeDeepSpeedEngine()
+    backend = DeepSpeedOffload(engine, sizes={"weights": 100, "optimizer": 300})
+    assert backend.offload(["optimizer"]) == 300
+    assert engine.calls[-1][:2] == ("offload", ("hp_params", "optim_states"))
+    assert backend.offload(["weights"], dead=True) == 0
+    assert engine.calls[-1][:2] == ("offload", ("lp_params",))
+    assert backend.resident_states() == {"grads"}
+    # DeepSpeed reloads everything; what the plan keeps off goes back at once
+    assert backend.reload(["weights"]) == 100
+    assert engine.calls[-2:] == [("reload",), ("offload", ("hp_params", "optim_states"), "cpu")]
+    assert backend.resident_states() == {"weights", "grads"}
+
+
+class FakeLLM:
+    """vLLM's sleep-mode surface: sleep(level) and wake_up(tags)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def sleep(self, level: int = 1) -> None:
+        self.calls.append(("sleep", level))
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        self.calls.append(("wake_up", tuple(tags or ())))
+
+
+@pytest.mark.parametrize(("dead", "level", "moved"), [(False, 1, 400), (True, 2, 0)])
+def test_vllm_offload_sleeps_and_wakes_weights_first(dead: bool, level: int, moved: int) -> None:
+    llm = FakeLLM()
+    backend = VllmOffload(llm, weights_bytes=400, kv_cache_bytes=900)
+    assert backend.offload(["weights", "kv_cache"], dead=dead) == moved
+    assert llm.calls == [("sleep", level)]
+    assert backend.resident_states() == frozenset()
+    assert backend.reload(["weights", "kv_cache"]) == moved
+    assert llm.calls[1:] == [("wake_up", ("weights",)), ("wake_up", ("kv_cache",))]
+
+
+def test_vllm_kv_cache_alone_round_trips_the_weights() -> None:
+    llm = FakeLLM()
+    backend = VllmOffload(llm, weights_bytes=400)
+    assert backend.offload(["kv_cache"]) == 800
+    assert llm.calls == [("sleep", 1), ("wake_up", ("weights",))]
+    assert backend.resident_states() == {"weights"}
+    backend.reload(["kv_cache"])
+    assert llm.calls[-1] == ("wake_up", ("kv_cache",))
