@@ -176,7 +176,7 @@ def to_plan(
         ops=ops,
         staleness=options.staleness,
         unrolled_steps=steps,
-        pattern_step=sched.window()[0] - 1 if sched.steps > 1 else 0,
+        pattern_step=sched.pattern_step if sched.steps > 1 else 0,
         baseline=baseline,
     )
 

@@ -11,8 +11,11 @@ same durations gives back the plan.
 How it works, in one paragraph: steps are unrolled (one step in sync mode,
 several with cross-step weight-sync edges in async mode) into tasks; tasks are
 list-scheduled (Graham): among the tasks whose predecessors are placed, the one
-that can start first, ties to the longest remaining path (HEFT's upward rank),
-then to step and definition order. Placing a task evicts what its devices
+that can start first, ties to the earlier step, then to the longest remaining
+path within a step (HEFT's upward rank), then to definition order. Async
+schedules must repeat one step in the steady state; when they do not, they are
+scheduled again in a fixed per-step order (:func:`_unrolled`,
+:mod:`rlplex.plan.steady`). Placing a task evicts what its devices
 cannot hold, reloads what it needs (as early as the copy engine and the memory
 profile allow, which is prefetching) and appends it to its compute lanes. Each
 GPU device class has a compute lane, a copy lane and a memory profile; each
@@ -29,6 +32,7 @@ from rlplex.config import Config
 from rlplex.errors import InfeasibleError
 from rlplex.plan.costs import stage_dirties, stage_needs, stage_seconds, transfer_seconds
 from rlplex.plan.layout import Layout, build_layout
+from rlplex.plan.steady import pick_pattern
 from rlplex.resources.cluster import COPIED_STATES, DRIVER
 
 EPS = 1e-9
@@ -127,6 +131,10 @@ class Schedule:
     final_dirty: dict[Pair, bool]
     steps: int
     staleness: int
+    pattern_step: int = 0
+    """The step whose ops repeat in the steady state (async: see :mod:`rlplex.plan.steady`)."""
+    steady_period: float | None = None
+    """Async: the exact period of repeating ``pattern_step``; None when no step repeats."""
 
     @property
     def makespan(self) -> float:
@@ -142,14 +150,17 @@ class Schedule:
         return ends
 
     def period(self) -> float:
-        """Sync: the makespan. Async: mean spacing of step ends over the later steps."""
+        """Sync: the makespan. Async: the steady-state period of the repeating step.
+
+        When no unrolled step repeats (never seen from :func:`schedule`, which
+        reschedules in a fixed order then), the makespan per step: a proven
+        upper bound on the steady state and never below the lower bound.
+        """
         if self.steps == 1:
             return self.makespan
-        ends = self.step_ends()
-        for i in range(1, len(ends)):  # a step ends no earlier than the previous one
-            ends[i] = max(ends[i], ends[i - 1])
-        last, first = self.window()
-        return (ends[last] - ends[first]) / (last - first)
+        if self.steady_period is not None:
+            return self.steady_period
+        return self.makespan / self.steps
 
     def window(self) -> tuple[int, int]:
         """Steps (last, first) in the steady state: the last k+1 steps lack the competition
@@ -157,6 +168,48 @@ class Schedule:
         last = max(1, self.steps - 2 - self.staleness)
         first = max(0, min(last - 1, self.staleness + 1, last - 2))
         return last, first
+
+    def signatures(self) -> list[dict]:
+        """Per step: each op's name with its dependencies as (step offset, op name)."""
+        out: list[dict] = [{} for _ in range(self.steps)]
+        ops = self.ops
+        for op in ops:
+            out[op.step][op.name] = frozenset((ops[d].step - op.step, ops[d].name) for d in op.deps)
+        return out
+
+    def lanes(self) -> list[list[tuple[int, str]]]:
+        """Each lane's ops as (step, name) in the order it runs them (creation order).
+
+        Lanes: the compute lane of each device class, one per CPU role, and the
+        copy engine of each device class.
+        """
+        lanes: dict[tuple[str, object], list[tuple[int, str]]] = {}
+        for op in self.ops:
+            entry = (op.step, op.name)
+            if op.kind in ("offload", "reload"):
+                keys = [("copy", c) for c in op.classes]
+            elif op.classes:
+                keys = [("gpu", c) for c in op.classes]
+            else:
+                keys = [("cpu", op.role)]
+            for key in keys:
+                lanes.setdefault(key, []).append(entry)
+        return list(lanes.values())
+
+    def with_steady_state(self) -> Schedule:
+        """This schedule with its pattern step and exact period (async; sync is unchanged)."""
+        if self.steps <= 2:
+            return self
+        durations: list[dict] = [{} for _ in range(self.steps)]
+        for op in self.ops:
+            durations[op.step][op.name] = op.end - op.start
+        found = pick_pattern(
+            self.signatures(), durations, self.lanes(), prefer=self.window()[0] - 1
+        )
+        if found is None:
+            return self
+        self.pattern_step, self.steady_period = found
+        return self
 
 
 class Problem:
@@ -294,13 +347,20 @@ class Problem:
                 tasks[p].succs.append(t.idx)
 
     def _rank(self) -> None:
-        """HEFT upward rank: the task's duration plus the longest path after it."""
+        """HEFT upward rank within one step: the duration plus the longest path after it.
+
+        Only successors of the same step count, so a stage has the same rank in
+        every unrolled step: ties are then broken the same way in every step and
+        each device runs the same order of stages every step (a rank over the
+        whole unrolled DAG would depend on the distance to the last step and
+        could flip two stages' order between odd and even steps).
+        """
         for t in reversed(self.tasks):  # tasks are created in topological order
             best = 0.0
             for s in t.succs:
-                r = self.tasks[s].rank
-                if r > best:
-                    best = r
+                succ = self.tasks[s]
+                if succ.step == t.step and succ.rank > best:
+                    best = succ.rank
             t.rank = t.duration + best
 
 
@@ -606,7 +666,14 @@ class Scheduler:
                         if self.resident.get((role, state)):
                             self.offload((role, state), task.step)
 
-    def run(self) -> Schedule:
+    def run(self, priority: Sequence[float] | None = None) -> Schedule:
+        """List-schedule every task; by earliest start, or in a fixed ``priority`` order.
+
+        With ``priority`` (one number per task, lower first) the order in which
+        tasks are placed, hence each device's order, does not depend on start
+        times: a priority that shifts by a constant per step gives every
+        interior step the same device order.
+        """
         p = self.p
         tasks = p.tasks
         waiting = [len(t.preds) for t in tasks]
@@ -616,12 +683,17 @@ class Scheduler:
             best_key = None
             for idx in ready:
                 t = tasks[idx]
+                if priority is not None:
+                    key = (round(priority[idx], 9), t.step, -t.rank, t.order)
+                    if best_key is None or key < best_key:
+                        best, best_key = idx, key
+                    continue
                 est = 0.0
                 for d in t.preds:
                     est = max(est, self.ops[self.task_op[d]].end)
                 for lane in t.lanes:
                     est = max(est, self.lane_free[lane])
-                key = (round(est, 9), -t.rank, t.step, t.order)
+                key = (round(est, 9), t.step, -t.rank, t.order)
                 if best_key is None or key < best_key:
                     best, best_key = idx, key
             assert best is not None
@@ -694,7 +766,7 @@ def schedule(config: Config, placement: Mapping[str, Sequence[int]], options: Op
     resident = {pair: everything for pair in problem.pairs}
     dirty = {pair: False for pair in problem.pairs}
     if not options.cyclic:
-        return Scheduler(problem, resident, dirty).run()
+        return _unrolled(problem, resident, dirty)
     seen: list[tuple[dict[Pair, bool], dict[Pair, bool]]] = []
     for _ in range(8):
         result = Scheduler(problem, resident, dirty).run()
@@ -709,6 +781,56 @@ def schedule(config: Config, placement: Mapping[str, Sequence[int]], options: Op
     scheduler.run()
     scheduler.restore(resident)
     return scheduler.result()
+
+
+def _unrolled(problem: Problem, resident: dict[Pair, bool], dirty: dict[Pair, bool]) -> Schedule:
+    """Schedule unrolled (async) steps so that one step's ops repeat in the steady state.
+
+    The earliest-start list schedule usually settles into a repeating step.
+    When its device order alternates between steps, or one stage drifts ever
+    further ahead of another on the same GPUs, the tasks are scheduled again
+    in fixed orders that shift by a constant per step (see :func:`_priorities`),
+    so that every interior step places its stages in the same order; the
+    repeating schedule with the shortest period wins.
+    """
+    first = Scheduler(problem, resident, dirty).run().with_steady_state()
+    if first.steady_period is not None or first.steps <= 2:
+        return first
+    best = first
+    for priority in _priorities(problem, first):
+        again = Scheduler(problem, resident, dirty).run(priority).with_steady_state()
+        if again.steady_period is not None and (
+            best.steady_period is None or again.steady_period < best.steady_period - EPS
+        ):
+            best = again
+    return best
+
+
+def _priorities(problem: Problem, first: Schedule) -> list[list[float]]:
+    """Fixed task orders for rescheduling: ``step * pace + offset of the stage``.
+
+    ``pace`` is the first schedule's time per step. The offsets are the stage's
+    earliest start within one step (longest path of durations before it), or
+    its start in the first schedule's middle step.
+    """
+    pace = max(first.makespan / first.steps, EPS)
+    ends = first.step_ends()
+    last, low = first.window()
+    if last > low and ends[last] > ends[low]:
+        pace = (ends[last] - ends[low]) / (last - low)
+    head: dict[str, float] = {}
+    for t in problem.tasks:  # topological order
+        if t.step == 0:
+            head[t.name] = max(
+                (head[problem.tasks[p].name] + problem.tasks[p].duration for p in t.preds),
+                default=0.0,
+            )
+    middle = last - 1
+    start = {op.name: op.start - middle * pace for op in first.ops if op.step == middle}
+    return [
+        [t.step * pace + head[t.name] for t in problem.tasks],
+        [t.step * pace + start.get(t.name, head[t.name]) for t in problem.tasks],
+    ]
 
 
 def check_fits(problem: Problem) -> None:

@@ -158,16 +158,18 @@ class _Residency:
                 self.transfers.setdefault((op.role or "", op.state or ""), []).append(op)
         self.needs: dict[str, tuple[Pair, ...]] = {}
         self.dests = {s.to_role for s in config.pipeline.stages if s.is_weight_sync}
-        # Accesses of each destination's weights: (start, is overwrite), in time order.
-        self.accesses: dict[str, list[tuple[float, bool]]] = {d: [] for d in self.dests}
-        for op in ops:
+        # Accesses of each destination's weights: (position in ``ops``, is overwrite).
+        # Positions, not start times: ``ops`` is in time order with ops at one instant in
+        # dependency order, so a zero-length read that a transfer waits for comes first.
+        self.accesses: dict[str, list[tuple[int, bool]]] = {d: [] for d in self.dests}
+        for pos, op in enumerate(ops):
             if op.kind not in COMPUTE_KINDS or op.stage is None:
                 continue
             needs = self._needs(op)
             for role, state in needs:
                 if state == "weights" and role in self.accesses:
                     overwrite = op.kind == "weight_sync" and op.role == role
-                    self.accesses[role].append((op.start_s, overwrite))
+                    self.accesses[role].append((pos, overwrite))
 
     def _needs(self, op: Op) -> tuple[Pair, ...]:
         name = op.stage or ""
@@ -183,13 +185,18 @@ class _Residency:
             )
         return self.needs[name]
 
-    def dead(self, pair: Pair, time: float) -> bool:
-        """Whether the next access of the pair after ``time`` overwrites it."""
+    def dead(self, pair: Pair, pos: int) -> bool:
+        """Whether the next access of the pair after the op at position ``pos`` overwrites it.
+
+        DESIGN.md: a state is dead from its last read until a weight sync
+        overwrites it. A read that ends at the instant the transfer starts (a
+        zero-length stage the transfer waits for) is before it, not after.
+        """
         role, state = pair
         if state != "weights" or role not in self.accesses:
             return False
         acc = self.accesses[role]
-        i = bisect.bisect_left(acc, (time - TOL, False))
+        i = bisect.bisect_left(acc, (pos, False))
         if i < len(acc):
             return acc[i][1]
         if self.cyclic and acc:
@@ -199,7 +206,7 @@ class _Residency:
     def _flags_pass(self, start_dirty: Mapping[Pair, bool], check: bool) -> dict[Pair, bool]:
         dirty = dict(start_dirty)
         cfg = self.config
-        for op in self.ops:
+        for pos, op in enumerate(self.ops):
             if op.kind in COMPUTE_KINDS:
                 if op.stage is None:
                     continue
@@ -214,7 +221,7 @@ class _Residency:
                 continue
             pair = (op.role or "", op.state or "")
             gb = self.plan.states.get(pair[0], {}).get(pair[1], 0.0)
-            dead = self.dead(pair, op.start_s)
+            dead = self.dead(pair, pos)
             if op.kind == "offload":
                 need = transfer_seconds(cfg, pair[1], gb, free=dead or not dirty.get(pair))
             else:

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
 from rlplex.config import Config
 from rlplex.plan.model import Plan
-from rlplex.sim.simulate import Pattern, extract_pattern, simulate
+from rlplex.sim.simulate import Pattern, device_order_repeats, extract_pattern, simulate
 from rlplex.timeline.importers.base import RecordedRun
 from rlplex.timeline.record import Timeline
 
@@ -140,66 +139,15 @@ def stage_warnings(run: RecordedRun, config: Config, base: Mapping[str, float]) 
     return out
 
 
-def device_order_repeats(plan: Plan, step: int) -> bool:
-    """Whether repeating ``step``'s device order gives each device one chain of ops.
-
-    The simulator repeats one step's ops and their incoming edges. That is a
-    valid schedule only if, on every device lane (compute; copy engine), each
-    op of the step follows exactly one other op of the lane and the ops form
-    one cycle spanning one step. A plan whose unrolled steps alternate two
-    device orders (possible in async mode) fails this for every step: its
-    repetition loses an edge and lets two ops overlap on a device.
-    """
-    if plan.unrolled_steps <= 1:
-        return True  # sync: a step starts when the previous one has ended
-    lanes: dict[tuple[int, bool], list] = {}
-    for op in plan.ops:
-        for d in op.devices:
-            lanes.setdefault((d, op.kind in ("run", "weight_sync")), []).append(op)
-    for ops in lanes.values():
-        ops.sort(key=lambda o: (o.start_s, o.end_s, o.id))
-        mine = {o.id.partition("/")[2] for o in ops if o.step == step}
-        pred: dict[str, tuple[str, int]] = {}
-        for prev, op in pairwise(ops):
-            if op.step == step:
-                pred[op.id.partition("/")[2]] = (prev.id.partition("/")[2], prev.step - step)
-        if not mine:
-            continue
-        if set(pred) != mine or sorted(k for k, _ in pred.values()) != sorted(mine):
-            return False
-        # Walk the cycle from any op: it must visit every op once and span one step.
-        first = next(iter(mine))
-        key, total, seen = first, 0, 0
-        while True:
-            key, off = pred[key]
-            total += off
-            seen += 1
-            if key == first or seen > len(mine):
-                break
-        if key != first or seen != len(mine) or total != -1:
-            return False
-    return True
-
-
 def replay_plan(plan: Plan, config: Config) -> tuple[Plan, Pattern, bool]:
-    """``plan`` (its pattern step moved if need be), its op pattern, and whether that is valid.
+    """``plan``, its op pattern, and whether repeating that pattern is a valid schedule.
 
-    When the plan's own pattern step does not repeat into a valid schedule
-    (see :func:`device_order_repeats`), the nearest interior unrolled step
-    that does is used: its device order, repeated, is a valid schedule. The
-    returned plan carries that ``pattern_step`` so that
-    :func:`rlplex.sim.simulate` draws the same schedule. False when no step
-    repeats validly (the replay may then let ops overlap on a device).
+    The planner picks a ``pattern_step`` that repeats (see
+    :mod:`rlplex.plan.steady`), so this is False only for a plan from
+    elsewhere (an edited or older plan file): its replay may then let two ops
+    overlap on a device.
     """
-    if device_order_repeats(plan, plan.pattern_step):
-        return plan, extract_pattern(plan, config), True
-    # Interior steps only: the first and last unrolled steps lack neighbours.
-    interior = range(1, plan.unrolled_steps - 1)
-    for step in sorted(interior, key=lambda s: abs(s - plan.pattern_step)):
-        if device_order_repeats(plan, step):
-            moved = plan.model_copy(update={"pattern_step": step})
-            return moved, extract_pattern(moved, config), True
-    return plan, extract_pattern(plan, config), False
+    return plan, extract_pattern(plan, config), device_order_repeats(plan, plan.pattern_step)
 
 
 def step_times(pattern: Pattern, columns: Sequence[Column], steps: int) -> list[float]:

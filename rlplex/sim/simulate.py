@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from rlplex.config import Config
+from rlplex.errors import RlplexError
 from rlplex.plan.costs import stage_seconds
 from rlplex.plan.model import Plan
+from rlplex.plan.steady import lane_repeats, max_cycle_ratio
 from rlplex.timeline.record import Event, Timeline
 
 Durations = Callable[[int, str], "float | None"] | Mapping[int, Mapping[str, float]]
@@ -50,6 +52,49 @@ class Pattern:
     """Op indices in the order they are computed within a round."""
     barrier: bool
     """Sync: a step starts when the previous one has ended."""
+
+
+class PatternError(RlplexError):
+    """A plan's pattern step does not repeat into a valid schedule (see :func:`check_pattern`)."""
+
+
+def device_order_repeats(plan: Plan, step: int) -> bool:
+    """Whether repeating ``step``'s device order gives each device lane one chain of ops.
+
+    Lanes are each GPU's compute ops (runs, weight syncs) and its transfers;
+    ops at one instant are in dependency order. See
+    :func:`rlplex.plan.steady.lane_repeats`. Sync plans always repeat (a step
+    starts when the previous one has ended).
+    """
+    if plan.unrolled_steps <= 1:
+        return True
+    from rlplex.plan.verify import _depths
+
+    by_id = {op.id: op for op in plan.ops}
+    depth = _depths(plan.ops, by_id)
+    lanes: dict[tuple[int, bool], list] = {}
+    for op in sorted(plan.ops, key=lambda o: (o.start_s, depth[o.id], o.end_s, o.id)):
+        for d in op.devices:
+            lanes.setdefault((d, op.kind in ("run", "weight_sync")), []).append(
+                (op.step, op.id.partition("/")[2])
+            )
+    return all(lane_repeats(lane, step) for lane in lanes.values())
+
+
+def check_pattern(plan: Plan, pattern: Pattern) -> None:
+    """Raise unless repeating ``pattern`` (``plan.pattern_step``) is a valid schedule.
+
+    Raises:
+        PatternError: a device's order differs between steps (two ops would
+            overlap on it), or the pattern waits for itself.
+    """
+    if not device_order_repeats(plan, plan.pattern_step):
+        raise PatternError(
+            f"step {plan.pattern_step} of the plan does not repeat: its device order differs"
+            " from its neighbours', so repeating it would run two ops at once on a GPU"
+        )
+    if not pattern.barrier and max_cycle_ratio(pattern.base, pattern.deps) is None:
+        raise PatternError(f"step {plan.pattern_step} of the plan waits for itself when repeated")
 
 
 def extract_pattern(plan: Plan, config: Config) -> Pattern:
@@ -173,6 +218,7 @@ def simulate(
     durations: Durations | None = None,
     jitter: float = 0.0,
     seed: int = 0,
+    jitter_transfers: bool = False,
 ) -> Timeline:
     """Execute ``plan``'s op pattern for ``steps`` steps in its per-device order.
 
@@ -182,9 +228,17 @@ def simulate(
         steps: number of steps to run.
         durations: recorded seconds per step and stage (``durations[step][stage]``
             or ``durations(step, stage)``; None keeps the model); weight_sync too.
+            Offloads and reloads are looked up by their op id without the step
+            prefix (``offload/actor_train/optimizer``).
         jitter: each stage duration is multiplied by a uniform factor in
             ``[1 - jitter, 1 + jitter]``.
         seed: seed of the jitter.
+        jitter_transfers: jitter offload and reload durations too (off by
+            default, so that a jittered record replays with modelled transfers).
+
+    Raises:
+        PatternError: the plan's pattern step does not repeat into a valid
+            schedule (see :func:`check_pattern`).
 
     Returns:
         A Timeline with one event per op, ``metrics[step]["step_s"]`` (time
@@ -192,6 +246,7 @@ def simulate(
         step time over the second half of the run).
     """
     pat = extract_pattern(plan, config)
+    check_pattern(plan, pat)
     n_ops = len(pat.keys)
     lookup = _duration_lookup(durations)
     rng = random.Random(seed)
@@ -199,7 +254,13 @@ def simulate(
     ends: list[list[float]] = [[0.0] * n_ops for _ in range(steps)]
     step_end = [0.0] * steps
     max_skew = max(pat.skew, default=0)
-    deps, skew, base, stage_of = pat.deps, pat.skew, pat.base, pat.stages
+    deps, skew, base = pat.deps, pat.skew, pat.base
+    # The name durations are looked up by: the stage, or a transfer's op key.
+    stage_of = [
+        st if st is not None else (key if kind in ("offload", "reload") else None)
+        for st, key, kind in zip(pat.stages, pat.keys, pat.kinds, strict=True)
+    ]
+    jittered = [st is not None or jitter_transfers for st in pat.stages]
     barrier = pat.barrier
     for rnd in range(steps + max_skew):
         for j in pat.order:
@@ -220,7 +281,7 @@ def simulate(
                     rec = lookup(n, stage)
                     if rec is not None:
                         d = float(rec)
-                if jitter:
+                if jitter and jittered[j]:
                     d *= 1.0 + jitter * (2.0 * rng.random() - 1.0)
                     if d < 0:
                         d = 0.0

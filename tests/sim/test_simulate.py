@@ -83,3 +83,28 @@ def test_ten_thousand_steps_are_fast(grpo):
     timeline = simulate(plan, cfg, steps=10_000)
     assert time.perf_counter() - start < 6.0  # 2 s target measured by bench/planner.py
     assert len(timeline.metrics) == 10_000
+
+
+def test_recorded_transfer_durations_are_honoured():
+    """A recorded offload or reload (keyed by its op id without the step) replaces the model."""
+    cfg = load_config(EXAMPLES / "ppo.yaml")
+    plan = make_plan(cfg, baseline="sequential")
+    transfer = next(op for op in plan.ops if op.kind in ("offload", "reload") and op.gb > 0)
+    key = transfer.id.partition("/")[2]
+    slow = simulate(plan, cfg, steps=2, durations={1: {key: 100.0}})
+    event = next(e for e in slow.events if e.op == f"s1/{key}")
+    assert event.end_s - event.start_s == pytest.approx(100.0)
+    jittered = simulate(plan, cfg, steps=2, jitter=0.5, jitter_transfers=True, seed=3)
+    event = next(e for e in jittered.events if e.op == f"s1/{key}")
+    assert event.end_s - event.start_s != pytest.approx(transfer.end_s - transfer.start_s)
+
+
+def test_a_pattern_step_that_does_not_repeat_is_refused():
+    """The first unrolled step of an async plan lacks its predecessors: it cannot repeat."""
+    from rlplex.sim.simulate import PatternError
+
+    cfg = load_config(EXAMPLES / "async.yaml")
+    plan = make_plan(cfg)
+    last = plan.model_copy(update={"pattern_step": plan.unrolled_steps - 1})
+    with pytest.raises(PatternError):
+        simulate(last, cfg, steps=3)
