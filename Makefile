@@ -25,6 +25,7 @@ demo: setup
 	$(VENV)/bin/rlplex validate examples/ppo.yaml
 	$(VENV)/bin/rlplex show examples/ppo.yaml
 	$(VENV)/bin/rlplex dag examples/ppo.yaml --format mermaid
+	RAY_AUTH_MODE=disabled $(PY) -m rlplex.pipelines.demo --out demo-out
 
 # Headless Chromium for the browser tests of the HTML views, Graphviz for DAG pictures (Debian packages).
 browser:

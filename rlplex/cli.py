@@ -180,6 +180,23 @@ def device_grid(cfg: Config) -> tuple[Table, str]:
     return table, legend or "[dim]no GPU roles[/]"
 
 
+def print_device_grid(cfg: Config) -> bool:
+    """Print the device grid and its legend; False (nothing printed) past 256 GPUs."""
+    if cfg.cluster.num_gpus > 256:
+        return False
+    grid, legend = device_grid(cfg)
+    console.print(grid)
+    console.print(legend, highlight=False)
+    return True
+
+
+def print_wrote(*paths: Path | None) -> None:
+    """Say which files were written (None: not asked for, skipped)."""
+    for path in paths:
+        if path is not None:
+            console.print(f"wrote {escape(str(path))}", highlight=False)
+
+
 @app.command()
 @user_errors
 def show(
@@ -214,11 +231,7 @@ def show(
             name, devices, str(role.num_gpus_per_worker), str(role.world_size), nodes, states
         )
     console.print(table)
-    if cfg.cluster.num_gpus <= 256:
-        grid, legend = device_grid(cfg)
-        console.print(grid)
-        console.print(legend, highlight=False)
-    else:
+    if not print_device_grid(cfg):
         console.print(f"[dim]device grid omitted: {cfg.cluster.num_gpus} GPUs[/]")
 
 
@@ -260,6 +273,7 @@ PngOpt = Annotated[Path | None, typer.Option("--png", help="Write a PNG Gantt ch
 TraceOpt = Annotated[
     Path | None, typer.Option("--trace", help="Write a Perfetto/Chrome trace (JSON) here.")
 ]
+ConfigStepsOpt = Annotated[int, typer.Option("--steps", help="Steps to simulate for a config.")]
 CollapseOpt = Annotated[
     bool | None,
     typer.Option(
@@ -287,9 +301,8 @@ def _write_views(
         timeline, gantt=gantt, png=png, trace=trace, title=config.name,
         colours=role_colours(cfg.pipeline), gpus_per_node=cfg.cluster.gpus_per_node,
     )  # fmt: skip
-    for path in written:
-        if not quiet:
-            console.print(f"wrote {escape(str(path))}", highlight=False)
+    if not quiet:
+        print_wrote(*written)
 
 
 @app.command()
@@ -302,7 +315,7 @@ def viz(
     gantt: GanttOpt = None,
     png: PngOpt = None,
     trace: TraceOpt = None,
-    steps: Annotated[int, typer.Option("--steps", help="Steps to simulate for a config.")] = 3,
+    steps: ConfigStepsOpt = 3,
     collapse: CollapseOpt = None,
     title: Annotated[str | None, typer.Option("--title", help="Chart title.")] = None,
     set_: SetOpt = None,
@@ -316,8 +329,7 @@ def viz(
         record, gantt=gantt, png=png, trace=trace, title=title or timeline.name, collapse=collapse
     )
     console.print(stage_rich_table(record, title=f"time per stage: {escape(timeline.name)}"))
-    for path in written:
-        console.print(f"wrote {escape(str(path))}", highlight=False)
+    print_wrote(*written)
 
 
 @app.command()
@@ -334,7 +346,7 @@ def compare(
     ] = None,
     gantt: GanttOpt = None,
     png: PngOpt = None,
-    steps: Annotated[int, typer.Option("--steps", help="Steps to simulate for a config.")] = 3,
+    steps: ConfigStepsOpt = 3,
     collapse: CollapseOpt = None,
     set_: SetOpt = None,
     format_: FormatOpt = None,
@@ -357,9 +369,7 @@ def compare(
         names = (a.name, b.name) if a.name != b.name else (str(a), str(b))
     result = write_comparison(first, second, names=names, gantt=gantt, png=png, collapse=collapse)
     console.print(escape(result.text()), highlight=False)
-    for path in (gantt, png):
-        if path is not None:
-            console.print(f"wrote {escape(str(path))}", highlight=False)
+    print_wrote(gantt, png)
 
 
 @app.command()
@@ -404,15 +414,10 @@ def plan(
     if json_:
         print(result.to_json())
         return
-    sequential = result if baseline == "sequential" else None
-    if sequential is None:
-        placed = placed_config(cfg, result)
-        sequential = make_plan(placed, baseline="sequential")
+    placed = placed_config(cfg, result)
+    sequential = result if baseline == "sequential" else make_plan(placed, baseline="sequential")
     summary = summarize(result, sequential.period_s)
-    grid, legend = device_grid(placed_config(cfg, result))
-    if cfg.cluster.num_gpus <= 256:
-        console.print(grid)
-        console.print(legend, highlight=False)
+    print_device_grid(placed)
     table = Table(title=f"plan of {escape(str(config))}" + (f" ({baseline})" if baseline else ""))
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -490,8 +495,7 @@ def simulate(
         f"steady-state period_s: {timeline.meta['period_s']:.2f} s (plan: {result.period_s:.2f} s)",
         highlight=False,
     )
-    if out is not None:
-        console.print(f"wrote {escape(str(out))}", highlight=False)
+    print_wrote(out)
 
 
 @app.command()
@@ -555,7 +559,7 @@ def run(
         ),
         highlight=False,
     )
-    console.print(f"wrote {escape(str(record))}", highlight=False)
+    print_wrote(record)
 
 
 RecordArg = Annotated[

@@ -111,7 +111,9 @@ def run_local(
         step_results = results.setdefault(step, {})
         if stage.is_weight_sync:
             if stage.fn is not None:
-                ctx = LocalContext(step, stage.name, LocalWorkerInfo(stage.to_role), states[stage.to_role])
+                ctx = LocalContext(
+                    step, stage.name, LocalWorkerInfo(stage.to_role), states[stage.to_role]
+                )
                 _call(stage.fn, ctx, {d: step_results.get(d) for d in stage.after})
             else:
                 _sync_weights(states[stage.from_role], states[stage.to_role])

@@ -46,7 +46,9 @@ def build_pipeline(cfg: RLConfig | None = None) -> Pipeline:
         needs=["weights"],
         fn=s.old_logprob,
     )
-    val = b.stage("values", role="critic", seconds=0.05, after=[gen], needs=["weights"], fn=s.values)
+    val = b.stage(
+        "values", role="critic", seconds=0.05, after=[gen], needs=["weights"], fn=s.values
+    )
     adv = b.stage(
         "advantage",
         role="driver",

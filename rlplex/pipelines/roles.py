@@ -59,12 +59,15 @@ def cluster_config(
     gpu_memory_gb: float = 5.0,
     host_gb_per_s: float = 25.0,
     reward_workers: int = 1,
+    scale_gb: float = 1.0,
 ) -> Config:
     """A one-node config placing the pipeline's roles as ``layout`` says.
 
     Colocated on one GPU of ``gpu_memory_gb`` (default 5 GB against 4 GB of
     actor_train states, 2 of actor_infer, 1 of reference, 4 of a critic), the
-    planner must offload and reload to fit.
+    planner must offload and reload to fit. ``scale_gb`` multiplies every
+    size, memory included (the demo passes the tiny model's real weight size,
+    so that predicted transfer times are the real ones).
     """
     used = set(pipeline.roles_used())
     gpu_roles = [r for r in ("actor_train", "actor_infer", "reference", "critic") if r in used]
@@ -80,7 +83,13 @@ def cluster_config(
         devices = {r: (i,) for i, r in enumerate(gpu_roles)}
     gpus = max(d for ds in devices.values() for d in ds) + 1
     roles = {
-        r: Role(name=r, devices=devices[r], world_size=1, states=dict(states[r])) for r in gpu_roles
+        r: Role(
+            name=r,
+            devices=devices[r],
+            world_size=1,
+            states={k: v * scale_gb for k, v in states[r].items()},
+        )
+        for r in gpu_roles
     }
     if "rewards" in used:
         roles["rewards"] = Role(name="rewards", world_size=reward_workers)
@@ -88,6 +97,9 @@ def cluster_config(
         pipeline = pipeline.model_copy(update={"mode": "async", "max_staleness": 1})
     pipeline.check([*roles, DRIVER])
     cluster = Cluster(
-        nodes=1, gpus_per_node=gpus, gpu_memory_gb=gpu_memory_gb, host_gb_per_s=host_gb_per_s
+        nodes=1,
+        gpus_per_node=gpus,
+        gpu_memory_gb=gpu_memory_gb * scale_gb,
+        host_gb_per_s=host_gb_per_s,
     )
     return Config(cluster=cluster, roles=roles, pipeline=pipeline, source=f"rlplex:{layout}")

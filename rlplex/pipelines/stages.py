@@ -18,6 +18,7 @@ module-level function (setups are bound to their config with
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,20 @@ class WeightsMessage:
 # -- setups ----------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4)
+def load_tokenizer(path: str | None) -> Any:
+    """The checkpoint's own tokenizer for ``model.path`` (local files only), else the toy one."""
+    if path is None:
+        return toy.toy_tokenizer()
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if tok.pad_token_id is None:
+        # Many causal LMs ship without a pad token; eos works since masks mark real tokens.
+        tok.pad_token = tok.eos_token
+    return tok
+
+
 def _prepare(cfg: RLConfig, info: Any) -> torch.device:
     torch.set_num_threads(cfg.torch_threads)
     return pick_device(getattr(info, "devices", ()), cfg.device)
@@ -91,10 +106,10 @@ def setup_rollout(cfg: RLConfig, info: Any = None) -> RolloutState:
         if cfg.model.path is None:
             raise ValueError("the vllm generator needs model.path (a local checkpoint)")
         engine = make_vllm_engine(cfg.model.path, cfg.generator)
-        tok = toy.toy_tokenizer()
+        tok = load_tokenizer(cfg.model.path)
         gen = VLLMGenerator(engine, tok.pad_token_id, tok.eos_token_id)
         return _settle(RolloutState(gen, None, VllmOffload(engine), cfg), info)
-    return _settle(make_hf_rollout(cfg.model, toy.toy_tokenizer(), device, cfg), info)
+    return _settle(make_hf_rollout(cfg.model, load_tokenizer(cfg.model.path), device, cfg), info)
 
 
 def setup_reference(cfg: RLConfig, info: Any = None) -> ReferenceState:
@@ -110,7 +125,7 @@ def setup_critic(cfg: RLConfig, info: Any = None) -> CriticState:
 
 def setup_rewards(cfg: RLConfig, info: Any = None) -> RewardState:
     ref = cfg.reward_fn or toy.reward_fn_ref(cfg.task)
-    return RewardState(load_reward_fn(ref), toy.toy_tokenizer(), cfg)
+    return RewardState(load_reward_fn(ref), load_tokenizer(cfg.model.path), cfg)
 
 
 def setup_driver(cfg: RLConfig, info: Any = None) -> DriverState:
@@ -138,7 +153,7 @@ def generate(ctx: Any) -> B.Batch:
     """``actor_infer``: sample ``n`` responses for this worker's share of the step's prompts."""
     state: RolloutState = ctx.state
     cfg: RLConfig = state.settings
-    tok = toy.toy_tokenizer()
+    tok = load_tokenizer(cfg.model.path)
     prompts = [tok.encode(p) for p in toy.prompts_for_step(cfg.task, ctx.step)]
     n = len(prompts)
     start, end = n * ctx.rank // ctx.world_size, n * (ctx.rank + 1) // ctx.world_size
@@ -223,9 +238,7 @@ def compute_advantages(
     else:
         if value is None:
             raise ValueError("PPO needs the critic's values")
-        rewards = adv_fns.token_rewards(
-            scores, mask, kl_tokens if penalised else None, cfg.kl_coef
-        )
+        rewards = adv_fns.token_rewards(scores, mask, kl_tokens if penalised else None, cfg.kl_coef)
         advantages, returns = adv_fns.gae(rewards, value, mask, cfg.gamma, cfg.lam)
         if cfg.whiten_advantages:
             advantages = adv_fns.masked_whiten(advantages, mask)

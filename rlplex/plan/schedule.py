@@ -484,73 +484,63 @@ class Scheduler:
         self.transfer_count[key] = n
         return base if n == 1 else f"{base}#{n}"
 
-    def offload(self, pair: Pair, step: int, not_before: float = 0.0) -> int:
-        p = self.p
-        classes = p.layout.role_classes[pair[0]]
+    def _copy_engine(self, pair: Pair, not_before: float) -> tuple[list[int], float]:
+        """The last transfers on ``pair``'s role's devices and when their copy engines are free."""
+        classes = self.p.layout.role_classes[pair[0]]
         deps = [self.copy_last[c] for c in classes]
         start = max([not_before, *(self.copy_free[c] for c in classes)])
+        return deps, start
+
+    def _transfer(self, kind: str, pair: Pair, step: int, start: float, deps: list[int]) -> int:
+        """Add an offload or reload of ``pair`` from ``start``: memory, copy engines, residency."""
+        reload = kind == "reload"
+        cost = self.reload_cost(pair) if reload else self.offload_cost(pair)
+        classes = self.p.layout.role_classes[pair[0]]
+        size = self.p.sizes[pair]
+        idx = self._new_op(
+            SOp(
+                kind=kind,
+                step=step,
+                name=self._transfer_name(kind, pair, step),
+                classes=classes,
+                start=start,
+                end=start + cost,
+                deps=_clean(deps),
+                role=pair[0],
+                state=pair[1],
+                gb=size if cost > 0 else 0.0,
+            )
+        )
+        for c in classes:
+            # A reload holds memory from its start, an offload until its end.
+            if reload:
+                self.mem[c].add(start, size, idx)
+            else:
+                self.mem[c].add(start + cost, -size, idx)
+            self.copy_free[c] = start + cost
+            self.copy_last[c] = idx
+        self.resident[pair] = reload
+        self.dirty[pair] = False
+        return idx
+
+    def offload(self, pair: Pair, step: int, not_before: float = 0.0) -> int:
+        deps, start = self._copy_engine(pair, not_before)
         user = self.last_user.get(pair, -1)
         if user >= 0:
             deps.append(user)
             start = max(start, self.ops[user].end)
-        cost = self.offload_cost(pair)
-        size = p.sizes[pair]
-        idx = self._new_op(
-            SOp(
-                kind="offload",
-                step=step,
-                name=self._transfer_name("offload", pair, step),
-                classes=classes,
-                start=start,
-                end=start + cost,
-                deps=_clean(deps),
-                role=pair[0],
-                state=pair[1],
-                gb=size if cost > 0 else 0.0,
-            )
-        )
-        for c in classes:
-            self.mem[c].add(start + cost, -size, idx)
-            self.copy_free[c] = start + cost
-            self.copy_last[c] = idx
-        self.resident[pair] = False
-        self.dirty[pair] = False
-        return idx
+        return self._transfer("offload", pair, step, start, deps)
 
     def reload(self, pair: Pair, step: int, not_before: float = 0.0) -> int:
-        p = self.p
-        classes = p.layout.role_classes[pair[0]]
-        deps = [self.copy_last[c] for c in classes]
-        start = max([not_before, *(self.copy_free[c] for c in classes)])
-        size = p.sizes[pair]
-        for c in classes:
-            t, op = self.mem[c].earliest_fit(start, size, p.capacity)
+        deps, start = self._copy_engine(pair, not_before)
+        size = self.p.sizes[pair]
+        for c in self.p.layout.role_classes[pair[0]]:
+            t, op = self.mem[c].earliest_fit(start, size, self.p.capacity)
             if t > start:
                 start = t
             if op >= 0:
                 deps.append(op)
-        cost = self.reload_cost(pair)
-        idx = self._new_op(
-            SOp(
-                kind="reload",
-                step=step,
-                name=self._transfer_name("reload", pair, step),
-                classes=classes,
-                start=start,
-                end=start + cost,
-                deps=_clean(deps),
-                role=pair[0],
-                state=pair[1],
-                gb=size if cost > 0 else 0.0,
-            )
-        )
-        for c in classes:
-            self.mem[c].add(start, size, idx)
-            self.copy_free[c] = start + cost
-            self.copy_last[c] = idx
-        self.resident[pair] = True
-        self.dirty[pair] = False
-        return idx
+        return self._transfer("reload", pair, step, start, deps)
 
     def _evict_for(self, task: Task, missing: list[Pair]) -> None:
         p = self.p
@@ -684,16 +674,14 @@ class Scheduler:
             for idx in ready:
                 t = tasks[idx]
                 if priority is not None:
-                    key = (round(priority[idx], 9), t.step, -t.rank, t.order)
-                    if best_key is None or key < best_key:
-                        best, best_key = idx, key
-                    continue
-                est = 0.0
-                for d in t.preds:
-                    est = max(est, self.ops[self.task_op[d]].end)
-                for lane in t.lanes:
-                    est = max(est, self.lane_free[lane])
-                key = (round(est, 9), t.step, -t.rank, t.order)
+                    at = priority[idx]
+                else:  # the earliest start
+                    at = 0.0
+                    for d in t.preds:
+                        at = max(at, self.ops[self.task_op[d]].end)
+                    for lane in t.lanes:
+                        at = max(at, self.lane_free[lane])
+                key = (round(at, 9), t.step, -t.rank, t.order)
                 if best_key is None or key < best_key:
                     best, best_key = idx, key
             assert best is not None
@@ -767,12 +755,10 @@ def schedule(config: Config, placement: Mapping[str, Sequence[int]], options: Op
     dirty = {pair: False for pair in problem.pairs}
     if not options.cyclic:
         return _unrolled(problem, resident, dirty)
-    seen: list[tuple[dict[Pair, bool], dict[Pair, bool]]] = []
     for _ in range(8):
         result = Scheduler(problem, resident, dirty).run()
         if result.final == resident and result.final_dirty == dirty:
             return result
-        seen.append((resident, dirty))
         resident, dirty = result.final, result.final_dirty
     # No fixed point: assume every resident copied state dirty (never under-costs),
     # and append the transfers that restore the starting residency.

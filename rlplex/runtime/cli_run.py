@@ -18,20 +18,22 @@ from rlplex.config import Config
 log = structlog.get_logger("rlplex.run")
 
 
-def predicted_period(plan: Any, config: Config, steps: int, time_scale: float) -> float | None:
+def _simulated_period(plan: Any, config: Config, steps: int, durations: Any) -> float:
+    from rlplex.sim import simulate
+
+    return float(simulate(plan, config, steps=steps, durations=durations).meta["period_s"])
+
+
+def predicted_period(plan: Any, config: Config, steps: int, time_scale: float) -> float:
     """The simulator's period for ``steps`` steps, rehearsed stages scaled by ``time_scale``."""
-    try:
-        from rlplex.plan.costs import stage_seconds
-        from rlplex.sim import simulate
-    except ImportError:
-        return None
+    from rlplex.plan.costs import stage_seconds
+
     placement = {r: tuple(d) for r, d in plan.placement.items()}
     scaled = {
         s.name: stage_seconds(config, s, placement) * (1.0 if s.fn is not None else time_scale)
         for s in config.pipeline.stages
     }
-    timeline = simulate(plan, config, steps=steps, durations=lambda _step, stage: scaled.get(stage))
-    return float(timeline.meta["period_s"])
+    return _simulated_period(plan, config, steps, lambda _step, stage: scaled.get(stage))
 
 
 def run_plan(
@@ -90,23 +92,11 @@ def run_plan(
             meta={"config": config.source},
         )
     measured = measured_period(timeline)
-    predicted = predicted_period(plan, config, steps, time_scale)
-    replayed = None
-    try:
-        from rlplex.sim import simulate
-
-        replayed = float(
-            simulate(plan, config, steps=steps, durations=stage_durations(timeline)).meta[
-                "period_s"
-            ]
-        )
-    except ImportError:
-        pass
     return {
         "steps": steps,
         "measured_period_s": measured,
-        "predicted_period_s": predicted,
-        "replayed_period_s": replayed,
+        "predicted_period_s": predicted_period(plan, config, steps, time_scale),
+        "replayed_period_s": _simulated_period(plan, config, steps, stage_durations(timeline)),
         "dispatch_median_ms": timeline.meta.get("dispatch_median_ms"),
         "record": str(record),
     }

@@ -30,7 +30,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import heapq
 import time
-import traceback
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +50,7 @@ from rlplex.runtime.errors import (
 from rlplex.runtime.groups import WorkerGroup
 from rlplex.runtime.recorder import Recorder
 from rlplex.runtime.schedule import ExecOp, Schedule
-from rlplex.runtime.worker import StageContext, WorkerInfo, call_stage, rehearse
+from rlplex.runtime.worker import StageContext, WorkerInfo, run_stage
 
 log = structlog.get_logger("rlplex.runtime")
 
@@ -235,7 +234,8 @@ class Dispatcher:
     def _failure(self, flight: _InFlight, index: int, exc: BaseException) -> Exception:
         op = flight.op
         role, rank = flight.workers[index]
-        cause = getattr(exc, "cause", None)
+        # A worker's error arrives as a Ray error's cause; a driver stage's as itself.
+        cause = exc if isinstance(exc, RemoteStageError) else getattr(exc, "cause", None)
         if isinstance(cause, RemoteStageError):
             log.error(
                 "stage failed",
@@ -277,24 +277,6 @@ class Dispatcher:
         op = flight.op
         try:
             result, stats = flight.future.result()
-        except RemoteStageError as exc:
-            log.error(
-                "stage failed",
-                stage=op.stage,
-                step=op.step,
-                role="driver",
-                rank=0,
-                traceback=exc.tb,
-            )
-            raise StageFailedError(
-                stage=exc.stage,
-                step=op.step,
-                role="driver",
-                rank=0,
-                op=op.id,
-                error=exc.error,
-                remote_traceback=exc.tb,
-            ) from None
         except Exception as exc:
             raise self._failure(flight, 0, exc) from None
         self._results[(op.step, op.stage or "")] = ("value", result)
@@ -447,21 +429,7 @@ class Dispatcher:
             }
             ctx = StageContext(step=op.step, stage=stage, info=info, state=state)
             t0 = time.time()
-            try:
-                if fn is None:
-                    rehearse(op.planned_s * scale, 0.0)
-                    result = None
-                else:
-                    result = call_stage(fn, ctx, upstream)
-            except Exception as exc:
-                raise RemoteStageError(
-                    stage,
-                    op.step,
-                    "driver",
-                    0,
-                    f"{type(exc).__name__}: {exc}",
-                    traceback.format_exc(),
-                ) from None
+            result = run_stage(fn, ctx, upstream, rehearse_s=op.planned_s * scale)
             t1 = time.time()
             stats: dict[str, Any] = {"worker_s": t1 - t0, "t_start": t0, "t_end": t1, "bytes": 0}
             if ctx.metrics:

@@ -112,8 +112,8 @@ def execute(
     from rlplex.runtime.dispatcher import Dispatcher
     from rlplex.runtime.recorder import Recorder
 
-    # Check the plan can be followed before starting anything.
-    expand_plan(plan, steps, staleness=config.pipeline.staleness)
+    # Expanded before starting anything, so a plan that cannot be followed fails at once.
+    schedule = expand_plan(plan, steps, staleness=config.pipeline.staleness)
     with open_session(
         plan,
         config,
@@ -125,7 +125,6 @@ def execute(
         weight_sync=weight_sync,
         worker_cpus=worker_cpus,
     ) as session:
-        schedule = expand_plan(plan, steps, staleness=config.pipeline.staleness)
         info = {
             **session.meta,
             "steps": steps,

@@ -119,6 +119,36 @@ def call_stage(fn: Callable[..., Any], ctx: StageContext, upstream: Mapping[str,
     return fn(**kwargs)
 
 
+def run_stage(
+    fn: Callable[..., Any] | None,
+    ctx: StageContext,
+    upstream: Mapping[str, Any],
+    *,
+    rehearse_s: float,
+    memory_gb: float = 0.0,
+) -> Any:
+    """Call ``fn`` (None: rehearse ``rehearse_s`` seconds holding ``memory_gb``).
+
+    Raises:
+        RemoteStageError: whatever it raised, naming ``ctx``'s stage, step,
+            role and rank, with the traceback.
+    """
+    try:
+        if fn is None:
+            rehearse(rehearse_s, memory_gb)
+            return None
+        return call_stage(fn, ctx, upstream)
+    except Exception as exc:
+        raise RemoteStageError(
+            ctx.stage,
+            ctx.step,
+            ctx.role,
+            ctx.rank,
+            f"{type(exc).__name__}: {exc}",
+            traceback.format_exc(),
+        ) from None
+
+
 def _cuda_ready() -> bool:
     """A real NVIDIA driver is present (cheap: avoids importing torch for nothing)."""
     return os.path.exists("/proc/driver/nvidia/version") and bool(
@@ -250,23 +280,14 @@ class RoleWorker:
             )
         stage, step = meta["stage"], meta["step"]
         ctx = StageContext(step=step, stage=stage, info=self.info, state=self.state)
-        fn = self._impls.get(stage)
         t0 = time.time()
-        try:
-            if fn is None:
-                rehearse(meta["planned_s"] * self._time_scale, meta.get("memory_gb", 0.0))
-                result = None
-            else:
-                result = call_stage(fn, ctx, upstream)
-        except Exception as exc:
-            raise RemoteStageError(
-                stage,
-                step,
-                self.info.role,
-                self.info.rank,
-                f"{type(exc).__name__}: {exc}",
-                traceback.format_exc(),
-            ) from None
+        result = run_stage(
+            self._impls.get(stage),
+            ctx,
+            upstream,
+            rehearse_s=meta["planned_s"] * self._time_scale,
+            memory_gb=meta.get("memory_gb", 0.0),
+        )
         t1 = time.time()
         return result, self._stats(t0, t1, metrics=ctx.metrics)
 

@@ -11,8 +11,8 @@ stages at 0 s) gives the time the recorded stages explain; what is left of
 the recorded step is *unattributed* (driver overhead, data loading, logging).
 
 The replay runs the plan's op pattern (:func:`rlplex.sim.simulate.extract_pattern`)
-with the same recurrence as :func:`rlplex.sim.simulate` but keeps only step
-end times, not events, so 100,000 recorded steps replay in about a second.
+through the simulator's recurrence (:func:`rlplex.sim.simulate.run_pattern`) but
+builds no events, so 100,000 recorded steps replay in about a second.
 :func:`replay_timeline` draws the first steps with the simulator itself.
 """
 
@@ -24,7 +24,14 @@ from typing import Any
 
 from rlplex.config import Config
 from rlplex.plan.model import Plan
-from rlplex.sim.simulate import Pattern, device_order_repeats, extract_pattern, simulate
+from rlplex.sim.simulate import (
+    Pattern,
+    device_order_repeats,
+    extract_pattern,
+    run_pattern,
+    simulate,
+    step_gaps,
+)
 from rlplex.timeline.importers.base import RecordedRun
 from rlplex.timeline.record import Timeline
 
@@ -139,60 +146,31 @@ def stage_warnings(run: RecordedRun, config: Config, base: Mapping[str, float]) 
     return out
 
 
-def replay_plan(plan: Plan, config: Config) -> tuple[Plan, Pattern, bool]:
-    """``plan``, its op pattern, and whether repeating that pattern is a valid schedule.
+def replay_plan(plan: Plan, config: Config) -> tuple[Pattern, bool]:
+    """``plan``'s op pattern, and whether repeating that pattern is a valid schedule.
 
     The planner picks a ``pattern_step`` that repeats (see
     :mod:`rlplex.plan.steady`), so this is False only for a plan from
     elsewhere (an edited or older plan file): its replay may then let two ops
     overlap on a device.
     """
-    return plan, extract_pattern(plan, config), device_order_repeats(plan, plan.pattern_step)
+    return extract_pattern(plan, config), device_order_repeats(plan, plan.pattern_step)
 
 
 def step_times(pattern: Pattern, columns: Sequence[Column], steps: int) -> list[float]:
     """Step times (between consecutive step ends) of ``steps`` steps of ``pattern``.
 
-    ``columns[j]`` gives op j's duration, per step or constant. This is the
-    recurrence of :func:`rlplex.sim.simulate` (same rounds, same order, same
-    barrier) without building events; ``tests/sim/test_replay.py`` checks
-    that both agree.
+    ``columns[j]`` gives op j's duration, per step or constant: the
+    simulator's recurrence (:func:`rlplex.sim.simulate.run_pattern`) without
+    building events.
     """
-    n_ops = len(pattern.keys)
-    ends = [[0.0] * n_ops for _ in range(steps)]
-    step_end = [0.0] * steps
-    deps, skew, order, barrier = pattern.deps, pattern.skew, pattern.order, pattern.barrier
-    max_skew = max(skew, default=0)
     const = [c if isinstance(c, (int, float)) else None for c in columns]
-    for rnd in range(steps + max_skew):
-        for j in order:
-            n = rnd - skew[j]
-            if n < 0 or n >= steps:
-                continue
-            t = step_end[n - 1] if barrier and n > 0 else 0.0
-            for off, k in deps[j]:
-                s = n + off
-                if 0 <= s < steps:
-                    e = ends[s][k]
-                    if e > t:
-                        t = e
-            c = const[j]
-            end = t + (c if c is not None else columns[j][n])  # type: ignore[index]
-            ends[n][j] = end
-            if end > step_end[n]:
-                step_end[n] = end
-    out, prev = [], 0.0
-    for end in step_end:
-        end = max(end, prev)
-        out.append(end - prev)
-        prev = end
-    return out
 
+    def duration(n: int, j: int) -> float:
+        c = const[j]
+        return c if c is not None else columns[j][n]  # type: ignore[index]
 
-def steady_period(times: Sequence[float]) -> float:
-    """Mean step time over the second half of a run (the simulator's ``period_s``)."""
-    tail = list(times[len(times) // 2 :]) or [0.0]
-    return sum(tail) / len(tail)
+    return step_gaps(run_pattern(pattern, steps, duration)[2])
 
 
 def cyclic_period(pattern: Pattern, columns: Sequence[Column], steps: int, warmup: int) -> float:
@@ -265,7 +243,7 @@ def replay(run: RecordedRun, config: Config, plan: Plan | None = None) -> Replay
         from rlplex.plan import make_plan
 
         plan = make_plan(config)
-    plan, pattern, valid = replay_plan(plan, config)
+    pattern, valid = replay_plan(plan, config)
     base = {s: pattern.base[j] for j, s in enumerate(pattern.stages) if s is not None}
     numbers = sorted(run.steps)
     rows = [run.steps[n] for n in numbers]

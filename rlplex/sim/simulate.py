@@ -13,7 +13,7 @@ under a second.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -247,23 +247,51 @@ def simulate(
     """
     pat = extract_pattern(plan, config)
     check_pattern(plan, pat)
-    n_ops = len(pat.keys)
     lookup = _duration_lookup(durations)
     rng = random.Random(seed)
-    starts: list[list[float]] = [[0.0] * n_ops for _ in range(steps)]
-    ends: list[list[float]] = [[0.0] * n_ops for _ in range(steps)]
-    step_end = [0.0] * steps
-    max_skew = max(pat.skew, default=0)
-    deps, skew, base = pat.deps, pat.skew, pat.base
+    base = pat.base
     # The name durations are looked up by: the stage, or a transfer's op key.
     stage_of = [
         st if st is not None else (key if kind in ("offload", "reload") else None)
         for st, key, kind in zip(pat.stages, pat.keys, pat.kinds, strict=True)
     ]
     jittered = [st is not None or jitter_transfers for st in pat.stages]
-    barrier = pat.barrier
-    for rnd in range(steps + max_skew):
-        for j in pat.order:
+
+    def duration(n: int, j: int) -> float:
+        d = base[j]
+        stage = stage_of[j]
+        if stage is not None:
+            if lookup is not None:
+                rec = lookup(n, stage)
+                if rec is not None:
+                    d = float(rec)
+            if jitter and jittered[j]:
+                d *= 1.0 + jitter * (2.0 * rng.random() - 1.0)
+                if d < 0:
+                    d = 0.0
+        return d
+
+    starts, ends, step_end = run_pattern(pat, steps, duration)
+    return _timeline(plan, pat, starts, ends, step_end, steps)
+
+
+def run_pattern(
+    pattern: Pattern, steps: int, duration: Callable[[int, int], float]
+) -> tuple[list[list[float]], list[list[float]], list[float]]:
+    """Start and end of every op of ``steps`` steps of ``pattern``, and each step's end.
+
+    Op j of step n starts when everything it waits for has ended (and, with a
+    barrier, the previous step) and takes ``duration(n, j)``. The ops are
+    computed round by round in ``pattern.order``, the order in which
+    ``duration`` is called (so a jittered duration draws the same sequence).
+    """
+    n_ops = len(pattern.keys)
+    starts = [[0.0] * n_ops for _ in range(steps)]
+    ends = [[0.0] * n_ops for _ in range(steps)]
+    step_end = [0.0] * steps
+    deps, skew, order, barrier = pattern.deps, pattern.skew, pattern.order, pattern.barrier
+    for rnd in range(steps + max(skew, default=0)):
+        for j in order:
             n = rnd - skew[j]
             if n < 0 or n >= steps:
                 continue
@@ -274,22 +302,28 @@ def simulate(
                     e = ends[s][k]
                     if e > t:
                         t = e
-            d = base[j]
-            stage = stage_of[j]
-            if stage is not None:
-                if lookup is not None:
-                    rec = lookup(n, stage)
-                    if rec is not None:
-                        d = float(rec)
-                if jitter and jittered[j]:
-                    d *= 1.0 + jitter * (2.0 * rng.random() - 1.0)
-                    if d < 0:
-                        d = 0.0
+            end = t + duration(n, j)
             starts[n][j] = t
-            ends[n][j] = t + d
-            if t + d > step_end[n]:
-                step_end[n] = t + d
-    return _timeline(plan, pat, starts, ends, step_end, steps)
+            ends[n][j] = end
+            if end > step_end[n]:
+                step_end[n] = end
+    return starts, ends, step_end
+
+
+def step_gaps(step_end: Sequence[float]) -> list[float]:
+    """Step times: the time between the ends of consecutive steps (a step never ends earlier)."""
+    out, prev = [], 0.0
+    for end in step_end:
+        end = max(end, prev)
+        out.append(end - prev)
+        prev = end
+    return out
+
+
+def steady_period(times: Sequence[float]) -> float:
+    """Mean step time over the second half of a run (the simulator's ``period_s``)."""
+    tail = list(times[len(times) // 2 :]) or [0.0]
+    return sum(tail) / len(tail)
 
 
 def _duration_lookup(durations: Durations | None) -> Callable[[int, str], float | None] | None:
@@ -309,8 +343,6 @@ def _duration_lookup(durations: Durations | None) -> Callable[[int, str], float 
 def _timeline(plan, pat: Pattern, starts, ends, step_end, steps: int) -> Timeline:
     events = []
     construct = Event.model_construct
-    metrics: dict[int, dict[str, float]] = {}
-    prev = 0.0
     order = sorted(range(len(pat.keys)), key=lambda j: (pat.skew[j], j))
     for n in range(steps):
         prefix = f"s{n}/"
@@ -325,17 +357,14 @@ def _timeline(plan, pat: Pattern, starts, ends, step_end, steps: int) -> Timelin
                     **pat.fields[j],
                 )
             )
-        end = max(step_end[n], prev)
-        metrics[n] = {"step_s": end - prev}
-        prev = end
-    half = steps // 2
-    tail = [metrics[n]["step_s"] for n in range(half, steps)] or [0.0]
+    times = step_gaps(step_end)
     meta = {
         "source": "simulate",
         "mode": plan.mode,
         "steps": steps,
-        "period_s": sum(tail) / len(tail),
+        "period_s": steady_period(times),
         "plan_period_s": plan.period_s,
         "lower_bound_s": plan.lower_bound_s,
     }
+    metrics = {n: {"step_s": t} for n, t in enumerate(times)}
     return Timeline.model_construct(events=tuple(events), metrics=metrics, meta=meta)

@@ -322,7 +322,7 @@ def evaluate(
         # The plan's own cost model gives the scaled duration; its ratio to the
         # recorded mean scales every recorded step alike.
         factors[stage.name] = stage_seconds(cfg, stage, placement) / mean if mean > 0 else 1.0
-    plan, pattern, valid = replay_plan(plan, cfg)
+    pattern, valid = replay_plan(plan, cfg)
     columns = stage_columns(pattern, work.rows, factors=factors, modelled=modelled)
     warmup = 4 * (plan.staleness + 1)
     # A plan that no one-step pattern replays validly keeps the planner's own

@@ -64,8 +64,7 @@ def response_logprobs(
     model.eval()
     with torch.no_grad():
         parts = [
-            forward_logprobs(model, mb, temperature).cpu()
-            for mb in split(batch, micro_batch_size)
+            forward_logprobs(model, mb, temperature).cpu() for mb in split(batch, micro_batch_size)
         ]
     model.train(was_training)
     return torch.cat(parts, dim=0)

@@ -40,7 +40,7 @@ def policy_loss(
     clip_eps: float = 0.2,
     aggregation: Aggregation = "token-mean",
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """PPO's clipped surrogate: ``max(-A * r, -A * clip(r, 1 - eps, 1 + eps))``, r = exp(logp - old).
+    """PPO's clipped surrogate ``max(-A * r, -A * clip(r, 1 - eps, 1 + eps))``, r = exp(logp - old).
 
     Example (eps = 0.2), three tokens: (logp - old, A) = (0.2, 1): r = 1.2214,
     loss max(-1.2214, -1.2) = -1.2 (clipped); (-0.5, 1): r = 0.6065,

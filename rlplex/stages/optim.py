@@ -73,7 +73,9 @@ class Trainer(Protocol):
 
 def _mean_stats(all_stats: list[dict[str, float]], weights: list[float]) -> dict[str, float]:
     keys = {k for s in all_stats for k in s}
-    return {k: sum(s.get(k, 0.0) * w for s, w in zip(all_stats, weights, strict=True)) for k in keys}
+    return {
+        k: sum(s.get(k, 0.0) * w for s, w in zip(all_stats, weights, strict=True)) for k in keys
+    }
 
 
 class TorchTrainer:
@@ -139,7 +141,12 @@ def init_deepspeed() -> Any:
         ) from None
     import torch.distributed as dist
 
-    if not dist.is_initialized():
+    if dist.is_initialized():
+        # DeepSpeed's engine reads these even when the group exists already.
+        os.environ.setdefault("RANK", str(dist.get_rank()))
+        os.environ.setdefault("LOCAL_RANK", str(dist.get_rank()))
+        os.environ.setdefault("WORLD_SIZE", str(dist.get_world_size()))
+    else:
         # A role worker that was not started by a launcher: a one-process group.
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(_free_port()))

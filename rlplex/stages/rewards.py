@@ -55,9 +55,7 @@ def decode_batch(batch: Batch, tokenizer: Any) -> tuple[list[str], list[str]]:
         strict=True,
     ):
         prompts.append(tokenizer.decode(ids[pmask.bool()].tolist(), skip_special_tokens=True))
-        responses.append(
-            tokenizer.decode(rids[rmask.bool()].tolist(), skip_special_tokens=False)
-        )
+        responses.append(tokenizer.decode(rids[rmask.bool()].tolist(), skip_special_tokens=False))
     return prompts, responses
 
 

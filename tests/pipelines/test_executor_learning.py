@@ -15,10 +15,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlplex.pipelines import grpo, ppo  # noqa: E402
-from rlplex.pipelines.config import RLConfig  # noqa: E402
-from rlplex.pipelines.roles import cluster_config  # noqa: E402
-from rlplex.plan import make_plan  # noqa: E402
+from rlplex.pipelines import grpo, ppo
+from rlplex.pipelines.config import RLConfig
+from rlplex.pipelines.roles import cluster_config
+from rlplex.plan import make_plan
 
 
 def _mean(xs):
@@ -78,9 +78,10 @@ def test_ppo_learns_colocated_under_the_executor(ray_session, tmp_path):
 @pytest.mark.slow
 def test_deepspeed_policy_offloads_through_its_engine(ray_session, tmp_path):
     pytest.importorskip("deepspeed")
-    cfg = RLConfig(optim={"backend": "deepspeed", "zero_stage": 2, "micro_batch_size": 64,
-                          "lr": 3e-3})
-    plan, timeline, rewards = _execute(grpo, cfg, "colocated", 25, tmp_path)
+    cfg = RLConfig(
+        optim={"backend": "deepspeed", "zero_stage": 2, "micro_batch_size": 64, "lr": 3e-3}
+    )
+    _, timeline, rewards = _execute(grpo, cfg, "colocated", 20, tmp_path)
     offloads = [e for e in timeline.events if e.role == "actor_train" and e.kind == "offload"]
     reloads = [e for e in timeline.events if e.role == "actor_train" and e.kind == "reload"]
     assert any(e.state == "optimizer" for e in offloads)

@@ -105,8 +105,34 @@ def test_grpo_trains_with_the_deepspeed_backend(monkeypatch):
     for var in ("DS_ACCELERATOR", "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE"):
         monkeypatch.setenv(var, "")
         monkeypatch.delenv(var)
-    cfg = RLConfig(optim={"backend": "deepspeed", "zero_stage": 2, "lr": 3e-3,
-                          "micro_batch_size": 64})
+    cfg = RLConfig(
+        optim={"backend": "deepspeed", "zero_stage": 2, "lr": 3e-3, "micro_batch_size": 64}
+    )
     m = _run(grpo, cfg, 30)
     rewards = [s["reward/mean"] for s in m]
     assert _mean(rewards[-5:]) > _mean(rewards[:5]) + 0.3, rewards
+
+
+def _save_checkpoint(path):
+    """A tiny Llama and a digit-level fast tokenizer saved as an ordinary HF checkpoint."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from rlplex.stages.models import ModelConfig, build_causal_lm
+
+    vocab = {"<pad>": 0, "<bos>": 1, "<eos>": 2, **{str(d): 3 + d for d in range(10)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>"
+    )
+    build_causal_lm(ModelConfig(seed=7)).save_pretrained(path)
+    fast.save_pretrained(path)
+
+
+def test_pipeline_runs_from_a_local_checkpoint(tmp_path):
+    _save_checkpoint(tmp_path)
+    cfg = RLConfig(model={"path": str(tmp_path)}, task={"prompts_per_step": 4})
+    m = _run(grpo, cfg, 3)
+    assert all(0.0 <= s["reward/mean"] <= 1.0 for s in m)
+    assert m[2]["response_length/mean"] > 0

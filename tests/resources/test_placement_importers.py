@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,6 +56,13 @@ def write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def config_error(path: Path, **kwargs: Any) -> str:
+    """The message of the ConfigError that ``load_config(path, **kwargs)`` must raise."""
+    with pytest.raises(ConfigError) as info:
+        load_config(path, **kwargs)
+    return str(info.value)
 
 
 def test_roll_rules(tmp_path: Path) -> None:
@@ -136,17 +144,13 @@ ROLL_BAD = [
 @pytest.mark.parametrize(("override", "message"), ROLL_BAD)
 def test_roll_errors(tmp_path: Path, override: str, message: str) -> None:
     path = write(tmp_path, ROLL)
-    with pytest.raises(ConfigError) as info:
-        load_config(path, overrides=[override])
-    assert str(info.value).startswith(f"{path}: {message}")
+    assert config_error(path, overrides=[override]).startswith(f"{path}: {message}")
 
 
 def test_roll_needs_actor_blocks(tmp_path: Path) -> None:
     path = write(tmp_path, "actor_train: {device_mapping: 'list(range(0,8))'}\n")
-    with pytest.raises(ConfigError) as info:
-        load_config(path, format="roll")
     assert (
-        str(info.value)
+        config_error(path, format="roll")
         == f"{path}: actor_infer: a ROLL config needs a 'actor_infer' block with a device_mapping"
     )
 
@@ -217,16 +221,12 @@ RLINF_BAD = [
 @pytest.mark.parametrize(("override", "message"), RLINF_BAD)
 def test_rlinf_errors(tmp_path: Path, override: str, message: str) -> None:
     path = write(tmp_path, RLINF)
-    with pytest.raises(ConfigError) as info:
-        load_config(path, overrides=[override])
-    assert str(info.value) == f"{path}: {message}"
+    assert config_error(path, overrides=[override]) == f"{path}: {message}"
 
 
 def test_rlinf_component_placed_twice(tmp_path: Path) -> None:
     path = write(tmp_path, RLINF.replace("inference: 10-11", "actor: 10-11"))
-    with pytest.raises(ConfigError) as info:
-        load_config(path)
-    assert str(info.value) == (
+    assert config_error(path) == (
         f"{path}: cluster.component_placement.actor, reward: component 'actor' is already"
         " placed by 'cluster.component_placement.actor'"
     )
@@ -322,9 +322,7 @@ VERL_BAD = [
 @pytest.mark.parametrize(("override", "message"), VERL_BAD)
 def test_verl_errors(tmp_path: Path, override: str, message: str) -> None:
     path = write(tmp_path, VERL_POOLS)
-    with pytest.raises(ConfigError) as info:
-        load_config(path, overrides=[override])
-    assert str(info.value) == f"{path}: {message}"
+    assert config_error(path, overrides=[override]) == f"{path}: {message}"
 
 
 def test_costs_file(tmp_path: Path) -> None:
@@ -369,9 +367,7 @@ def test_costs_file(tmp_path: Path) -> None:
 )
 def test_costs_errors_name_the_costs_file(tmp_path: Path, text: str, message: str) -> None:
     costs = write(tmp_path, text, "costs.yaml")
-    with pytest.raises(ConfigError) as info:
-        load_config(write(tmp_path, RLINF), costs=costs)
-    assert str(info.value) == f"{costs}: {message}"
+    assert config_error(write(tmp_path, RLINF), costs=costs) == f"{costs}: {message}"
 
 
 def test_format_override(tmp_path: Path) -> None:

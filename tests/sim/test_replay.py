@@ -13,10 +13,9 @@ from rlplex.sim.replay import (
     replay,
     replay_timeline,
     stage_columns,
-    steady_period,
     step_times,
 )
-from rlplex.sim.simulate import extract_pattern
+from rlplex.sim.simulate import extract_pattern, steady_period
 from rlplex.timeline.importers import import_record
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

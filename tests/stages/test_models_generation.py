@@ -116,9 +116,7 @@ def test_values_come_from_the_state_before_each_token(tok):
 
 def test_reward_model_scores_each_sequence(tok):
     rm = M.build_reward_model(M.ModelConfig())
-    batch = G._batch_from_responses(
-        [tok.encode("12"), tok.encode("3")], [[5, 2], [6, 2]], 1, 0, 2
-    )
+    batch = G._batch_from_responses([tok.encode("12"), tok.encode("3")], [[5, 2], [6, 2]], 1, 0, 2)
     scores = LP.reward_model_scores(rm, batch)
     assert scores.shape == (2,) and torch.isfinite(scores).all()
 

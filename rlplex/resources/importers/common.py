@@ -42,9 +42,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlplex.errors import ConfigError
-from rlplex.resources.cluster import STATE_KINDS, Cluster
-from rlplex.resources.devices import DeviceSpecError, parse_devices
-from rlplex.resources.placement import check_worker_layout
+from rlplex.resources.cluster import STATE_KINDS
 
 DEFAULT_STATES: dict[str, dict[str, float]] = {
     "actor_train": {"weights": 4.0, "optimizer": 8.0, "grads": 4.0},
@@ -217,31 +215,6 @@ def gpu_role(devices: tuple[int, ...], num_gpus_per_worker: int, name: str) -> d
     }
 
 
-def place(
-    value: Any,
-    cluster: Cluster,
-    *,
-    field: str,
-    file: str,
-) -> tuple[int, ...]:
-    """Parse a device set from an imported file; errors carry that file's field path."""
-    try:
-        devices = parse_devices(value, cluster.num_gpus)
-    except DeviceSpecError as exc:
-        raise ConfigError(str(exc), field=field, value=value, file=file) from None
-    if not isinstance(devices, tuple):
-        raise ConfigError("must name GPUs, not 'auto'", field=field, value=value, file=file)
-    return devices
-
-
-def check_layout(
-    name: str, devices: tuple[int, ...], per_worker: int, cluster: Cluster, *, field: str, file: str
-) -> int:
-    """Check the worker layout under an imported field path; returns the world size."""
-    check_worker_layout(name, devices, per_worker, cluster, file, field=field)
-    return len(devices) // per_worker
-
-
 _REF = re.compile(r"^\$\{\s*([A-Za-z_][\w.]*)\s*\}$")
 
 
@@ -257,14 +230,25 @@ def resolve_ref(value: Any, data: Mapping[str, Any]) -> Any:
         match = _REF.match(value)
         if not match:
             return value
-        node: Any = data
-        for part in match.group(1).split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return value
-            node = node[part]
+        node = get_path(data, match.group(1), _MISSING)
+        if node is _MISSING:
+            return value
         value = node
         seen += 1
     return value
+
+
+_MISSING = object()
+
+
+def get_path(data: Mapping[str, Any], path: str, default: Any = None) -> Any:
+    """The value at the dotted ``path`` of ``data`` (unresolved), or ``default`` if absent."""
+    node: Any = data
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return node
 
 
 def positive_int(value: Any, *, field: str, file: str) -> int:

@@ -47,6 +47,7 @@ from rlplex.resources.cluster import Cluster
 from rlplex.resources.importers.common import (
     apply_costs,
     default_pipeline,
+    get_path,
     gpu_role,
     positive_int,
     resolve_ref,
@@ -68,12 +69,7 @@ _TP_FIELD = "actor_rollout_ref.rollout.tensor_model_parallel_size"
 
 
 def _get(data: Mapping[str, Any], path: str, default: Any = None) -> Any:
-    node: Any = data
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return default
-        node = node[part]
-    return resolve_ref(node, data)
+    return resolve_ref(get_path(data, path, default), data)
 
 
 def _plain_pools(data: Mapping[str, Any], file: str) -> tuple[dict[str, list[int]], dict[str, str]]:
