@@ -372,6 +372,22 @@ def compare(
     print_wrote(gantt, png)
 
 
+def placement_table(candidates: list[Any]) -> Table:
+    """The placements the search scored, best first (the first is the one planned)."""
+    from rlplex.resources.devices import format_devices
+
+    table = Table(title="placements searched (best first; the first is planned)")
+    for column in ("#", "colocated groups: GPUs", "period", "lower bound"):
+        table.add_column(column, justify="right" if column in ("#", "period") else "left")
+    for rank, cand in enumerate(candidates, start=1):
+        groups = "  |  ".join(
+            f"{'+'.join(group)}: {format_devices(cand.placement[group[0]])}"
+            for group in cand.groups
+        )
+        table.add_row(str(rank), groups, f"{cand.period_s:.2f} s", f"{cand.lower_bound_s:.2f} s")
+    return table
+
+
 @app.command()
 @user_errors
 def plan(
@@ -404,7 +420,14 @@ def plan(
             n: r.model_copy(update={"auto": True}) if r.is_gpu else r for n, r in cfg.roles.items()
         }
         cfg = cfg.model_copy(update={"roles": roles})
-    result = make_plan(cfg, baseline=baseline)
+    candidates = []
+    if any(r.auto for r in cfg.roles.values()):
+        from rlplex.plan import plan_for_placement, search_placements
+
+        candidates = search_placements(cfg, top=5)
+        result = plan_for_placement(cfg, candidates[0].placement, baseline=baseline)
+    else:
+        result = make_plan(cfg, baseline=baseline)
     if verify:
         verify_plan(result, cfg)
     if gantt or png or trace:
@@ -434,6 +457,8 @@ def plan(
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
+    if candidates:
+        console.print(placement_table(candidates))
     if verify:
         console.print("[green]verified[/]: every validity rule holds", highlight=False)
 

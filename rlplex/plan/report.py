@@ -66,9 +66,23 @@ def summarize(plan: Plan, sequential_s: float | None = None) -> PlanSummary:
 
 
 def placed_config(config: Config, plan: Plan) -> Config:
-    """``config`` with every GPU role on the plan's devices (auto roles resolved)."""
+    """``config`` with every GPU role on the plan's devices (auto roles resolved).
+
+    Each GPU stage keeps the device count its ``seconds`` were measured on
+    (``at_devices`` is pinned before the roles move), so planning the placed
+    config prices stages exactly as the plan did.
+    """
+    from rlplex.plan.costs import is_gpu_role, reference_devices
+
+    stages = tuple(
+        stage.model_copy(update={"at_devices": reference_devices(config, stage)})
+        if not stage.is_weight_sync and is_gpu_role(config, stage.role or "")
+        else stage
+        for stage in config.pipeline.stages
+    )
     roles = {
         name: role.with_devices(tuple(plan.placement[name])) if name in plan.placement else role
         for name, role in config.roles.items()
     }
-    return config.model_copy(update={"roles": roles})
+    pipeline = config.pipeline.model_copy(update={"stages": stages})
+    return config.model_copy(update={"roles": roles, "pipeline": pipeline})

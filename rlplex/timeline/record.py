@@ -107,7 +107,9 @@ class Timeline(BaseModel):
             except json.JSONDecodeError:
                 if number == len(lines):
                     break
-                raise ConfigError("not a JSON object", file=str(path), line=number, value=line[:80]) from None
+                raise ConfigError(
+                    "not a JSON object", file=str(path), line=number, value=line[:80]
+                ) from None
             if not isinstance(obj, dict):
                 raise ConfigError("not a JSON object", file=str(path), line=number, value=line[:80])
             if "meta" in obj and "step" not in obj:
@@ -172,7 +174,6 @@ class TimelineWriter:
         self.close()
 
 
-
 def timeline_from_plan(plan: Any, meta: dict[str, Any] | None = None) -> Timeline:
     """The plan's ops as a predicted Timeline (bytes per device from each op's GB)."""
     events = []
@@ -181,11 +182,15 @@ def timeline_from_plan(plan: Any, meta: dict[str, Any] | None = None) -> Timelin
         gb = fields.pop("gb", 0.0)
         fields.pop("id")
         fields.pop("memory_gb", None)
+        moved = round(gb * 2**30)
         events.append(
-            Event.model_validate(
-                {**fields, "op": op.id, "bytes": int(round(gb * 2**30)), "memory_gb": op.memory_gb}
-            )
+            Event.model_validate({**fields, "op": op.id, "bytes": moved, "memory_gb": op.memory_gb})
         )
-    info = {"source": "plan", "mode": plan.mode, "period_s": plan.period_s,
-            "lower_bound_s": plan.lower_bound_s, "makespan_s": plan.makespan_s}
+    info = {
+        "source": "plan",
+        "mode": plan.mode,
+        "period_s": plan.period_s,
+        "lower_bound_s": plan.lower_bound_s,
+        "makespan_s": plan.makespan_s,
+    }
     return Timeline(events=tuple(events), meta={**info, **(meta or {})})

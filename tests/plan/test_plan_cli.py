@@ -67,3 +67,15 @@ def test_simulate_prints_steps_and_writes_jsonl(tmp_path):
     assert timeline.steps == (0, 1, 2, 3, 4)
     text = runner.invoke(app, ["simulate", str(EXAMPLES / "grpo.yaml"), "--steps", "3"])
     assert text.exit_code == 0 and "period_s" in text.stdout
+
+
+def test_plan_auto_reports_the_placements_it_searched():
+    result = runner.invoke(
+        app,
+        ["plan", str(EXAMPLES / "ppo.yaml"), "--auto", "--set", "cluster.nodes=2"],
+        env={"COLUMNS": "160"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "placements searched" in result.stdout
+    lines = [line for line in result.stdout.splitlines() if line.startswith("│ 1 ")]
+    assert lines and "actor_train" in lines[0] and "161.02 s" in lines[0]
