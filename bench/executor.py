@@ -34,7 +34,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 from rlplex.config import config_from_dict  # noqa: E402
 from rlplex.plan import make_plan  # noqa: E402
 from rlplex.runtime.dispatcher import Dispatcher  # noqa: E402
-from rlplex.runtime.execute import open_session  # noqa: E402
+from rlplex.runtime.executor import open_session  # noqa: E402
 from rlplex.runtime.recorder import Recorder  # noqa: E402
 from rlplex.runtime.report import measured_period, stage_durations  # noqa: E402
 from rlplex.runtime.schedule import Schedule, expand_plan  # noqa: E402

@@ -60,6 +60,10 @@ CostsOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
+def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure_logging(json_logs: bool | None = None) -> None:
     """structlog to stderr: coloured for a terminal, JSON lines otherwise."""
     if json_logs is None:
@@ -74,8 +78,10 @@ def configure_logging(json_logs: bool | None = None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
+        # Resolve sys.stderr per logger, not once: a test runner (or a caller) may swap
+        # and close the stream the CLI first saw.
+        logger_factory=_stderr_logger,
+        cache_logger_on_first_use=False,
     )
 
 
@@ -551,14 +557,21 @@ def run(
     format_: FormatOpt = None,
     costs: CostsOpt = None,
 ) -> None:
-    """Run the plan on Ray (stages without code are rehearsed) and record what happened."""
+    """Run the plan on Ray (stages without code are rehearsed) and record what happened.
+
+    With ``pipeline: {python: "module:function"}``, if the module also has a
+    ``setups()`` function (role name -> ``setup(info) -> state``, as
+    ``rlplex.pipelines.grpo`` and ``rlplex.pipelines.ppo`` have), it is called
+    and its setups build the roles' state on the workers.
+    """
     from rlplex.runtime import RunInterrupted
-    from rlplex.runtime.cli_run import run_plan
+    from rlplex.runtime.cli_run import python_setups, run_plan
 
     cfg = read_config(config, set_, format_, costs)
     try:
         result = run_plan(
             cfg,
+            setups=python_setups(config),
             steps=steps,
             record=record,
             time_scale=time_scale,

@@ -208,7 +208,16 @@ def _resolve_role(name: str, spec: _RoleSpec, cluster: Cluster, file: str | None
     )
 
 
-def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipeline:
+def import_pipeline_module(ref: str, base_dir: Path, file: str | None = None) -> Any:
+    """The module of ``pipeline.python`` (``"module:function"`` or ``"file.py:function"``).
+
+    A ``.py`` file is read relative to ``base_dir`` (the config's folder), which
+    is also on the import path while a module name is imported.
+
+    Raises:
+        ConfigError: the reference is malformed, the file is missing, or the
+            module failed to import (naming ``pipeline.python`` and why).
+    """
     module_name, sep, func_name = ref.partition(":")
     if not sep or not module_name or not func_name:
         raise ConfigError(
@@ -240,6 +249,12 @@ def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipelin
             value=ref,
             file=file,
         ) from None
+    return module
+
+
+def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipeline:
+    module = import_pipeline_module(ref, base_dir, file)
+    module_name, _, func_name = ref.partition(":")
     factory = getattr(module, func_name, None)
     if not callable(factory):
         raise ConfigError(

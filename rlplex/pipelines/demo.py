@@ -82,13 +82,11 @@ def write_gantt(plan: Any, measured: Any, step: int, path: Path) -> str:
     from rlplex.viz.critical import period_of
 
     predicted = timeline_from_plan(plan)
-    # The record's meta repeats the plan's period_s; measure the period from the ops instead.
-    meta = {k: v for k, v in measured.meta.items() if k not in ("period_s", "makespan_s")}
-    period = period_of(measured.model_copy(update={"meta": meta}))
+    # One step alone has no steady state: give it the period measured over the whole run.
     one = Timeline(
         events=measured.step_events(step),
         metrics={step: measured.metrics.get(step, {})},
-        meta={**meta, "period_s": period},
+        meta={**measured.meta, "period_s": period_of(measured)},
     )
     result = write_comparison(
         predicted, one, names=("predicted", f"measured step {step}"), gantt=path
@@ -113,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     from rlplex.plan import make_plan
-    from rlplex.runtime.execute import execute
+    from rlplex.runtime import execute
 
     async_ = args.layout == "async"
     cfg = RLConfig(

@@ -18,40 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rlplex.dag.api import PipelineBuilder
 from rlplex.dag.pipeline import Pipeline
 from rlplex.pipelines.config import RLConfig
 from rlplex.pipelines.roles import role_setups
+from rlplex.pipelines.steps import build_step
 
 
 def build_pipeline(cfg: RLConfig | None = None) -> Pipeline:
     """The GRPO step DAG with its stage callables."""
-    from rlplex.pipelines import stages as s
-
     cfg = cfg or RLConfig(algorithm="grpo")
-    b = PipelineBuilder(mode=cfg.mode, max_staleness=cfg.max_staleness)
-    gen = b.stage("generate", role="actor_infer", seconds=0.3, fn=s.generate)
-    rew = b.stage("reward", role="rewards", seconds=0.02, after=[gen], fn=s.reward)
-    ref = b.stage("ref_logprob", role="reference", seconds=0.05, after=[gen], fn=s.ref_logprob)
-    old = b.stage(
-        "old_logprob",
-        role="actor_train",
-        seconds=0.05,
-        after=[gen],
-        needs=["weights"],
-        fn=s.old_logprob,
-    )
-    adv = b.stage(
-        "advantage", role="driver", seconds=0.01, after=[gen, rew, ref, old], fn=s.advantage
-    )
-    tr = b.stage("train", role="actor_train", seconds=0.3, after=[adv], fn=s.train)
-    b.weight_sync(
-        from_="actor_train",
-        to="actor_infer",
-        after=[tr],
-        fn=s.vllm_weight_sync if cfg.generator.backend == "vllm" else None,
-    )
-    return b.build()
+    return build_step(cfg, critic=False)
 
 
 def pipeline() -> Pipeline:

@@ -1,7 +1,9 @@
 """Run a pipeline's stage callables in this process, in DAG order, without Ray.
 
 For unit tests of the pipelines and for debugging a stage: every role has one
-worker, built by its setup function here, and stages run one at a time in
+worker, built by its setup function here (with the executor's
+:class:`~rlplex.runtime.context.WorkerInfo` and ``ctx``, so a stage sees the same
+thing under both), and stages run one at a time in
 topological order, with the weight sync copying the trainer's weights into
 the rollout engine (``named_weights``). Placement and offloading are the
 executor's business and are ignored here.
@@ -14,60 +16,13 @@ runs after.
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from rlplex.dag.pipeline import Pipeline
 from rlplex.resources.cluster import DRIVER
-
-
-@dataclass(frozen=True)
-class LocalWorkerInfo:
-    """The ``WorkerInfo`` fields a stage or setup reads, for one in-process worker."""
-
-    role: str
-    rank: int = 0
-    world_size: int = 1
-    devices: tuple[int, ...] = ()
-    state_gb: Mapping[str, float] = field(default_factory=dict)
-    initial_residency: tuple[str, ...] = ()
-
-
-@dataclass
-class LocalContext:
-    """What a stage callable receives as ``ctx`` (same fields as the executor's)."""
-
-    step: int
-    stage: str
-    info: LocalWorkerInfo
-    state: Any = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def rank(self) -> int:
-        return self.info.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.info.world_size
-
-    @property
-    def role(self) -> str:
-        return self.info.role
-
-    def log(self, **metrics: Any) -> None:
-        self.metrics.update(metrics)
-
-
-def _call(fn: Callable[..., Any], ctx: LocalContext, upstream: Mapping[str, Any]) -> Any:
-    params = inspect.signature(fn).parameters
-    kwargs = {k: v for k, v in upstream.items() if k in params}
-    if "ctx" in params:
-        kwargs["ctx"] = ctx
-    return fn(**kwargs)
+from rlplex.runtime.context import StageContext, WorkerInfo, call_stage
 
 
 def _sync_weights(src: Any, dst: Any) -> None:
@@ -93,7 +48,7 @@ def run_local(
     states: dict[str, Any] = {}
     for role in [*pipeline.roles_used(), DRIVER]:
         if role in setups and role not in states:
-            states[role] = setups[role](LocalWorkerInfo(role=role))
+            states[role] = setups[role](WorkerInfo(role=role))
     order = [pipeline.stage(n) for n in pipeline.topological_order()]
     readers = {
         r for s in pipeline.stages if s.is_weight_sync for r in pipeline.weight_readers(s, {})
@@ -111,10 +66,10 @@ def run_local(
         step_results = results.setdefault(step, {})
         if stage.is_weight_sync:
             if stage.fn is not None:
-                ctx = LocalContext(
-                    step, stage.name, LocalWorkerInfo(stage.to_role), states[stage.to_role]
+                ctx = StageContext(
+                    step, stage.name, WorkerInfo(stage.to_role), states[stage.to_role]
                 )
-                _call(stage.fn, ctx, {d: step_results.get(d) for d in stage.after})
+                call_stage(stage.fn, ctx, {d: step_results.get(d) for d in stage.after})
             else:
                 _sync_weights(states[stage.from_role], states[stage.to_role])
             step_results[stage.name] = None
@@ -122,9 +77,9 @@ def run_local(
             role = stage.role
             if role not in states:
                 raise KeyError(f"no setup function for role {role!r} (stage {stage.name!r})")
-            ctx = LocalContext(step, stage.name, LocalWorkerInfo(role), states[role])
+            ctx = StageContext(step, stage.name, WorkerInfo(role), states[role])
             upstream = {d: step_results[d] for d in stage.after}
-            step_results[stage.name] = _call(stage.fn, ctx, upstream) if stage.fn else None
+            step_results[stage.name] = call_stage(stage.fn, ctx, upstream) if stage.fn else None
             for k, v in ctx.metrics.items():
                 metrics.setdefault(step, {}).setdefault(k, v)
         metrics.setdefault(step, {}).setdefault(f"time/{stage.name}", time.perf_counter() - t0)

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rlplex.dag.api import PipelineBuilder
 from rlplex.dag.pipeline import Pipeline
 from rlplex.pipelines.config import RLConfig
 from rlplex.pipelines.roles import role_setups
+from rlplex.pipelines.steps import build_step
 
 
 def default_config() -> RLConfig:
@@ -31,40 +31,8 @@ def default_config() -> RLConfig:
 
 def build_pipeline(cfg: RLConfig | None = None) -> Pipeline:
     """The PPO step DAG with its stage callables."""
-    from rlplex.pipelines import stages as s
-
     cfg = cfg or default_config()
-    b = PipelineBuilder(mode=cfg.mode, max_staleness=cfg.max_staleness)
-    gen = b.stage("generate", role="actor_infer", seconds=0.3, fn=s.generate)
-    rew = b.stage("reward", role="rewards", seconds=0.02, after=[gen], fn=s.reward)
-    ref = b.stage("ref_logprob", role="reference", seconds=0.05, after=[gen], fn=s.ref_logprob)
-    old = b.stage(
-        "old_logprob",
-        role="actor_train",
-        seconds=0.05,
-        after=[gen],
-        needs=["weights"],
-        fn=s.old_logprob,
-    )
-    val = b.stage(
-        "values", role="critic", seconds=0.05, after=[gen], needs=["weights"], fn=s.values
-    )
-    adv = b.stage(
-        "advantage",
-        role="driver",
-        seconds=0.01,
-        after=[gen, rew, ref, old, val],
-        fn=s.advantage,
-    )
-    tr = b.stage("train", role="actor_train", seconds=0.3, after=[adv], fn=s.train)
-    b.stage("critic_train", role="critic", seconds=0.3, after=[adv], fn=s.critic_train)
-    b.weight_sync(
-        from_="actor_train",
-        to="actor_infer",
-        after=[tr],
-        fn=s.vllm_weight_sync if cfg.generator.backend == "vllm" else None,
-    )
-    return b.build()
+    return build_step(cfg, critic=True)
 
 
 def pipeline() -> Pipeline:

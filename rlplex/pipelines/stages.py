@@ -91,10 +91,16 @@ def _settle(state: Any, info: Any) -> Any:
     return state
 
 
-def setup_policy(cfg: RLConfig, info: Any = None) -> PolicyState:
+def _setup_trained(make: Any, cfg: RLConfig, optim: Any, info: Any) -> Any:
+    """A trained role's state; data-parallel over ``info.group`` when the executor set one."""
     device = _prepare(cfg, info)
-    n_micro = cfg.micro_batches_per_step(cfg.optim)
-    return _settle(make_policy(cfg.model, cfg.optim, n_micro, device, cfg), info)
+    n_micro = cfg.micro_batches_per_step(optim)
+    group = getattr(info, "group", None)
+    return _settle(make(cfg.model, optim, n_micro, device, cfg, group), info)
+
+
+def setup_policy(cfg: RLConfig, info: Any = None) -> PolicyState:
+    return _setup_trained(make_policy, cfg, cfg.optim, info)
 
 
 def setup_rollout(cfg: RLConfig, info: Any = None) -> RolloutState:
@@ -118,9 +124,7 @@ def setup_reference(cfg: RLConfig, info: Any = None) -> ReferenceState:
 
 
 def setup_critic(cfg: RLConfig, info: Any = None) -> CriticState:
-    device = _prepare(cfg, info)
-    n_micro = cfg.micro_batches_per_step(cfg.critic_optim)
-    return _settle(make_critic(cfg.model, cfg.critic_optim, n_micro, device, cfg), info)
+    return _setup_trained(make_critic, cfg, cfg.critic_optim, info)
 
 
 def setup_rewards(cfg: RLConfig, info: Any = None) -> RewardState:
@@ -180,28 +184,25 @@ def reward(ctx: Any, generate: B.Batch) -> torch.Tensor:
     return scores
 
 
+def _timed_logprobs(ctx: Any, model: Any, generate: B.Batch, name: str) -> torch.Tensor:
+    """Response log-probs under ``model``, logging the seconds as ``time/<name>``."""
+    cfg: RLConfig = ctx.state.settings
+    t0 = time.perf_counter()
+    out = response_logprobs(model, generate, cfg.sampling.temperature, cfg.optim.micro_batch_size)
+    ctx.log(**{f"time/{name}": time.perf_counter() - t0})
+    return out
+
+
 def ref_logprob(ctx: Any, generate: B.Batch) -> torch.Tensor:
     """``reference``: log-probs of the responses under the frozen initial policy."""
     state: ReferenceState = ctx.state
-    cfg: RLConfig = state.settings
-    t0 = time.perf_counter()
-    out = response_logprobs(
-        state.model, generate, cfg.sampling.temperature, cfg.optim.micro_batch_size
-    )
-    ctx.log(**{"time/ref_logprob": time.perf_counter() - t0})
-    return out
+    return _timed_logprobs(ctx, state.model, generate, "ref_logprob")
 
 
 def old_logprob(ctx: Any, generate: B.Batch) -> torch.Tensor:
     """``actor_train``: log-probs of the responses under the policy that is about to train."""
     state: PolicyState = ctx.state
-    cfg: RLConfig = state.settings
-    t0 = time.perf_counter()
-    out = response_logprobs(
-        state.trainer.model, generate, cfg.sampling.temperature, cfg.optim.micro_batch_size
-    )
-    ctx.log(**{"time/old_logprob": time.perf_counter() - t0})
-    return out
+    return _timed_logprobs(ctx, state.trainer.model, generate, "old_logprob")
 
 
 def values(ctx: Any, generate: B.Batch) -> torch.Tensor:

@@ -1,7 +1,11 @@
 """The Ray executor: run a Plan on a Ray cluster exactly as planned, and record it.
 
-``execute(plan, config, steps=N, ...)`` is the entry point (see
-:mod:`rlplex.runtime.execute`). Modules, one idea each:
+``execute(plan, config, steps=N, setups=..., ...)`` is the entry point (see
+:mod:`rlplex.runtime.executor`). Stage callables read the state that the roles'
+``setups`` build on the workers; ``rlplex run`` takes them from the pipeline
+module's ``setups()`` function when the config says
+``pipeline: {python: "module:function"}`` (:mod:`~rlplex.runtime.cli_run`).
+Modules, one idea each:
 
 - :mod:`~rlplex.runtime.schedule`: unroll a plan into a run's ops with complete deps;
 - :mod:`~rlplex.runtime.cluster`: connect to Ray, fit check, placement groups;
@@ -9,14 +13,13 @@
 - :mod:`~rlplex.runtime.groups`: a role's workers, created and started;
 - :mod:`~rlplex.runtime.dispatcher`: the plan-following event loop;
 - :mod:`~rlplex.runtime.recorder`: the Timeline record, flushed step by step;
-- :mod:`~rlplex.runtime.data`: splitting batches across workers and gathering results.
+- :mod:`~rlplex.runtime.data`: splitting batches across workers and gathering results;
+- :mod:`~rlplex.runtime.cli_run`: the body of ``rlplex run``.
 
 Importing this package does not import Ray or torch.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from rlplex.runtime.errors import (
     ClusterFitError,
@@ -27,6 +30,7 @@ from rlplex.runtime.errors import (
     StageFailedError,
     WorkerDiedError,
 )
+from rlplex.runtime.executor import execute
 
 __all__ = [
     "ClusterFitError",
@@ -38,10 +42,3 @@ __all__ = [
     "WorkerDiedError",
     "execute",
 ]
-
-
-def execute(*args: Any, **kwargs: Any) -> Any:
-    """Run a plan on Ray; see :func:`rlplex.runtime.execute.execute`."""
-    from rlplex.runtime.execute import execute as _execute
-
-    return _execute(*args, **kwargs)

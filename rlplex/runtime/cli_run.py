@@ -2,10 +2,19 @@
 
 Kept out of :mod:`rlplex.cli` so the CLI module stays a thin list of commands
 and importing it never touches Ray.
+
+Role state for a YAML config. A config whose pipeline comes from Python
+(``pipeline: {python: "module:function"}``) names stage callables that read
+``ctx.state``, which the roles' setup functions build. The convention: if that
+module also has a function ``setups()`` returning ``{role: setup(info) -> state}``
+(as :mod:`rlplex.pipelines.grpo` and :mod:`rlplex.pipelines.ppo` do),
+``rlplex run`` calls it and passes the result to
+:func:`~rlplex.runtime.executor.execute` (:func:`python_setups`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +22,54 @@ import structlog
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rlplex.config import Config
+from rlplex.config import Config, import_pipeline_module
+from rlplex.errors import ConfigError
+from rlplex.resources.yaml_io import load_yaml_file
 
 log = structlog.get_logger("rlplex.run")
+
+
+def python_setups(config_file: str | Path) -> dict[str, Callable[[Any], Any]] | None:
+    """The role setups of a config whose pipeline comes from Python, if its module has them.
+
+    For ``pipeline: {python: "module:function"}`` this imports ``module`` (a
+    ``.py`` file is read relative to the config, as the config loader does) and
+    returns ``module.setups()``; None when the pipeline is written in YAML or the
+    module has no ``setups``.
+
+    Raises:
+        ConfigError: ``setups()`` failed or returned something other than a
+            mapping of role names to callables (naming ``pipeline.python``).
+    """
+    config_file = Path(config_file)
+    data = load_yaml_file(config_file)
+    pipeline = data.get("pipeline") if isinstance(data, dict) else None
+    ref = pipeline.get("python") if isinstance(pipeline, dict) else None
+    if not isinstance(ref, str):
+        return None
+    module = import_pipeline_module(ref, config_file.parent, str(config_file))
+    factory = getattr(module, "setups", None)
+    if not callable(factory):
+        return None
+    try:
+        setups = factory()
+    except Exception as exc:  # the user's function failed: name it, no traceback
+        raise ConfigError(
+            f"the module's setups() failed: {type(exc).__name__}: {exc}",
+            field="pipeline.python",
+            value=ref,
+            file=str(config_file),
+        ) from None
+    if not isinstance(setups, Mapping) or not all(
+        isinstance(k, str) and callable(v) for k, v in setups.items()
+    ):
+        raise ConfigError(
+            "the module's setups() must return a mapping of role name -> setup(info)",
+            field="pipeline.python",
+            value=ref,
+            file=str(config_file),
+        )
+    return dict(setups)
 
 
 def _simulated_period(plan: Any, config: Config, steps: int, durations: Any) -> float:
@@ -45,8 +99,9 @@ def run_plan(
     address: str | None,
     timeout_s: float,
     console: Console,
+    setups: Mapping[str, Callable[[Any], Any]] | None = None,
 ) -> dict[str, Any]:
-    """Plan ``config``, run it, and return measured vs predicted figures."""
+    """Plan ``config``, run it with the roles' ``setups``, return measured vs predicted figures."""
     from rlplex.plan import make_plan
     from rlplex.runtime import execute
     from rlplex.runtime.report import measured_period, stage_durations
@@ -89,6 +144,7 @@ def run_plan(
             timeout_s=timeout_s,
             on_step=on_step,
             on_ops=on_ops,
+            setups=setups,
             meta={"config": config.source},
         )
     measured = measured_period(timeline)

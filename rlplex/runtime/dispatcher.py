@@ -38,6 +38,7 @@ from typing import Any
 import ray
 import structlog
 
+from rlplex.runtime.context import StageContext, WorkerInfo
 from rlplex.runtime.data import gather, shard
 from rlplex.runtime.errors import (
     OpTimeoutError,
@@ -50,7 +51,7 @@ from rlplex.runtime.errors import (
 from rlplex.runtime.groups import WorkerGroup
 from rlplex.runtime.recorder import Recorder
 from rlplex.runtime.schedule import ExecOp, Schedule
-from rlplex.runtime.worker import StageContext, WorkerInfo, run_stage
+from rlplex.runtime.worker import run_stage
 
 log = structlog.get_logger("rlplex.runtime")
 
@@ -351,9 +352,11 @@ class Dispatcher:
 
     def _inputs(
         self, op: ExecOp, stage: str, world: int
-    ) -> list[tuple[list[tuple[str, int]], list[Any]]]:
-        """Per worker: the (name, count) layout and the positional inputs."""
-        per_worker: list[tuple[list[tuple[str, int]], list[Any]]] = [([], []) for _ in range(world)]
+    ) -> list[tuple[list[tuple[str, int, bool]], list[Any]]]:
+        """Per worker: the (name, count, whole) layout and the positional inputs."""
+        per_worker: list[tuple[list[tuple[str, int, bool]], list[Any]]] = [
+            ([], []) for _ in range(world)
+        ]
         for name in self.bindings.get(stage, StageBinding()).upstream:
             found = self._results.get((op.step, name))
             if found is None:
@@ -361,13 +364,14 @@ class Dispatcher:
             kind, value = found
             for rank, (layout, args) in enumerate(per_worker):
                 if kind == "value":
-                    layout.append((name, 1))
+                    layout.append((name, 1, False))
                     args.append(shard(value, rank, world))
                 elif len(value) == world:
-                    layout.append((name, 1))
+                    layout.append((name, 1, False))
                     args.append(value[rank])
                 else:
-                    layout.append((name, len(value)))
+                    # Another world size (one upstream part included): the worker reshards.
+                    layout.append((name, len(value), True))
                     args.extend(value)
         return per_worker
 

@@ -20,8 +20,8 @@ from rlplex.config import Config
 from rlplex.plan.model import Plan
 from rlplex.resources.cluster import DRIVER
 from rlplex.runtime.cluster import Reservation
+from rlplex.runtime.context import WorkerInfo
 from rlplex.runtime.errors import ExecutionError, OpTimeoutError, RemoteStageError, StageFailedError
-from rlplex.runtime.worker import WorkerInfo
 
 
 @dataclass
@@ -126,8 +126,33 @@ def build_groups(
     return groups
 
 
-def start_groups(groups: Mapping[str, WorkerGroup], timeout_s: float) -> None:
-    """Wait for every actor to start, read where it landed, and run the setups."""
+def join_train_groups(groups: Mapping[str, WorkerGroup], roles: set[str], timeout_s: float) -> None:
+    """The workers of each data-parallel train role in ``roles`` join one process group.
+
+    Rank 0 hosts the rendezvous; every worker joins at once (the join blocks
+    until all have arrived). Run after the actors start and before the setups,
+    which receive the group as ``info.group``.
+    """
+    import ray
+
+    refs = []
+    for role in sorted(roles):
+        group = groups.get(role)
+        if group is None or group.world_size < 2:
+            continue
+        host, port = ray.get(group.actors[0].sync_address.remote(), timeout=timeout_s)
+        refs += [a.join_role_group.remote(host, port, timeout_s) for a in group.actors]
+    ray.get(refs, timeout=timeout_s)
+
+
+def start_groups(
+    groups: Mapping[str, WorkerGroup], timeout_s: float, train_roles: set[str] | None = None
+) -> None:
+    """Wait for every actor to start, read where it landed, and run the setups.
+
+    ``train_roles``: roles whose workers (if several) join a data-parallel
+    process group before their setups run (:func:`join_train_groups`).
+    """
     import ray
 
     describe = {
@@ -146,6 +171,7 @@ def start_groups(groups: Mapping[str, WorkerGroup], timeout_s: float) -> None:
         )
     for (role, _), ref in describe.items():
         groups[role].placement.append(ray.get(ref))
+    join_train_groups(groups, train_roles or set(), timeout_s)
     setup = {(g.role, r): a.setup.remote() for g in groups.values() for r, a in enumerate(g.actors)}
     for (role, rank), ref in setup.items():
         try:

@@ -7,7 +7,7 @@ it, and executes the plan's offload/reload/weight-sync calls.
 
 Binding stages. A stage's implementation is a plain Python callable: the
 Stage's ``fn`` (the decorator API) or an entry of the ``implementations``
-mapping given to :func:`rlplex.runtime.execute`. It is called as::
+mapping given to :func:`rlplex.runtime.executor.execute`. It is called as::
 
     fn(ctx, **upstream)
 
@@ -27,6 +27,12 @@ keeps residency. For weight sync, the state (or its offloader) may offer
 ``named_weights() -> dict[str, Tensor]``: the source's are sent to the
 destination's, which are overwritten in place.
 
+Data parallelism. A role with several workers, a setup and a stage of kind
+``train`` gets a process group among its workers before its setup runs
+(``info.group``, see :meth:`RoleWorker.join_role_group`); the setup hands it to
+its trainer, which all-reduces gradients over it
+(:class:`~rlplex.stages.optim.TorchTrainer`).
+
 Rehearsal. A stage with no implementation sleeps its planned seconds times
 ``time_scale``; with a real GPU it also holds its planned ``memory_gb`` while
 it sleeps. Transfers without a backend sleep likewise.
@@ -38,85 +44,20 @@ prefetch can overlap a stage of the same role, as planned.
 
 from __future__ import annotations
 
-import inspect
 import os
 import socket
 import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 
+from rlplex.runtime.context import StageContext, WorkerInfo, call_stage
 from rlplex.runtime.data import reshard
 from rlplex.runtime.errors import RemoteStageError
 from rlplex.stages.offload import BookkeepingOffload, Offloadable, find_offloadable
-
-
-@dataclass(frozen=True)
-class WorkerInfo:
-    """Where a worker is and what it is; given to setup functions and in ``ctx``."""
-
-    role: str
-    """The role's name."""
-    rank: int
-    """Rank within the role, 0 .. world_size - 1."""
-    world_size: int
-    """Number of workers of the role."""
-    devices: tuple[int, ...] = ()
-    """Planned global GPU ranks of this worker."""
-    node: int = 0
-    """Planned node index."""
-    gpu_ids: tuple[str, ...] = ()
-    """Physical GPU ids on the node (``CUDA_VISIBLE_DEVICES`` of the worker)."""
-    state_gb: Mapping[str, float] = field(default_factory=dict)
-    """Planned GB per device of the role's states."""
-    initial_residency: tuple[str, ...] = ()
-    """States resident when the run starts."""
-
-
-@dataclass
-class StageContext:
-    """What a stage callable receives as ``ctx``."""
-
-    step: int
-    """The RL step."""
-    stage: str
-    """The stage's name."""
-    info: WorkerInfo
-    """The worker: role, rank, world size, devices."""
-    state: Any = None
-    """What the role's setup returned (the model, the engine...)."""
-    metrics: dict[str, Any] = field(default_factory=dict)
-    """Step metrics logged with :meth:`log` (rank 0's win)."""
-
-    @property
-    def rank(self) -> int:
-        return self.info.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.info.world_size
-
-    @property
-    def role(self) -> str:
-        return self.info.role
-
-    def log(self, **metrics: Any) -> None:
-        """Record step metrics (``reward/mean=0.6``); they land in the record's metrics line."""
-        self.metrics.update(metrics)
-
-
-def call_stage(fn: Callable[..., Any], ctx: StageContext, upstream: Mapping[str, Any]) -> Any:
-    """Call ``fn`` with ``ctx`` and the upstream values its signature names."""
-    params = inspect.signature(fn).parameters
-    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    kwargs = {k: v for k, v in upstream.items() if takes_all or k in params}
-    if "ctx" in params:
-        kwargs["ctx"] = ctx
-    return fn(**kwargs)
 
 
 def run_stage(
@@ -266,17 +207,19 @@ class RoleWorker:
     def run(self, meta: dict[str, Any], *inputs: Any) -> tuple[Any, dict[str, Any]]:
         """Run one stage; ``meta["inputs"]`` says how ``inputs`` map to upstream names.
 
-        Each entry is ``(name, count)``: ``count`` positional inputs are the
-        parts of that upstream result (1: already this worker's shard; more:
-        the upstream role's parts, gathered and resharded here).
+        Each entry is ``(name, count, whole)``: ``count`` positional inputs are
+        that upstream result's parts; ``whole`` False: the one part is already
+        this worker's shard; True: they are all of the upstream role's parts,
+        gathered and resharded here (also when there is one part: a result of
+        a one-worker role is split among this role's workers).
         """
         upstream: dict[str, Any] = {}
         position = 0
-        for name, count in meta["inputs"]:
+        for name, count, whole in meta["inputs"]:
             parts = inputs[position : position + count]
             position += count
             upstream[name] = (
-                parts[0] if count == 1 else reshard(parts, self.info.rank, self.info.world_size)
+                reshard(parts, self.info.rank, self.info.world_size) if whole else parts[0]
             )
         stage, step = meta["stage"], meta["step"]
         ctx = StageContext(step=step, stage=stage, info=self.info, state=self.state)
@@ -388,6 +331,29 @@ class RoleWorker:
         else:
             group = dist.ProcessGroupGloo(store, rank, size, timeout)
         self._sync_groups[key] = (group, torch)
+        return True
+
+    @ray.method(concurrency_group="compute")
+    def join_role_group(self, host: str, port: int, timeout_s: float) -> bool:
+        """Join the role's data-parallel group (rank = this worker's) before the setup runs.
+
+        The group is stand-alone, like the weight-sync ones, and reaches the
+        setup function as ``info.group`` (train stages all-reduce gradients over
+        it). Gloo on CPU, NCCL when the worker drives a real GPU.
+        """
+        import dataclasses
+        import datetime
+
+        import torch.distributed as dist
+
+        rank, size = self.info.rank, self.info.world_size
+        timeout = datetime.timedelta(seconds=timeout_s)
+        store = dist.TCPStore(host, port, size, rank == 0, timeout=timeout)
+        if self.info.devices and _cuda_ready():
+            group = dist.ProcessGroupNCCL(store, rank, size)
+        else:
+            group = dist.ProcessGroupGloo(store, rank, size, timeout)
+        self.info = dataclasses.replace(self.info, group=group)
         return True
 
     @ray.method(concurrency_group="compute")

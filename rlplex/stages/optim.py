@@ -7,6 +7,11 @@ weights each micro-batch by its share of the loss's denominator (tokens for a
 token mean, sequences for a sequence mean), so the accumulated gradient is
 exactly the full batch's.
 
+Data parallelism: a role with several workers gives each a shard of the batch;
+:class:`TorchTrainer` all-reduces the accumulated gradients over the role's
+process group (:func:`all_reduce_grads`) before clipping and stepping, so every
+worker takes the same step as one worker on the whole batch would.
+
 DeepSpeed runs on CPU too: with no CUDA device, :func:`init_deepspeed` selects
 DeepSpeed's CPU accelerator (``DS_ACCELERATOR=cpu``) and a one-process gloo
 group, the setup DeepSpeed's own CPU tests use. Its ZeRO-1/2 engine offers
@@ -78,14 +83,75 @@ def _mean_stats(all_stats: list[dict[str, float]], weights: list[float]) -> dict
     }
 
 
-class TorchTrainer:
-    """AdamW on a plain module."""
+def _accumulate(
+    model: Any,
+    micro_batches: Sequence[Batch],
+    loss_fn: LossFn,
+    units: UnitsFn,
+    backward: Callable[[torch.Tensor, float], None],
+) -> tuple[dict[str, float], float]:
+    """Forward and ``backward(loss, weight)`` each micro-batch, weighted by its share of units.
 
-    def __init__(self, model: torch.nn.Module, config: OptimConfig) -> None:
+    Returns the weighted mean stats and loss, and the total units (the
+    denominator the accumulated gradient is a mean over).
+    """
+    total = sum(units(mb) for mb in micro_batches) or 1.0
+    weights = [units(mb) / total for mb in micro_batches]
+    losses, stats = [], []
+    for mb, weight in zip(micro_batches, weights, strict=True):
+        loss, s = loss_fn(model, mb)
+        backward(loss, weight)
+        losses.append(float(loss.detach()))
+        stats.append(s)
+    out = _mean_stats(stats, weights)
+    out["loss"] = sum(v * w for v, w in zip(losses, weights, strict=True))
+    return out, total
+
+
+def all_reduce_grads(model: torch.nn.Module, group: Any, units: float) -> None:
+    """Make every data-parallel worker's gradient the mean over the whole batch.
+
+    Each worker holds the mean gradient over its own ``units`` (tokens or
+    sequences); scaling by them before the sum and dividing by the summed units
+    after gives exactly the full batch's mean, even for uneven shards.
+    """
+    import torch
+    import torch.distributed as dist
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    # One flat buffer: one collective per step instead of one per parameter.
+    flat = torch.cat(
+        [
+            (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).float()
+            for p in params
+        ]
+        + [torch.tensor([1.0], device=params[0].device)]
+    )
+    flat[:-1] *= units
+    flat[-1] = units
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.SUM
+    group.allreduce([flat], opts).wait()
+    flat[:-1] /= flat[-1]
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad = flat[offset : offset + n].view_as(p).to(p.dtype)
+        offset += n
+
+
+class TorchTrainer:
+    """AdamW on a plain module; with a process group, data-parallel over its workers."""
+
+    def __init__(
+        self, model: torch.nn.Module, config: OptimConfig, group: Any | None = None
+    ) -> None:
         import torch
 
         self.model = model
         self.config = config
+        self.group = group
+        """The role's data-parallel process group: gradients are all-reduced over it."""
         self.optimizer = torch.optim.AdamW(
             model.parameters(),
             lr=config.lr,
@@ -99,20 +165,15 @@ class TorchTrainer:
         import torch
 
         self.model.train()
-        total = sum(units(mb) for mb in micro_batches) or 1.0
-        weights = [units(mb) / total for mb in micro_batches]
-        losses, stats = [], []
-        for mb, weight in zip(micro_batches, weights, strict=True):
-            loss, s = loss_fn(self.model, mb)
-            (loss * weight).backward()
-            losses.append(float(loss.detach()))
-            stats.append(s)
+        out, total = _accumulate(
+            self.model, micro_batches, loss_fn, units, lambda loss, w: (loss * w).backward()
+        )
+        if self.group is not None and self.group.size() > 1:
+            all_reduce_grads(self.model, self.group, total)
         clip = self.config.grad_clip if self.config.grad_clip is not None else float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        out = _mean_stats(stats, weights)
-        out["loss"] = sum(v * w for v, w in zip(losses, weights, strict=True))
         out["grad_norm"] = float(grad_norm)
         return out
 
@@ -213,18 +274,13 @@ class DeepSpeedTrainer:
                 " micro_batch_size"
             )
         self.engine.train()
-        total = sum(units(mb) for mb in micro_batches) or 1.0
-        weights = [units(mb) / total for mb in micro_batches]
-        losses, stats = [], []
-        for mb, weight in zip(micro_batches, weights, strict=True):
-            loss, s = loss_fn(self.engine, mb)
+
+        def backward(loss: torch.Tensor, weight: float) -> None:
             # The engine divides by gradient_accumulation_steps; undo that to weigh exactly.
             self.engine.backward(loss * weight * self.num_micro_batches)
             self.engine.step()
-            losses.append(float(loss.detach()))
-            stats.append(s)
-        out = _mean_stats(stats, weights)
-        out["loss"] = sum(v * w for v, w in zip(losses, weights, strict=True))
+
+        out, _ = _accumulate(self.engine, micro_batches, loss_fn, units, backward)
         norm = self.engine.get_global_grad_norm()
         out["grad_norm"] = float(norm) if norm is not None else 0.0
         return out
@@ -235,9 +291,23 @@ class DeepSpeedTrainer:
 
 
 def make_trainer(
-    model: torch.nn.Module, config: OptimConfig, num_micro_batches: int = 1
+    model: torch.nn.Module,
+    config: OptimConfig,
+    num_micro_batches: int = 1,
+    group: Any | None = None,
 ) -> TorchTrainer | DeepSpeedTrainer:
-    """The configured backend around ``model``."""
+    """The configured backend around ``model``, data-parallel over ``group`` if given.
+
+    Raises:
+        ValueError: DeepSpeed with a group of several workers (its engine would
+            need the role's workers in one default process group, which the
+            executor does not set up).
+    """
     if config.backend == "deepspeed":
+        if group is not None and group.size() > 1:
+            raise ValueError(
+                f"the deepspeed backend trains on one worker per role; got {group.size()}"
+                " data-parallel workers (use backend 'torch', which all-reduces gradients)"
+            )
         return DeepSpeedTrainer(model, config, num_micro_batches)
-    return TorchTrainer(model, config)
+    return TorchTrainer(model, config, group)

@@ -78,27 +78,43 @@ class PolicyState:
         return {name: t for name, t in self.trainer.named_weights()}
 
 
+def _trainable(
+    model: torch.nn.Module,
+    optim_config: OptimConfig,
+    num_micro_batches: int,
+    device: torch.device,
+    group: Any = None,
+) -> tuple[TorchTrainer | DeepSpeedTrainer, Any]:
+    """``model``'s optimizer backend and the offloader that moves all of its states."""
+    if optim_config.backend == "deepspeed":
+        from rlplex.stages.offload import DeepSpeedOffload  # type: ignore[attr-defined]
+
+        trainer = make_trainer(model, optim_config, num_micro_batches, group)
+        weights = _param_bytes(model)
+        # fp32 AdamW: master weights are the params themselves, plus two moments.
+        sizes = {"weights": weights, "optimizer": 2 * weights, "grads": weights}
+        return trainer, DeepSpeedOffload(trainer.engine, sizes, pin_memory=device.type == "cuda")
+    # The offloader first: it flattens the parameters, which the optimizer must then hold.
+    offloader = _torch_offload([model])
+    trainer = make_trainer(model, optim_config, num_micro_batches, group)
+    offloader.optimizers.append(trainer.optimizer)
+    return trainer, offloader
+
+
 def make_policy(
     model_config: ModelConfig,
     optim_config: OptimConfig,
     num_micro_batches: int,
     device: torch.device,
     settings: Any = None,
+    group: Any = None,
 ) -> PolicyState:
-    """The policy on ``device`` with the configured optimizer backend and its offloader."""
-    model = build_causal_lm(model_config).to(device)
-    if optim_config.backend == "deepspeed":
-        from rlplex.stages.offload import DeepSpeedOffload  # type: ignore[attr-defined]
+    """The policy on ``device`` with the configured optimizer backend and its offloader.
 
-        trainer = make_trainer(model, optim_config, num_micro_batches)
-        weights = _param_bytes(model)
-        # fp32 AdamW: master weights are the params themselves, plus two moments.
-        sizes = {"weights": weights, "optimizer": 2 * weights, "grads": weights}
-        offloader = DeepSpeedOffload(trainer.engine, sizes, pin_memory=device.type == "cuda")
-        return PolicyState(model, trainer, offloader, settings)
-    offloader = _torch_offload([model])
-    trainer = make_trainer(model, optim_config, num_micro_batches)
-    offloader.optimizers.append(trainer.optimizer)
+    ``group``: the role's data-parallel process group (gradients are all-reduced over it).
+    """
+    model = build_causal_lm(model_config).to(device)
+    trainer, offloader = _trainable(model, optim_config, num_micro_batches, device, group)
     return PolicyState(model, trainer, offloader, settings)
 
 
@@ -174,12 +190,11 @@ def make_critic(
     num_micro_batches: int,
     device: torch.device,
     settings: Any = None,
+    group: Any = None,
 ) -> CriticState:
+    """The value model on ``device``, trained like the policy (see :func:`make_policy`)."""
     model = build_critic(model_config).to(device)
-    offloader = _torch_offload([model])
-    trainer = make_trainer(model, optim_config, num_micro_batches)
-    if isinstance(trainer, TorchTrainer):
-        offloader.optimizers.append(trainer.optimizer)
+    trainer, offloader = _trainable(model, optim_config, num_micro_batches, device, group)
     return CriticState(model, trainer, offloader, settings)
 
 

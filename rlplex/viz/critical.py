@@ -161,9 +161,11 @@ def period_of(timeline: Timeline) -> float:
     """Steady-state seconds per step: the recorded ``period_s`` or an estimate.
 
     Without ``meta["period_s"]`` it is the median time between the ends of
-    successive steps (a single step: its span).
+    successive steps (a single step: its span). A Ray record's meta is never
+    trusted for it: records written before ``meta["plan"]`` existed carried the
+    plan's prediction there, not a measurement.
     """
-    if timeline.meta.get("period_s"):
+    if timeline.meta.get("period_s") and timeline.meta.get("source") != "ray":
         return float(timeline.meta["period_s"])
     steps = [s for s in timeline.steps if timeline.step_events(s)]
     if not steps:

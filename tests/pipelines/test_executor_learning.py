@@ -26,9 +26,7 @@ def _mean(xs):
 
 
 def _execute(module, cfg, layout, steps, tmp_path):
-    # (Not "from rlplex.runtime import execute": once the submodule rlplex.runtime.execute is
-    # imported, the package attribute of that name is the module, not the function.)
-    from rlplex.runtime.execute import execute
+    from rlplex.runtime import execute
 
     pipeline = module.build_pipeline(cfg)
     config = cluster_config(pipeline, layout)

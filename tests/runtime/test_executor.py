@@ -25,6 +25,7 @@ from rlplex.runtime.recorder import plan_path
 from rlplex.runtime.schedule import expand_plan
 from rlplex.stages.offload import BookkeepingOffload
 from rlplex.timeline.record import Timeline
+from rlplex.viz.critical import period_of
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -115,6 +116,18 @@ def test_stages_pass_data_between_roles_and_the_record_is_written(tmp_path: Path
     assert json.loads(plan_path(record).read_text())["ops"][0]["id"] == plan.ops[0].id
     transfer = next(e for e in on_disk.events if e.op == "s0/offload/actor_train/optimizer")
     assert transfer.model_extra["worker_s"] >= 0 and transfer.end_s >= transfer.start_s
+    # The plan's figures are kept as the plan's; the period viz shows is the measured one.
+    assert "period_s" not in on_disk.meta and "makespan_s" not in on_disk.meta
+    assert on_disk.meta["plan"] == {
+        "period_s": plan.period_s,
+        "makespan_s": plan.makespan_s,
+        "lower_bound_s": plan.lower_bound_s,
+    }
+    measured = on_disk.step_span(1)[1] - on_disk.step_span(0)[1]
+    assert period_of(on_disk) == pytest.approx(measured) and measured < plan.period_s / 2
+    # A record written before the fix claimed the plan's period as its own: not believed.
+    old = on_disk.model_copy(update={"meta": {**on_disk.meta, "period_s": plan.period_s}})
+    assert period_of(old) == pytest.approx(measured)
     assert_no_placement_groups_left()
 
 

@@ -113,3 +113,66 @@ def test_missing_deepspeed_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_deepspeed)
     with pytest.raises(G.BackendUnavailable, match="rlplex\\[deepspeed\\]"):
         O.init_deepspeed()
+
+
+def _gloo_groups(size):
+    """``size`` stand-alone gloo groups of one process group, made in threads of this process."""
+    import datetime
+    import socket
+    import threading
+
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    timeout = datetime.timedelta(seconds=30)
+    groups = [None] * size
+
+    def join(rank):
+        store = dist.TCPStore("127.0.0.1", port, size, rank == 0, timeout=timeout)
+        groups[rank] = dist.ProcessGroupGloo(store, rank, size, timeout)
+
+    threads = [threading.Thread(target=join, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return groups
+
+
+def test_data_parallel_workers_take_the_full_batch_step():
+    """Two workers on uneven shards all-reduce gradients: each steps as one on the whole batch."""
+    import threading
+
+    cfg = O.OptimConfig(lr=1e-2, grad_clip=None)
+    full = O.TorchTrainer(M.build_causal_lm(M.ModelConfig()), cfg)
+    workers = [
+        O.TorchTrainer(M.build_causal_lm(M.ModelConfig()), cfg, group=g) for g in _gloo_groups(2)
+    ]
+    for t in (full, *workers):
+        t.optimizer = torch.optim.SGD(t.model.parameters(), lr=1.0)
+    batch = _batch()
+    full.step([batch], _nll, _tokens)
+    shards = [B.select(batch, slice(0, 1)), B.select(batch, slice(1, 4))]
+    threads = [
+        threading.Thread(target=w.step, args=([shard], _nll, _tokens))
+        for w, shard in zip(workers, shards, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for worker in workers:
+        for (_, p), (_, q) in zip(full.named_weights(), worker.named_weights(), strict=True):
+            assert torch.allclose(p, q, atol=1e-6)
+
+
+def test_deepspeed_with_several_workers_is_refused_naming_the_size():
+    class Group:
+        def size(self):
+            return 2
+
+    model = M.build_causal_lm(M.ModelConfig())
+    with pytest.raises(ValueError, match="2 data-parallel workers"):
+        O.make_trainer(model, O.OptimConfig(backend="deepspeed"), 1, group=Group())

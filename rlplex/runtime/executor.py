@@ -7,7 +7,8 @@ Order of events, each step bounded by a timeout:
    embedded local Ray with logical GPUs) and refuse a plan that does not fit,
    *before* reserving anything;
 3. reserve one placement group per planned node, read the physical GPU ids;
-4. create every role's workers, run the setups;
+4. create every role's workers; the workers of a data-parallel train role
+   join one process group (``info.group``); run the setups;
 5. join the weight-sync process groups that need one;
 6. dispatch (:class:`~rlplex.runtime.dispatcher.Dispatcher`) while the
    :class:`~rlplex.runtime.recorder.Recorder` writes each finished step;
@@ -87,7 +88,10 @@ def execute(
         implementations: stage name -> callable, overriding the stages' ``fn``.
             Stages without one are rehearsed (they sleep their planned time).
         setups: role name -> ``setup(info) -> state``, run once on each worker
-            (``driver`` too); see :mod:`rlplex.runtime.worker`.
+            (``driver`` too); see :mod:`rlplex.runtime.worker`. A pipeline module
+            offers them as ``setups()`` next to its pipeline function; ``rlplex
+            run`` calls it for ``pipeline: {python: "module:function"}``
+            (:func:`rlplex.runtime.cli_run.python_setups`).
         record: JSONL file to write step by step (the plan goes beside it).
         time_scale: rehearsed stages and transfers sleep planned seconds times this.
         address: a Ray cluster to join; default ``RAY_ADDRESS``, a running
@@ -232,14 +236,25 @@ def open_session(
             time_scale=time_scale,
             worker_cpus=worker_cpus,
         )
-        start_groups(groups, start_timeout_s)
+        # Roles that train real code on several workers need a group to all-reduce gradients.
+        train_roles = {
+            stage.role
+            for stage in config.pipeline.stages
+            if stage.kind == "train" and stage.role in setups and stage.name in impls
+        }
+        start_groups(groups, start_timeout_s, train_roles)
         bindings = _bindings(config, impls, groups, weight_sync, start_timeout_s, StageBinding)
         driver_state = setups[DRIVER](None) if DRIVER in setups else None
         meta = {
             "source": "ray",
             "mode": plan.mode,
-            "period_s": plan.period_s,
-            "makespan_s": plan.makespan_s,
+            # The plan's predictions, under their own key: a record's top-level figures are
+            # what was measured, and viz derives the measured period from the events.
+            "plan": {
+                "period_s": plan.period_s,
+                "makespan_s": plan.makespan_s,
+                "lower_bound_s": plan.lower_bound_s,
+            },
             "time_scale": time_scale,
             "config": config.source,
             "ray_nodes": {str(k): v for k, v in node_ids.items()},
