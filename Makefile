@@ -21,10 +21,10 @@ $(STAMP): pyproject.toml Makefile
 
 setup: $(STAMP)
 
+# The main job: plan a colocated PPO step, then train GRPO on the toy task under a
+# local Ray with the planner's offload/reload plan (writes demo-out/).
 demo: setup
-	$(VENV)/bin/rlplex validate examples/ppo.yaml
-	$(VENV)/bin/rlplex show examples/ppo.yaml
-	$(VENV)/bin/rlplex dag examples/ppo.yaml --format mermaid
+	$(VENV)/bin/rlplex plan examples/ppo.yaml
 	RAY_AUTH_MODE=disabled $(PY) -m rlplex.pipelines.demo --out demo-out
 
 # Headless Chromium for the browser tests of the HTML views, Graphviz for DAG pictures (Debian packages).
