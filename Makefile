@@ -44,6 +44,9 @@ test: setup browser lint unit
 bench: setup
 	$(PY) bench/planner.py
 	$(PY) bench/viz.py
+	$(PY) bench/import_records.py
+	$(PY) bench/replay.py
+	RAY_AUTH_MODE=disabled $(PY) bench/executor.py
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache
