@@ -247,7 +247,10 @@ def dag(
     config: ConfigArg,
     format_: Annotated[str, typer.Option("--format", "-f", help="dot or mermaid.")] = "mermaid",
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Write to this file instead of stdout (.svg/.png: drawn by dot)."
+        ),
     ] = None,
     set_: SetOpt = None,
     config_format: Annotated[
@@ -256,7 +259,11 @@ def dag(
     ] = None,
     costs: CostsOpt = None,
 ) -> None:
-    """Print the step DAG as Graphviz DOT or Mermaid text."""
+    """Print the step DAG as Graphviz DOT or Mermaid text.
+
+    With ``--out F.svg`` or ``--out F.png`` the DOT text is rendered by Graphviz's
+    ``dot`` (an error says how to install it when it is missing).
+    """
     from rlplex.dag.export import to_dot, to_mermaid
     from rlplex.errors import ConfigError
 
@@ -264,6 +271,14 @@ def dag(
     if format_ not in exporters:
         raise ConfigError("must be dot or mermaid", field="--format", value=format_)
     cfg = read_config(config, set_, config_format, costs)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)  # as --gantt/--png/--out elsewhere
+    if out is not None and out.suffix.lower() in (".svg", ".png"):
+        from rlplex.viz.dag import render_dot
+
+        out.write_bytes(render_dot(to_dot(cfg.pipeline), out.suffix.lower()[1:]))
+        console.print(f"wrote {escape(str(out))}", highlight=False)
+        return
     text = exporters[format_](cfg.pipeline)
     if out is None:
         print(text, end="")
@@ -515,7 +530,9 @@ def simulate(
         }
         print(json.dumps(summary, indent=2))
         return
-    table = Table(title=f"simulation of {escape(str(config))}: {steps} steps")
+    title = f"simulation of {config}: {steps} steps"
+    # min_width: rich wraps a title to its table's width, and this table is narrow.
+    table = Table(title=escape(title), min_width=min(len(title), console.width))
     table.add_column("step", justify="right")
     table.add_column("step_s", justify="right")
     shown = list(range(steps)) if steps <= 20 else [*range(10), *range(steps - 5, steps)]

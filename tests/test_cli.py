@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -73,9 +74,28 @@ def test_dag_formats(fmt: str, tmp_path: Path) -> None:
     assert result.exit_code == 0
     head = "digraph pipeline {" if fmt == "dot" else "flowchart LR"
     assert result.stdout.startswith(head)
-    out = tmp_path / f"dag.{fmt}"
+    out = tmp_path / "new" / f"dag.{fmt}"  # a missing folder is created, as for --gantt
     assert run("dag", EXAMPLES / "ppo.yaml", "--format", fmt, "--out", out).exit_code == 0
     assert out.read_text().startswith(head)
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz not installed")
+def test_dag_out_svg_and_png_are_pictures(tmp_path: Path) -> None:
+    """`--out F.svg|F.png` draws the DAG with Graphviz instead of writing DOT text there."""
+    svg, png = tmp_path / "dag.svg", tmp_path / "dag.png"
+    assert run("dag", EXAMPLES / "async.yaml", "--out", svg).exit_code == 0
+    assert "<svg" in svg.read_text() and "stroke-dasharray" in svg.read_text()
+    assert run("dag", EXAMPLES / "async.yaml", "--out", png).exit_code == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_dag_picture_without_graphviz_exits_2(tmp_path: Path, monkeypatch) -> None:
+    from rlplex.viz import dag as dag_view
+
+    monkeypatch.setattr(dag_view.shutil, "which", lambda name: None)
+    result = run("dag", EXAMPLES / "ppo.yaml", "--out", tmp_path / "dag.svg")
+    assert result.exit_code == 2 and "apt-get install graphviz" in result.stderr
+    assert not (tmp_path / "dag.svg").exists()
 
 
 @pytest.mark.parametrize(

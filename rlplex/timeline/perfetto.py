@@ -232,7 +232,18 @@ def is_trace_file(path: str | Path) -> bool:
 
 
 def read_timeline(path: str | Path) -> Timeline:
-    """A Timeline from a JSONL record or from a trace written by rlplex."""
-    if is_trace_file(path):
-        return read_trace(path)
-    return Timeline.read_jsonl(path)
+    """A Timeline from a JSONL record or from a trace written by rlplex.
+
+    Raises:
+        ConfigError: the file is missing, is not UTF-8 text (an image, say), or
+            is neither format.
+    """
+    try:
+        if is_trace_file(path):
+            return read_trace(path)
+        return Timeline.read_jsonl(path)
+    except UnicodeDecodeError:
+        raise ConfigError(
+            "not a text file: expected an rlplex timeline (JSONL) or a trace rlplex wrote",
+            file=str(path),
+        ) from None

@@ -82,6 +82,10 @@ def write_comparison(
     collapse: bool | None = None,
 ) -> Comparison:
     """Write the side-by-side HTML and/or PNG and return the period comparison."""
+    if png is not None:
+        from rlplex.viz.png import check_png_path
+
+        check_png_path(png)  # before anything is written
     result = compare(a, b, names)
     layouts = comparison_layouts(a, b, names, collapse)
     title = f"{names[0]} vs {names[1]}"

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlplex.errors import ConfigError
 from rlplex.viz.layout import TRANSFER_KINDS, GanttLayout
 
 ROW = 1.0
@@ -149,6 +150,16 @@ def _legend(fig: Any, layouts: Sequence[GanttLayout]) -> None:
                frameon=False)  # fmt: skip
 
 
+def check_png_path(path: str | Path) -> Path:
+    """``path`` as a Path, or a ConfigError when it does not end in ``.png``."""
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        raise ConfigError(
+            "a PNG chart's file name must end in .png", field="--png", value=str(path)
+        )
+    return path
+
+
 def render_png(
     layouts: Sequence[GanttLayout],
     path: str | Path,
@@ -159,11 +170,15 @@ def render_png(
     width_in: float = 13.0,
     dpi: int = 110,
 ) -> Path:
-    """Draw one or more timelines, stacked on one time axis, into a PNG file."""
+    """Draw one or more timelines, stacked on one time axis, into a PNG file.
+
+    Raises:
+        ConfigError: ``path`` does not end in ``.png``.
+    """
     # A bare Figure renders with Agg and leaves pyplot's global state alone.
     from matplotlib.figure import Figure
 
-    path = Path(path)
+    path = check_png_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     titles = list(panel_titles) if panel_titles else [""] * len(layouts)
     xmax = max((lay.t1 - lay.t0 for lay in layouts), default=1.0) or 1.0

@@ -33,6 +33,10 @@ def write_views(
     e.g. :func:`rlplex.dag.export.role_colours` of the config's pipeline)
     keeps the chart's colours equal to the DAG picture's.
     """
+    if png is not None:
+        from rlplex.viz.png import check_png_path
+
+        check_png_path(png)  # before anything is written
     written: list[Path] = []
     layout: GanttLayout | None = None
     if gantt is not None or png is not None:
@@ -135,9 +139,31 @@ def load_timeline(
     fmt: str | None = None,
     costs: Path | None = None,
 ) -> Timeline:
-    """A timeline from a JSONL record, an rlplex Perfetto trace, or a config (its plan)."""
+    """A timeline from a JSONL record, an rlplex Perfetto trace, or a config (its plan).
+
+    Raises:
+        ConfigError: the file is missing, is not one of those, or holds no ops.
+    """
+    from rlplex.errors import ConfigError
     from rlplex.timeline.perfetto import read_timeline
 
     if Path(path).suffix.lower() in CONFIG_SUFFIXES:
         return planned_timeline(path, steps=steps, overrides=overrides, fmt=fmt, costs=costs)
-    return read_timeline(path)
+    try:
+        timeline = read_timeline(path)
+    except ConfigError as exc:
+        if not exc.message.startswith("bad event"):
+            raise
+        raise ConfigError(
+            f"not an rlplex timeline ({exc.field}: {exc.message}); a verl or ROLL log is"
+            " drawn by `rlplex replay LOG --config FILE --gantt F.html`",
+            file=exc.file,
+            line=exc.line,
+        ) from None
+    if not timeline.events:
+        raise ConfigError(
+            "no ops to draw: expected an rlplex timeline (JSONL, one op a line), a trace"
+            " rlplex wrote, or a config (.yaml)",
+            file=str(path),
+        )
+    return timeline

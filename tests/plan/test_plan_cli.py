@@ -69,6 +69,14 @@ def test_simulate_prints_steps_and_writes_jsonl(tmp_path):
     assert text.exit_code == 0 and "period_s" in text.stdout
 
 
+def test_simulate_title_is_not_wrapped_into_pieces(monkeypatch):
+    """The narrow step table used to break its title mid-word ("async.ya" / "ml")."""
+    monkeypatch.chdir(EXAMPLES)
+    text = runner.invoke(app, ["simulate", "async.yaml", "--steps", "2"])
+    assert text.exit_code == 0, text.output
+    assert "simulation of async.yaml: 2 steps" in text.stdout
+
+
 def test_plan_auto_reports_the_placements_it_searched():
     result = runner.invoke(
         app,

@@ -44,6 +44,37 @@ def test_viz_missing_file_is_exit_2(tmp_path):
     assert out.exit_code == 2 and "file not found" in out.output
 
 
+def test_viz_of_what_is_not_a_timeline_is_exit_2(tmp_path):
+    """A PNG, a non-JSON or empty file, or a verl log: one message, exit 2, nothing drawn."""
+    image = tmp_path / "chart.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    (tmp_path / "text.jsonl").write_text("not json\n")
+    (tmp_path / "empty.jsonl").write_text("")
+    verl = EXAMPLES / "records" / "verl_quickstart.jsonl"
+    cases = {
+        image: "not a text file",
+        tmp_path / "text.jsonl": "no ops to draw",
+        tmp_path / "empty.jsonl": "no ops to draw",
+        verl: "not an rlplex timeline",
+    }
+    for path, message in cases.items():
+        out = runner.invoke(app, ["viz", str(path), "--png", str(tmp_path / "o.png")])
+        assert out.exit_code == 2, out.output
+        assert message in " ".join(out.stderr.split()) and "Traceback" not in out.output
+    assert not (tmp_path / "o.png").exists()
+
+
+def test_png_option_needs_a_png_name(small, tmp_path):
+    record = tmp_path / "run.jsonl"
+    small.write_jsonl(record)
+    html = tmp_path / "g.html"
+    for args in (["viz", str(record)], ["compare", str(record), str(record)]):
+        out = runner.invoke(app, [*args, "--gantt", str(html), "--png", str(tmp_path / "g.html")])
+        assert out.exit_code == 2, out.output
+        assert "--png: a PNG chart's file name must end in .png" in " ".join(out.stderr.split())
+        assert not html.exists()  # refused before anything is written
+
+
 def test_compare_two_configs(tmp_path):
     out = runner.invoke(
         app,
