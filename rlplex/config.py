@@ -431,6 +431,34 @@ def _convert(
     return module.to_native(data, file=file, costs=costs, costs_file=costs_file)
 
 
+def check_override_targets(native: Mapping[str, Any], overrides: Sequence[str], file: str) -> None:
+    """Refuse a ``--set`` that would create a role or a stage the config does not have.
+
+    ``--set roles.actor_infr.devices=0-3`` (a typo) would otherwise add an unused
+    role and leave the intended one unchanged without a word. New fields of
+    existing roles and stages (``roles.critic.num_gpus_per_worker=2``) are fine.
+    """
+    containers = {
+        ("roles",): native.get("roles") or {},
+        ("pipeline", "stages"): (native.get("pipeline") or {}).get("stages") or {},
+    }
+    for item in overrides:
+        parts = item.partition("=")[0].strip().split(".")
+        for prefix, existing in containers.items():
+            n = len(prefix)
+            if len(parts) > n + 1 and tuple(parts[:n]) == prefix and isinstance(existing, dict):
+                name = parts[n]
+                if name not in existing:
+                    what = "role" if prefix == ("roles",) else "stage"
+                    known = ", ".join(map(str, existing))
+                    raise ConfigError(
+                        f"the config has no {what} {name!r} (it has: {known})",
+                        field="--set",
+                        value=item,
+                        file=file,
+                    )
+
+
 def load_config(
     path: str | Path,
     *,
@@ -475,6 +503,8 @@ def load_config(
 
     file_overrides = [o for o in overrides if to_file(o)]
     native_overrides = [o for o in overrides if not to_file(o)]
+    if not imported:
+        check_override_targets(data, file_overrides, file)
     data = apply_overrides(data, file_overrides)
     fmt = format or detect_format(data)
     cost_data = None
@@ -483,5 +513,6 @@ def load_config(
 
         cost_data = check_costs(load_yaml_file(costs), str(costs))
     native = _convert(fmt, data, file, cost_data, str(costs) if costs is not None else None)
+    check_override_targets(native, native_overrides, file)
     native = apply_overrides(native, native_overrides)
     return config_from_dict(native, file=file, base_dir=Path(path).resolve().parent, fmt=fmt)

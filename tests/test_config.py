@@ -254,3 +254,25 @@ def test_import_rlplex_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("roles.actor_infr.devices=0-3", "the config has no role 'actor_infr'"),
+        ("pipeline.stages.trian.seconds=3", "the config has no stage 'trian'"),
+    ],
+)
+def test_set_refuses_to_create_a_role_or_stage_by_typo(override: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(EXAMPLES / "ppo.yaml", overrides=[override])
+    assert info.value.field == "--set" and message in info.value.message
+
+
+def test_set_may_add_fields_to_existing_roles_and_stages() -> None:
+    cfg = load_config(
+        EXAMPLES / "ppo.yaml",
+        overrides=["roles.critic.num_gpus_per_worker=2", "pipeline.stages.train.scaling=0.5"],
+    )
+    assert cfg.roles["critic"].num_gpus_per_worker == 2
+    assert cfg.pipeline.stage("train").scaling == 0.5
