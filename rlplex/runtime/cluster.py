@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlplex.runtime.errors import ClusterFitError
+from rlplex.runtime.errors import ClusterFitError, ExecutionError, OpTimeoutError
 
 NODE_LABEL = "ray.io/node-id"
 
@@ -112,7 +112,11 @@ def connect(address: str | None, num_gpus: int, num_cpus: int | None = None) -> 
         return False
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, runtime_env=worker_env(), log_to_driver=True)
+        check_reachable(address)
+        try:
+            ray.init(address=address, runtime_env=worker_env(), log_to_driver=True)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ExecutionError(f"cannot join the Ray cluster at {address!r}: {exc}") from None
         return True
     gpus = max(real_gpu_count(), num_gpus)
     ray.init(
@@ -124,6 +128,32 @@ def connect(address: str | None, num_gpus: int, num_cpus: int | None = None) -> 
         configure_logging=False,
     )
     return True
+
+
+def check_reachable(address: str, timeout_s: float = 10.0) -> None:
+    """Fail fast when ``host:port`` (or ``ray://host:port``) accepts no connection.
+
+    Ray itself retries an unreachable GCS for many minutes; a TCP connect
+    answers in seconds. ``auto`` and addresses without a port are left to Ray.
+
+    Raises:
+        ExecutionError: nothing listens at the address (names it and why).
+    """
+    import socket
+
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ExecutionError(
+            f"cannot reach the Ray cluster at {address!r} ({exc.strerror or exc}): start it"
+            " with `ray start --head`, or leave out --address and RAY_ADDRESS to run on a"
+            " local Ray"
+        ) from None
 
 
 def alive_gpu_nodes() -> list[RayNode]:
@@ -243,7 +273,15 @@ def probe_gpu_ids(reservation: Reservation, gpus_per_node: int, timeout_s: float
             refs[planned * gpus_per_node + bundle] = gpu_id.options(
                 scheduling_strategy=strategy
             ).remote()
-    values = ray.get(list(refs.values()), timeout=timeout_s)
+    try:
+        values = ray.get(list(refs.values()), timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        raise OpTimeoutError(
+            f"Ray did not start a task in each of the {len(refs)} reserved GPU bundles within"
+            f" {timeout_s:g} s: the machine cannot start that many Ray worker processes in time"
+            " (a local Ray runs one process per planned worker); run a smaller config or join"
+            " a cluster with --address"
+        ) from None
     reservation.gpu_ids = dict(zip(refs, values, strict=True))
     return reservation.gpu_ids
 

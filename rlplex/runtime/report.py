@@ -4,7 +4,7 @@ The simulator reports ``period_s`` as the mean time between the ends of
 consecutive steps over the second half of a run; :func:`measured_period`
 computes the same figure from a recorded Timeline, so predicted and measured
 periods compare like with like. :func:`stage_durations` extracts what each
-stage took, step by step, to replay the plan with measured durations
+stage and transfer took, step by step, to replay the plan with measured durations
 (``rlplex.sim.simulate(plan, config, steps=N, durations=...)``).
 """
 
@@ -37,9 +37,17 @@ def measured_period(timeline: Timeline) -> float:
 
 
 def stage_durations(timeline: Timeline) -> dict[int, dict[str, float]]:
-    """``{step: {stage: seconds}}`` of run and weight_sync ops, as the simulator takes them."""
+    """``{step: {name: seconds}}`` as the simulator takes them.
+
+    Names are the stages of run and weight_sync ops, and the op keys of
+    offloads and reloads (``offload/actor_train/optimizer``): a transfer that
+    moved nothing (a CPU run) must not be replayed at its modelled time.
+    """
     out: dict[int, dict[str, float]] = defaultdict(dict)
     for event in timeline.events:
         if event.kind in ("run", "weight_sync") and event.stage:
             out[event.step][event.stage] = event.end_s - event.start_s
+        elif event.kind in ("offload", "reload"):
+            key = event.op.removeprefix(f"s{event.step}/")
+            out[event.step][key] = event.end_s - event.start_s
     return dict(out)

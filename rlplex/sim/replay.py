@@ -5,7 +5,8 @@ says how long every stage took at every step and how long the step took. The
 plan of the config that ran says which stages ran in parallel, which waited
 for which, and which offloads and reloads sat between them. Replaying the
 recorded stage durations through that plan predicts each step's time; the
-difference to the recorded step time is the model's error. Replaying the same
+difference to the recorded step time is the model's error. Transfers are
+modelled, except in an rlplex record, which has the ones that ran. Replaying the same
 plan with *only* the recorded stages (modelled transfers and unrecorded
 stages at 0 s) gives the time the recorded stages explain; what is left of
 the recorded step is *unattributed* (driver overhead, data loading, logging).
@@ -54,7 +55,7 @@ class StepReplay:
     recorded_s: float | None
     """The recorded step time; None when the log has none for this step."""
     predicted_s: float
-    """The replayed step time: recorded stage durations through the plan, transfers modelled."""
+    """The replayed step time: recorded durations through the plan, the rest modelled."""
     explained_s: float
     """The step time the recorded stages alone explain (transfers, unrecorded stages at 0 s)."""
 
@@ -202,19 +203,26 @@ def stage_columns(
     factors: Mapping[str, float] | None = None,
     modelled: Collection[str] = (),
     explained: bool = False,
+    transfers: Sequence[Mapping[str, float]] | None = None,
 ) -> list[Column]:
     """Per-op duration columns for :func:`step_times` from recorded rows (one per step).
 
     A stage op takes its recorded seconds times ``factors[stage]`` (default 1)
     where the row has it, else the pattern's modelled
-    duration; stages in ``modelled`` always take the modelled duration. With
-    ``explained``, everything that is not a recorded stage
-    (transfers, modelled stages) takes 0 s.
+    duration; stages in ``modelled`` always take the modelled duration. A
+    transfer op takes its recorded seconds where ``transfers`` (one mapping
+    per row, op key -> seconds) has it. With ``explained``, everything that is
+    not recorded (modelled transfers, modelled stages) takes 0 s.
     """
     factors = factors or {}
     columns: list[Column] = []
     for j, stage in enumerate(pattern.stages):
         base = pattern.base[j]
+        key = pattern.keys[j]
+        if stage is None and transfers and any(key in row for row in transfers):
+            fallback = 0.0 if explained else base
+            columns.append([row.get(key, fallback) for row in transfers])
+            continue
         if stage is None or stage in modelled:
             columns.append(0.0 if explained else base)
             continue
@@ -247,8 +255,12 @@ def replay(run: RecordedRun, config: Config, plan: Plan | None = None) -> Replay
     base = {s: pattern.base[j] for j, s in enumerate(pattern.stages) if s is not None}
     numbers = sorted(run.steps)
     rows = [run.steps[n] for n in numbers]
-    predicted = step_times(pattern, stage_columns(pattern, rows), len(rows))
-    explained = step_times(pattern, stage_columns(pattern, rows, explained=True), len(rows))
+    # An rlplex record has the transfers that ran too: replay them as recorded.
+    moved = [run.transfers.get(n, {}) for n in numbers]
+    predicted = step_times(pattern, stage_columns(pattern, rows, transfers=moved), len(rows))
+    explained = step_times(
+        pattern, stage_columns(pattern, rows, explained=True, transfers=moved), len(rows)
+    )
     steps = tuple(
         StepReplay(step=n, recorded_s=run.step_s.get(n), predicted_s=p, explained_s=e)
         for n, p, e in zip(numbers, predicted, explained, strict=True)

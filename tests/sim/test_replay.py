@@ -198,3 +198,34 @@ def test_a_rehearsal_run_replays_through_its_own_plan(tmp_path: Path) -> None:
     assert len(result.steps) == 3
     for step in result.steps:
         assert abs(step.error_pct) < 5.0, step
+
+
+def test_an_rlplex_record_replays_with_the_transfers_it_recorded(tmp_path: Path) -> None:
+    """Transfers that ran faster than modelled (a CPU run moves no bytes) are replayed as run.
+
+    The record is the plan simulated with every offload and reload taking 0 s;
+    with modelled transfers the replay would add their 1 s a step.
+    """
+    data = {
+        "cluster": {"nodes": 1, "gpus_per_node": 1, "gpu_memory_gb": 4, "host_gb_per_s": 2},
+        "roles": {
+            "actor_train": {"devices": [0], "states": {"weights": 1, "optimizer": 2}},
+            "actor_infer": {"devices": [0], "states": {"weights": 1, "kv_cache": 1}},
+        },
+        "pipeline": {"stages": {
+            "generate": {"role": "actor_infer", "seconds": 1},
+            "train": {"role": "actor_train", "seconds": 1, "after": ["generate"]},
+            "weight_sync": {"kind": "weight_sync", "from": "actor_train", "to": "actor_infer",
+                            "after": ["train"]},
+        }},
+    }  # fmt: skip
+    cfg = config_from_dict(data)
+    plan = make_plan(cfg)
+    assert sum(op.end_s - op.start_s for op in plan.ops if op.kind != "run") > 0.5
+    record = tmp_path / "run.jsonl"
+    instant = lambda _n, name: 0.0 if name.startswith(("offload/", "reload/")) else None  # noqa: E731
+    simulate(plan, cfg, steps=5, durations=instant).write_jsonl(record)
+    result = replay(import_record(record), cfg, plan)
+    assert len(result.steps) == 5
+    for step in result.steps:
+        assert abs(step.error_pct) < 5.0, step

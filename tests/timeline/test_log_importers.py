@@ -218,3 +218,24 @@ def test_verl_examples_carry_the_published_figures() -> None:
             "critic_train": 15.664, "train": 20.314,
         }  # fmt: skip
         assert run.steps[1]["generate"] == 23.020 and run.steps[1]["train"] == 20.526
+
+
+def test_rlplex_record_keeps_transfers_and_drops_an_incomplete_step(tmp_path: Path) -> None:
+    """Offload/reload durations are kept per op key; a step the run died in is left out."""
+    lines = [
+        {"step": 0, "op": "s0/reload/a/weights", "kind": "reload", "role": "a",
+         "state": "weights", "devices": [0], "start_s": 0.0, "end_s": 0.25, "bytes": 8},
+        {"step": 0, "op": "s0/train", "kind": "run", "stage": "train", "role": "a",
+         "devices": [0], "start_s": 0.25, "end_s": 1.25, "bytes": 0},
+        {"step": 0, "metrics": {"step_s": 1.3}},
+        {"step": 1, "op": "s1/train", "kind": "run", "stage": "train", "role": "a",
+         "devices": [0], "start_s": 1.3, "end_s": 1.4, "bytes": 0},
+        {"step": 1, "metrics": {"incomplete": True, "failure": "stage 'x' failed"}},
+    ]  # fmt: skip
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run = import_record(path)
+    assert run.transfers == {0: {"reload/a/weights": 0.25}}
+    assert run.steps == {0: {"train": 1.0}}
+    assert run.step_s == {0: 1.3}
+    assert any("step 1 is incomplete" in w and "stage 'x' failed" in w for w in run.warnings)

@@ -33,6 +33,9 @@ class RecordedRun(BaseModel):
     """Seconds per rlplex stage name, per step."""
     step_s: dict[int, float] = Field(default_factory=dict)
     """The recorded wall time of each step (verl ``timing_s/step``, ROLL ``time/step_total``)."""
+    transfers: dict[int, dict[str, float]] = Field(default_factory=dict)
+    """Seconds per recorded offload/reload op, keyed by its op id without the ``s{step}/``
+    prefix (``offload/actor_train/optimizer``), per step; only rlplex records have them."""
     metrics: dict[int, dict[str, Any]] = Field(default_factory=dict)
     """Every other value per step, under its original key (unknown timing keys included)."""
     unknown_keys: tuple[str, ...] = ()
@@ -62,6 +65,7 @@ class Collector:
         self.skip_bad_lines = skip_bad_lines
         self.steps: dict[int, dict[str, float]] = {}
         self.step_s: dict[int, float] = {}
+        self.transfers: dict[int, dict[str, float]] = {}
         self.metrics: dict[int, dict[str, Any]] = {}
         self.unknown: set[str] = set()
         self.warnings: list[str] = []
@@ -70,6 +74,10 @@ class Collector:
         stages = self.steps.setdefault(step, {})
         # A stage logged twice in one step (two events) took the sum of both.
         stages[name] = stages.get(name, 0.0) + seconds
+
+    def transfer(self, step: int, key: str, seconds: float) -> None:
+        ops = self.transfers.setdefault(step, {})
+        ops[key] = ops.get(key, 0.0) + seconds
 
     def metric(self, step: int, key: str, value: Any) -> None:
         self.metrics.setdefault(step, {})[key] = value
@@ -97,6 +105,7 @@ class Collector:
             source=self.file,
             steps=self.steps,
             step_s=self.step_s,
+            transfers=self.transfers,
             metrics=self.metrics,
             unknown_keys=tuple(sorted(self.unknown)),
             warnings=tuple(self.warnings),

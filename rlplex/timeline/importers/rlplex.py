@@ -1,10 +1,14 @@
 """Import an rlplex Timeline record (JSON lines) as per-step stage durations.
 
 Each ``run`` or ``weight_sync`` event contributes ``end_s - start_s`` to its
-stage in its step; offload and reload events are not stages and are left out
-(the replay recomputes them from the plan). A step's recorded time is its
+stage in its step; offload and reload events are not stages: their durations
+go to :attr:`RecordedRun.transfers` under their op id without the step prefix,
+so a replay through the plan that ran uses them (a what-if, which moves other
+states, models its own). A step's recorded time is its
 metrics' ``step_s`` when present, else the span from its first op's start to
-its last op's end.
+its last op's end. A step whose metrics say ``incomplete`` (the run failed or
+was stopped during it) is left out, with a warning: its missing stages would
+otherwise be replayed as if they had run.
 """
 
 from __future__ import annotations
@@ -56,6 +60,20 @@ def import_rlplex(path: str | Path, *, skip_bad_lines: bool = False) -> Recorded
         span[0], span[1] = min(span[0], start), max(span[1], end)
         if obj["kind"] in _STAGE_KINDS and obj.get("stage"):
             out.stage(step, str(obj["stage"]), end - start)
+        elif obj["kind"] in ("offload", "reload") and isinstance(obj.get("op"), str):
+            prefix = f"s{step}/"
+            op = obj["op"]
+            out.transfer(step, op[len(prefix) :] if op.startswith(prefix) else op, end - start)
     for step, (start, end) in spans.items():
         out.step_s.setdefault(step, end - start)
+    for step, metrics in out.metrics.items():
+        if metrics.get("incomplete") is True:
+            for table in (out.steps, out.step_s, out.transfers):
+                table.pop(step, None)
+            why = metrics.get("failure")
+            out.warnings.append(
+                f"step {step} is incomplete (the run stopped during it"
+                + (f": {why}" if why else "")
+                + "); left out"
+            )
     return out.result()

@@ -1,0 +1,71 @@
+"""Connecting and reserving fail with one clear message, never a Ray traceback or a hang.
+
+``--address`` to a cluster that is not there must fail in seconds (Ray itself
+retries an unreachable GCS for minutes), and a start that Ray cannot finish in
+time (a huge config on a local Ray) must raise an :class:`ExecutionError`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlplex.runtime import cluster as rc
+from rlplex.runtime.errors import ExecutionError, OpTimeoutError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def closed_port() -> int:
+    """A local TCP port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_address_is_refused_at_once() -> None:
+    port = closed_port()
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        with pytest.raises(ExecutionError, match="cannot reach the Ray cluster"):
+            rc.check_reachable(address)
+    rc.check_reachable("auto")  # left to Ray
+
+
+def test_run_with_an_unreachable_address_exits_2_with_one_message() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlplex.cli", "run", "examples/grpo.yaml", "--steps", "1",
+         "--record", os.devnull, "--address", f"127.0.0.1:{closed_port()}"],
+        capture_output=True, text=True, env=env, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot reach the Ray cluster" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert time.monotonic() - t0 < 60
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_gpu_probe_that_times_out_is_an_execution_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray
+
+    node = rc.alive_gpu_nodes()[0]
+    reservation = rc.reserve({0: 1}, {0: node.node_id}, timeout_s=60)
+    try:
+
+        def late(*_args: object, **_kwargs: object) -> None:
+            raise ray.exceptions.GetTimeoutError("not ready")
+
+        monkeypatch.setattr(ray, "get", late)
+        with pytest.raises(OpTimeoutError, match="1 reserved GPU bundles"):
+            rc.probe_gpu_ids(reservation, 8, timeout_s=0.1)
+    finally:
+        monkeypatch.undo()
+        rc.release(reservation)
