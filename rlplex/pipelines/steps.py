@@ -3,8 +3,9 @@
 Both generate, score, take reference and old log-probs, compute advantages on
 the driver, train the policy and sync its weights to the rollout engine; PPO
 adds the critic (``values`` before the advantage, ``critic_train`` after it).
-Stage costs (``seconds``) are rough CPU timings of the toy task; the planner
-only needs their ratios.
+Stage costs (``seconds``) are the toy task's per-stage times measured under
+``rlplex run examples/toy_grpo.yaml`` on a 2-core CPU machine (``rlplex viz`` of
+the record prints them); on other hardware only their ratios carry over.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ def build_step(cfg: RLConfig, *, critic: bool) -> Pipeline:
     from rlplex.pipelines import stages as s
 
     b = PipelineBuilder(mode=cfg.mode, max_staleness=cfg.max_staleness)
-    gen = b.stage("generate", role="actor_infer", seconds=0.3, fn=s.generate)
-    rew = b.stage("reward", role="rewards", seconds=0.02, after=[gen], fn=s.reward)
-    ref = b.stage("ref_logprob", role="reference", seconds=0.05, after=[gen], fn=s.ref_logprob)
+    gen = b.stage("generate", role="actor_infer", seconds=0.02, fn=s.generate)
+    rew = b.stage("reward", role="rewards", seconds=0.01, after=[gen], fn=s.reward)
+    ref = b.stage("ref_logprob", role="reference", seconds=0.02, after=[gen], fn=s.ref_logprob)
     old = b.stage(
         "old_logprob",
         role="actor_train",
-        seconds=0.05,
+        seconds=0.02,
         after=[gen],
         needs=["weights"],
         fn=s.old_logprob,
@@ -34,13 +35,13 @@ def build_step(cfg: RLConfig, *, critic: bool) -> Pipeline:
     if critic:
         inputs.append(
             b.stage(
-                "values", role="critic", seconds=0.05, after=[gen], needs=["weights"], fn=s.values
+                "values", role="critic", seconds=0.02, after=[gen], needs=["weights"], fn=s.values
             )
         )
-    adv = b.stage("advantage", role="driver", seconds=0.01, after=inputs, fn=s.advantage)
-    tr = b.stage("train", role="actor_train", seconds=0.3, after=[adv], fn=s.train)
+    adv = b.stage("advantage", role="driver", seconds=0.005, after=inputs, fn=s.advantage)
+    tr = b.stage("train", role="actor_train", seconds=0.05, after=[adv], fn=s.train)
     if critic:
-        b.stage("critic_train", role="critic", seconds=0.3, after=[adv], fn=s.critic_train)
+        b.stage("critic_train", role="critic", seconds=0.05, after=[adv], fn=s.critic_train)
     b.weight_sync(
         from_="actor_train",
         to="actor_infer",
