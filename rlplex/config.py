@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rlplex.dag.pipeline import CycleError, Mode, Pipeline, PipelineError
 from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
+from rlplex.estimate.inputs import OptimizerName, Parallel, Precision, Workload
 from rlplex.resources.cluster import DRIVER, Cluster, Role, StateKind, driver_role
 from rlplex.resources.devices import AUTO, DeviceSpecError, parse_devices
 from rlplex.resources.placement import check_worker_layout
@@ -59,6 +60,10 @@ class Config(BaseModel):
     """The file the config came from, for messages."""
     format: str = "native"
     """The format the file was read as."""
+    model: str | None = None
+    """The model every role runs unless it names its own (preset name or local HF path)."""
+    workload: Workload | None = None
+    """Prompts per step, samples per prompt, prompt and response lengths (estimates)."""
 
     def role(self, name: str) -> Role:
         """The role called ``name``, including the built-in ``driver``."""
@@ -81,6 +86,10 @@ class _RoleSpec(BaseModel):
     num_gpus_per_worker: int = Field(1, ge=1)
     world_size: int | None = Field(None, ge=1)
     states: dict[StateKind, float] = Field(default_factory=dict)
+    model: str | None = None
+    parallel: Parallel | None = None
+    precision: Precision = "bf16"
+    optimizer: OptimizerName = "adamw"
 
 
 class _PipelineSpec(BaseModel):
@@ -92,7 +101,7 @@ class _PipelineSpec(BaseModel):
     python: str | None = None
 
 
-_TOP_LEVEL = ("cluster", "roles", "pipeline")
+_TOP_LEVEL = ("cluster", "roles", "pipeline", "model", "workload")
 
 
 def _pydantic_message(error: Mapping[str, Any]) -> str:
@@ -173,7 +182,7 @@ def _resolve_role(name: str, spec: _RoleSpec, cluster: Cluster, file: str | None
                 value=dict(spec.states),
                 file=file,
             )
-        return Role(name=name, world_size=spec.world_size or 1)
+        return Role(name=name, world_size=spec.world_size or 1, **_estimate_fields(spec))
     try:
         devices = parse_devices(spec.devices, cluster.num_gpus)
     except DeviceSpecError as exc:
@@ -187,6 +196,7 @@ def _resolve_role(name: str, spec: _RoleSpec, cluster: Cluster, file: str | None
             world_size=spec.world_size or 1,
             states=dict(spec.states),
             auto=True,
+            **_estimate_fields(spec),
         )
     assert isinstance(devices, tuple)
     check_worker_layout(name, devices, spec.num_gpus_per_worker, cluster, file)
@@ -205,7 +215,18 @@ def _resolve_role(name: str, spec: _RoleSpec, cluster: Cluster, file: str | None
         num_gpus_per_worker=spec.num_gpus_per_worker,
         world_size=world_size,
         states=dict(spec.states),
+        **_estimate_fields(spec),
     )
+
+
+def _estimate_fields(spec: _RoleSpec) -> dict[str, Any]:
+    """The role fields the estimator reads, as the file gave them."""
+    return {
+        "model": spec.model,
+        "parallel": spec.parallel,
+        "precision": spec.precision,
+        "optimizer": spec.optimizer,
+    }
 
 
 def import_pipeline_module(ref: str, base_dir: Path, file: str | None = None) -> Any:
@@ -412,7 +433,28 @@ def config_from_dict(
         pipeline_spec, raw_pipeline or {}, roles, base_dir or Path.cwd(), file
     )
     _check_pipeline(pipeline, roles, file)
-    return Config(cluster=cluster, roles=roles, pipeline=pipeline, source=file, format=fmt)
+    model = data.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ConfigError(
+            "must be a preset name or a path to a Hugging Face model folder or config.json",
+            field="model",
+            value=model,
+            file=file,
+        )
+    workload = (
+        validate_model(Workload, data["workload"], "workload", file)
+        if data.get("workload") is not None
+        else None
+    )
+    return Config(
+        cluster=cluster,
+        roles=roles,
+        pipeline=pipeline,
+        source=file,
+        format=fmt,
+        model=model,
+        workload=workload,
+    )
 
 
 def _convert(

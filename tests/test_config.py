@@ -92,7 +92,10 @@ BAD_SETS = [
     ("roles.actor_train.colour=red", "roles.actor_train.colour: unknown key (got 'red')"),
     ("cluster.gpus=8", "cluster.gpus: unknown key (got 8)"),
     ("cluster.nodes=0", "cluster.nodes: must be greater than or equal to 1 (got 0)"),
-    ("extra.thing=1", "extra: unknown key (expected one of: cluster, roles, pipeline)"),
+    (
+        "extra.thing=1",
+        "extra: unknown key (expected one of: cluster, roles, pipeline, model, workload)",
+    ),
     (
         "pipeline.stages.train.after=[nope]",
         "pipeline.stages.train.after: stage 'train' runs after 'nope', which is not a stage (stages: generate, reward, train, weight_sync) (got ['nope'])",

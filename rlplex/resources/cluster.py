@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlplex.estimate.inputs import OptimizerName, Parallel, Precision
+
 StateKind = Literal["weights", "optimizer", "grads", "kv_cache"]
 STATE_KINDS: tuple[StateKind, ...] = ("weights", "optimizer", "grads", "kv_cache")
 COPIED_STATES: frozenset[str] = frozenset({"weights", "optimizer"})
@@ -41,6 +43,10 @@ class Cluster(BaseModel):
     """On-device copy speed, in GB/s (weight sync between colocated roles)."""
     network_gb_per_s: float = Field(25.0, gt=0)
     """Speed between devices, in GB/s (weight sync between disjoint device sets)."""
+    dispatch_s: float = Field(0.0, ge=0)
+    """Executor overhead added to every ``run`` and ``weight_sync`` op (``rlplex calibrate``)."""
+    gpu: str | None = None
+    """A GPU preset (``h100``, ``a100``, ``cpu`` ...) for estimates and unset speeds/memory."""
 
     @property
     def num_gpus(self) -> int:
@@ -76,6 +82,14 @@ class Role(BaseModel):
     """GB per device of each state the role holds (weights, optimizer, grads, kv_cache)."""
     auto: bool = False
     """True when the planner's placement search chooses ``devices``."""
+    model: str | None = None
+    """The role's model (preset name or local HF path); default: the config's ``model``."""
+    parallel: Parallel | None = None
+    """Tensor / pipeline / data parallel sizes, ZeRO or FSDP, recomputation (estimates)."""
+    precision: Precision = "bf16"
+    """Precision of weights and compute (estimates)."""
+    optimizer: OptimizerName = "adamw"
+    """Optimizer of a trained role: AdamW keeps fp32 master weights and two moments."""
 
     @property
     def is_gpu(self) -> bool:

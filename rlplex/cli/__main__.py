@@ -1,0 +1,5 @@
+"""``python -m rlplex.cli``."""
+
+from rlplex.cli import main
+
+main()

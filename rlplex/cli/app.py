@@ -1,0 +1,87 @@
+"""The Typer application, its consoles, logging set-up and the error boundary.
+
+structlog is configured here (and in Ray's worker setup hook), nowhere else.
+Every command is wrapped by :func:`user_errors`: a user-fixable error becomes
+one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from rlplex.config import Config, load_config
+from rlplex.errors import RlplexError
+
+app = typer.Typer(
+    name="rlplex",
+    help="Plan, run and replay RL post-training steps as DAGs of stages on shared GPUs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
+    return structlog.PrintLogger(file=sys.stderr)
+
+
+def configure_logging(json_logs: bool | None = None) -> None:
+    """structlog to stderr: coloured for a terminal, JSON lines otherwise."""
+    if json_logs is None:
+        json_logs = not sys.stderr.isatty()
+    renderer: Any = (
+        structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        # Resolve sys.stderr per logger, not once: a test runner (or a caller) may swap
+        # and close the stream the CLI first saw.
+        logger_factory=_stderr_logger,
+        cache_logger_on_first_use=False,
+    )
+
+
+def user_errors(fn: F) -> F:
+    """Turn user-fixable errors into one message on stderr and exit status 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RlplexError as exc:
+            # escape: messages quote values like [0, 1] or "[key]" that rich would eat as markup
+            message = escape(str(exc))
+            err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def read_config(
+    path: Path, overrides: list[str] | None, fmt: str | None, costs: Path | None = None
+) -> Config:
+    return load_config(path, overrides=overrides or (), format=fmt, costs=costs)
+
+
+@app.callback()
+def _main() -> None:
+    configure_logging()

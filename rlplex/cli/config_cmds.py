@@ -1,0 +1,115 @@
+"""Commands that read a config: validate, show, dag."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from rlplex.cli.app import app, console, read_config, user_errors
+from rlplex.cli.options import ConfigArg, CostsOpt, FormatOpt, JsonOpt, SetOpt
+from rlplex.cli.render import print_device_grid, roles_json
+
+
+@app.command()
+@user_errors
+def validate(
+    config: ConfigArg, set_: SetOpt = None, format_: FormatOpt = None, costs: CostsOpt = None
+) -> None:
+    """Check a config file; exit 2 with the field at fault if it is wrong."""
+    cfg = read_config(config, set_, format_, costs)
+    console.print(
+        f"[green]ok[/] {config}: {cfg.format} config, {len(cfg.roles)} roles,"
+        f" {len(cfg.pipeline.stages)} stages, {cfg.cluster.num_gpus} GPUs,"
+        f" {cfg.pipeline.mode} mode",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@app.command()
+@user_errors
+def show(
+    config: ConfigArg,
+    json_: JsonOpt = False,
+    set_: SetOpt = None,
+    format_: FormatOpt = None,
+    costs: CostsOpt = None,
+) -> None:
+    """Show roles (devices, workers, nodes, states) and which role sits on which GPU."""
+    cfg = read_config(config, set_, format_, costs)
+    if json_:
+        print(json.dumps(roles_json(cfg), indent=2))
+        return
+    from rlplex.resources.devices import format_devices
+
+    table = Table(title=f"roles of {config} ({cfg.format})")
+    for column in (
+        "role",
+        "devices",
+        "GPUs/worker",
+        "world size",
+        "nodes",
+        "states (GB per device)",
+    ):
+        table.add_column(column)
+    for name, role in cfg.roles.items():
+        devices = "auto" if role.auto else (format_devices(role.devices) or "cpu")
+        states = ", ".join(f"{k} {v:g}" for k, v in role.states.items()) or "-"
+        nodes = ",".join(map(str, role.nodes(cfg.cluster))) or "-"
+        table.add_row(
+            name, devices, str(role.num_gpus_per_worker), str(role.world_size), nodes, states
+        )
+    console.print(table)
+    if not print_device_grid(cfg):
+        console.print(f"[dim]device grid omitted: {cfg.cluster.num_gpus} GPUs[/]")
+
+
+@app.command()
+@user_errors
+def dag(
+    config: ConfigArg,
+    format_: Annotated[str, typer.Option("--format", "-f", help="dot or mermaid.")] = "mermaid",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Write to this file instead of stdout (.svg/.png: drawn by dot)."
+        ),
+    ] = None,
+    set_: SetOpt = None,
+    config_format: Annotated[
+        str | None,
+        typer.Option("--config-format", help="Read the file as native, roll, rlinf or verl."),
+    ] = None,
+    costs: CostsOpt = None,
+) -> None:
+    """Print the step DAG as Graphviz DOT or Mermaid text.
+
+    With ``--out F.svg`` or ``--out F.png`` the DOT text is rendered by Graphviz's
+    ``dot`` (an error says how to install it when it is missing).
+    """
+    from rlplex.dag.export import to_dot, to_mermaid
+    from rlplex.errors import ConfigError
+
+    exporters = {"dot": to_dot, "mermaid": to_mermaid}
+    if format_ not in exporters:
+        raise ConfigError("must be dot or mermaid", field="--format", value=format_)
+    cfg = read_config(config, set_, config_format, costs)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)  # as --gantt/--png/--out elsewhere
+    if out is not None and out.suffix.lower() in (".svg", ".png"):
+        from rlplex.viz.dag import render_dot
+
+        out.write_bytes(render_dot(to_dot(cfg.pipeline), out.suffix.lower()[1:]))
+        console.print(f"wrote {escape(str(out))}", highlight=False)
+        return
+    text = exporters[format_](cfg.pipeline)
+    if out is None:
+        print(text, end="")
+    else:
+        out.write_text(text, encoding="utf-8")
+        console.print(f"wrote {out}")

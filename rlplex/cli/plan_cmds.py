@@ -1,0 +1,161 @@
+"""Commands that plan: plan, simulate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from rlplex.cli.app import app, console, read_config, user_errors
+from rlplex.cli.options import (
+    ConfigArg,
+    CostsOpt,
+    FormatOpt,
+    GanttOpt,
+    JsonOpt,
+    PngOpt,
+    SetOpt,
+    TraceOpt,
+)
+from rlplex.cli.render import _write_views, placement_table, print_device_grid, print_wrote
+
+
+@app.command()
+@user_errors
+def plan(
+    config: ConfigArg,
+    auto: Annotated[
+        bool, typer.Option("--auto", help="Search the placement of every GPU role.")
+    ] = False,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Print a baseline: sequential or naive-colocate."),
+    ] = None,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Check every validity rule of the plan.")
+    ] = False,
+    gantt: GanttOpt = None,
+    png: PngOpt = None,
+    trace: TraceOpt = None,
+    json_: JsonOpt = False,
+    set_: SetOpt = None,
+    format_: FormatOpt = None,
+    costs: CostsOpt = None,
+) -> None:
+    """Plan a step: placement, parallel stages, offload/reload ops, period and bound."""
+    from rlplex.plan import make_plan, verify_plan
+    from rlplex.plan.report import placed_config, summarize
+
+    cfg = read_config(config, set_, format_, costs)
+    if auto:
+        roles = {
+            n: r.model_copy(update={"auto": True}) if r.is_gpu else r for n, r in cfg.roles.items()
+        }
+        cfg = cfg.model_copy(update={"roles": roles})
+    candidates = []
+    if any(r.auto for r in cfg.roles.values()):
+        from rlplex.plan import plan_for_placement, search_placements
+
+        candidates = search_placements(cfg, top=5)
+        result = plan_for_placement(cfg, candidates[0].placement, baseline=baseline)
+    else:
+        result = make_plan(cfg, baseline=baseline)
+    if verify:
+        verify_plan(result, cfg)
+    if gantt or png or trace:
+        from rlplex.timeline.record import timeline_from_plan
+
+        _write_views(timeline_from_plan(result), cfg, config, gantt, png, trace, quiet=json_)
+    if json_:
+        print(result.to_json())
+        return
+    placed = placed_config(cfg, result)
+    sequential = result if baseline == "sequential" else make_plan(placed, baseline="sequential")
+    summary = summarize(result, sequential.period_s)
+    print_device_grid(placed)
+    table = Table(title=f"plan of {escape(str(config))}" + (f" ({baseline})" if baseline else ""))
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("mode", f"{result.mode}" + (f", k={result.staleness}" if result.staleness else "")),
+        ("period", f"{summary.period_s:.2f} s"),
+        ("lower bound", f"{summary.lower_bound_s:.2f} s"),
+        ("gap", f"{summary.gap * 100:.2f} %"),
+        ("offloads per step", f"{summary.offloads} ({summary.offload_s:.2f} s)"),
+        ("reloads per step", f"{summary.reloads} ({summary.reload_s:.2f} s)"),
+        ("sequential baseline", f"{sequential.period_s:.2f} s"),
+        ("speed-up vs sequential", f"{summary.speedup or 0:.2f}x"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    if candidates:
+        console.print(placement_table(candidates))
+    if verify:
+        console.print("[green]verified[/]: every validity rule holds", highlight=False)
+
+
+@app.command()
+@user_errors
+def simulate(
+    config: ConfigArg,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Steps to simulate.")] = 10,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write the timeline JSONL here.")
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Simulate a baseline: sequential or naive-colocate."),
+    ] = None,
+    jitter: Annotated[
+        float, typer.Option("--jitter", min=0.0, help="Relative jitter of stage times.")
+    ] = 0.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the jitter.")] = 0,
+    gantt: GanttOpt = None,
+    png: PngOpt = None,
+    trace: TraceOpt = None,
+    json_: JsonOpt = False,
+    set_: SetOpt = None,
+    format_: FormatOpt = None,
+    costs: CostsOpt = None,
+) -> None:
+    """Simulate N steps of the plan: per-step times and the steady-state period."""
+    from rlplex.plan import make_plan
+    from rlplex.sim import simulate as run_simulation
+
+    cfg = read_config(config, set_, format_, costs)
+    result = make_plan(cfg, baseline=baseline)
+    timeline = run_simulation(result, cfg, steps=steps, jitter=jitter, seed=seed)
+    if out is not None:
+        timeline.write_jsonl(out)
+    if gantt or png or trace:
+        _write_views(timeline, cfg, config, gantt, png, trace, quiet=json_)
+    step_s = [timeline.metrics[n]["step_s"] for n in range(steps)]
+    if json_:
+        summary = {
+            "steps": steps,
+            "step_s": step_s,
+            "period_s": timeline.meta["period_s"],
+            "plan_period_s": result.period_s,
+            "out": str(out) if out else None,
+        }
+        print(json.dumps(summary, indent=2))
+        return
+    title = f"simulation of {config}: {steps} steps"
+    # min_width: rich wraps a title to its table's width, and this table is narrow.
+    table = Table(title=escape(title), min_width=min(len(title), console.width))
+    table.add_column("step", justify="right")
+    table.add_column("step_s", justify="right")
+    shown = list(range(steps)) if steps <= 20 else [*range(10), *range(steps - 5, steps)]
+    for n in shown:
+        table.add_row(str(n), f"{step_s[n]:.2f}")
+    console.print(table)
+    console.print(
+        f"steady-state period_s: {timeline.meta['period_s']:.2f} s (plan: {result.period_s:.2f} s)",
+        highlight=False,
+    )
+    print_wrote(out)

@@ -1,0 +1,125 @@
+"""Rendering helpers shared by commands: the device grid, role tables, "wrote" lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from rlplex.cli.app import console
+from rlplex.config import Config
+
+
+def roles_json(cfg: Config) -> dict[str, Any]:
+    return {
+        "cluster": cfg.cluster.model_dump(),
+        "roles": {
+            name: {
+                "devices": list(role.devices) if not role.auto else "auto",
+                "num_gpus_per_worker": role.num_gpus_per_worker,
+                "world_size": role.world_size,
+                "nodes": list(role.nodes(cfg.cluster)),
+                "states": role.states,
+            }
+            for name, role in cfg.roles.items()
+        },
+        "pipeline": {
+            "mode": cfg.pipeline.mode,
+            "max_staleness": cfg.pipeline.max_staleness,
+            "stages": list(cfg.pipeline.names),
+        },
+    }
+
+
+GRID_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta")
+"""Colours of role letters in the device grid, in role order."""
+
+
+def role_letters(cfg: Config) -> dict[str, str]:
+    """A short label per GPU role for the device grid: A, B, C ... in file order."""
+    labels: dict[str, str] = {}
+    for i, name in enumerate(n for n, r in cfg.roles.items() if r.devices):
+        labels[name] = chr(ord("A") + i) if i < 26 else f"R{i}"
+    return labels
+
+
+def device_grid(cfg: Config) -> tuple[Table, str]:
+    """The grid (one row per node, one column per GPU, role letters in cells) and its legend."""
+    cluster = cfg.cluster
+    letters = role_letters(cfg)
+    styles = {name: GRID_STYLES[i % len(GRID_STYLES)] for i, name in enumerate(letters)}
+    table = Table(title="device grid: roles on each GPU", show_lines=True)
+    table.add_column("node", justify="right", no_wrap=True, min_width=4)
+    for gpu in range(cluster.gpus_per_node):
+        table.add_column(str(gpu), justify="left", no_wrap=True)
+    for node in range(cluster.nodes):
+        cells = []
+        for gpu in range(cluster.gpus_per_node):
+            rank = node * cluster.gpus_per_node + gpu
+            here = [n for n in letters if rank in cfg.roles[n].devices]
+            # Each role keeps its own slot, so a role's letters line up down a column.
+            slots = [f"[bold {styles[n]}]{letters[n]}[/]" if n in here else " " for n in letters]
+            cells.append("".join(slots) if here else "[dim]·[/]")
+        table.add_row(str(node), *cells)
+    legend = "  ".join(
+        f"[bold {styles[n]}]{letter}[/] {escape(n)} ({len(cfg.roles[n].devices)} GPUs)"
+        for n, letter in letters.items()
+    )
+    return table, legend or "[dim]no GPU roles[/]"
+
+
+def print_device_grid(cfg: Config) -> bool:
+    """Print the device grid and its legend; False (nothing printed) past 256 GPUs."""
+    if cfg.cluster.num_gpus > 256:
+        return False
+    grid, legend = device_grid(cfg)
+    console.print(grid)
+    console.print(legend, highlight=False)
+    return True
+
+
+def print_wrote(*paths: Path | None) -> None:
+    """Say which files were written (None: not asked for, skipped)."""
+    for path in paths:
+        if path is not None:
+            console.print(f"wrote {escape(str(path))}", highlight=False)
+
+
+def _write_views(
+    timeline: Any,
+    cfg: Config,
+    config: Path,
+    gantt: Path | None,
+    png: Path | None,
+    trace: Path | None,
+    *,
+    quiet: bool = False,
+) -> None:
+    """The views of a planned or simulated timeline, in the config's DAG colours."""
+    from rlplex.dag.export import role_colours
+    from rlplex.viz.views import write_views
+
+    written = write_views(
+        timeline, gantt=gantt, png=png, trace=trace, title=config.name,
+        colours=role_colours(cfg.pipeline), gpus_per_node=cfg.cluster.gpus_per_node,
+    )  # fmt: skip
+    if not quiet:
+        print_wrote(*written)
+
+
+def placement_table(candidates: list[Any]) -> Table:
+    """The placements the search scored, best first (the first is the one planned)."""
+    from rlplex.resources.devices import format_devices
+
+    table = Table(title="placements searched (best first; the first is planned)")
+    for column in ("#", "colocated groups: GPUs", "period", "lower bound"):
+        table.add_column(column, justify="right" if column in ("#", "period") else "left")
+    for rank, cand in enumerate(candidates, start=1):
+        groups = "  |  ".join(
+            f"{'+'.join(group)}: {format_devices(cand.placement[group[0]])}"
+            for group in cand.groups
+        )
+        table.add_row(str(rank), groups, f"{cand.period_s:.2f} s", f"{cand.lower_bound_s:.2f} s")
+    return table

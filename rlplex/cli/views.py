@@ -1,0 +1,88 @@
+"""Commands that draw timelines: viz, compare."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from rlplex.cli.app import app, console, user_errors
+from rlplex.cli.options import (
+    CollapseOpt,
+    ConfigStepsOpt,
+    FormatOpt,
+    GanttOpt,
+    PngOpt,
+    SetOpt,
+    TraceOpt,
+)
+from rlplex.cli.render import print_wrote
+
+
+@app.command()
+@user_errors
+def viz(
+    timeline: Annotated[
+        Path,
+        typer.Argument(help="Timeline JSONL, a Perfetto trace written by rlplex, or a config."),
+    ],
+    gantt: GanttOpt = None,
+    png: PngOpt = None,
+    trace: TraceOpt = None,
+    steps: ConfigStepsOpt = 3,
+    collapse: CollapseOpt = None,
+    title: Annotated[str | None, typer.Option("--title", help="Chart title.")] = None,
+    set_: SetOpt = None,
+    format_: FormatOpt = None,
+) -> None:
+    """Draw a timeline (Gantt HTML/PNG, Perfetto trace) and print time per stage."""
+    from rlplex.viz.views import load_timeline, stage_rich_table, write_views
+
+    record = load_timeline(timeline, steps=steps, overrides=set_, fmt=format_)
+    written = write_views(
+        record, gantt=gantt, png=png, trace=trace, title=title or timeline.name, collapse=collapse
+    )
+    console.print(stage_rich_table(record, title=f"time per stage: {escape(timeline.name)}"))
+    print_wrote(*written)
+
+
+@app.command()
+@user_errors
+def compare(
+    a: Annotated[Path, typer.Argument(help="First timeline (JSONL, rlplex trace) or config.")],
+    b: Annotated[
+        Path | None,
+        typer.Argument(help="Second timeline or config; omit it with --baseline."),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Compare config A's plan with this baseline of it."),
+    ] = None,
+    gantt: GanttOpt = None,
+    png: PngOpt = None,
+    steps: ConfigStepsOpt = 3,
+    collapse: CollapseOpt = None,
+    set_: SetOpt = None,
+    format_: FormatOpt = None,
+) -> None:
+    """Two timelines side by side on one time axis, with the difference in period."""
+    from rlplex.errors import ConfigError
+    from rlplex.viz.compare import write_comparison
+    from rlplex.viz.views import load_timeline, planned_timeline
+
+    if (b is None) == (baseline is None):
+        raise ConfigError("give either a second timeline B or --baseline NAME", field="B")
+    if baseline is not None:
+        first = planned_timeline(a, steps=steps, overrides=set_, fmt=format_, baseline=baseline)
+        second = planned_timeline(a, steps=steps, overrides=set_, fmt=format_)
+        names = (f"{a.name} ({baseline})", f"{a.name} (planned)")
+    else:
+        assert b is not None
+        first = load_timeline(a, steps=steps, overrides=set_, fmt=format_)
+        second = load_timeline(b, steps=steps, overrides=set_, fmt=format_)
+        names = (a.name, b.name) if a.name != b.name else (str(a), str(b))
+    result = write_comparison(first, second, names=names, gantt=gantt, png=png, collapse=collapse)
+    console.print(escape(result.text()), highlight=False)
+    print_wrote(gantt, png)
