@@ -22,6 +22,11 @@ from rich.markup import escape
 from rlplex.config import Config, load_config
 from rlplex.errors import RlplexError
 
+try:  # Typer >= 0.20 vendors click; its exceptions are the ones it raises
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older Typer on top of click
+    from click import exceptions as click_exceptions  # noqa: F401
+
 app = typer.Typer(
     name="rlplex",
     help="Plan, run and replay RL post-training steps as DAGs of stages on shared GPUs.",

@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from rlplex.cli.app import app, console, read_config, user_errors
 from rlplex.cli.options import ConfigArg, CostsOpt, FormatOpt, JsonOpt, SetOpt
-from rlplex.cli.render import print_device_grid, roles_json
+from rlplex.cli.render import print_device_grid, print_wrote, roles_json
 
 
 @app.command()
@@ -77,7 +76,9 @@ def dag(
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", "-o", help="Write to this file instead of stdout (.svg/.png: drawn by dot)."
+            "--out",
+            "-o",
+            help="Write here: .svg/.png drawn by dot; .dot/.gv/.mmd/.txt text.",
         ),
     ] = None,
     set_: SetOpt = None,
@@ -99,17 +100,16 @@ def dag(
     if format_ not in exporters:
         raise ConfigError("must be dot or mermaid", field="--format", value=format_)
     cfg = read_config(config, set_, config_format, costs)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)  # as --gantt/--png/--out elsewhere
-    if out is not None and out.suffix.lower() in (".svg", ".png"):
-        from rlplex.viz.dag import render_dot
-
-        out.write_bytes(render_dot(to_dot(cfg.pipeline), out.suffix.lower()[1:]))
-        console.print(f"wrote {escape(str(out))}", highlight=False)
-        return
-    text = exporters[format_](cfg.pipeline)
     if out is None:
-        print(text, end="")
+        print(exporters[format_](cfg.pipeline), end="")
+        return
+    from rlplex.viz.dag import write_dag
+
+    # The suffix says what the file is (.svg/.png drawn, .dot/.gv/.mmd text); a .txt
+    # takes --format; anything else (.gif, .jpg) is refused rather than mislabelled.
+    if out.suffix.lower() == ".txt":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(exporters[format_](cfg.pipeline), encoding="utf-8")
     else:
-        out.write_text(text, encoding="utf-8")
-        console.print(f"wrote {out}")
+        write_dag(cfg.pipeline, out)
+    print_wrote(out)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplex.timeline.record import Timeline
-from rlplex.viz.critical import StageRow, critical_path, stage_table
+from rlplex.viz.critical import StageRow, critical_path, format_seconds, stage_table
 from rlplex.viz.layout import GanttLayout, build_layout
 
 
@@ -68,8 +68,8 @@ def stage_rich_table(timeline: Timeline, title: str = "time per stage") -> Any:
     from rich.table import Table
 
     table = Table(title=title)
-    for column, justify in (("stage", "left"), ("role", "left"), ("s / step", "right"),
-                            ("share", "right"), ("critical", "center")):  # fmt: skip
+    for column, justify in (("stage", "left"), ("role", "left"), ("time / step", "right"),
+                            ("share of work", "right"), ("critical", "center")):  # fmt: skip
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in stage_rows(timeline):
         if row.seconds <= 0 and row.kind in ("offload", "reload"):
@@ -77,7 +77,7 @@ def stage_rich_table(timeline: Timeline, title: str = "time per stage") -> Any:
         table.add_row(
             row.name,
             row.role,
-            f"{row.seconds:.2f}",
+            format_seconds(row.seconds),
             f"{row.share * 100:.1f} %",
             "[bold]yes[/]" if row.critical else "",
         )
