@@ -90,3 +90,10 @@ def read_config(
 @app.callback()
 def _main() -> None:
     configure_logging()
+
+
+def warn(lines: Any) -> None:
+    """Print each warning on stderr, one line each."""
+    for line in lines:
+        err_console.print(f"[yellow]warning:[/] {escape(str(line))}", highlight=False,
+                          soft_wrap=True)  # fmt: skip

@@ -21,7 +21,7 @@ from rlplex.cli.options import (
     SetOpt,
     TraceOpt,
 )
-from rlplex.cli.render import _write_views, placement_table, print_device_grid, print_wrote
+from rlplex.cli.render import placement_table, print_device_grid, print_wrote, write_timeline_views
 
 
 @app.command()
@@ -69,7 +69,11 @@ def plan(
     if gantt or png or trace:
         from rlplex.timeline.record import timeline_from_plan
 
-        _write_views(timeline_from_plan(result), cfg, config, gantt, png, trace, quiet=json_)
+        written = write_timeline_views(
+            timeline_from_plan(result), cfg, gantt=gantt, png=png, trace=trace, title=config.name
+        )
+        if not json_:
+            print_wrote(*written)
     if json_:
         print(result.to_json())
         return
@@ -133,7 +137,11 @@ def simulate(
     if out is not None:
         timeline.write_jsonl(out)
     if gantt or png or trace:
-        _write_views(timeline, cfg, config, gantt, png, trace, quiet=json_)
+        written = write_timeline_views(
+            timeline, cfg, gantt=gantt, png=png, trace=trace, title=config.name
+        )
+        if not json_:
+            print_wrote(*written)
     step_s = [timeline.metrics[n]["step_s"] for n in range(steps)]
     if json_:
         summary = {

@@ -87,26 +87,20 @@ def print_wrote(*paths: Path | None) -> None:
             console.print(f"wrote {escape(str(path))}", highlight=False)
 
 
-def _write_views(
+def write_timeline_views(
     timeline: Any,
     cfg: Config,
-    config: Path,
-    gantt: Path | None,
-    png: Path | None,
-    trace: Path | None,
     *,
-    quiet: bool = False,
-) -> None:
-    """The views of a planned or simulated timeline, in the config's DAG colours."""
-    from rlplex.dag.export import role_colours
+    gantt: Path | None = None,
+    png: Path | None = None,
+    trace: Path | None = None,
+    title: str = "",
+) -> list[Path]:
+    """Write the asked-for views of a timeline of ``cfg``; return the paths written."""
     from rlplex.viz.views import write_views
 
-    written = write_views(
-        timeline, gantt=gantt, png=png, trace=trace, title=config.name,
-        colours=role_colours(cfg.pipeline), gpus_per_node=cfg.cluster.gpus_per_node,
-    )  # fmt: skip
-    if not quiet:
-        print_wrote(*written)
+    return write_views(timeline, gantt=gantt, png=png, trace=trace, title=title,
+                       gpus_per_node=cfg.cluster.gpus_per_node)  # fmt: skip
 
 
 def placement_table(candidates: list[Any]) -> Table:

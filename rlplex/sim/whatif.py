@@ -257,6 +257,12 @@ def fit_exponents(works: Sequence[RecordedWork]) -> tuple[dict[str, float], list
     notes: list[str] = []
     for stage, by_d in points.items():
         if len(by_d) < 2:
+            if len(works) > 1:  # more records were given to fit from: say why nothing was
+                (d,) = by_d
+                notes.append(
+                    f"{stage}: not fitted: all {sum(map(len, by_d.values()))} records have it on"
+                    f" {d} GPU{'s' if d > 1 else ''}; fitting needs two or more GPU counts"
+                )
             continue
         pts = sorted((d, sum(v) / len(v)) for d, v in by_d.items())
         exponents[stage] = fit_exponent(pts)
