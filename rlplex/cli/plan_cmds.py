@@ -47,40 +47,22 @@ def plan(
     costs: CostsOpt = None,
 ) -> None:
     """Plan a step: placement, parallel stages, offload/reload ops, period and bound."""
-    from rlplex.plan import make_plan, verify_plan
-    from rlplex.plan.report import placed_config, summarize
+    from rlplex.plan.report import plan_report
 
-    cfg = read_config(config, set_, format_, costs)
-    if auto:
-        roles = {
-            n: r.model_copy(update={"auto": True}) if r.is_gpu else r for n, r in cfg.roles.items()
-        }
-        cfg = cfg.model_copy(update={"roles": roles})
-    candidates = []
-    if any(r.auto for r in cfg.roles.values()):
-        from rlplex.plan import plan_for_placement, search_placements
-
-        candidates = search_placements(cfg, top=5)
-        result = plan_for_placement(cfg, candidates[0].placement, baseline=baseline)
-    else:
-        result = make_plan(cfg, baseline=baseline)
-    if verify:
-        verify_plan(result, cfg)
+    report = plan_report(
+        read_config(config, set_, format_, costs), auto=auto, baseline=baseline, verify=verify
+    )
+    result, summary = report.plan, report.summary
     if gantt or png or trace:
-        from rlplex.timeline.record import timeline_from_plan
-
         written = write_timeline_views(
-            timeline_from_plan(result), cfg, gantt=gantt, png=png, trace=trace, title=config.name
+            report.timeline(), report.config, gantt=gantt, png=png, trace=trace, title=config.name
         )
         if not json_:
             print_wrote(*written)
     if json_:
         print(result.to_json())
         return
-    placed = placed_config(cfg, result)
-    sequential = result if baseline == "sequential" else make_plan(placed, baseline="sequential")
-    summary = summarize(result, sequential.period_s)
-    print_device_grid(placed)
+    print_device_grid(report.config)
     table = Table(title=f"plan of {escape(str(config))}" + (f" ({baseline})" if baseline else ""))
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -91,14 +73,14 @@ def plan(
         ("gap", f"{summary.gap * 100:.2f} %"),
         ("offloads per step", f"{summary.offloads} ({summary.offload_s:.2f} s)"),
         ("reloads per step", f"{summary.reloads} ({summary.reload_s:.2f} s)"),
-        ("sequential baseline", f"{sequential.period_s:.2f} s"),
+        ("sequential baseline", f"{summary.sequential_s or 0:.2f} s"),
         ("speed-up vs sequential", f"{summary.speedup or 0:.2f}x"),
     ]
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
-    if candidates:
-        console.print(placement_table(candidates))
+    if report.candidates:
+        console.print(placement_table(list(report.candidates)))
     if verify:
         console.print("[green]verified[/]: every validity rule holds", highlight=False)
 

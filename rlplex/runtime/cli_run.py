@@ -107,7 +107,7 @@ def run_plan(
     from rlplex.runtime.report import measured_period, stage_durations
 
     plan = make_plan(config)
-    log.info("plan", mode=plan.mode, period_s=plan.period_s, ops=len(plan.ops), steps=steps)
+    log.debug("plan", mode=plan.mode, period_s=plan.period_s, ops=len(plan.ops), steps=steps)
     progress = Progress(
         TextColumn("[bold]step"),
         MofNCompleteColumn(),
@@ -121,8 +121,15 @@ def run_plan(
         task = progress.add_task("starting workers", total=steps)
 
         def on_step(step: int, metrics: dict[str, Any]) -> None:
+            # One figure per step on the bar, both on the run's time scale; the full
+            # metrics go to the record and, with RLPLEX_LOG=debug, to the log.
             progress.advance(task)
-            log.info(
+            measured, planned = metrics.get("step_s"), metrics.get("planned_step_s")
+            if isinstance(measured, float) and isinstance(planned, float):
+                progress.update(
+                    task, description=f"last step {measured:.3g} s (plan {planned:.3g} s)"
+                )
+            log.debug(
                 "step",
                 step=step,
                 **{k: v for k, v in metrics.items() if isinstance(v, (int, float))},

@@ -40,6 +40,7 @@ nodes onto its one node, since it made its logical GPUs for that).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -119,7 +120,11 @@ def connect(address: str | None, num_gpus: int, num_cpus: int | None = None) -> 
             raise ExecutionError(f"cannot join the Ray cluster at {address!r}: {exc}") from None
         return True
     gpus = max(real_gpu_count(), num_gpus)
+    # A local Ray started for one run needs no token (Ray's notice about it is noise
+    # here); a user who set RAY_AUTH_MODE keeps their choice.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ray.init(
+        logging_level=logging.WARNING,
         num_gpus=gpus,
         num_cpus=num_cpus or max(os.cpu_count() or 1, 1),
         include_dashboard=False,

@@ -197,3 +197,92 @@ def _stage_warnings(run: RecordedRun, cfg: Config) -> list[str]:
     placement = placement_of(cfg)
     seconds = {s.name: stage_seconds(cfg, s, placement) for s in cfg.pipeline.stages}
     return stage_warnings(run, cfg, seconds)
+
+
+CONFIG_SUFFIXES = (".yaml", ".yml")
+"""A file with one of these suffixes is a config: its plan is drawn."""
+
+
+def planned_timeline(
+    path: str | Path,
+    *,
+    steps: int = 3,
+    overrides: Sequence[str] | None = None,
+    fmt: str | None = None,
+    costs: Path | None = None,
+    baseline: str | None = None,
+) -> Timeline:
+    """The predicted timeline of a config: its plan, simulated for ``steps`` steps."""
+    from rlplex.plan import make_plan
+    from rlplex.sim.simulate import simulate
+
+    cfg = load_config(path, overrides=overrides or (), format=fmt, costs=costs)
+    plan = make_plan(cfg, baseline=baseline)
+    timeline = simulate(plan, cfg, steps=steps)
+    meta = {"gpus_per_node": cfg.cluster.gpus_per_node, "config": str(path)}
+    return timeline.model_copy(update={"meta": {**meta, **timeline.meta}})
+
+
+def at_plan_scale(timeline: Timeline) -> Timeline:
+    """A rehearsal recorded with ``--time-scale X`` back on the plan's time scale.
+
+    A rehearsed op sleeps its planned seconds times X, so comparing it with a
+    simulation or a plan needs its times divided by X (ops that ran code of
+    their own ran at real speed and are divided too: a rehearsal's record does
+    not say which did). ``meta["time_scale_undone"]`` keeps X.
+    """
+    scale = timeline.meta.get("time_scale")
+    if timeline.meta.get("source") != "ray" or not isinstance(scale, int | float):
+        return timeline
+    if scale in (0, 1):
+        return timeline
+    events = tuple(
+        e.model_copy(update={"start_s": e.start_s / scale, "end_s": e.end_s / scale})
+        for e in timeline.events
+    )
+    metrics = {
+        step: {k: (v / scale if k.endswith("step_s") and isinstance(v, int | float) else v)
+               for k, v in m.items()}
+        for step, m in timeline.metrics.items()
+    }  # fmt: skip
+    meta = {**timeline.meta, "time_scale": 1.0, "time_scale_undone": scale}
+    return timeline.model_copy(update={"events": events, "metrics": metrics, "meta": meta})
+
+
+def load_timeline(
+    path: str | Path,
+    *,
+    steps: int = 3,
+    overrides: Sequence[str] | None = None,
+    fmt: str | None = None,
+    costs: Path | None = None,
+) -> Timeline:
+    """A timeline from a JSONL record, an rlplex Perfetto trace, or a config (its plan).
+
+    A rehearsal's record comes back on the plan's time scale (:func:`at_plan_scale`).
+
+    Raises:
+        ConfigError: the file is missing, is not one of those, or holds no ops.
+    """
+    from rlplex.timeline.perfetto import read_timeline
+
+    if Path(path).suffix.lower() in CONFIG_SUFFIXES:
+        return planned_timeline(path, steps=steps, overrides=overrides, fmt=fmt, costs=costs)
+    try:
+        timeline = read_timeline(path)
+    except ConfigError as exc:
+        if not exc.message.startswith("bad event"):
+            raise
+        raise ConfigError(
+            f"not an rlplex timeline ({exc.field}: {exc.message}); a verl or ROLL log is"
+            " drawn by `rlplex replay LOG --config FILE --gantt F.html`",
+            file=exc.file,
+            line=exc.line,
+        ) from None
+    if not timeline.events:
+        raise ConfigError(
+            "no ops to draw: expected an rlplex timeline (JSONL, one op a line), a trace"
+            " rlplex wrote, or a config (.yaml)",
+            file=str(path),
+        )
+    return at_plan_scale(timeline)

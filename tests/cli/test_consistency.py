@@ -78,3 +78,32 @@ def test_fit_from_at_the_same_gpu_count_says_why_nothing_was_fitted() -> None:
                     "--fit-from", f"{VERL}={VERL_CONFIG}")  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "generate: not fitted: all 2 records have it on 1 GPU" in result.output
+
+
+def test_compare_puts_a_rehearsal_back_on_the_plans_time_scale(tmp_path: Path) -> None:
+    """Defect 3: compare ignored a rehearsal's time_scale ("97.85x as fast")."""
+    from rlplex.config import load_config
+    from rlplex.plan import make_plan
+    from rlplex.sim import simulate
+    from rlplex.sim.reports import load_timeline
+
+    cfg = load_config(ROOT / "examples" / "grpo.yaml")
+    sim = simulate(make_plan(cfg), cfg, steps=3)
+    sim.write_jsonl(tmp_path / "sim.jsonl")
+    scale = 0.01
+    rehearsal = sim.model_copy(
+        update={
+            "events": tuple(
+                e.model_copy(update={"start_s": e.start_s * scale, "end_s": e.end_s * scale})
+                for e in sim.events
+            ),
+            "meta": {"source": "ray", "time_scale": scale},
+        }
+    )
+    rehearsal.write_jsonl(tmp_path / "rehearsal.jsonl")
+    back = load_timeline(tmp_path / "rehearsal.jsonl")
+    assert back.meta["time_scale_undone"] == scale
+    assert back.events[-1].end_s == pytest.approx(sim.events[-1].end_s)
+    result = invoke("compare", tmp_path / "sim.jsonl", tmp_path / "rehearsal.jsonl")
+    assert result.exit_code == 0, result.output
+    assert "1.00× as fast" in result.output and "--time-scale 0.01" in result.output
