@@ -56,7 +56,7 @@ def run(
     try:
         result = run_plan(
             cfg,
-            setups=python_setups(config),
+            setups=python_setups(cfg),
             steps=steps,
             record=record,
             time_scale=time_scale,

@@ -24,30 +24,26 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rlplex.config import Config, import_pipeline_module
 from rlplex.errors import ConfigError
-from rlplex.resources.yaml_io import load_yaml_file
 
 log = structlog.get_logger("rlplex.run")
 
 
-def python_setups(config_file: str | Path) -> dict[str, Callable[[Any], Any]] | None:
+def python_setups(config: Config) -> dict[str, Callable[[Any], Any]] | None:
     """The role setups of a config whose pipeline comes from Python, if its module has them.
 
-    For ``pipeline: {python: "module:function"}`` this imports ``module`` (a
-    ``.py`` file is read relative to the config, as the config loader does) and
-    returns ``module.setups()``; None when the pipeline is written in YAML or the
-    module has no ``setups``.
+    For ``pipeline: {python: "module:function"}`` (as the config holds it, ``--set``
+    included) this takes the module the config loader imported and returns
+    ``module.setups()``; None when the pipeline is written in YAML or the module
+    has no ``setups``.
 
     Raises:
         ConfigError: ``setups()`` failed or returned something other than a
             mapping of role names to callables (naming ``pipeline.python``).
     """
-    config_file = Path(config_file)
-    data = load_yaml_file(config_file)
-    pipeline = data.get("pipeline") if isinstance(data, dict) else None
-    ref = pipeline.get("python") if isinstance(pipeline, dict) else None
-    if not isinstance(ref, str):
+    ref = config.pipeline_python
+    if not ref:
         return None
-    module = import_pipeline_module(ref, config_file.parent, str(config_file))
+    module = import_pipeline_module(ref, Path(config.base_dir or "."), config.source)
     factory = getattr(module, "setups", None)
     if not callable(factory):
         return None
@@ -58,7 +54,7 @@ def python_setups(config_file: str | Path) -> dict[str, Callable[[Any], Any]] | 
             f"the module's setups() failed: {type(exc).__name__}: {exc}",
             field="pipeline.python",
             value=ref,
-            file=str(config_file),
+            file=config.source,
         ) from None
     if not isinstance(setups, Mapping) or not all(
         isinstance(k, str) and callable(v) for k, v in setups.items()
@@ -67,7 +63,7 @@ def python_setups(config_file: str | Path) -> dict[str, Callable[[Any], Any]] | 
             "the module's setups() must return a mapping of role name -> setup(info)",
             field="pipeline.python",
             value=ref,
-            file=str(config_file),
+            file=config.source,
         )
     return dict(setups)
 
