@@ -10,17 +10,24 @@ import typer
 from rich.table import Table
 
 from rlplex.cli.app import app, console, read_config, user_errors
-from rlplex.cli.options import ConfigArg, CostsOpt, FormatOpt, JsonOpt, SetOpt
+from rlplex.cli.options import (
+    NO_OPTIONS,
+    ConfigArg,
+    ConfigOptions,
+    CostsOpt,
+    JsonOpt,
+    SetOpt,
+    config_options,
+)
 from rlplex.cli.render import print_device_grid, print_wrote, roles_json
 
 
 @app.command()
 @user_errors
-def validate(
-    config: ConfigArg, set_: SetOpt = None, format_: FormatOpt = None, costs: CostsOpt = None
-) -> None:
+@config_options
+def validate(config: ConfigArg, options: ConfigOptions = NO_OPTIONS) -> None:
     """Check a config file; exit 2 with the field at fault if it is wrong."""
-    cfg = read_config(config, set_, format_, costs)
+    cfg = options.load(config)
     console.print(
         f"[green]ok[/] {config}: {cfg.format} config, {len(cfg.roles)} roles,"
         f" {len(cfg.pipeline.stages)} stages, {cfg.cluster.num_gpus} GPUs,"
@@ -32,15 +39,14 @@ def validate(
 
 @app.command()
 @user_errors
+@config_options
 def show(
     config: ConfigArg,
     json_: JsonOpt = False,
-    set_: SetOpt = None,
-    format_: FormatOpt = None,
-    costs: CostsOpt = None,
+    options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Show roles (devices, workers, nodes, states) and which role sits on which GPU."""
-    cfg = read_config(config, set_, format_, costs)
+    cfg = options.load(config)
     if json_:
         print(json.dumps(roles_json(cfg), indent=2))
         return

@@ -10,22 +10,23 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlplex.cli.app import app, console, read_config, user_errors
+from rlplex.cli.app import app, console, user_errors
 from rlplex.cli.options import (
+    NO_OPTIONS,
     ConfigArg,
-    CostsOpt,
-    FormatOpt,
+    ConfigOptions,
     GanttOpt,
     JsonOpt,
     PngOpt,
-    SetOpt,
     TraceOpt,
+    config_options,
 )
 from rlplex.cli.render import placement_table, print_device_grid, print_wrote, write_timeline_views
 
 
 @app.command()
 @user_errors
+@config_options
 def plan(
     config: ConfigArg,
     auto: Annotated[
@@ -42,16 +43,12 @@ def plan(
     png: PngOpt = None,
     trace: TraceOpt = None,
     json_: JsonOpt = False,
-    set_: SetOpt = None,
-    format_: FormatOpt = None,
-    costs: CostsOpt = None,
+    options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Plan a step: placement, parallel stages, offload/reload ops, period and bound."""
     from rlplex.plan.report import plan_report
 
-    report = plan_report(
-        read_config(config, set_, format_, costs), auto=auto, baseline=baseline, verify=verify
-    )
+    report = plan_report(options.load(config), auto=auto, baseline=baseline, verify=verify)
     result, summary = report.plan, report.summary
     if gantt or png or trace:
         written = write_timeline_views(
@@ -87,6 +84,7 @@ def plan(
 
 @app.command()
 @user_errors
+@config_options
 def simulate(
     config: ConfigArg,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Steps to simulate.")] = 10,
@@ -105,15 +103,13 @@ def simulate(
     png: PngOpt = None,
     trace: TraceOpt = None,
     json_: JsonOpt = False,
-    set_: SetOpt = None,
-    format_: FormatOpt = None,
-    costs: CostsOpt = None,
+    options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Simulate N steps of the plan: per-step times and the steady-state period."""
     from rlplex.plan import make_plan
     from rlplex.sim import simulate as run_simulation
 
-    cfg = read_config(config, set_, format_, costs)
+    cfg = options.load(config)
     result = make_plan(cfg, baseline=baseline)
     timeline = run_simulation(result, cfg, steps=steps, jitter=jitter, seed=seed)
     if out is not None:
