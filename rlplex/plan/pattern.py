@@ -28,6 +28,7 @@ from __future__ import annotations
 import graphlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from rlplex.errors import RlplexError
 from rlplex.plan.ids import COMPUTE_KINDS, OpKind, op_name
@@ -235,7 +236,7 @@ def step_pattern(plan: Plan, *, staleness: int | None = -1) -> StepPattern:
     position = {op.id: i for i, op in enumerate(template)}
     for key, lane in lanes_of_plan.items():
         lanes[key] = tuple(e for e in (edge(o.id) for o in lane) if e is not None)
-        for prev, op in zip(lane, lane[1:], strict=False):
+        for prev, op in pairwise(lane):
             j = position.get(op.id)
             if j is None:
                 continue

@@ -1,4 +1,4 @@
-"""One step pattern: the simulator and the executor's schedule run the same ops in the same order."""
+"""One step pattern: the simulator and the executor run the same ops in the same order."""
 
 from __future__ import annotations
 
