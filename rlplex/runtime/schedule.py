@@ -18,10 +18,10 @@ list of :class:`ExecOp` whose ``deps`` say everything:
   ``t - k - 1``, whether or not the planner wrote that edge.
 - **Device order.** Each device has a compute lane (``run``, ``weight_sync``)
   and a transfer lane (``offload``, ``reload``, the copy engine). Ops on a lane
-  run in planned order: each waits for its predecessor on every lane it uses.
-  The order is a topological order of the dependencies that takes the earliest
-  planned start first, so ties (zero-length ops) and a pattern that is not
-  exactly periodic never deadlock.
+  run in the pattern's order (the simulator's): each waits for its predecessor
+  on every lane it uses. The dispatch order is a topological order of the
+  dependencies that takes the earliest planned start first, so ties
+  (zero-length ops) and a pattern that is not exactly periodic never deadlock.
 
 Pure Python, no Ray: tested on its own.
 """

@@ -51,7 +51,7 @@ def test_transfer_names_count_repeats() -> None:
 
 def test_kinds_are_strings_and_partition_the_ops() -> None:
     assert OpKind.RUN == "run" and f"{OpKind.WEIGHT_SYNC}" == "weight_sync"
-    assert COMPUTE_KINDS | TRANSFER_KINDS == set(OpKind)
+    assert set(OpKind) == COMPUTE_KINDS | TRANSFER_KINDS
     assert not COMPUTE_KINDS & TRANSFER_KINDS
 
 
