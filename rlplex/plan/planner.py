@@ -30,12 +30,19 @@ __all__ = [
 ]
 
 
-def make_plan(config: Config, *, baseline: str | None = None, steps: int | None = None) -> Plan:
+def make_plan(
+    config: Config,
+    *,
+    baseline: str | None = None,
+    steps: int | None = None,
+    auto: bool = False,
+) -> Plan:
     """The plan of ``config``: the planner's, or the ``sequential`` / ``naive-colocate`` baseline.
 
     The placement is resolved by :func:`rlplex.plan.placement.resolve_placement`
-    (roles with ``devices: auto`` searched first). ``steps`` is the number of steps
-    to unroll (async; a sync plan repeats its steady-state step that many times).
+    (roles with ``devices: auto`` searched first; every GPU role with ``auto``,
+    and in async mode the staleness too). ``steps`` is the number of steps to
+    unroll (async; a sync plan repeats its steady-state step that many times).
 
     Raises:
         InfeasibleError: a stage's states plus transient memory exceed a GPU,
@@ -43,7 +50,7 @@ def make_plan(config: Config, *, baseline: str | None = None, steps: int | None 
         ConfigError: an unknown baseline, or an async weight sync between roles
             given shared devices.
     """
-    resolved = resolve_placement(config, top=1)
+    resolved = resolve_placement(config, auto=auto, top=1)
     return plan_for_placement(resolved.config, resolved.placement, baseline=baseline, steps=steps)
 
 
