@@ -15,12 +15,19 @@ field paths:
 - ``pipeline.stages.X.seconds``: missing (only weight_sync may omit it);
 - ``pipeline.stages.X.role`` / ``after`` / ``from`` / ``to`` / ``needs``:
   unknown role, stage or state; duplicate stages; cycles;
-- async with ``max_staleness >= 1``: the weight sync's two roles must sit on
-  disjoint devices (generation of a later step runs while training runs).
+
+Checked when the placement is resolved instead (:mod:`rlplex.plan.placement`,
+since ``rlplex plan --auto`` replaces the file's devices): async with
+``max_staleness >= 1`` needs the weight sync's two roles on disjoint devices.
+
+Facts that are not errors but change what a config means are kept in
+:attr:`Config.warnings` for the CLI to print (async with ``max_staleness 0``
+runs like sync).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import sys
@@ -68,6 +75,15 @@ class Config(BaseModel):
     """``pipeline.python`` as given (after ``--set``): the module the pipeline came from."""
     base_dir: str | None = None
     """The config's folder, where a ``pipeline.python`` file is found."""
+    file_devices: dict[str, int] = Field(default_factory=dict)
+    """GPUs of each role as the file gives them, before ``--set`` and auto placement.
+
+    The default ``at_devices`` of the role's stages: a stage's ``seconds`` is
+    taken as measured on the devices the file gave its role, so moving the role
+    (``--set roles.R.devices=...``, ``--auto``) rescales it the same way.
+    """
+    warnings: tuple[str, ...] = ()
+    """Things the config means that a user may not expect (printed by the CLI)."""
 
     def role(self, name: str) -> Role:
         """The role called ``name``, including the built-in ``driver``."""
@@ -395,27 +411,26 @@ def _check_pipeline(pipeline: Pipeline, roles: Mapping[str, Role], file: str | N
                     value=name,
                     file=file,
                 )
-    if pipeline.staleness >= 1:
-        for stage in pipeline.stages:
-            if not stage.is_weight_sync:
-                continue
-            src, dst = roles[stage.from_role or ""], roles[stage.to_role or ""]
-            shared = sorted(set(src.devices) & set(dst.devices))
-            if shared:
-                raise ConfigError(
-                    f"async mode with max_staleness {pipeline.max_staleness} needs {dst.name!r}"
-                    f" on devices disjoint from {src.name!r} (generation runs while training"
-                    f" runs); they share GPUs {shared}",
-                    field=f"roles.{dst.name}.devices",
-                    value=list(dst.devices),
-                    file=file,
-                )
+
+
+ASYNC_STALENESS_0 = (
+    "async with max_staleness 0 runs like sync; set pipeline.max_staleness=1 for one-step-off"
+)
+"""Warning of an async pipeline whose generation may not run ahead."""
 
 
 def config_from_dict(
-    data: Any, file: str | None = None, base_dir: Path | None = None, fmt: str = "native"
+    data: Any,
+    file: str | None = None,
+    base_dir: Path | None = None,
+    fmt: str = "native",
+    file_devices: Mapping[str, int] | None = None,
 ) -> Config:
-    """Check a native config given as a dict (as parsed from YAML)."""
+    """Check a native config given as a dict (as parsed from YAML).
+
+    ``file_devices`` gives each role's GPU count as the file had it before
+    overrides (see :attr:`Config.file_devices`); by default, the roles' own.
+    """
     if not isinstance(data, dict):
         raise ConfigError(
             "the config must be a mapping with 'cluster', 'roles' and 'pipeline'",
@@ -458,6 +473,11 @@ def config_from_dict(
         if data.get("workload") is not None
         else None
     )
+    if file_devices is None:
+        file_devices = {n: len(r.devices) for n, r in roles.items() if r.devices}
+    warnings = []
+    if pipeline.mode == "async" and pipeline.max_staleness == 0:
+        warnings.append(ASYNC_STALENESS_0)
     return Config(
         cluster=cluster,
         roles=roles,
@@ -468,7 +488,30 @@ def config_from_dict(
         workload=workload,
         pipeline_python=pipeline_spec.python,
         base_dir=str(base_dir or Path.cwd()),
+        file_devices=dict(file_devices),
+        warnings=tuple(warnings),
     )
+
+
+def _device_counts(native: Mapping[str, Any]) -> dict[str, int]:
+    """GPU count of each role of a native dict whose devices parse (others left out)."""
+    try:
+        cluster = Cluster.model_validate(native.get("cluster") or {})
+    except ValidationError:
+        return {}
+    out: dict[str, int] = {}
+    roles = native.get("roles")
+    for name, body in roles.items() if isinstance(roles, dict) else ():
+        spec = body.get("devices") if isinstance(body, dict) else None
+        if spec is None:
+            continue
+        try:
+            devices = parse_devices(spec, cluster.num_gpus)
+        except (DeviceSpecError, TypeError, ValueError):
+            continue
+        if isinstance(devices, tuple) and devices:
+            out[str(name)] = len(devices)
+    return out
 
 
 def _convert(
@@ -561,6 +604,7 @@ def load_config(
     native_overrides = [o for o in overrides if not to_file(o)]
     if not imported:
         check_override_targets(data, file_overrides, file)
+    written = data
     data = apply_overrides(data, file_overrides)
     fmt = format or detect_format(data)
     cost_data = None
@@ -568,7 +612,22 @@ def load_config(
         from rlplex.resources.importers.common import check_costs
 
         cost_data = check_costs(load_yaml_file(costs), str(costs))
-    native = _convert(fmt, data, file, cost_data, str(costs) if costs is not None else None)
+    costs_file = str(costs) if costs is not None else None
+    native = _convert(fmt, data, file, cost_data, costs_file)
+    file_devices = _device_counts(native)
+    if overrides:
+        # Stage seconds are measured on the devices the file gives (DESIGN: at_devices
+        # defaults to the role's device count in the config), not those of --set.
+        with contextlib.suppress(ConfigError):  # a file fixed by its overrides
+            file_devices = _device_counts(
+                _convert(format or detect_format(written), written, file, cost_data, costs_file)
+            )
     check_override_targets(native, native_overrides, file)
     native = apply_overrides(native, native_overrides)
-    return config_from_dict(native, file=file, base_dir=Path(path).resolve().parent, fmt=fmt)
+    return config_from_dict(
+        native,
+        file=file,
+        base_dir=Path(path).resolve().parent,
+        fmt=fmt,
+        file_devices=file_devices,
+    )

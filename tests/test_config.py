@@ -140,9 +140,13 @@ def test_bad_values(tmp_path: Path, override: str, message: str) -> None:
 
 
 def test_async_needs_disjoint_devices(tmp_path: Path) -> None:
+    """Refused when the placement is resolved (``plan --auto`` may still search it)."""
+    from rlplex.plan import make_plan
+
     path = write(tmp_path, BASE)
+    colocated = load_config(path, overrides=["pipeline.mode=async", "pipeline.max_staleness=1"])
     with pytest.raises(ConfigError) as info:
-        load_config(path, overrides=["pipeline.mode=async", "pipeline.max_staleness=1"])
+        make_plan(colocated)
     assert str(info.value).startswith(
         f"{path}: roles.actor_infer.devices: async mode with max_staleness 1 needs"
         " 'actor_infer' on devices disjoint from 'actor_train'"

@@ -86,8 +86,12 @@ class ConfigOptions:
     """``--costs FILE``."""
 
     def load(self, path: Path) -> Config:
-        """The checked config at ``path`` with these options applied."""
-        return load_config(path, overrides=self.overrides, format=self.format, costs=self.costs)
+        """The checked config at ``path`` with these options applied; its warnings printed."""
+        from rlplex.cli.app import warn
+
+        config = load_config(path, overrides=self.overrides, format=self.format, costs=self.costs)
+        warn(config.warnings)
+        return config
 
 
 _CONFIG_PARAMS = (

@@ -78,6 +78,8 @@ def plan(
     console.print(table)
     if report.candidates:
         console.print(placement_table(list(report.candidates)))
+    for note in report.notes:
+        console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     if verify:
         console.print("[green]verified[/]: every validity rule holds", highlight=False)
 

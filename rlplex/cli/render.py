@@ -108,12 +108,17 @@ def placement_table(candidates: list[Any]) -> Table:
     from rlplex.resources.devices import format_devices
 
     table = Table(title="placements searched (best first; the first is planned)")
-    for column in ("#", "colocated groups: GPUs", "period", "lower bound"):
-        table.add_column(column, justify="right" if column in ("#", "period") else "left")
+    async_search = any(getattr(c, "staleness", 0) for c in candidates)
+    columns = ["#", "colocated groups: GPUs", *(["k"] if async_search else []), "period",
+               "lower bound"]  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("#", "k", "period") else "left")
     for rank, cand in enumerate(candidates, start=1):
         groups = "  |  ".join(
             f"{'+'.join(group)}: {format_devices(cand.placement[group[0]])}"
             for group in cand.groups
         )
-        table.add_row(str(rank), groups, f"{cand.period_s:.2f} s", f"{cand.lower_bound_s:.2f} s")
+        k = [str(cand.staleness)] if async_search else []
+        table.add_row(str(rank), groups, *k, f"{cand.period_s:.2f} s",
+                      f"{cand.lower_bound_s:.2f} s")  # fmt: skip
     return table

@@ -1,12 +1,18 @@
 """The planner: placement, scheduling, offload/reload insertion, bounds and verification.
 
 Public entry points: :func:`make_plan` (a config to a :class:`Plan`),
+:func:`resolve_placement` (the one owner of placement: explicit, ``devices:
+auto`` or every role, with the candidates it scored), :func:`step_pattern`
+(the repeating step both the simulator and the executor unroll),
 :func:`verify_plan`, :func:`lower_bound` and :func:`search_placements`.
 Nothing here imports torch or ray.
 """
 
 from rlplex.plan.bound import Bound, lower_bound
+from rlplex.plan.ids import OpId, OpKind
 from rlplex.plan.model import Op, Plan
+from rlplex.plan.pattern import StepPattern, step_pattern
+from rlplex.plan.placement import ResolvedPlacement, resolve_placement
 from rlplex.plan.planner import BASELINES, make_plan, plan_for_placement
 from rlplex.plan.search import PlacementCandidate, search_placements
 from rlplex.plan.verify import PlanVerificationError, verify_plan
@@ -23,12 +29,18 @@ __all__ = [
     "BASELINES",
     "Bound",
     "Op",
+    "OpId",
+    "OpKind",
     "PlacementCandidate",
     "Plan",
     "PlanVerificationError",
+    "ResolvedPlacement",
+    "StepPattern",
     "lower_bound",
     "make_plan",
     "plan_for_placement",
+    "resolve_placement",
     "search_placements",
+    "step_pattern",
     "verify_plan",
 ]

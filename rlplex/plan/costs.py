@@ -25,11 +25,16 @@ def config_placement(config: Config) -> dict[str, tuple[int, ...]]:
 def reference_devices(config: Config, stage: Stage) -> int:
     """Device count ``seconds`` was measured on: ``at_devices``, else the config's devices.
 
-    A role placed by the search (``devices: auto``) has no device count in the
-    config; its stages are then taken as measured on the whole cluster.
+    The config's devices are the role's as the file gives them
+    (:attr:`~rlplex.config.Config.file_devices`: before ``--set`` overrides and
+    auto placement). A role placed by the search (``devices: auto``) has no
+    device count in the file; its stages are then taken as measured on the
+    whole cluster.
     """
     if stage.at_devices is not None:
         return stage.at_devices
+    if stage.role in config.file_devices:
+        return config.file_devices[stage.role or ""]
     role = config.roles.get(stage.role or "")
     if role is not None and role.devices:
         return len(role.devices)

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-OpKind = Literal["run", "offload", "reload", "weight_sync"]
-COMPUTE_KINDS = frozenset({"run", "weight_sync"})
-TRANSFER_KINDS = frozenset({"offload", "reload"})
+from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpId, OpKind
+
+__all__ = ["COMPUTE_KINDS", "TRANSFER_KINDS", "Op", "OpId", "OpKind", "Plan"]
 
 
 class Op(BaseModel):
@@ -58,6 +58,16 @@ class Op(BaseModel):
     @property
     def duration_s(self) -> float:
         return self.end_s - self.start_s
+
+    @property
+    def op_id(self) -> OpId:
+        """The typed id (step and name within the step)."""
+        return OpId.parse(self.id, self.step)
+
+    @property
+    def name(self) -> str:
+        """The id without its ``s{step}/`` prefix."""
+        return self.op_id.name
 
 
 class Plan(BaseModel):

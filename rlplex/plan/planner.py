@@ -11,89 +11,47 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rlplex.config import Config
-from rlplex.errors import ConfigError
 from rlplex.plan.bound import lower_bound
-from rlplex.plan.costs import config_placement
+from rlplex.plan.ids import format_id, shift_id
 from rlplex.plan.model import Op, Plan
-from rlplex.plan.schedule import Options, Problem, Schedule, all_fit, schedule
+from rlplex.plan.ops import Schedule
+from rlplex.plan.placement import resolve_placement
+from rlplex.plan.policy import BASELINES, default_unroll, plan_options
+from rlplex.plan.problem import Options
+from rlplex.plan.schedule import schedule
 
-BASELINES = ("sequential", "naive-colocate")
-"""Baselines computed with the same cost model: today's frameworks' default behaviours."""
+__all__ = [
+    "BASELINES",
+    "default_unroll",
+    "make_plan",
+    "plan_for_placement",
+    "plan_options",
+    "to_plan",
+]
 
 
-def default_unroll(staleness: int) -> int:
-    """Steps unrolled for an async plan: enough for k steps in flight to reach steady state."""
-    return 3 * (staleness + 1) + 4
-
-
-def plan_options(
+def make_plan(
     config: Config,
-    placement: Mapping[str, Sequence[int]],
+    *,
     baseline: str | None = None,
     steps: int | None = None,
-) -> Options:
-    """The scheduling options of the planner (``baseline=None``) or of a baseline."""
-    k = config.pipeline.staleness
-    gpu_roles = tuple(placement)
-    if baseline is None:
-        if k > 0:
-            return Options(steps=steps or default_unroll(k), staleness=k, cyclic=False)
-        return Options(steps=1, cyclic=True)
-    if baseline == "sequential":
-        return Options(steps=1, cyclic=True, serial=True, offload_after=gpu_roles, start_empty=True)
-    if baseline == "naive-colocate":
-        base = plan_options(config, placement, None, steps)
-        problem = Problem(config, placement, Options(steps=1))
-        if all_fit(problem):
-            return base
-        # Roles on devices where not everything fits offload everything after each call.
-        lay = problem.layout
-        crowded = []
-        for role in gpu_roles:
-            for c in lay.role_classes[role]:
-                total = sum(
-                    problem.sizes[(r, s)]
-                    for r in lay.class_roles[c]
-                    for s in config.roles[r].states
-                )
-                transient = max((t.memory_gb for t in problem.tasks if c in t.classes), default=0.0)
-                if total + transient > problem.capacity + 1e-6:
-                    crowded.append(role)
-                    break
-        return Options(
-            steps=base.steps,
-            staleness=base.staleness,
-            cyclic=base.cyclic,
-            offload_after=tuple(crowded),
-            start_empty=True,
-        )
-    raise ConfigError(
-        f"unknown baseline (expected one of: {', '.join(BASELINES)})",
-        field="--baseline",
-        value=baseline,
-    )
-
-
-def make_plan(config: Config, *, baseline: str | None = None, steps: int | None = None) -> Plan:
+    auto: bool = False,
+) -> Plan:
     """The plan of ``config``: the planner's, or the ``sequential`` / ``naive-colocate`` baseline.
 
-    Roles with ``devices: auto`` are placed by :func:`rlplex.plan.search.search_placements`
-    first. ``steps`` is the number of steps to unroll (async; a sync plan repeats its
-    steady-state step that many times).
+    The placement is resolved by :func:`rlplex.plan.placement.resolve_placement`
+    (roles with ``devices: auto`` searched first; every GPU role with ``auto``,
+    and in async mode the staleness too). ``steps`` is the number of steps to
+    unroll (async; a sync plan repeats its steady-state step that many times).
 
     Raises:
         InfeasibleError: a stage's states plus transient memory exceed a GPU,
             naming the stage, the role and the GB figures.
-        ConfigError: an unknown baseline.
+        ConfigError: an unknown baseline, or an async weight sync between roles
+            given shared devices.
     """
-    placement: dict[str, tuple[int, ...]]
-    if any(r.auto for r in config.roles.values()):
-        from rlplex.plan.search import search_placements
-
-        placement = dict(search_placements(config, top=1)[0].placement)
-    else:
-        placement = config_placement(config)
-    return plan_for_placement(config, placement, baseline=baseline, steps=steps)
+    resolved = resolve_placement(config, auto=auto, top=1)
+    return plan_for_placement(resolved.config, resolved.placement, baseline=baseline, steps=steps)
 
 
 def plan_for_placement(
@@ -133,17 +91,17 @@ def to_plan(
 
     period = sched.period()
     raw = sched.ops
-    ids = [f"s{o.step}/{o.name}" for o in raw]
+    ids = [format_id(o.step, o.name) for o in raw]
     ops: list[Op] = []
     for n in range(repeat):
         shift = n * period
         last_ids = _sinks(raw, ids) if n else []
         for i, o in enumerate(raw):
-            deps = [_shift_id(ids[d], n) for d in o.deps]
+            deps = [shift_id(ids[d], n) for d in o.deps]
             if n and not o.deps:
-                deps = [_shift_id(x, n - 1) for x in last_ids]
+                deps = [shift_id(x, n - 1) for x in last_ids]
             fields = {
-                "id": _shift_id(ids[i], n),
+                "id": shift_id(ids[i], n),
                 "kind": o.kind,
                 "step": o.step + n,
                 "devices": devices(o.classes),
@@ -179,13 +137,6 @@ def to_plan(
         pattern_step=sched.pattern_step if sched.steps > 1 else 0,
         baseline=baseline,
     )
-
-
-def _shift_id(op_id: str, n: int) -> str:
-    if not n:
-        return op_id
-    step, _, rest = op_id.partition("/")
-    return f"s{int(step[1:]) + n}/{rest}"
 
 
 def _sinks(raw, ids) -> list[str]:

@@ -103,6 +103,8 @@ class PlanReport:
     """Its figures, with the sequential baseline's period."""
     candidates: tuple[Any, ...] = ()
     """The placements the search scored, best first (empty without a search)."""
+    notes: tuple[str, ...] = ()
+    """What the placement search decided that the user should know (the staleness it picked)."""
     verified: bool = False
     """Whether every validity rule was checked (and held)."""
 
@@ -122,20 +124,14 @@ def plan_report(
         InfeasibleError: no placement can run the pipeline.
         PlanVerificationError: ``verify`` and a validity rule is broken.
     """
+    from rlplex.plan.placement import resolve_placement
     from rlplex.plan.planner import make_plan, plan_for_placement
-    from rlplex.plan.search import search_placements
     from rlplex.plan.verify import verify_plan
 
-    if auto:
-        roles = {n: r.model_copy(update={"auto": True}) if r.is_gpu else r
-                 for n, r in config.roles.items()}  # fmt: skip
-        config = config.model_copy(update={"roles": roles})
-    candidates: list[Any] = []
-    if any(r.auto for r in config.roles.values()):
-        candidates = search_placements(config, top=5)
-        plan = plan_for_placement(config, candidates[0].placement, baseline=baseline)
-    else:
-        plan = make_plan(config, baseline=baseline)
+    resolved = resolve_placement(config, auto=auto)
+    config = resolved.config
+    plan = plan_for_placement(config, resolved.placement, baseline=baseline)
+    candidates = list(resolved.candidates)
     if verify:
         verify_plan(plan, config)
     placed = placed_config(config, plan)
@@ -146,4 +142,5 @@ def plan_report(
         summary=summarize(plan, sequential.period_s),
         candidates=tuple(candidates),
         verified=verify,
+        notes=resolved.notes,
     )

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from rlplex.config import Config
 from rlplex.errors import InfeasibleError, RlplexError
 from rlplex.plan.bound import lower_bound
+from rlplex.plan.policy import plan_options
 from rlplex.plan.schedule import schedule
 
 MAX_SCORED = 400
@@ -156,8 +157,6 @@ def _assign(groups, counts, pool, fixed, config) -> dict[str, tuple[int, ...]] |
 
 
 def _score(config, groups, counts, pool, fixed, bound) -> PlacementCandidate | RlplexError:
-    from rlplex.plan.planner import plan_options
-
     placement = _assign(groups, counts, pool, fixed, config)
     if placement is None:
         return InfeasibleError("a worker would span nodes")

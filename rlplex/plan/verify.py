@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from rlplex.config import Config
 from rlplex.errors import RlplexError
 from rlplex.plan.costs import stage_needs, stage_seconds, transfer_seconds
-from rlplex.plan.model import COMPUTE_KINDS, TRANSFER_KINDS, Op, Plan
+from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpKind
+from rlplex.plan.model import Op, Plan
 from rlplex.resources.cluster import COPIED_STATES
 
 TOL = 1e-6
@@ -168,7 +169,7 @@ class _Residency:
             needs = self._needs(op)
             for role, state in needs:
                 if state == "weights" and role in self.accesses:
-                    overwrite = op.kind == "weight_sync" and op.role == role
+                    overwrite = op.kind == OpKind.WEIGHT_SYNC and op.role == role
                     self.accesses[role].append((pos, overwrite))
 
     def _needs(self, op: Op) -> tuple[Pair, ...]:
@@ -222,12 +223,12 @@ class _Residency:
             pair = (op.role or "", op.state or "")
             gb = self.plan.states.get(pair[0], {}).get(pair[1], 0.0)
             dead = self.dead(pair, pos)
-            if op.kind == "offload":
+            if op.kind == OpKind.OFFLOAD:
                 need = transfer_seconds(cfg, pair[1], gb, free=dead or not dirty.get(pair))
             else:
                 need = transfer_seconds(cfg, pair[1], gb, free=dead)
             if check and op.end_s - op.start_s < need - TOL:
-                why = "dirty" if op.kind == "offload" else "not dead"
+                why = "dirty" if op.kind == OpKind.OFFLOAD else "not dead"
                 raise PlanVerificationError(
                     "duration",
                     f"takes {op.end_s - op.start_s:.6g} s but moving {gb:g} GB ({why}) at"
@@ -268,7 +269,7 @@ class _Residency:
         for pair, lst in self.transfers.items():
             resident = self.resident_at_start(pair)
             for op in lst:
-                if (op.kind == "reload") == resident:
+                if (op.kind == OpKind.RELOAD) == resident:
                     state = "resident" if resident else "not resident"
                     raise PlanVerificationError(
                         "residency", f"{op.kind}s {pair[0]}.{pair[1]}, which is {state}", op.id
@@ -281,7 +282,9 @@ class _Residency:
                 # The last reload done by the op's start, and the offload after it.
                 lst = self.transfers.get(pair, [])
                 i = len(lst) - 1
-                while i >= 0 and not (lst[i].kind == "reload" and lst[i].end_s <= op.start_s + TOL):
+                while i >= 0 and not (
+                    lst[i].kind == OpKind.RELOAD and lst[i].end_s <= op.start_s + TOL
+                ):
                     i -= 1
                 ok = i >= 0 or self.resident_at_start(pair)
                 if ok and i + 1 < len(lst) and lst[i + 1].start_s < op.end_s - TOL:
@@ -296,7 +299,7 @@ class _Residency:
 
     def check_cyclic(self) -> None:
         for pair, lst in self.transfers.items():
-            end = lst[-1].kind == "reload"
+            end = lst[-1].kind == OpKind.RELOAD
             if end != self.resident_at_start(pair):
                 raise PlanVerificationError(
                     "cyclic",
@@ -327,7 +330,7 @@ def _check_memory(plan: Plan, ops: Sequence[Op]) -> None:
                 continue
             if op.kind in TRANSFER_KINDS:
                 gb = plan.states.get(op.role or "", {}).get(op.state or "", 0.0)
-                if op.kind == "reload":
+                if op.kind == OpKind.RELOAD:
                     events.append((op.start_s, 1, gb, op.id))
                 else:
                     events.append((op.end_s, 0, -gb, op.id))

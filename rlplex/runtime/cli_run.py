@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rlplex.config import Config, import_pipeline_module
 from rlplex.errors import ConfigError
+from rlplex.plan.ids import op_name
 
 log = structlog.get_logger("rlplex.run")
 
@@ -132,7 +133,7 @@ def run_plan(
             )
 
         def on_ops(running: list[str]) -> None:
-            stages = sorted({op.split("/", 1)[-1] for op in running})
+            stages = sorted({op_name(op) for op in running})
             progress.update(
                 task, description=", ".join(stages[:4]) + (" ..." if len(stages) > 4 else "")
             )

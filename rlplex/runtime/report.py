@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, op_name
 from rlplex.timeline.record import Timeline
 
 
@@ -45,9 +46,9 @@ def stage_durations(timeline: Timeline) -> dict[int, dict[str, float]]:
     """
     out: dict[int, dict[str, float]] = defaultdict(dict)
     for event in timeline.events:
-        if event.kind in ("run", "weight_sync") and event.stage:
+        if event.kind in COMPUTE_KINDS and event.stage:
             out[event.step][event.stage] = event.end_s - event.start_s
-        elif event.kind in ("offload", "reload"):
-            key = event.op.removeprefix(f"s{event.step}/")
+        elif event.kind in TRANSFER_KINDS:
+            key = op_name(event.op)
             out[event.step][key] = event.end_s - event.start_s
     return dict(out)

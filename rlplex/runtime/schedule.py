@@ -3,7 +3,9 @@
 A plan holds one step (sync) or a few unrolled steps (async), each op with its
 devices, planned times and dependencies. A run needs N steps, and the
 dispatcher needs each op's *complete* set of predecessors, so this module
-turns the plan into a list of :class:`ExecOp` whose ``deps`` say everything:
+unrolls the plan's :class:`~rlplex.plan.pattern.StepPattern` (the one the
+simulator replays, so a run's per-device order is the simulator's) into a
+list of :class:`ExecOp` whose ``deps`` say everything:
 
 - **Repetition.** Every step repeats the ops of the plan's steady-state step
   (``plan.pattern_step``, as the simulator does), shifted by whole periods; a
@@ -16,10 +18,10 @@ turns the plan into a list of :class:`ExecOp` whose ``deps`` say everything:
   ``t - k - 1``, whether or not the planner wrote that edge.
 - **Device order.** Each device has a compute lane (``run``, ``weight_sync``)
   and a transfer lane (``offload``, ``reload``, the copy engine). Ops on a lane
-  run in planned order: each waits for its predecessor on every lane it uses.
-  The order is a topological order of the dependencies that takes the earliest
-  planned start first, so ties (zero-length ops) and a pattern that is not
-  exactly periodic never deadlock.
+  run in the pattern's order (the simulator's): each waits for its predecessor
+  on every lane it uses. The dispatch order is a topological order of the
+  dependencies that takes the earliest planned start first, so ties
+  (zero-length ops) and a pattern that is not exactly periodic never deadlock.
 
 Pure Python, no Ray: tested on its own.
 """
@@ -28,15 +30,16 @@ from __future__ import annotations
 
 import graphlib
 import heapq
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from rlplex.plan.model import COMPUTE_KINDS, Op, Plan
+from rlplex.plan.ids import OpId, format_id
+from rlplex.plan.model import Plan
+from rlplex.plan.pattern import StepPatternError, is_dead_offload, lane_of, step_pattern
 from rlplex.runtime.errors import PlanScheduleError
 
-_STEP_ID = re.compile(r"^s(\d+)/(.+)$")
+__all__ = ["ExecOp", "Schedule", "expand_plan", "is_dead_offload", "split_id"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +86,7 @@ class ExecOp:
     @property
     def lane(self) -> str:
         """``compute`` or ``transfer``."""
-        return "compute" if self.kind in COMPUTE_KINDS else "transfer"
+        return lane_of(self.kind)
 
 
 @dataclass(frozen=True)
@@ -108,25 +111,8 @@ class Schedule:
 
 def split_id(op_id: str, step: int) -> tuple[int, str]:
     """``("s3/train", _) -> (3, "train")``; ids without the prefix keep ``step``."""
-    match = _STEP_ID.match(op_id)
-    if match:
-        return int(match.group(1)), match.group(2)
-    return step, op_id
-
-
-def is_dead_offload(op: Op, sync_destinations: Iterable[str]) -> bool:
-    """Whether an offload drops its state instead of copying it.
-
-    The plan says so with an extra ``dead`` field when the planner writes one;
-    otherwise the cost model decides: a free (0 GB) offload of the weights of a
-    weight-sync destination happens between their last read and the overwrite.
-    """
-    if op.kind != "offload":
-        return False
-    extra = op.model_extra or {}
-    if "dead" in extra:
-        return bool(extra["dead"])
-    return op.state == "weights" and op.role in set(sync_destinations) and op.gb == 0
+    parsed = OpId.parse(op_id, step)
+    return parsed.step, parsed.name
 
 
 def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> Schedule:
@@ -147,61 +133,39 @@ def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> Sche
         raise PlanScheduleError(f"steps must be >= 1 (got {steps})")
     if not plan.ops:
         raise PlanScheduleError("the plan has no ops")
-    by_id = {op.id: op for op in plan.ops}
-    for op in plan.ops:
-        for dep in op.deps:
-            if dep not in by_id:
-                raise PlanScheduleError(
-                    f"op {op.id!r} depends on {dep!r}, which is not in the plan", op=op.id
-                )
-    pattern = plan.pattern_step
-    template = [op for op in plan.ops if op.step == pattern]
-    if not template:
-        raise PlanScheduleError(f"the plan has no ops at its pattern step {pattern}")
-    period = plan.period_s if plan.period_s > 0 else plan.makespan_s
-    origin = min(op.start_s for op in template)
-    destinations = {op.role for op in plan.ops if op.kind == "weight_sync" and op.role}
+    try:
+        pattern = step_pattern(plan, staleness=staleness)
+    except StepPatternError as exc:
+        raise PlanScheduleError(str(exc), op=exc.op) from None
+    period = pattern.period_s
     index = {op.id: i for i, op in enumerate(plan.ops)}
-
     ops: list[ExecOp] = []
     for t in range(steps):
-        for op in template:
-            _, suffix = split_id(op.id, op.step)
-            deps = []
-            for dep in op.deps:
-                dep_op = by_id[dep]
-                dep_step = t + dep_op.step - pattern
-                if 0 <= dep_step < steps:  # edges to steps outside the run are dropped
-                    deps.append(f"s{dep_step}/{split_id(dep, dep_op.step)[1]}")
+        for j, op in enumerate(pattern.ops):
+            pdeps = tuple(
+                format_id(s, pattern.ops[k].name) for s, k in pattern.plan_deps_at(t, j, steps)
+            )
+            deps = tuple(format_id(s, pattern.ops[k].name) for s, k in pattern.deps_at(t, j, steps))
             ops.append(
                 ExecOp(
-                    id=f"s{t}/{suffix}",
+                    id=format_id(t, op.name),
                     kind=op.kind,
                     step=t,
-                    devices=tuple(op.devices),
-                    deps=tuple(deps),
-                    plan_deps=tuple(deps),
-                    planned_start_s=op.start_s - origin + t * period,
-                    planned_end_s=op.end_s - origin + t * period,
-                    template=op.id,
+                    devices=op.devices,
+                    deps=deps,
+                    plan_deps=pdeps,
+                    planned_start_s=op.start_s + t * period,
+                    planned_end_s=op.end_s + t * period,
+                    template=op.template,
                     stage=op.stage,
                     role=op.role,
                     state=op.state,
                     from_role=op.from_role,
                     gb=op.gb,
                     memory_gb=op.memory_gb,
-                    dead=is_dead_offload(op, destinations),
+                    dead=op.dead,
                 )
             )
-    ids = {op.id for op in ops}
-    if len(ids) != len(ops):
-        raise PlanScheduleError("the plan has two ops with the same id within a step")
-    extra: dict[str, set[str]] = defaultdict(set)
-    if plan.mode == "sync" or plan.unrolled_steps <= 1:
-        _add_barriers(ops, steps, extra)
-    if staleness is not None:
-        _add_staleness(ops, staleness, destinations, ids, extra)
-    ops = [_with_deps(op, extra.get(op.id, ())) for op in ops]
     dropped: tuple[str, ...] = ()
     try:
         ops = _planned_order(ops, index)
@@ -223,6 +187,9 @@ def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> Sche
             for op in ops
         ]
         ops = _planned_order(ops, index)
+    # The pattern's device-order edges make each lane one chain; the lanes are read
+    # off the dispatch order (which respects them), and any op a dropped edge left
+    # unordered still waits for its predecessor on the lane.
     lanes: dict[tuple[int, str], list[str]] = defaultdict(list)
     lane_deps: dict[str, set[str]] = defaultdict(set)
     for op in ops:
@@ -245,39 +212,6 @@ def _with_deps(op: ExecOp, more: Iterable[str]) -> ExecOp:
     if not new:
         return op
     return replace(op, deps=(*op.deps, *sorted(new)))
-
-
-def _add_barriers(ops: Sequence[ExecOp], steps: int, extra: dict[str, set[str]]) -> None:
-    by_step: dict[int, list[ExecOp]] = defaultdict(list)
-    for op in ops:
-        by_step[op.step].append(op)
-    for t in range(1, steps):
-        previous = by_step[t - 1]
-        used = {d for op in previous for d in op.deps}
-        sinks = {op.id for op in previous if op.id not in used}
-        for op in by_step[t]:
-            if not any(split_id(d, 0)[0] == t for d in op.deps):
-                extra[op.id] |= sinks
-
-
-def _add_staleness(
-    ops: Sequence[ExecOp],
-    k: int,
-    destinations: set[str],
-    ids: set[str],
-    extra: dict[str, set[str]],
-) -> None:
-    syncs = {op.template.split("/", 1)[-1] for op in ops if op.kind == "weight_sync"}
-    for op in ops:
-        if op.kind != "run" or op.role not in destinations:
-            continue
-        gate = op.step - k - 1
-        if gate < 0:
-            continue
-        for suffix in syncs:
-            dep = f"s{gate}/{suffix}"
-            if dep in ids:
-                extra[op.id].add(dep)
 
 
 def _planned_order(ops: Sequence[ExecOp], index: Mapping[str, int]) -> list[ExecOp]:

@@ -1,7 +1,8 @@
 """Discrete-event execution of a plan for many steps, with modelled or recorded durations.
 
-A plan fixes the order of ops on every device and what each op waits for; the
-simulator keeps that order and recomputes the times when durations change (a
+A plan fixes the order of ops on every device and what each op waits for
+(its :class:`~rlplex.plan.pattern.StepPattern`, which the executor's schedule
+unrolls too); the simulator keeps that order and recomputes the times when durations change (a
 recorded slow ``generate``, jitter), so a slower op delays exactly the ops
 that depend on it. It takes the plan's steady-state step as a pattern (its
 ops, and its dependencies as (step offset, op) pairs), precomputes an order
@@ -15,13 +16,30 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 
 from rlplex.config import Config
-from rlplex.errors import RlplexError
 from rlplex.plan.costs import stage_seconds
+from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, step_prefix
 from rlplex.plan.model import Plan
-from rlplex.plan.steady import lane_repeats, max_cycle_ratio
+from rlplex.plan.pattern import (
+    StepPattern,
+    StepPatternError,
+    device_order_repeats,
+    step_pattern,
+)
+from rlplex.plan.steady import max_cycle_ratio
+
+__all__ = [
+    "Pattern",
+    "PatternError",
+    "check_pattern",
+    "device_order_repeats",
+    "extract_pattern",
+    "run_pattern",
+    "simulate",
+    "steady_period",
+    "step_gaps",
+]
 from rlplex.timeline.record import Event, Timeline
 
 Durations = Callable[[int, str], "float | None"] | Mapping[int, Mapping[str, float]]
@@ -52,33 +70,12 @@ class Pattern:
     """Op indices in the order they are computed within a round."""
     barrier: bool
     """Sync: a step starts when the previous one has ended."""
+    repeats: bool = True
+    """Whether repeating the step keeps one chain of ops per device lane."""
 
 
-class PatternError(RlplexError):
+class PatternError(StepPatternError):
     """A plan's pattern step does not repeat into a valid schedule (see :func:`check_pattern`)."""
-
-
-def device_order_repeats(plan: Plan, step: int) -> bool:
-    """Whether repeating ``step``'s device order gives each device lane one chain of ops.
-
-    Lanes are each GPU's compute ops (runs, weight syncs) and its transfers;
-    ops at one instant are in dependency order. See
-    :func:`rlplex.plan.steady.lane_repeats`. Sync plans always repeat (a step
-    starts when the previous one has ended).
-    """
-    if plan.unrolled_steps <= 1:
-        return True
-    from rlplex.plan.verify import _depths
-
-    by_id = {op.id: op for op in plan.ops}
-    depth = _depths(plan.ops, by_id)
-    lanes: dict[tuple[int, bool], list] = {}
-    for op in sorted(plan.ops, key=lambda o: (o.start_s, depth[o.id], o.end_s, o.id)):
-        for d in op.devices:
-            lanes.setdefault((d, op.kind in ("run", "weight_sync")), []).append(
-                (op.step, op.id.partition("/")[2])
-            )
-    return all(lane_repeats(lane, step) for lane in lanes.values())
 
 
 def check_pattern(plan: Plan, pattern: Pattern) -> None:
@@ -88,7 +85,7 @@ def check_pattern(plan: Plan, pattern: Pattern) -> None:
         PatternError: a device's order differs between steps (two ops would
             overlap on it), or the pattern waits for itself.
     """
-    if not device_order_repeats(plan, plan.pattern_step):
+    if not pattern.repeats:
         raise PatternError(
             f"step {plan.pattern_step} of the plan does not repeat: its device order differs"
             " from its neighbours', so repeating it would run two ops at once on a GPU"
@@ -97,75 +94,44 @@ def check_pattern(plan: Plan, pattern: Pattern) -> None:
         raise PatternError(f"step {plan.pattern_step} of the plan waits for itself when repeated")
 
 
-def extract_pattern(plan: Plan, config: Config) -> Pattern:
-    """The steady-state step of ``plan`` with relative dependencies."""
-    m = plan.pattern_step
-    ops = [op for op in plan.ops if op.step == m]
-    keys = [op.id.partition("/")[2] for op in ops]
-    index = {k: i for i, k in enumerate(keys)}
-    step_of = {op.id: op.step for op in plan.ops}
+def extract_pattern(plan: Plan, config: Config, step: StepPattern | None = None) -> Pattern:
+    """The steady-state step of ``plan`` ready for fast replay, from its :class:`StepPattern`.
+
+    The ops and every edge (the plan's, device order, staleness, barrier) are
+    the step pattern's, the one the executor's schedule unrolls too; only the
+    durations of stages come from ``config``'s cost model.
+    """
+    sp = step if step is not None else step_pattern(plan)
     placement = {r: tuple(d) for r, d in plan.placement.items()}
-    before = _device_predecessors(plan)
-    base, stages, fields, deps = [], [], [], []
-    for op in ops:
-        if op.stage is not None and op.kind in ("run", "weight_sync"):
+    base, stages, fields = [], [], []
+    for op in sp.ops:
+        if op.stage is not None and op.kind in COMPUTE_KINDS:
             stage = config.pipeline.stage(op.stage)
             base.append(stage_seconds(config, stage, placement))
             stages.append(op.stage)
         else:
-            base.append(op.end_s - op.start_s)
+            base.append(op.duration_s)
             stages.append(None)
-        f = {"kind": op.kind, "devices": tuple(op.devices), "bytes": round(op.gb * GIB)}
+        f = {"kind": op.kind, "devices": op.devices, "bytes": round(op.gb * GIB)}
         for name in ("stage", "role", "state"):
             value = getattr(op, name)
             if value is not None:
                 f[name] = value
         fields.append(f)
-        mine = []
-        # The plan's deps omit a device predecessor that had ended anyway; with
-        # other durations the op must still wait for it (one op per device lane).
-        for dep in (*op.deps, *before.get(op.id, ())):
-            key = dep.partition("/")[2]
-            if key in index and dep in step_of:
-                pair = (step_of[dep] - m, index[key])
-                if pair not in mine:
-                    mine.append(pair)
-        deps.append(tuple(mine))
-    skew, order = _skew_and_order(len(ops), deps)
+    deps = [op.deps for op in sp.ops]
+    skew, order = _skew_and_order(len(sp.ops), deps)
     return Pattern(
-        keys=tuple(keys),
-        kinds=tuple(op.kind for op in ops),
+        keys=tuple(op.name for op in sp.ops),
+        kinds=tuple(op.kind for op in sp.ops),
         fields=tuple(fields),
         base=tuple(base),
         stages=tuple(stages),
         deps=tuple(deps),
         skew=tuple(skew),
         order=tuple(order),
-        barrier=plan.mode == "sync" or plan.unrolled_steps <= 1,
+        barrier=sp.barrier,
+        repeats=sp.repeats,
     )
-
-
-def _device_predecessors(plan: Plan) -> dict[str, set[str]]:
-    """For each op, the ops just before it on each of its devices, per lane.
-
-    Compute ops (runs, weight syncs) and transfers (the copy engine) are
-    separate lanes. Only an op that ends by the other's start and starts
-    strictly earlier (or is shorter at the same start) counts, so zero-length
-    ops at one instant get no edge that could contradict a data dependency.
-    """
-    lanes: dict[tuple[int, bool], list] = {}
-    for op in plan.ops:
-        compute = op.kind in ("run", "weight_sync")
-        for d in op.devices:
-            lanes.setdefault((d, compute), []).append(op)
-    out: dict[str, set[str]] = {}
-    for ops in lanes.values():
-        ops.sort(key=lambda o: (o.start_s, o.end_s, o.id))
-        for prev, op in pairwise(ops):
-            earlier = (prev.start_s, prev.end_s) < (op.start_s, op.end_s)
-            if earlier and prev.end_s <= op.start_s + 1e-9:
-                out.setdefault(op.id, set()).add(prev.id)
-    return out
 
 
 def _skew_and_order(n: int, deps: list[tuple[tuple[int, int], ...]]) -> tuple[list[int], list[int]]:
@@ -252,7 +218,7 @@ def simulate(
     base = pat.base
     # The name durations are looked up by: the stage, or a transfer's op key.
     stage_of = [
-        st if st is not None else (key if kind in ("offload", "reload") else None)
+        st if st is not None else (key if kind in TRANSFER_KINDS else None)
         for st, key, kind in zip(pat.stages, pat.keys, pat.kinds, strict=True)
     ]
     jittered = [st is not None or jitter_transfers for st in pat.stages]
@@ -345,7 +311,7 @@ def _timeline(plan, pat: Pattern, starts, ends, step_end, steps: int) -> Timelin
     construct = Event.model_construct
     order = sorted(range(len(pat.keys)), key=lambda j: (pat.skew[j], j))
     for n in range(steps):
-        prefix = f"s{n}/"
+        prefix = step_prefix(n)
         row_s, row_e = starts[n], ends[n]
         for j in order:
             events.append(

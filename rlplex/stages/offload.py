@@ -37,10 +37,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-COPIED = frozenset({"weights", "optimizer"})
-"""States copied to the host on offload and back on reload."""
-SCRATCH = frozenset({"grads", "kv_cache"})
-"""States dropped on offload and re-allocated on reload."""
+from rlplex.resources.cluster import COPIED_STATES, SCRATCH_STATES
+
+COPIED = COPIED_STATES
+"""States copied to the host on offload and back on reload (the cost model's)."""
+SCRATCH = SCRATCH_STATES
+"""States dropped on offload and re-allocated on reload (the cost model's)."""
 
 
 @runtime_checkable

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from rlplex.stages.offload import COPIED
+from rlplex.resources.cluster import COPIED_STATES as COPIED
 
 
 @dataclass

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from rlplex.errors import ConfigError
+from rlplex.plan.ids import TRANSFER_KINDS
 from rlplex.timeline.record import Event, Timeline
 
 CPU_PID = 1_000_000
 """Process id of the CPU roles and the driver (nodes use their index + 1)."""
-TRANSFER_KINDS = frozenset({"offload", "reload"})
 _SLICE_FIELDS = ("op", "step", "kind", "stage", "role", "state", "bytes")
 
 

@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import pairwise
 
+from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, op_name
 from rlplex.timeline.record import Event, Timeline
 
 TOLERANCE_S = 1e-6
@@ -122,7 +123,7 @@ def critical_path(timeline: Timeline) -> tuple[int, ...]:
     preds = predecessors(timeline)
     last = max(
         range(len(events)),
-        key=lambda i: (events[i].end_s, events[i].kind in ("run", "weight_sync"), -i),
+        key=lambda i: (events[i].end_s, events[i].kind in COMPUTE_KINDS, -i),
     )
     path = [last]
     seen = {last}
@@ -134,9 +135,9 @@ def critical_path(timeline: Timeline) -> tuple[int, ...]:
 
 def event_label(event: Event) -> str:
     """The name of an event's row in tables: the stage, or ``offload role/state``."""
-    if event.kind in ("offload", "reload"):
+    if event.kind in TRANSFER_KINDS:
         return f"{event.kind} {event.role}/{event.state}"
-    return event.stage or event.op.split("/", 1)[-1]
+    return event.stage or op_name(event.op)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlplex.dag.export import role_colour
+from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpKind
 from rlplex.resources.devices import format_devices
 from rlplex.timeline.record import Event, Timeline
 from rlplex.viz.critical import critical_path, device_groups, period_of
@@ -23,8 +24,6 @@ COLLAPSE_ABOVE = 32
 """GPU lanes beyond which identical lanes collapse into bands (auto mode)."""
 MAX_BANDS = 48
 """Bands beyond which GPUs are grouped by the roles they host instead of by identical ops."""
-COMPUTE_KINDS = frozenset({"run", "weight_sync"})
-TRANSFER_KINDS = frozenset({"offload", "reload"})
 DRIVER = "driver"
 
 
@@ -153,7 +152,7 @@ class GanttLayout:
 
 def colour_role(event: Event) -> str:
     """The role whose colour an event takes: the source of a weight sync, else its role."""
-    if event.kind == "weight_sync":
+    if event.kind == OpKind.WEIGHT_SYNC:
         return getattr(event, "from_role", None) or event.role or ""
     return event.role or ""
 
@@ -294,7 +293,7 @@ def build_layout(
             lanes_of_device[device] = lane_index
     syncs = []
     for index, event in enumerate(events):
-        if event.kind == "weight_sync" and event.devices:
+        if event.kind == OpKind.WEIGHT_SYNC and event.devices:
             touched = {lanes_of_device[d] for d in event.devices if d in lanes_of_device}
             if touched:
                 syncs.append((index, min(touched), max(touched)))
@@ -311,8 +310,8 @@ def build_layout(
         period_s=period,
         lower_bound_s=lower_bound,
         gap=(period / lower_bound - 1.0) if lower_bound else None,
-        offload_s=sum(e.duration_s for e in events if e.kind == "offload"),
-        reload_s=sum(e.duration_s for e in events if e.kind == "reload"),
+        offload_s=sum(e.duration_s for e in events if e.kind == OpKind.OFFLOAD),
+        reload_s=sum(e.duration_s for e in events if e.kind == OpKind.RELOAD),
         moved_gb=sum(e.bytes * max(len(e.devices), 1) for e in events) / 2**30,
         utilisation_mean=sum(utils_all) / len(utils_all),
         utilisation_min=min(utils_all),

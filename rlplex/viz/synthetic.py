@@ -14,6 +14,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
+from rlplex.plan.ids import OpKind, format_id
 from rlplex.timeline.record import Event, Timeline
 
 GIB = 2**30
@@ -120,18 +121,18 @@ def synthetic_timeline(
             # A longer op pushes everything after it, as it would in a real run.
             shift += seconds - op.seconds
             devices: tuple[int, ...] = ()
-            if op.kind == "weight_sync":
+            if op.kind == OpKind.WEIGHT_SYNC:
                 src, dst = placement[op.from_role or ""], placement[op.role]
                 devices = tuple(dict.fromkeys(src + dst))
             elif op.role in placement:
                 devices = placement[op.role]
-            deps = [f"s{step}/{d}" for d in op.deps]
+            deps = [format_id(step, d) for d in op.deps]
             if step and op.name == "generate":
-                deps.append(f"s{step - 1}/weight_sync")
+                deps.append(format_id(step - 1, "weight_sync"))
             extra = {"from_role": op.from_role} if op.from_role else {}
             events.append(
                 Event(
-                    step=step, op=f"s{step}/{op.name}", kind=op.kind, stage=op.stage,
+                    step=step, op=format_id(step, op.name), kind=op.kind, stage=op.stage,
                     role=op.role, state=op.state, devices=devices, start_s=start,
                     end_s=start + seconds, bytes=int(op.gb * GIB), deps=deps, **extra,
                 )

@@ -16,9 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpId
 from rlplex.timeline.importers.base import Collector, RecordedRun, as_float, read_lines
-
-_STAGE_KINDS = ("run", "weight_sync")
 
 
 def import_rlplex(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRun:
@@ -58,12 +57,11 @@ def import_rlplex(path: str | Path, *, skip_bad_lines: bool = False) -> Recorded
             continue
         span = spans.setdefault(step, [start, end])
         span[0], span[1] = min(span[0], start), max(span[1], end)
-        if obj["kind"] in _STAGE_KINDS and obj.get("stage"):
+        if obj["kind"] in COMPUTE_KINDS and obj.get("stage"):
             out.stage(step, str(obj["stage"]), end - start)
-        elif obj["kind"] in ("offload", "reload") and isinstance(obj.get("op"), str):
-            prefix = f"s{step}/"
-            op = obj["op"]
-            out.transfer(step, op[len(prefix) :] if op.startswith(prefix) else op, end - start)
+        elif obj["kind"] in TRANSFER_KINDS and isinstance(obj.get("op"), str):
+            op = OpId.parse(obj["op"], step)
+            out.transfer(step, op.name if op.step == step else obj["op"], end - start)
     for step, (start, end) in spans.items():
         out.step_s.setdefault(step, end - start)
     for step, metrics in out.metrics.items():

@@ -1,0 +1,144 @@
+"""What the scheduler produces: internal ops and the schedule with its steady state.
+
+:class:`SOp` is the internal form of a plan op (devices as device classes,
+dependencies as indices); :class:`Schedule` holds one scheduling run's ops
+and residencies, and knows its makespan, its period and (async) which
+unrolled step repeats in the steady state (see :mod:`rlplex.plan.steady`).
+:func:`rlplex.plan.planner.to_plan` turns it into a :class:`~rlplex.plan.model.Plan`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlplex.plan.ids import TRANSFER_KINDS
+from rlplex.plan.layout import Layout
+from rlplex.plan.problem import Pair
+from rlplex.plan.steady import pick_pattern
+
+
+@dataclass(slots=True)
+class SOp:
+    """One scheduled op (internal form of :class:`rlplex.plan.model.Op`)."""
+
+    kind: str
+    """run, weight_sync, offload or reload."""
+    step: int
+    """Step the op belongs to (transfers: the step of the task they serve)."""
+    name: str
+    """Id without the ``s{step}/`` prefix: ``train`` or ``offload/actor_train/optimizer``."""
+    classes: tuple[int, ...]
+    """GPU device classes occupied."""
+    start: float
+    """Start, seconds."""
+    end: float
+    """End, seconds."""
+    deps: list[int]
+    """Indices of the ops waited for."""
+    stage: str | None = None
+    """Stage of run / weight_sync ops."""
+    role: str | None = None
+    """Role (weight_sync: destination)."""
+    state: str | None = None
+    """State of transfers."""
+    from_role: str | None = None
+    """weight_sync: source role."""
+    memory_gb: float = 0.0
+    """Transient GB per device while a run op runs."""
+    gb: float = 0.0
+    """GB per device moved (0 for free transfers)."""
+
+
+@dataclass
+class Schedule:
+    """Result of one scheduling run."""
+
+    layout: Layout
+    ops: list[SOp]
+    initial: dict[Pair, bool]
+    """Residency at the start."""
+    final: dict[Pair, bool]
+    """Residency at the end."""
+    initial_dirty: dict[Pair, bool]
+    final_dirty: dict[Pair, bool]
+    steps: int
+    staleness: int
+    pattern_step: int = 0
+    """The step whose ops repeat in the steady state (async: see :mod:`rlplex.plan.steady`)."""
+    steady_period: float | None = None
+    """Async: the exact period of repeating ``pattern_step``; None when no step repeats."""
+
+    @property
+    def makespan(self) -> float:
+        if not self.ops:
+            return 0.0
+        return max(o.end for o in self.ops) - min(o.start for o in self.ops)
+
+    def step_ends(self) -> list[float]:
+        ends = [0.0] * self.steps
+        for op in self.ops:
+            if op.end > ends[op.step]:
+                ends[op.step] = op.end
+        return ends
+
+    def period(self) -> float:
+        """Sync: the makespan. Async: the steady-state period of the repeating step.
+
+        When no unrolled step repeats (never seen from :func:`schedule`, which
+        reschedules in a fixed order then), the makespan per step: a proven
+        upper bound on the steady state and never below the lower bound.
+        """
+        if self.steps == 1:
+            return self.makespan
+        if self.steady_period is not None:
+            return self.steady_period
+        return self.makespan / self.steps
+
+    def window(self) -> tuple[int, int]:
+        """Steps (last, first) in the steady state: the last k+1 steps lack the competition
+        of later generations, the first ones that of earlier training."""
+        last = max(1, self.steps - 2 - self.staleness)
+        first = max(0, min(last - 1, self.staleness + 1, last - 2))
+        return last, first
+
+    def signatures(self) -> list[dict]:
+        """Per step: each op's name with its dependencies as (step offset, op name)."""
+        out: list[dict] = [{} for _ in range(self.steps)]
+        ops = self.ops
+        for op in ops:
+            out[op.step][op.name] = frozenset((ops[d].step - op.step, ops[d].name) for d in op.deps)
+        return out
+
+    def lanes(self) -> list[list[tuple[int, str]]]:
+        """Each lane's ops as (step, name) in the order it runs them (creation order).
+
+        Lanes: the compute lane of each device class, one per CPU role, and the
+        copy engine of each device class.
+        """
+        lanes: dict[tuple[str, object], list[tuple[int, str]]] = {}
+        for op in self.ops:
+            entry = (op.step, op.name)
+            if op.kind in TRANSFER_KINDS:
+                keys = [("copy", c) for c in op.classes]
+            elif op.classes:
+                keys = [("gpu", c) for c in op.classes]
+            else:
+                keys = [("cpu", op.role)]
+            for key in keys:
+                lanes.setdefault(key, []).append(entry)
+        return list(lanes.values())
+
+    def with_steady_state(self) -> Schedule:
+        """This schedule with its pattern step and exact period (async; sync is unchanged)."""
+        if self.steps <= 2:
+            return self
+        durations: list[dict] = [{} for _ in range(self.steps)]
+        for op in self.ops:
+            durations[op.step][op.name] = op.end - op.start
+        found = pick_pattern(
+            self.signatures(), durations, self.lanes(), prefer=self.window()[0] - 1
+        )
+        if found is None:
+            return self
+        self.pattern_step, self.steady_period = found
+        return self

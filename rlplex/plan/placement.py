@@ -1,0 +1,173 @@
+"""Where every GPU role runs: one owner that resolves a config's placement once.
+
+A config places its GPU roles in one of three ways: explicit devices for
+every role; ``devices: auto`` on some roles (the search places those around
+the others); or, asked for by the caller (``rlplex plan --auto``), the search
+places every GPU role whatever the file says. :func:`resolve_placement` is
+the one function that decides; it returns the chosen placement together with
+every candidate the search scored (period, lower bound, colocated groups), so
+that callers (the plan command, what-if, the pictures) reuse them instead of
+searching again.
+
+In async mode (``pipeline.mode: async``) a search also picks the staleness:
+``k`` from 1 to the config's ``max_staleness`` (or to
+:data:`AUTO_MAX_STALENESS` when the config leaves it at 0), the smallest
+``k`` that reaches the best period. The search only considers placements on
+which the weight sync's two roles sit on disjoint GPUs (generation of a later
+step runs while training runs), so a colocated file can be searched; an
+explicit colocated placement in async mode is refused here, naming the role
+and pointing to ``devices: auto`` and ``--auto``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from rlplex.config import Config
+from rlplex.errors import ConfigError, RlplexError
+from rlplex.plan.costs import config_placement
+from rlplex.plan.search import PlacementCandidate, search_placements
+
+AUTO_MAX_STALENESS = 2
+"""Largest k an async search tries when the config's ``max_staleness`` is 0."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One placement (and, async, staleness) the search scored."""
+
+    staleness: int
+    """k of the async pipeline on this candidate (0 in sync mode)."""
+    scored: PlacementCandidate
+    """The search's candidate: placement, groups, counts, period, bound."""
+
+    @property
+    def placement(self) -> dict[str, tuple[int, ...]]:
+        return self.scored.placement
+
+    @property
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        return self.scored.groups
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        return self.scored.counts
+
+    @property
+    def period_s(self) -> float:
+        return self.scored.period_s
+
+    @property
+    def lower_bound_s(self) -> float:
+        return self.scored.lower_bound_s
+
+
+@dataclass(frozen=True)
+class ResolvedPlacement:
+    """The placement a config runs on, and how it was found."""
+
+    config: Config
+    """The config to plan with: the input, with the chosen ``max_staleness`` (async search)."""
+    placement: dict[str, tuple[int, ...]]
+    """Devices of each GPU role."""
+    candidates: tuple[Candidate, ...] = ()
+    """Every candidate scored, best first (empty when nothing was searched)."""
+    notes: tuple[str, ...] = field(default=())
+    """What the resolution decided that the user should know (the staleness picked)."""
+
+    @property
+    def searched(self) -> bool:
+        """Whether the search chose (some of) the placement."""
+        return bool(self.candidates)
+
+    @property
+    def best(self) -> Candidate | None:
+        return self.candidates[0] if self.candidates else None
+
+
+def resolve_placement(config: Config, *, auto: bool = False, top: int = 5) -> ResolvedPlacement:
+    """Resolve ``config``'s placement once: explicit devices, ``devices: auto`` roles, or all.
+
+    Args:
+        config: a checked config.
+        auto: search the placement of every GPU role, whatever the config's
+            devices say (``rlplex plan --auto``).
+        top: candidates to keep (per staleness tried, then merged best first).
+
+    Raises:
+        ConfigError: an explicit async placement puts a weight sync's two roles
+            on shared GPUs.
+        InfeasibleError: no candidate placement can run the pipeline.
+    """
+    gpu = config.gpu_roles
+    if auto and gpu:
+        roles = {n: r.model_copy(update={"auto": True}) if r.is_gpu else r
+                 for n, r in config.roles.items()}  # fmt: skip
+        config = config.model_copy(update={"roles": roles})
+    if not any(r.auto for r in gpu.values()) and not (auto and gpu):
+        check_async_placement(config, config_placement(config))
+        return ResolvedPlacement(config=config, placement=config_placement(config))
+    pipeline = config.pipeline
+    if pipeline.mode != "async":
+        found = tuple(Candidate(0, c) for c in search_placements(config, top=top))
+        return ResolvedPlacement(config=config, placement=dict(found[0].placement),
+                                 candidates=found)  # fmt: skip
+    return _search_async(config, top)
+
+
+def _search_async(config: Config, top: int) -> ResolvedPlacement:
+    """Search placement and staleness k (1..K); the smallest k reaching the best period wins."""
+    pipeline = config.pipeline
+    high = pipeline.max_staleness or AUTO_MAX_STALENESS
+    found: list[tuple[Candidate, Config]] = []
+    error: RlplexError | None = None
+    for k in range(1, high + 1):
+        cfg = config.model_copy(
+            update={"pipeline": pipeline.model_copy(update={"max_staleness": k})}
+        )
+        try:
+            found += [(Candidate(k, c), cfg) for c in search_placements(cfg, top=top)]
+        except RlplexError as exc:  # raised again when no k has a candidate
+            error = error or exc
+    if not found:
+        assert error is not None
+        raise error
+    found.sort(key=lambda item: (round(item[0].period_s, 9), item[0].staleness))
+    best, cfg = found[0]
+    notes = []
+    if pipeline.max_staleness != best.staleness:
+        notes.append(f"async: the search picked max_staleness {best.staleness} (tried 1 to {high})")
+    return ResolvedPlacement(
+        config=cfg,
+        placement=dict(best.placement),
+        candidates=tuple(c for c, _ in found[:top]),
+        notes=tuple(notes),
+    )
+
+
+def check_async_placement(config: Config, placement: Mapping[str, tuple[int, ...]]) -> None:
+    """Refuse an async weight sync whose roles share GPUs (generation runs while training runs).
+
+    Raises:
+        ConfigError: naming the destination role's devices and how to search instead.
+    """
+    pipeline = config.pipeline
+    if pipeline.staleness < 1:
+        return
+    for stage in pipeline.stages:
+        if not stage.is_weight_sync:
+            continue
+        src = set(placement.get(stage.from_role or "", ()))
+        dst = placement.get(stage.to_role or "", ())
+        shared = sorted(src & set(dst))
+        if shared:
+            raise ConfigError(
+                f"async mode with max_staleness {pipeline.max_staleness} needs"
+                f" {stage.to_role!r} on devices disjoint from {stage.from_role!r} (generation"
+                f" runs while training runs); they share GPUs {shared}. Give disjoint devices,"
+                " mark the roles `devices: auto`, or run `rlplex plan --auto` to search",
+                field=f"roles.{stage.to_role}.devices",
+                value=list(dst),
+                file=config.source,
+            )

@@ -1,0 +1,100 @@
+"""One owner for placement: explicit devices, ``devices: auto`` roles, or ``--auto`` for all."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlplex.config import ASYNC_STALENESS_0, load_config
+from rlplex.errors import ConfigError
+from rlplex.plan import make_plan, plan_for_placement, search_placements
+from rlplex.plan.placement import AUTO_MAX_STALENESS, resolve_placement
+
+GRPO = "examples/grpo.yaml"
+ASYNC_K1 = ["pipeline.mode=async", "pipeline.max_staleness=1"]
+SPLIT = [
+    "roles.actor_infer.devices=0-3",
+    "roles.actor_train.devices=4-7",
+    "roles.reference.devices=4-7",
+]
+
+
+def test_set_devices_and_auto_rate_the_same_placement_alike() -> None:
+    """Issue 13 defect 1: --set devices kept generate's 120 s on half the GPUs (121.16 s)
+    while --auto rescaled it (241.16 s) for the same placement."""
+    explicit = make_plan(load_config(GRPO, overrides=[*ASYNC_K1, *SPLIT]))
+    resolved = resolve_placement(load_config(GRPO, overrides=ASYNC_K1), auto=True)
+    same = [c for c in resolved.candidates if c.placement == explicit_placement(explicit)]
+    assert same, "the search should rate the split placement"
+    assert same[0].period_s == pytest.approx(explicit.period_s)
+    assert explicit.period_s == pytest.approx(241.16)
+
+
+def explicit_placement(plan) -> dict[str, tuple[int, ...]]:
+    return {r: tuple(d) for r, d in plan.placement.items()}
+
+
+def test_stage_seconds_are_taken_on_the_files_devices() -> None:
+    cfg = load_config(GRPO, overrides=SPLIT)
+    assert cfg.file_devices == {"actor_train": 8, "actor_infer": 8, "reference": 8}
+    generate = make_plan(cfg).op("s0/generate")
+    assert generate.duration_s == pytest.approx(240.0)  # 120 s on 8 GPUs, now on 4
+
+
+def test_auto_searches_an_async_colocated_config_instead_of_refusing() -> None:
+    """Issue 13 defect 4: plan --auto --set pipeline.mode=async on a colocated config."""
+    cfg = load_config(GRPO, overrides=ASYNC_K1)
+    with pytest.raises(ConfigError, match="--auto"):
+        make_plan(cfg)  # the file's colocated devices, asked as they are
+    resolved = resolve_placement(cfg, auto=True)
+    assert resolved.searched and resolved.config.pipeline.staleness == 1
+    for cand in resolved.candidates:
+        assert not set(cand.placement["actor_train"]) & set(cand.placement["actor_infer"])
+    plan = plan_for_placement(resolved.config, resolved.placement)
+    assert plan.period_s == pytest.approx(resolved.best.period_s)
+
+
+def test_async_auto_also_searches_the_staleness() -> None:
+    cfg = load_config(GRPO, overrides=["pipeline.mode=async"])
+    assert cfg.warnings == (ASYNC_STALENESS_0,)  # defect 5: said, not silent
+    resolved = resolve_placement(cfg, auto=True)
+    assert 1 <= resolved.config.pipeline.staleness <= AUTO_MAX_STALENESS
+    assert {c.staleness for c in resolved.candidates} <= set(range(1, AUTO_MAX_STALENESS + 1))
+    assert any("max_staleness" in note for note in resolved.notes)
+    # The smallest k that reaches the best period.
+    periods = {
+        k: search_placements(
+            cfg.model_copy(
+                update={
+                    "pipeline": cfg.pipeline.model_copy(update={"max_staleness": k}),
+                    "roles": {
+                        n: r.model_copy(update={"auto": r.is_gpu}) for n, r in cfg.roles.items()
+                    },
+                }
+            ),
+            top=1,
+        )[0].period_s
+        for k in range(1, AUTO_MAX_STALENESS + 1)
+    }
+    best = min(periods.values())
+    assert resolved.config.pipeline.staleness == min(
+        k for k, p in periods.items() if p <= best + 1e-9
+    )
+
+
+def test_sync_warnings_are_empty_and_explicit_placements_are_not_searched() -> None:
+    cfg = load_config(GRPO)
+    assert cfg.warnings == ()
+    resolved = resolve_placement(cfg)
+    assert not resolved.searched
+    assert resolved.placement == {
+        r: tuple(range(8)) for r in ("actor_train", "actor_infer", "reference")
+    }
+
+
+def test_auto_roles_are_searched_once_and_make_plan_uses_the_best(tmp_path) -> None:
+    cfg = load_config(GRPO, overrides=["roles.actor_infer.devices=auto"])
+    resolved = resolve_placement(cfg, top=3)
+    assert resolved.searched and len(resolved.candidates) <= 3
+    plan = make_plan(cfg)
+    assert explicit_placement(plan) == resolved.placement
+    assert plan.period_s == pytest.approx(resolved.best.period_s)

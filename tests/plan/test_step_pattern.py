@@ -1,0 +1,99 @@
+"""One step pattern: the simulator and the executor run the same ops in the same order."""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+import pytest
+
+from rlplex.config import load_config
+from rlplex.plan import make_plan
+from rlplex.plan.pattern import StepPatternError, step_pattern
+from rlplex.runtime.schedule import expand_plan
+from rlplex.sim import simulate
+from rlplex.sim.simulate import extract_pattern
+
+EXAMPLES = ("grpo", "ppo", "async", "disaggregated", "verl")
+
+
+def _sim_lanes(timeline) -> dict[tuple[int, str], list[frozenset[str]]]:
+    """Each device lane's ops by start (ops at one instant with one end: a set)."""
+    lanes: dict[tuple[int, str], list] = {}
+    for e in timeline.events:
+        lane = "compute" if e.kind in ("run", "weight_sync") else "transfer"
+        for d in e.devices:
+            lanes.setdefault((d, lane), []).append(e)
+    return {
+        key: [
+            frozenset(e.op for e in group)
+            for _, group in groupby(
+                sorted(evs, key=lambda e: (e.start_s, e.end_s)), key=lambda e: (e.start_s, e.end_s)
+            )
+        ]
+        for key, evs in lanes.items()
+    }
+
+
+def _grouped(order: tuple[str, ...], groups: list[frozenset[str]]) -> list[frozenset[str]]:
+    out, i = [], 0
+    for g in groups:
+        out.append(frozenset(order[i : i + len(g)]))
+        i += len(g)
+    return out
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_simulator_and_runtime_schedule_share_every_device_order(name: str) -> None:
+    cfg = load_config(f"examples/{name}.yaml")
+    plan = make_plan(cfg)
+    steps = 6
+    timeline = simulate(plan, cfg, steps=steps)
+    sched = expand_plan(plan, steps, staleness=cfg.pipeline.staleness)
+    assert {e.op for e in timeline.events} == {o.id for o in sched.ops}
+    sim = _sim_lanes(timeline)
+    assert set(sim) == set(sched.lanes)
+    for key, groups in sim.items():
+        assert _grouped(sched.lanes[key], groups) == groups, key
+
+
+def test_async_and_sync_examples_are_both_covered() -> None:
+    modes = {load_config(f"examples/{n}.yaml").pipeline.mode for n in EXAMPLES}
+    assert modes == {"sync", "async"}
+
+
+def test_the_simulator_and_runtime_read_one_pattern() -> None:
+    cfg = load_config("examples/async.yaml")
+    plan = make_plan(cfg)
+    sp = step_pattern(plan)
+    pat = extract_pattern(plan, cfg)
+    assert pat.keys == tuple(op.name for op in sp.ops)
+    assert pat.deps == tuple(op.deps for op in sp.ops)
+    sched = expand_plan(plan, 8, staleness=plan.staleness)
+    by_id = sched.by_id()
+    for j, op in enumerate(sp.ops):
+        for step in range(8):
+            want = {f"s{s}/{sp.ops[k].name}" for s, k in sp.deps_at(step, j, 8)}
+            assert want <= set(by_id[f"s{step}/{op.name}"].deps)
+
+
+def test_async_pattern_gates_generation_k_plus_one_steps_back() -> None:
+    cfg = load_config("examples/async.yaml")
+    k = cfg.pipeline.staleness
+    sp = step_pattern(make_plan(cfg))
+    names = [op.name for op in sp.ops]
+    gen, ws = names.index("generate"), names.index("weight_sync")
+    assert (-k - 1, ws) in sp.ops[gen].deps
+    assert not sp.barrier and sp.repeats
+
+
+def test_sync_pattern_sources_wait_for_the_previous_steps_sinks() -> None:
+    sp = step_pattern(make_plan(load_config("examples/grpo.yaml")))
+    assert sp.barrier
+    sources = [op for op in sp.ops if not any(off == 0 for off, _ in op.plan_deps)]
+    assert sources and all(any(off == -1 for off, _ in op.deps) for op in sources)
+
+
+def test_a_plan_without_a_pattern_step_is_refused() -> None:
+    plan = make_plan(load_config("examples/grpo.yaml"))
+    with pytest.raises(StepPatternError, match="pattern step 5"):
+        step_pattern(plan.model_copy(update={"pattern_step": 5}))
