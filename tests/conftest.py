@@ -1,7 +1,8 @@
 """Shared test fixtures.
 
 ``ray_session``: one local Ray for the whole test session, with 8 *logical*
-GPUs on 4 CPUs, so executor tests run on any laptop or CI box. Tests that need
+GPUs on 4 CPUs, so executor tests run on any laptop or CI box (on a CUDA
+machine too: the workers hide the real GPUs and run on CPU tensors). Tests that need
 Ray take this fixture; workers have the repository and ``tests/runtime`` on
 their import path, so stage functions defined in test modules unpickle there.
 """
@@ -42,7 +43,12 @@ def ray_session() -> Iterator[Any]:
         log_to_driver=False,
         configure_logging=False,
         runtime_env={
-            "env_vars": {"PYTHONPATH": os.pathsep.join(p for p in paths if p)},
+            "env_vars": {
+                "PYTHONPATH": os.pathsep.join(p for p in paths if p),
+                # The 8 GPUs are logical: on a CUDA machine, workers must not pick the
+                # real GPU 0 for some roles and CPU for the others.
+                "RLPLEX_LOGICAL_GPUS": "1",
+            },
             "worker_process_setup_hook": "rlplex.runtime.logs.setup_worker_logging",
         },
     )

@@ -83,7 +83,13 @@ class StageBinding:
     driver_fn: Callable[..., Any] | None = None
     """The implementation, for driver stages (worker stages hold theirs on the workers)."""
     sync: str | None = None
-    """weight_sync only: ``store``, ``broadcast``, ``fn`` or ``rehearse``."""
+    """weight_sync only: ``ipc``, ``store``, ``broadcast``, ``fn`` or ``rehearse``."""
+    buckets: int = 0
+    """weight_sync (``ipc``, ``broadcast``): how many buckets the weights make."""
+    pairs: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    """weight_sync ``ipc``: source rank -> destination ranks on its GPU."""
+    group: str = ""
+    """weight_sync ``broadcast``: the role pair's process group."""
 
 
 class Dispatcher:
@@ -401,16 +407,41 @@ class Dispatcher:
         if binding.sync in ("fn", "rehearse", None):
             self._issue_run(op, dst, op.stage or "")
             return
+        name = op.stage or ""
         workers = [(src.role, 0)] + [(dst.role, r) for r in range(dst.world_size)]
-        if binding.sync == "store":
+        if binding.sync == "ipc":
+            refs, workers = self._ipc_calls(name, binding, src, dst)
+        elif binding.sync == "store":
             weights, src_stats = src.actors[0].export_weights.remote()
             refs = [src_stats] + [a.import_weights.remote(weights) for a in dst.actors]
         else:  # broadcast in the stand-alone weight-sync group joined at start
-            key = op.stage or ""
-            refs = [src.actors[0].broadcast_weights.remote(key)] + [
-                a.broadcast_weights.remote(key) for a in dst.actors
+            refs = [src.actors[0].broadcast_weights.remote(binding.group, name)] + [
+                a.broadcast_weights.remote(binding.group, name) for a in dst.actors
             ]
         self._track(op, refs, workers, dst.gpus_per_worker)
+
+    @staticmethod
+    def _ipc_calls(
+        name: str, binding: StageBinding, src: WorkerGroup, dst: WorkerGroup
+    ) -> tuple[list[Any], list[tuple[str, int]]]:
+        """One chain per source worker: export bucket i, its imports, then bucket i+1...
+
+        Every call is submitted at once; Ray starts each export only when the
+        previous bucket's imports are done (they are its arguments), so a
+        source holds one bucket at a time and the driver never waits.
+        """
+        refs: list[Any] = []
+        workers: list[tuple[str, int]] = []
+        for source, targets in binding.pairs.items():
+            after: list[Any] = []
+            for index in range(binding.buckets):
+                shared = src.actors[source].export_bucket.remote(name, index, *after)
+                after = [dst.actors[t].import_bucket.remote(shared) for t in targets]
+                refs += after
+                workers += [(dst.role, t) for t in targets]
+            refs.append(src.actors[source].release_export.remote(name, *after))
+            workers.append((src.role, source))
+        return refs, workers
 
     def _issue_driver(self, op: ExecOp) -> None:
         stage = op.stage or ""
