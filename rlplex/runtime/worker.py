@@ -59,7 +59,6 @@ from rlplex.runtime.data import reshard
 from rlplex.runtime.errors import RemoteStageError
 from rlplex.stages.offload import BookkeepingOffload, Offloadable, find_offloadable
 
-
 LOGICAL_GPUS_ENV = "RLPLEX_LOGICAL_GPUS"
 """Set to ``1`` in the workers' environment when Ray's GPUs are logical: workers hide CUDA."""
 
