@@ -56,3 +56,31 @@ def ray_session() -> Iterator[Any]:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _cuda_devices() -> int:
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Tests marked ``gpu`` skip, with the reason, where CUDA is missing (never counted as passed).
+
+    ``@pytest.mark.gpu(min_gpus=2)`` also skips where fewer GPUs exist.
+    """
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    have = _cuda_devices()
+    for item in gpu_items:
+        need = int(item.get_closest_marker("gpu").kwargs.get("min_gpus", 1))
+        if have < need:
+            reason = (
+                "no CUDA device (torch.cuda.is_available() is False): GPU check not measured"
+                if have == 0
+                else f"needs {need} CUDA devices, this machine has {have}: not measured"
+            )
+            item.add_marker(pytest.mark.skip(reason=reason))
