@@ -84,3 +84,32 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
                 else f"needs {need} CUDA devices, this machine has {have}: not measured"
             )
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def run_bench() -> Any:
+    """Run ``bench/NAME`` with arguments in a fresh Python (CUDA, DeepSpeed and Ray state stay
+    out of the test process); returns its JSON result. Fails with the script's output."""
+    import json
+    import subprocess
+    import sys
+
+    def run(name: str, *args: str, timeout_s: float = 900) -> dict[str, Any]:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / name), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=ROOT,
+            env=env,
+        )
+        text = proc.stdout
+        start = text.find("\n{") + 1 if not text.startswith("{") else 0
+        try:
+            return json.loads(text[start:])
+        except ValueError:
+            command = " ".join([name, *args])
+            pytest.fail(f"bench/{command} exited {proc.returncode}:\n{text}\n{proc.stderr[-4000:]}")
+
+    return run
