@@ -92,6 +92,30 @@ class StageBinding:
     """weight_sync ``broadcast``: the role pair's process group."""
 
 
+def _share_on_device(
+    schedule: Schedule, bindings: Mapping[str, StageBinding], groups: Mapping[str, WorkerGroup]
+) -> set[str]:
+    """Stages run by a role whose every consumer runs on a role with the same devices."""
+    devices: dict[str, set[tuple[int, ...]]] = defaultdict(set)
+    roles: dict[str, str] = {}
+    for op in schedule.ops:
+        if op.kind == "run" and op.stage:
+            devices[op.stage].add(tuple(sorted(op.devices)))
+            roles[op.stage] = op.role or ""
+    consumers: dict[str, list[str]] = defaultdict(list)
+    for stage, binding in bindings.items():
+        for name in binding.upstream:
+            consumers[name].append(stage)
+    out = set()
+    for stage, users in consumers.items():
+        mine = devices.get(stage, set())
+        if len(mine) != 1 or not next(iter(mine)) or roles.get(stage) not in groups:
+            continue
+        if all(roles.get(user) in groups and devices.get(user, set()) == mine for user in users):
+            out.add(stage)
+    return out
+
+
 class Dispatcher:
     """Runs a :class:`Schedule` on worker groups and feeds a :class:`Recorder`."""
 
@@ -129,6 +153,11 @@ class Dispatcher:
         self._in_flight: dict[str, _InFlight] = {}
         self._ref_owner: dict[Any, tuple[str, int]] = {}
         self._results: dict[tuple[int, str], tuple[str, Any]] = {}
+        self._share = _share_on_device(schedule, bindings, groups)
+        self._share_roles = sorted(
+            {op.role for op in schedule.ops if op.stage in self._share and op.role}
+        )
+        """Stages whose results stay on the device (every consumer on the producer's devices)."""
         self._pool = cf.ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlplex-driver")
         self._done = 0
         self.dispatch_latencies: list[float] = []
@@ -312,6 +341,9 @@ class Dispatcher:
         for step, metrics in finished:
             for key in [k for k in self._results if k[0] == step]:
                 del self._results[key]
+            for role in self._share_roles:
+                for actor in self.groups[role].actors:
+                    actor.release_step.remote(step)  # no reply needed
             if self.on_step is not None:
                 self.on_step(step, metrics)
 
@@ -391,6 +423,7 @@ class Dispatcher:
                 "planned_s": op.planned_s,
                 "memory_gb": op.memory_gb,
                 "inputs": layout,
+                "share_on_device": stage in self._share,
             }
             result, stats = actor.run.remote(meta, *args)
             results.append(result)

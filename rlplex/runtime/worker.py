@@ -55,7 +55,12 @@ from typing import Any
 import ray
 
 from rlplex.runtime.context import StageContext, WorkerInfo, call_stage
-from rlplex.runtime.data import reshard
+from rlplex.runtime.data import (
+    release_on_device,
+    reshard,
+    share_on_device,
+    take_on_device,
+)
 from rlplex.runtime.errors import RemoteStageError
 from rlplex.stages.offload import BookkeepingOffload, Offloadable, find_offloadable
 
@@ -151,6 +156,7 @@ class RoleWorker:
         self._sync_groups: dict[str, Any] = {}
         self._sync_layouts: dict[str, list[Any]] = {}
         self._exports: dict[str, Any] = {}
+        self._device_results: dict[int, list[Any]] = {}
 
     # -- control ---------------------------------------------------------------
 
@@ -226,7 +232,7 @@ class RoleWorker:
         upstream: dict[str, Any] = {}
         position = 0
         for name, count, whole in meta["inputs"]:
-            parts = inputs[position : position + count]
+            parts = [take_on_device(p) for p in inputs[position : position + count]]
             position += count
             upstream[name] = (
                 reshard(parts, self.info.rank, self.info.world_size) if whole else parts[0]
@@ -241,8 +247,22 @@ class RoleWorker:
             rehearse_s=meta["planned_s"] * self._time_scale,
             memory_gb=meta.get("memory_gb", 0.0),
         )
+        if meta.get("share_on_device"):
+            # Every consumer is on this worker's devices: keep the tensors there.
+            result, keep = share_on_device(result)
+            if keep is not None:
+                self._device_results.setdefault(step, []).append(keep)
         t1 = time.time()
         return result, self._stats(t0, t1, metrics=ctx.metrics)
+
+    @ray.method(concurrency_group="control")
+    def release_step(self, step: int) -> int:
+        """Free the results of steps up to ``step`` kept on the device; returns how many."""
+        done = [s for s in self._device_results if s <= step]
+        for s in done:
+            for keep in self._device_results.pop(s):
+                release_on_device(keep)
+        return len(done)
 
     # -- transfers ---------------------------------------------------------------
 
