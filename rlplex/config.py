@@ -12,7 +12,10 @@ field paths:
   worker would span two nodes;
 - ``roles.R.world_size``: disagrees with ``len(devices) // num_gpus_per_worker``;
 - ``roles.R.states.S``: unknown state kind, or larger than one GPU;
-- ``pipeline.stages.X.seconds``: missing (only weight_sync may omit it);
+- ``pipeline.stages.X.seconds``: missing (only weight_sync may omit it), unless
+  the config names a ``model``, a ``workload`` and ``cluster.gpu``: then missing
+  stage seconds, stage memory and GPU roles' states are estimated
+  (:mod:`rlplex.estimate`) and listed in :attr:`Config.estimated`;
 - ``pipeline.stages.X.role`` / ``after`` / ``from`` / ``to`` / ``needs``:
   unknown role, stage or state; duplicate stages; cycles;
 - async with ``max_staleness >= 1``: the weight sync's two roles must sit on
@@ -33,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rlplex.dag.pipeline import CycleError, Mode, Pipeline, PipelineError
 from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
-from rlplex.estimate.inputs import OptimizerName, Parallel, Precision, Workload
+from rlplex.estimate.inputs import Efficiency, OptimizerName, Parallel, Precision, Workload
 from rlplex.resources.cluster import DRIVER, Cluster, Role, StateKind, driver_role
 from rlplex.resources.devices import AUTO, DeviceSpecError, parse_devices
 from rlplex.resources.placement import check_worker_layout
@@ -64,6 +67,17 @@ class Config(BaseModel):
     """The model every role runs unless it names its own (preset name or local HF path)."""
     workload: Workload | None = None
     """Prompts per step, samples per prompt, prompt and response lengths (estimates)."""
+    efficiency: Efficiency | None = None
+    """Achieved fractions of peak per stage kind (estimates; ``rlplex calibrate`` fits them)."""
+    estimated: frozenset[str] = frozenset()
+    """Dotted paths of the figures filled by the estimator or the GPU preset, not given
+    (``pipeline.stages.train.seconds``, ``roles.actor_train.states``, ``cluster.gpu_memory_gb``)."""
+    notes: tuple[str, ...] = ()
+    """What the estimator warned about (a model path matched to a preset ...)."""
+
+    def is_estimated(self, path: str) -> bool:
+        """Whether the figure at ``path`` (or the section holding it) was estimated."""
+        return any(path == p or path.startswith(p + ".") for p in self.estimated)
 
     def role(self, name: str) -> Role:
         """The role called ``name``, including the built-in ``driver``."""
@@ -101,7 +115,7 @@ class _PipelineSpec(BaseModel):
     python: str | None = None
 
 
-_TOP_LEVEL = ("cluster", "roles", "pipeline", "model", "workload")
+_TOP_LEVEL = ("cluster", "roles", "pipeline", "model", "workload", "efficiency")
 
 
 def _pydantic_message(error: Mapping[str, Any]) -> str:
@@ -309,6 +323,7 @@ def _build_pipeline(
     roles: Mapping[str, Role],
     base_dir: Path,
     file: str | None,
+    estimator_hint: str = "",
 ) -> Pipeline:
     if spec.python and spec.stages is not None:
         raise ConfigError("give either 'python' or 'stages', not both", field="pipeline", file=file)
@@ -331,9 +346,11 @@ def _build_pipeline(
         if "name" in body:
             raise ConfigError("unknown key", field=f"{field}.name", value=body["name"], file=file)
         stage = validate_model(Stage, body, field, file, extra={"name": str(name)})
-        if stage.seconds is None and not stage.is_weight_sync:
+        if stage.seconds is None and not stage.is_weight_sync and estimator_hint:
             raise ConfigError(
-                "is required (the stage's duration)", field=f"{field}.seconds", file=file
+                f"is required (the stage's duration), {estimator_hint}",
+                field=f"{field}.seconds",
+                file=file,
             )
         stages.append(stage)
     return Pipeline(stages=tuple(stages), mode=spec.mode, max_staleness=spec.max_staleness)
@@ -415,24 +432,15 @@ def config_from_dict(
             raise ConfigError(
                 f"unknown key (expected one of: {', '.join(_TOP_LEVEL)})", field=str(key), file=file
             )
-    cluster = validate_model(Cluster, data.get("cluster"), "cluster", file)
-    raw_roles = data.get("roles") or {}
-    if not isinstance(raw_roles, dict):
-        raise ConfigError(
-            "must be a mapping of role names", field="roles", value=raw_roles, file=file
-        )
-    roles: dict[str, Role] = {}
-    for name, body in raw_roles.items():
-        spec = validate_model(_RoleSpec, body, f"roles.{name}", file)
-        roles[str(name)] = _resolve_role(str(name), spec, cluster, file)
-    if "pipeline" not in data:
-        raise ConfigError("is required", field="pipeline", file=file)
-    raw_pipeline = data["pipeline"]
-    pipeline_spec = validate_model(_PipelineSpec, raw_pipeline, "pipeline", file)
-    pipeline = _build_pipeline(
-        pipeline_spec, raw_pipeline or {}, roles, base_dir or Path.cwd(), file
+    efficiency = (
+        validate_model(Efficiency, data["efficiency"], "efficiency", file)
+        if data.get("efficiency") is not None
+        else None
     )
-    _check_pipeline(pipeline, roles, file)
+    from rlplex.estimate.fill import estimator_hint, fill_cluster
+
+    raw_cluster, estimated = fill_cluster(data.get("cluster"), efficiency, file)
+    cluster = validate_model(Cluster, raw_cluster, "cluster", file)
     model = data.get("model")
     if model is not None and not isinstance(model, str):
         raise ConfigError(
@@ -446,6 +454,55 @@ def config_from_dict(
         if data.get("workload") is not None
         else None
     )
+    raw_roles = data.get("roles") or {}
+    if not isinstance(raw_roles, dict):
+        raise ConfigError(
+            "must be a mapping of role names", field="roles", value=raw_roles, file=file
+        )
+    roles: dict[str, Role] = {}
+    given_states: set[str] = set()
+    for name, body in raw_roles.items():
+        spec = validate_model(_RoleSpec, body, f"roles.{name}", file)
+        roles[str(name)] = _resolve_role(str(name), spec, cluster, file)
+        if isinstance(body, dict) and "states" in body:
+            given_states.add(str(name))
+    if "pipeline" not in data:
+        raise ConfigError("is required", field="pipeline", file=file)
+    raw_pipeline = data["pipeline"]
+    pipeline_spec = validate_model(_PipelineSpec, raw_pipeline, "pipeline", file)
+    hint = estimator_hint(cluster, roles, model, workload)
+    pipeline = _build_pipeline(
+        pipeline_spec, raw_pipeline or {}, roles, base_dir or Path.cwd(), file, hint
+    )
+    notes: tuple[str, ...] = ()
+    needs_estimate = any(
+        s.seconds is None and not s.is_weight_sync for s in pipeline.stages
+    ) or any(r.is_gpu and n not in given_states for n, r in roles.items())
+    if not hint and needs_estimate:
+        from rlplex.estimate.fill import fill_estimates
+
+        try:
+            pipeline.check([*roles, DRIVER])
+        except PipelineError:
+            pass  # _check_pipeline below reports it with the field
+        else:
+            stage_bodies = pipeline_spec.stages
+            given_memory = (
+                {
+                    str(n)
+                    for n, b in stage_bodies.items()
+                    if isinstance(b, dict) and "memory_gb" in b
+                }
+                if stage_bodies is not None
+                else None
+            )
+            roles, pipeline, filled, notes = fill_estimates(
+                cluster=cluster, roles=roles, pipeline=pipeline, model=model,
+                workload=workload, efficiency=efficiency, given_states=given_states,
+                given_memory=given_memory, file=file, base_dir=base_dir,
+            )  # fmt: skip
+            estimated |= filled
+    _check_pipeline(pipeline, roles, file)
     return Config(
         cluster=cluster,
         roles=roles,
@@ -454,6 +511,9 @@ def config_from_dict(
         format=fmt,
         model=model,
         workload=workload,
+        efficiency=efficiency,
+        estimated=frozenset(estimated),
+        notes=notes,
     )
 
 
