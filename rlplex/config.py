@@ -317,6 +317,41 @@ def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipelin
     return pipeline
 
 
+_COST_FIELDS = ("seconds", "memory_gb", "at_devices", "scaling")
+
+
+def _override_stage_costs(
+    pipeline: Pipeline, stages: Mapping[str, Any], file: str | None
+) -> Pipeline:
+    """A Python pipeline with some stages' cost fields replaced (from YAML or ``--costs``).
+
+    Next to ``python:``, ``stages:`` may only set the cost fields of stages the
+    function defines (a calibrated costs file does this).
+    """
+    by_name = {s.name: s for s in pipeline.stages}
+    for name, body in stages.items():
+        field = f"pipeline.stages.{name}"
+        if name not in by_name:
+            raise ConfigError(
+                f"the Python pipeline has no such stage (it has: {', '.join(by_name)})",
+                field=field,
+                file=file,
+            )
+        if not isinstance(body, dict):
+            raise ConfigError("must be a mapping", field=field, value=body, file=file)
+        for key in body:
+            if key not in _COST_FIELDS:
+                raise ConfigError(
+                    f"next to 'python', a stage may only set its costs ({', '.join(_COST_FIELDS)})",
+                    field=f"{field}.{key}",
+                    file=file,
+                )
+        merged = {**by_name[name].model_dump(by_alias=True, exclude={"fn"}), **body}
+        stage = validate_model(Stage, merged, field, file)
+        by_name[name] = stage.model_copy(update={"fn": by_name[name].fn})
+    return pipeline.model_copy(update={"stages": tuple(by_name[s.name] for s in pipeline.stages)})
+
+
 def _build_pipeline(
     spec: _PipelineSpec,
     raw: Mapping[str, Any],
@@ -325,10 +360,10 @@ def _build_pipeline(
     file: str | None,
     estimator_hint: str = "",
 ) -> Pipeline:
-    if spec.python and spec.stages is not None:
-        raise ConfigError("give either 'python' or 'stages', not both", field="pipeline", file=file)
     if spec.python:
         pipeline = _load_python_pipeline(spec.python, base_dir, file)
+        if spec.stages:
+            pipeline = _override_stage_costs(pipeline, spec.stages, file)
         updates: dict[str, Any] = {}
         if "mode" in raw:
             updates["mode"] = spec.mode

@@ -8,7 +8,14 @@ with one message naming the file, the field and the value, and exit status 2.
 
 from __future__ import annotations
 
-from rlplex.cli import config_cmds, plan_cmds, records, run_cmd, views  # noqa: F401  (registers)
+from rlplex.cli import (  # noqa: F401  (registers)
+    config_cmds,
+    estimate,
+    plan_cmds,
+    records,
+    run_cmd,
+    views,
+)
 from rlplex.cli.app import app, configure_logging, user_errors
 
 __all__ = ["app", "configure_logging", "main", "user_errors"]

@@ -601,3 +601,18 @@ def _sharding(role: Role) -> str:
         return "fsdp (weights, grads, optimizer over dp)"
     return {0: "none", 1: "zero-1 (optimizer)", 2: "zero-2 (optimizer, grads)",
             3: "zero-3 (weights, grads, optimizer)"}[par.zero]  # fmt: skip
+
+
+def estimate_config(config: Any) -> Estimate:
+    """:func:`estimate` for a loaded :class:`~rlplex.config.Config`.
+
+    Raises:
+        ConfigError: the config lacks ``model``, ``workload`` or ``cluster.gpu``
+            (naming the first missing one), or an input is wrong.
+    """
+    source = Path(config.source).resolve().parent if config.source else None
+    return estimate(
+        Inputs(cluster=config.cluster, roles=config.roles, pipeline=config.pipeline,
+               model=config.model, workload=config.workload, efficiency=config.efficiency,
+               file=config.source, base_dir=source)
+    )  # fmt: skip

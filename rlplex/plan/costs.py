@@ -42,7 +42,15 @@ def is_gpu_role(config: Config, role: str) -> bool:
 
 
 def stage_seconds(config: Config, stage: Stage, placement: Placement) -> float:
-    """Duration of a run or weight-sync stage on ``placement`` per the cost model."""
+    """Duration of a run or weight-sync stage on ``placement`` per the cost model.
+
+    ``cluster.dispatch_s`` (the executor's per-op overhead) is added to every one.
+    """
+    return stage_work_seconds(config, stage, placement) + config.cluster.dispatch_s
+
+
+def stage_work_seconds(config: Config, stage: Stage, placement: Placement) -> float:
+    """A stage's duration without ``cluster.dispatch_s`` (what calibration fits)."""
     if stage.is_weight_sync:
         return weight_sync_seconds(config, stage, placement)
     seconds = float(stage.seconds or 0.0)
