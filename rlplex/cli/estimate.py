@@ -255,3 +255,49 @@ def calibrate(
         console.print(
             f"wrote {escape(str(out))} (use: --costs {escape(str(out))})", highlight=False
         )
+
+
+def print_plan_memory(plan: Any, cfg: Any) -> None:
+    """``rlplex plan``'s memory table: peak GB and headroom per GPU, and what is estimated.
+
+    GPUs with the same peak, moment and residents share one row.
+    """
+    from rlplex.estimate.memory import peak_memory_by_device
+    from rlplex.resources.devices import format_devices
+
+    peaks = peak_memory_by_device(plan)
+    if not peaks:
+        return
+    rows: dict[tuple[Any, ...], list[int]] = {}
+    for d, m in peaks.items():
+        key = (round(m.peak_gb, 3), m.during, tuple(sorted(m.resident.items())), m.transient_gb)
+        rows.setdefault(key, []).append(d)
+    table = Table(title="memory per GPU at its peak (GB)")
+    for column in ("GPUs", "peak", "headroom", "during", "resident at the peak"):
+        table.add_column(column, justify="right" if column in ("peak", "headroom") else "left")
+    for (peak, during, resident, transient), devices in rows.items():
+        m = peaks[devices[0]]
+        parts = []
+        for key, gb in resident:
+            role = key.split(".")[0]
+            mark = "*" if cfg.is_estimated(f"roles.{role}.states") else ""
+            parts.append(f"{key} {gb:.2f}{mark}")
+        if transient:
+            stage = (during or "").split("/")[-1]
+            mark = "*" if cfg.is_estimated(f"pipeline.stages.{stage}.memory_gb") else ""
+            parts.append(f"transient {transient:.2f}{mark}")
+        table.add_row(
+            format_devices(tuple(devices)), f"{peak:.2f}", f"{m.headroom_gb:.2f}",
+            during or "-", " + ".join(parts) or "-",
+        )  # fmt: skip
+    console.print(table)
+    if cfg.estimated:
+        seconds = sum(1 for p in cfg.estimated if p.endswith(".seconds"))
+        states = sum(1 for p in cfg.estimated if p.startswith("roles."))
+        console.print(
+            f"* estimated: {seconds} stage times, {states} roles' states"
+            + (", cluster figures from cluster.gpu" if any(
+                p.startswith("cluster.") for p in cfg.estimated) else "")
+            + " (rlplex estimate shows how)",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip

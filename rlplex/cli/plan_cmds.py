@@ -93,6 +93,9 @@ def plan(
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
+    from rlplex.cli.estimate import print_plan_memory
+
+    print_plan_memory(result, placed)
     if candidates:
         console.print(placement_table(candidates))
     if verify:

@@ -113,7 +113,7 @@ def fill_estimates(
     for name in needs_states:
         if name not in result.roles:
             continue
-        states = {k: round(v, 4) for k, v in result.roles[name].states.items()}
+        states = {k: round(v, 3) for k, v in result.roles[name].states.items()}
         new_roles[name] = roles[name].model_copy(update={"states": states})
         filled.add(f"roles.{name}.states")
     stages = []
