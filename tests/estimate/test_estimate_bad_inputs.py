@@ -1,4 +1,4 @@
-"""Every bad input of the estimator: a ConfigError naming file, field and value; exit 2 in the CLI."""
+"""Every bad input of the estimator: a ConfigError naming file, field and value; CLI exit 2."""
 
 from __future__ import annotations
 

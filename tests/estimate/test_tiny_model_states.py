@@ -53,7 +53,7 @@ def test_estimated_states_equal_real_tensors(arch: str, tmp_path: Path) -> None:
             "samples_per_prompt": 2,
             "prompt_tokens": {"mean": 4, "max": 8},
             "response_tokens": {"mean": 2, "max": 4},
-        },  # fmt: skip
+        },
         "cluster": {"nodes": 1, "gpus_per_node": 1, "gpu": "cpu"},
         "roles": {
             "actor_train": {"devices": [0], "precision": "fp32"},
