@@ -257,7 +257,10 @@ def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
         states["optimizer"] = params * per_param / shard / opt_shard / f.GB
         states["grads"] = params * b / shard / grad_shard / f.GB
     if "generate" in kinds:
-        states["kv_cache"] = kv_cache_gb(ctx, role, spec, states["weights"])
+        given = role.states.get("kv_cache")
+        states["kv_cache"] = (
+            float(given) if given is not None else kv_cache_gb(ctx, role, spec, states["weights"])
+        )
     return RoleEstimate(
         role=role.name,
         model=spec.name,
