@@ -614,8 +614,13 @@ def estimate_config(config: Any) -> Estimate:
             (naming the first missing one), or an input is wrong.
     """
     source = Path(config.source).resolve().parent if config.source else None
+    # States the loader filled from an earlier estimate are not given: estimate them afresh.
+    roles = {
+        n: r.model_copy(update={"states": {}}) if config.is_estimated(f"roles.{n}.states") else r
+        for n, r in config.roles.items()
+    }
     return estimate(
-        Inputs(cluster=config.cluster, roles=config.roles, pipeline=config.pipeline,
+        Inputs(cluster=config.cluster, roles=roles, pipeline=config.pipeline,
                model=config.model, workload=config.workload, efficiency=config.efficiency,
                file=config.source, base_dir=source)
     )  # fmt: skip
