@@ -545,12 +545,25 @@ def _check_fits(inputs: Inputs, roles: Mapping[str, RoleEstimate]) -> None:
                     f"the estimated {state} alone take {gb:.1f} GB per GPU (model"
                     f" {est.model}, {est.params / 1e9:.2f}B params, tp={est.tp} pp={est.pp}"
                     f" dp={est.dp}) but a GPU has {cap:g} GB, so it cannot fit even with"
-                    f" everything else offloaded; shard it (parallel: tp, pp, zero: 3 or"
-                    f" fsdp) or use more GPUs",
+                    f" everything else offloaded; {_remedy(inputs.roles[name], state)}",
                     field=f"roles.{name}.states.{state}",
                     value=round(gb, 2),
                     file=inputs.file,
                 )
+
+
+def _remedy(role: Role, state: str) -> str:
+    par = role.parallel
+    sharded = {"weights": 3, "grads": 2, "optimizer": 1}.get(state)
+    if sharded is not None and not (par and (par.fsdp or par.zero >= sharded)):
+        return (
+            f"shard it over data-parallel ranks (roles.{role.name}.parallel: zero: {sharded}"
+            " or fsdp: true), or split the model (tp, pp)"
+        )
+    return (
+        f"give roles.{role.name} more GPUs (its {state} is split over all of them),"
+        " or split the model further (parallel: tp, pp)"
+    )
 
 
 def assumptions(ctx: _Ctx, roles: Mapping[str, RoleEstimate]) -> dict[str, Any]:
