@@ -79,7 +79,10 @@ def user_errors(fn: F) -> F:
 def read_config(
     path: Path, overrides: list[str] | None, fmt: str | None, costs: Path | None = None
 ) -> Config:
-    return load_config(path, overrides=overrides or (), format=fmt, costs=costs)
+    config = load_config(path, overrides=overrides or (), format=fmt, costs=costs)
+    for note in config.notes:  # the estimator's warnings (a model path matched to a preset ...)
+        err_console.print(f"[yellow]warning:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    return config
 
 
 @app.callback()

@@ -91,7 +91,7 @@ def estimate(
         raise ConfigError("give a CONFIG file (or --list-presets)", field="CONFIG")
     cfg = read_config(config, set_, format_, costs)
     result = estimate_config(cfg)
-    _warn(dict.fromkeys([*cfg.notes, *result.warnings]))
+    _warn(w for w in dict.fromkeys(result.warnings) if w not in cfg.notes)
     if json_:
         print(json.dumps(result.to_json(), indent=2))
         return

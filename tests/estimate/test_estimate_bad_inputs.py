@@ -142,3 +142,14 @@ def test_costs_file_efficiency_is_checked(base: dict[str, Any], tmp_path: Path) 
     with pytest.raises(ConfigError) as info:
         load_config(config, costs=costs)
     assert info.value.file == str(costs) and info.value.field == "efficiency.decode"
+
+
+def test_cli_surfaces_the_preset_match_warning() -> None:
+    root = Path(__file__).resolve().parents[2]
+    result = CliRunner().invoke(
+        app,
+        ["plan", str(root / "examples" / "estimate_7b.yaml"), "--set",
+         "model=Qwen/Qwen2.5-7B-Instruct", "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0
+    assert "not on this machine; using the architecture of preset 'qwen2.5-7b'" in result.output
