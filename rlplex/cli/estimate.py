@@ -27,7 +27,7 @@ from rlplex.cli.options import (
 def _si(value: float, unit: str) -> str:
     for scale, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
         if abs(value) >= scale:
-            return f"{value / scale:.2f} {prefix}{unit}"
+            return f"{value / scale:.3g} {prefix}{unit}"
     return f"{value:.0f} {unit}" if value else "-"
 
 
@@ -96,9 +96,11 @@ def estimate(
         print(json.dumps(result.to_json(), indent=2))
         return
     stages = Table(title=f"estimated stages of {escape(str(config))}")
-    for column in ("stage", "role", "kind", "estimate", "plan uses", "FLOPs", "bytes", "bound"):
+    for column in ("stage", "kind", "seconds", "plan uses", "FLOP", "bytes", "bound"):
         stages.add_column(
-            column, justify="right" if column in ("estimate", "plan uses") else "left"
+            column,
+            justify="right" if column in ("seconds", "plan uses", "FLOP", "bytes") else "left",
+            no_wrap=column != "plan uses",
         )
     for stage in cfg.pipeline.stages:
         est = result.stages[stage.name]
@@ -109,32 +111,30 @@ def estimate(
             uses = "estimate"
         else:
             uses = f"{stage.seconds:g} s given"
-        role = stage.role or f"{stage.from_role}->{stage.to_role}"
         shown = f"{est.seconds:.2f} s" if est.seconds is not None else "-"
         if est.kind == "cpu":
-            shown = "not estimated"
+            shown = "-"
         stages.add_row(
-            stage.name, role, est.kind, shown, uses, _si(est.flops, "FLOP"),
-            _si(est.bytes, "B"), est.bound,
+            stage.name, est.kind, shown, uses, _si(est.flops, ""), _si(est.bytes, "B"),
+            est.bound,
         )  # fmt: skip
     console.print(stages)
     roles = Table(title="estimated memory per GPU (GB)")
     kinds = ("weights", "optimizer", "grads", "kv_cache")
-    for column in ("role", "model", "tp/pp/dp", *kinds, "activations", "peak", "plan uses"):
-        roles.add_column(column, justify="left" if column in ("role", "model") else "right")
+    headers = ("role", "tp/pp/dp", "weights", "optim", "grads", "kv", "act", "peak")
+    for column in headers:
+        roles.add_column(column, justify="left" if column == "role" else "right", no_wrap=True)
     cap = cfg.cluster.gpu_memory_gb
     for name, r in result.roles.items():
         cells = [f"{r.states[k]:.2f}" if k in r.states else "-" for k in kinds]
-        uses = "estimate" if cfg.is_estimated(f"roles.{name}.states") else "given states"
+        label = name if cfg.is_estimated(f"roles.{name}.states") else f"{name} (plan: given)"
         peak = f"{r.peak_gb:.2f}" + (" [red](> GPU)[/]" if r.peak_gb > cap else "")
-        roles.add_row(
-            name, f"{r.model} ({r.params / 1e9:.2f}B)", f"{r.tp}/{r.pp}/{r.dp}", *cells,
-            f"{r.activations_gb:.2f}", peak, uses,
-        )  # fmt: skip
+        roles.add_row(label, f"{r.tp}/{r.pp}/{r.dp}", *cells, f"{r.activations_gb:.2f}", peak)
     console.print(roles)
     console.print(
-        f"GPU: {cap:g} GB each; peak = states + the role's largest transient memory"
-        " (activations of the largest micro-batch); the planner offloads what does not fit.",
+        f"GPU: {cap:g} GB each; act = the role's largest transient memory (activations of the"
+        " largest micro-batch); peak = states + act; the plan offloads what does not fit"
+        " (rlplex plan prints each GPU's peak). CPU and driver stages are not estimated.",
         highlight=False,
     )
     _print_assumptions(result.assumptions)
