@@ -203,7 +203,15 @@ class _Ctx:
         return self._specs[name]
 
     def devices(self, role: Role) -> int:
-        return len(role.devices) if role.devices else self.inputs.cluster.num_gpus
+        if role.devices:
+            return len(role.devices)
+        note = (
+            f"roles.{role.name}: devices: auto; estimated as if on all"
+            f" {self.inputs.cluster.num_gpus} GPUs of the cluster"
+        )
+        if note not in self.warnings:
+            self.warnings.append(note)
+        return self.inputs.cluster.num_gpus
 
     def layout(self, role: Role) -> tuple[int, int, int]:
         """(tp, pp, dp) of the role."""
