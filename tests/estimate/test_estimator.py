@@ -139,3 +139,10 @@ def test_json_document_shape(base: dict[str, Any]) -> None:
     assert set(doc["roles"]["actor_infer"]) == {"states", "peak_gb"}
     assert doc["stages"]["reward"]["bound"] == "given"
     assert doc["assumptions"]["efficiency"]["train"] == 0.35
+
+
+def test_network_speed_across_nodes(base: dict[str, Any]) -> None:
+    base["cluster"]["nodes"] = 2
+    cfg = config_from_dict(base, file="t.yaml")
+    assert cfg.cluster.network_gb_per_s == pytest.approx(50 * 0.8)  # one 400 Gb/s NIC per GPU
+    assert cfg.cluster.device_copy_gb_per_s == pytest.approx(450 * 0.8)
