@@ -141,4 +141,62 @@ def fill_estimates(
             filled.add(f"pipeline.stages.{stage.name}.memory_gb")
         stages.append(stage.model_copy(update=update) if update else stage)
     new_pipeline = pipeline.model_copy(update={"stages": tuple(stages)})
+    check_stages_fit(cluster, new_roles, new_pipeline, filled, file)
     return new_roles, new_pipeline, filled, result.warnings
+
+
+def check_stages_fit(
+    cluster: Cluster,
+    roles: Mapping[str, Role],
+    pipeline: Pipeline,
+    filled: set[str],
+    file: str | None,
+) -> None:
+    """A stage whose estimated needs exceed a GPU cannot run even with every other role offloaded.
+
+    Only stages with an estimated figure (their memory or their role's states)
+    are checked here, so that the error names the config file, the field and
+    the value; the planner reports the rest.
+
+    Raises:
+        ConfigError: naming ``pipeline.stages.S.memory_gb`` (activations the
+            largest part) or ``roles.R.states``.
+    """
+    cap = cluster.gpu_memory_gb
+    for stage in pipeline.stages:
+        role = roles.get(stage.role or "")
+        if role is None or not role.is_gpu or stage.is_weight_sync:
+            continue
+        memory_path = f"pipeline.stages.{stage.name}.memory_gb"
+        states_path = f"roles.{role.name}.states"
+        if memory_path not in filled and states_path not in filled:
+            continue
+        needs = stage.needs if stage.needs is not None else tuple(role.states)
+        parts = {k: v for k, v in role.states.items() if k in needs}
+        total = sum(parts.values()) + stage.memory_gb
+        if total <= cap + 1e-9:
+            continue
+        detail = " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
+        detail += f" + activations {stage.memory_gb:.2f}"
+        if stage.memory_gb >= max(parts.values(), default=0.0):
+            field = memory_path
+            remedy = (
+                f"turn on roles.{role.name}.parallel.recompute, lower"
+                " workload.micro_batch_size, or split the model (tp)"
+            )
+        else:
+            field = states_path
+            par = role.parallel
+            sharded = par is not None and (par.fsdp or par.zero >= 3)
+            remedy = (
+                f"give roles.{role.name} more GPUs (its states are sharded over them)"
+                if sharded
+                else f"shard roles.{role.name} (parallel: fsdp: true or zero: 3)"
+            ) + ", or lower the activations (parallel.recompute, workload.micro_batch_size)"
+        raise ConfigError(
+            f"stage {stage.name!r} needs {total:.2f} GB per GPU ({detail}, estimated) even"
+            f" with every other role offloaded, but a GPU has {cap:g} GB; {remedy}",
+            field=field,
+            value=round(total, 2),
+            file=file,
+        )

@@ -153,3 +153,22 @@ def test_cli_surfaces_the_preset_match_warning() -> None:
     )  # fmt: skip
     assert result.exit_code == 0
     assert "not on this machine; using the architecture of preset 'qwen2.5-7b'" in result.output
+
+
+def test_stage_that_cannot_fit_even_with_the_rest_offloaded(base: dict[str, Any]) -> None:
+    base["model"] = "qwen2.5-7b"
+    base["cluster"] = {"nodes": 1, "gpus_per_node": 2, "gpu": "l40s"}
+    base["workload"]["micro_batch_size"] = 8
+    base["roles"] = {"actor_train": {"devices": "0-1", "parallel": {"zero": 3}}}
+    base["pipeline"] = {"stages": {"train": {"role": "actor_train"}}}
+    err = _error(base)
+    # 7.6B params over 2 GPUs: bf16 weights 7.62, grads 7.62, AdamW 12 B/param 45.69 GB
+    assert err.field == "roles.actor_train.states"
+    assert "weights 7.62 + optimizer 45.69 + grads 7.62" in err.message
+    assert err.value > 7.62 + 45.69 + 7.62
+    assert "even with every other role offloaded, but a GPU has 48 GB" in err.message
+    # Recomputation and a smaller micro-batch leave only the states; still too big for 48 GB.
+    base["roles"]["actor_train"]["parallel"]["recompute"] = True
+    base["workload"]["micro_batch_size"] = 1
+    again = _error(base)
+    assert again.value < err.value
