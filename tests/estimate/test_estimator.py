@@ -106,7 +106,7 @@ def test_given_figures_win(base: dict[str, Any]) -> None:
 
 def test_moe_and_mla_presets_estimate(base: dict[str, Any]) -> None:
     base["model"] = "qwen3-30b-a3b"
-    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True, "recompute": True}
     moe = estimate_config(config_from_dict(base, file="t.yaml"))
     dense = estimate_config(config_from_dict({**base, "model": "qwen3-32b"}, file="t.yaml"))
     assert moe.stages["train"].seconds < dense.stages["train"].seconds / 5  # 3B of 30B active
