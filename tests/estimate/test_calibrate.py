@@ -128,3 +128,10 @@ def test_cli_writes_a_costs_file_plan_accepts(tmp_path: Path) -> None:
     assert json.loads(planned.stdout)["period_s"] == pytest.approx(
         sum(TRUE_S.values()) + 4 * GAP_S, rel=0.05
     )
+
+
+def test_roll_and_rlplex_records() -> None:
+    roll, _ = calibrate(RECORDS / "roll_rlvr_stdout.log", ROOT / "examples" / "roll.yaml")
+    assert roll.format == "roll" and abs(roll.period_error_after) < 0.10
+    own, _ = calibrate(RECORDS / "grpo_run.jsonl", ROOT / "examples" / "grpo.yaml")
+    assert own.format == "rlplex" and abs(own.period_error_after) < 0.10
