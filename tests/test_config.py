@@ -94,7 +94,7 @@ BAD_SETS = [
     ("cluster.nodes=0", "cluster.nodes: must be greater than or equal to 1 (got 0)"),
     (
         "extra.thing=1",
-        "extra: unknown key (expected one of: cluster, roles, pipeline, model, workload)",
+        "extra: unknown key (expected one of: cluster, roles, pipeline, model, workload, efficiency)",
     ),
     (
         "pipeline.stages.train.after=[nope]",

@@ -12,6 +12,10 @@ and fill in documented default stage costs and state sizes, which a
       actor_infer: {kv_cache: 40}
     cluster:                     # native cluster fields
       gpu_memory_gb: 141
+      dispatch_s: 0.05           # per-op overhead (rlplex calibrate fits it)
+    efficiency:                  # estimator factors (rlplex calibrate fits them)
+      train: 0.3
+      stages: {generate: 0.8}
 
 The default step (every stage's ``seconds`` measured on its role's devices):
 
@@ -42,6 +46,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlplex.errors import ConfigError
+from rlplex.estimate.inputs import Efficiency
 from rlplex.resources.cluster import STATE_KINDS
 
 DEFAULT_STATES: dict[str, dict[str, float]] = {
@@ -92,7 +97,9 @@ class CostsFile(BaseModel):
     states: dict[str, dict[str, float]] = Field(default_factory=dict)
     """Per-role GB per device of each state, merged over the defaults."""
     cluster: dict[str, Any] = Field(default_factory=dict)
-    """Native cluster fields (``gpu_memory_gb``, copy speeds ...)."""
+    """Native cluster fields (``gpu_memory_gb``, copy speeds, ``dispatch_s`` ...)."""
+    efficiency: Efficiency | None = None
+    """Estimator efficiency factors, merged over the config's ``efficiency``."""
 
 
 def check_costs(data: Any, file: str) -> dict[str, Any]:
@@ -140,7 +147,11 @@ def apply_costs(
         return native
     stages = dict((native.get("pipeline") or {}).get("stages") or {})
     roles = dict(native.get("roles") or {})
+    python = (native.get("pipeline") or {}).get("python")
     for name, fields in (costs.get("stages") or {}).items():
+        if python:  # a Python pipeline's stages: checked when the function has built them
+            stages[name] = {**(stages.get(name) or {}), **fields}
+            continue
         if name not in stages:
             raise ConfigError(
                 f"no such stage in the pipeline (stages: {', '.join(stages)})",
@@ -163,6 +174,8 @@ def apply_costs(
         result["pipeline"] = {**native["pipeline"], "stages": stages}
     if costs.get("cluster"):
         result["cluster"] = {**(native.get("cluster") or {}), **costs["cluster"]}
+    if costs.get("efficiency"):
+        result["efficiency"] = {**(native.get("efficiency") or {}), **costs["efficiency"]}
     return result
 
 
