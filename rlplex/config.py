@@ -9,14 +9,16 @@ field paths:
 - unknown keys anywhere (``extra="forbid"``), wrong types, negative numbers;
 - ``roles.R.devices``: unparseable, empty, repeated, or outside the cluster;
 - ``roles.R.num_gpus_per_worker``: does not divide the device count, or a
-  worker would span two nodes;
+  worker would span two nodes (one larger than a node must fill whole,
+  consecutive nodes);
 - ``roles.R.world_size``: disagrees with ``len(devices) // num_gpus_per_worker``;
 - ``roles.R.states.S``: unknown state kind, or larger than one GPU;
 - ``pipeline.stages.X.seconds``: missing (only weight_sync may omit it);
 - ``pipeline.stages.X.role`` / ``after`` / ``from`` / ``to`` / ``needs``:
-  unknown role, stage or state; duplicate stages; cycles;
-- async with ``max_staleness >= 1``: the weight sync's two roles must sit on
-  disjoint devices (generation of a later step runs while training runs).
+  unknown role, stage or state; duplicate stages; cycles.
+
+Roles may share GPUs in async mode too (ROLL's partial-GPU mode): the planner
+runs one compute op at a time on a shared device, so no check is needed here.
 """
 
 from __future__ import annotations
@@ -383,21 +385,6 @@ def _check_pipeline(pipeline: Pipeline, roles: Mapping[str, Role], file: str | N
                     value=name,
                     file=file,
                 )
-    if pipeline.staleness >= 1:
-        for stage in pipeline.stages:
-            if not stage.is_weight_sync:
-                continue
-            src, dst = roles[stage.from_role or ""], roles[stage.to_role or ""]
-            shared = sorted(set(src.devices) & set(dst.devices))
-            if shared:
-                raise ConfigError(
-                    f"async mode with max_staleness {pipeline.max_staleness} needs {dst.name!r}"
-                    f" on devices disjoint from {src.name!r} (generation runs while training"
-                    f" runs); they share GPUs {shared}",
-                    field=f"roles.{dst.name}.devices",
-                    value=list(dst.devices),
-                    file=file,
-                )
 
 
 def config_from_dict(
@@ -535,7 +522,13 @@ def load_config(
             field="--format",
             value=format,
         )
-    imported = (format or detect_format(data)) != "native"
+    detected = format or detect_format(data)
+    if detected == "native" and "defaults" in data:
+        # A Hydra file (verl, ROLL, RLinf) may get its telling keys from its defaults.
+        from rlplex.resources.importers.compose import compose
+
+        detected = detect_format(compose(data, file).data)
+    imported = detected != "native"
 
     def to_file(override: str) -> bool:
         # A key the file has applies to it as written; so does any key that is not
@@ -548,7 +541,7 @@ def load_config(
     if not imported:
         check_override_targets(data, file_overrides, file)
     data = apply_overrides(data, file_overrides)
-    fmt = format or detect_format(data)
+    fmt = format or (detect_format(data) if detected == "native" else detected)
     cost_data = None
     if costs is not None:
         from rlplex.resources.importers.common import check_costs
