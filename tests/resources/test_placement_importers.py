@@ -207,8 +207,8 @@ RLINF_BAD = [
         "cluster.component_placement.inference: cannot parse resource rank 'ten'; expected N or N-M (got 'ten')",
     ),
     (
-        "cluster.component_placement.inference=7-8:0",
-        "cluster.component_placement.inference: worker 0 would span nodes [0, 1] (GPUs [7, 8]); a worker that fits in one node (8 GPUs) must stay in it (got 2)",
+        "cluster.component_placement.inference=7-8",
+        "cluster.component_placement: actor, rollout, inference and critic must either share the same GPUs (actor == rollout, collocated) or use disjoint GPUs (disaggregated), as RLinf's ModelParallelComponentPlacement requires",
     ),
     ("cluster.num_nodes=0", "cluster.num_nodes: must be an integer >= 1 (got 0)"),
     (
@@ -384,3 +384,16 @@ def test_resolve_ref() -> None:
     assert resolve_ref("${d}", data) == 3
     assert resolve_ref("${missing}", data) == "${missing}"
     assert resolve_ref("${oc.env:HOME}", data) == "${oc.env:HOME}"
+
+
+def test_rlinf_embodied_process_spanning_nodes(tmp_path: Path) -> None:
+    """Embodied placements (HybridComponentPlacement): a process's GPUs stay on one node."""
+    path = write(tmp_path, RLINF)
+    message = config_error(
+        path,
+        overrides=["runner.task_type=embodied", "cluster.component_placement.inference=7-8:0"],
+    )
+    assert message == (
+        f"{path}: cluster.component_placement.inference: worker 0 would span nodes [0, 1]"
+        " (GPUs [7, 8]); a worker that fits in one node (8 GPUs) must stay in it (got 2)"
+    )

@@ -6,7 +6,8 @@ verl, ROLL and RLinf all launch through Hydra: a file may start with a
 values may be interpolations (``${data.max_prompt_length}``,
 ``${oc.select:data.max_prompt_length,512}``). Reading only the file's own keys
 misreads it, so the importers compose first. Interpolations are resolved by
-OmegaConf, Hydra's own config library; only the defaults-list walk is written
+OmegaConf, Hydra's own config library (with the arithmetic resolvers RLinf
+registers: ``multiply``, ``int_div``, ``subtract``, ``not``); only the defaults-list walk is written
 here, following Hydra's rules (hydra/_internal/defaults_list.py and the
 "Defaults List" page of Hydra's documentation):
 
@@ -37,6 +38,7 @@ missing key "may live in a defaults file rlplex could not find".
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -189,6 +191,31 @@ class _Composer:
         return parts
 
 
+_FRAMEWORK_RESOLVERS: dict[str, Any] = {
+    "multiply": lambda x, y: x * y,
+    "int_div": lambda x, y: x // y,
+    "subtract": lambda x, y: x - y,
+    "not": lambda x: not bool(x),
+    "torch.dtype": lambda name: str(name),  # the dtype's name; rlplex imports no torch here
+}
+"""The resolvers RLinf registers (rlinf/utils/omega_resolver.py), so its files resolve."""
+
+
+def _register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    # OmegaConf 2.4 renamed register_new_resolver to register_resolver (which gained
+    # ``replace``); 2.3's register_resolver is the old string-only API. RLinf checks the same.
+    modern = "replace" in inspect.signature(OmegaConf.register_resolver).parameters
+    for name, resolver in _FRAMEWORK_RESOLVERS.items():
+        if OmegaConf.has_resolver(name):
+            continue
+        if modern:
+            OmegaConf.register_resolver(name, resolver)
+        else:
+            OmegaConf.register_new_resolver(name, resolver)
+
+
 def _resolve_node(node: Any) -> Any:
     from omegaconf import DictConfig, ListConfig
 
@@ -217,6 +244,7 @@ def _resolve_tolerant(data: Mapping[str, Any]) -> dict[str, Any]:
     """Resolve ``${...}`` with OmegaConf; values it cannot resolve stay as written."""
     from omegaconf import OmegaConf
 
+    _register_resolvers()
     try:
         cfg = OmegaConf.create(dict(data))
     except Exception:  # keys or values OmegaConf refuses: keep the plain data
