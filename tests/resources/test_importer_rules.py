@@ -5,7 +5,6 @@ structure found in the frameworks' own example configs; the expected roles,
 devices, GPUs per worker, world sizes, nodes and mode follow the framework
 code named in each test.
 """
-# ruff: noqa: E501 -- exact error messages read best on one line
 
 from __future__ import annotations
 
