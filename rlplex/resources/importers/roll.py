@@ -49,8 +49,8 @@ ROLL's own rules, followed here, with their source:
 - OPD (``_handle_opd_mapping`` in base_config.py): ``student_train``,
   ``student_infer`` and ``teacher`` stand for ``actor_train``,
   ``actor_infer`` and ``reference``.
-- Not an RL step: ``actor_infer`` without ``actor_train`` (a rollout-only
-  run), a ``sft_train`` block (roll/pipeline/sft/sft_config.py), a
+- Not an RL step: ``actor_infer`` without an ``actor_train`` on GPUs (a
+  rollout-only run, examples/start_agentic_rollout_pipeline.py), a ``sft_train`` block (roll/pipeline/sft/sft_config.py), a
   ``student``/``teacher`` pair (distill_config.py), or ``actor_train`` with
   ``reference`` and DPO's ``beta`` but no ``actor_infer`` (dpo_config.py) is
   refused, saying which.
@@ -198,13 +198,13 @@ def _refuse_non_rl(data: Mapping[str, Any], file: str) -> None:
     has_infer = isinstance(data.get("actor_infer"), Mapping) or isinstance(
         data.get("student_infer"), Mapping
     )
-    has_train = isinstance(data.get("actor_train"), Mapping) or isinstance(
-        data.get("student_train"), Mapping
+    has_train = any(
+        isinstance(data.get(k), Mapping) and data[k].get("device_mapping") is not None
+        for k in ("actor_train", "student_train")
     )
     if has_infer and not has_train:
         refuse_non_rl(
-            "a ROLL rollout-only config ('actor_infer' without 'actor_train': generation,"
-            " no training)",
+            "a ROLL rollout-only config (no 'actor_train' device_mapping: generation, no training)",
             file=file,
         )
     if not has_infer and isinstance(data.get("actor_train"), Mapping) and "beta" in data:
