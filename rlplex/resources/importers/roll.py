@@ -50,7 +50,8 @@ ROLL's own rules, followed here, with their source:
   ``student_infer`` and ``teacher`` stand for ``actor_train``,
   ``actor_infer`` and ``reference``.
 - Not an RL step: ``actor_infer`` without an ``actor_train`` on GPUs (a
-  rollout-only run, examples/start_agentic_rollout_pipeline.py), a ``sft_train`` block (roll/pipeline/sft/sft_config.py), a
+  rollout-only run, examples/start_agentic_rollout_pipeline.py), a
+  ``sft_train`` block (roll/pipeline/sft/sft_config.py), a
   ``student``/``teacher`` pair (distill_config.py), or ``actor_train`` with
   ``reference`` and DPO's ``beta`` but no ``actor_infer`` (dpo_config.py) is
   refused, saying which.
