@@ -8,6 +8,8 @@ code named in each test.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -270,3 +272,24 @@ def test_non_rl_refusal_exits_2() -> None:
     assert done.returncode == 2
     assert "a verl SFT config" in done.stderr + done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_import_corpus_over_the_fixtures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bench/import_corpus.py: counts per framework, grouped reasons, one JSON row per file."""
+    spec = importlib.util.spec_from_file_location(
+        "import_corpus", Path(__file__).resolve().parents[2] / "bench" / "import_corpus.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "rows.json"
+    assert module.main([str(FIXTURES), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| roll | 4 | 3 | 1 | 0 | 0 | 0 |" in printed
+    assert "| unrecognised | 5 | 0 | 0 | 0 | 5 | 0 |" in printed  # fragments (envs.yaml ...)
+    assert "1 × refused: cluster.component_placement: has no 'reward' component" in printed
+    rows = {Path(r["file"]).name: r for r in json.loads(out.read_text())}
+    assert rows["tp16_spans_nodes.yaml"]["roles"] == "actor_train:32/1 actor_infer:32/16"
+    assert rows["sft.yaml"]["status"] == "not RL"
