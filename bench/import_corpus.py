@@ -56,7 +56,9 @@ def _framework(path: Path, given: str | None) -> str:
     if fmt == "native" and "defaults" in data:
         try:
             from rlplex.resources.importers.compose import compose
-
+        except ImportError:  # an rlplex before Hydra composition (to measure a baseline)
+            return fmt
+        try:
             fmt = detect_format(compose(data, str(path)).data)
         except ConfigError:
             return "native"

@@ -293,3 +293,19 @@ def test_import_corpus_over_the_fixtures(
     rows = {Path(r["file"]).name: r for r in json.loads(out.read_text())}
     assert rows["tp16_spans_nodes.yaml"]["roles"] == "actor_train:32/1 actor_infer:32/16"
     assert rows["sft.yaml"]["status"] == "not RL"
+
+
+@pytest.mark.parametrize(
+    ("path", "override", "message"),
+    [
+        ("rlinf/one_key_tp.yaml", "cluster.num_nodes=null", "cluster.num_nodes: is missing"),
+        (
+            "roll/tp16_spans_nodes.yaml",
+            "actor_infer.strategy_args.strategy_config.tensor_parallel_size=???",
+            "actor_infer.strategy_args.strategy_config.tensor_parallel_size: is missing",
+        ),
+    ],
+)
+def test_missing_keys_say_missing(path: str, override: str, message: str) -> None:
+    file = FIXTURES / path
+    assert error(file, overrides=[override]) == f"{file}: {message}"

@@ -50,8 +50,9 @@ with their source:
   ``--set pipeline.max_staleness=K``). Other files launched with
   ``train_async.py``: pass ``--set pipeline.mode=async``.
 - Not an RL step (rlinf/config.py ``validate_cfg``): ``runner.task_type`` of
-  ``sft``, ``offline``, ``embodied_eval`` or ``reasoning_eval``, or
-  ``runner.only_eval: true``, is refused, saying which.
+  ``sft``, ``offline``, ``embodied_eval`` or ``reasoning_eval``,
+  ``runner.only_eval: true``, or agent-lightning's top-level ``eval: true``
+  (examples/agent/agentlightning/calc_x/main.py), is refused, saying which.
 - GPUs per node: ``cluster.num_gpus_per_node`` (rlplex's key; RLinf
   discovers it at run time; default 8). Native cluster fields
   (``gpu_memory_gb`` ...) may be given in the same block.
@@ -332,6 +333,8 @@ def to_native(
         refuse_non_rl(_NON_RL_TASKS[task], file=file, field="runner.task_type")
     if get_path(data, "runner.only_eval") is True:
         refuse_non_rl("an RLinf evaluation run (runner.only_eval: true)", file=file)
+    if data.get("eval") is True:  # examples/agent/agentlightning/calc_x/main.py: cfg.eval
+        refuse_non_rl("an RLinf agent-lightning evaluation run (eval: true)", file=file)
     block = data.get("cluster")
     if not isinstance(block, dict):
         raise ConfigError("must be a mapping", field="cluster", value=block, file=file)
