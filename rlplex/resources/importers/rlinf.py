@@ -224,6 +224,8 @@ class _Groups:
 
     def __init__(self, block: Mapping[str, Any], nodes: int, file: str) -> None:
         self.groups: dict[str, tuple[bool, list[int]]] = {}
+        self.hardware: dict[str, int] = {}
+        """Non-GPU resources of a hardware group: its ``hardware.configs`` entries, else nodes."""
         raw = block.get("node_groups") or []
         if not isinstance(raw, list):
             raise ConfigError(
@@ -241,21 +243,25 @@ class _Groups:
                     str(exc), field=f"{field}.node_ranks", value=group.get("node_ranks"), file=file
                 ) from None
             assert isinstance(node_ranks, tuple)
-            cpu = bool(group.get("hardware")) or bool(group.get("ignore_hardware"))
+            hardware = group.get("hardware")
+            cpu = bool(hardware) or bool(group.get("ignore_hardware"))
             self.groups[label] = (cpu, list(node_ranks))
+            configs = hardware.get("configs") if isinstance(hardware, Mapping) else None
+            self.hardware[label] = len(configs) if isinstance(configs, list) else len(node_ranks)
 
-    def resolve(self, labels: Any, field: str, file: str) -> tuple[bool, list[int] | None]:
-        """(is a non-GPU placement, global node ranks in rank order or None for the cluster)."""
+    def resolve(self, labels: Any, field: str, file: str) -> tuple[bool, list[int] | None, int]:
+        """(non-GPU placement?, global node ranks in rank order or None, non-GPU resources)."""
         if isinstance(labels, list):
             names = [str(x).strip() for x in labels]
         else:
             names = [x.strip() for x in str(labels).split(",") if x.strip()]
         if names == ["cluster"]:
-            return False, None
+            return False, None, 0
         if "node" in names:
-            return True, None
+            return True, None, 0
         nodes: list[int] = []
         cpu = False
+        resources = 0
         for name in names:
             if name not in self.groups:
                 known = ", ".join(self.groups) or "none"
@@ -268,7 +274,8 @@ class _Groups:
             group_cpu, group_nodes = self.groups[name]
             cpu = cpu or group_cpu
             nodes.extend(group_nodes)
-        return cpu, nodes
+            resources += self.hardware[name]
+        return cpu, nodes, resources
 
 
 def _global(ranks: tuple[int, ...], nodes: list[int] | None, per_node: int) -> tuple[int, ...]:
@@ -360,10 +367,12 @@ def to_native(
     owner: dict[str, str] = {}
     for key, value in placement.items():
         field = f"cluster.component_placement.{key}"
-        cpu, group_nodes = False, None
+        cpu, group_nodes, hardware = False, None, 0
         if isinstance(value, dict):
             if value.get("node_group") is not None:
-                cpu, group_nodes = groups.resolve(value["node_group"], f"{field}.node_group", file)
+                cpu, group_nodes, hardware = groups.resolve(
+                    value["node_group"], f"{field}.node_group", file
+                )
             if "placement" not in value:
                 raise ConfigError("must give a placement", field=field, value=value, file=file)
             field, value = f"{field}.placement", value["placement"]
@@ -372,7 +381,7 @@ def to_native(
             raise ConfigError("names no component", field=field, value=key, file=file)
         resources = len(group_nodes) * per_node if group_nodes is not None else cluster.num_gpus
         if cpu:
-            resources = len(group_nodes) if group_nodes is not None else nodes
+            resources = hardware if group_nodes is not None else nodes
         try:
             ranks, per_worker = parse_placement(value, resources)
             processes = _processes(value, resources)
