@@ -287,7 +287,7 @@ def test_import_corpus_over_the_fixtures(
     out = tmp_path / "rows.json"
     assert module.main([str(FIXTURES), "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "| roll | 4 | 3 | 1 | 0 | 0 | 0 |" in printed
+    assert "| roll | 5 | 4 | 1 | 0 | 0 | 0 |" in printed
     assert "| unrecognised | 5 | 0 | 0 | 0 | 5 | 0 |" in printed  # fragments (envs.yaml ...)
     assert "1 × refused: cluster.component_placement: has no 'reward' component" in printed
     rows = {Path(r["file"]).name: r for r in json.loads(out.read_text())}
@@ -309,3 +309,14 @@ def test_import_corpus_over_the_fixtures(
 def test_missing_keys_say_missing(path: str, override: str, message: str) -> None:
     file = FIXTURES / path
     assert error(file, overrides=[override]) == f"{file}: {message}"
+
+
+def test_roll_opd_students_and_several_teachers() -> None:
+    """ROLL _handle_opd_mapping: students are the actor; each teacher a reference cluster."""
+    cfg = load_config(FIXTURES / "roll" / "multi_teacher_opd.yaml")
+    assert layout(cfg, "actor_train") == (8, 1, 8)
+    assert layout(cfg, "actor_infer") == (8, 2, 4)
+    assert cfg.roles["math_teacher"].devices == (8, 9, 10, 11)
+    assert cfg.pipeline.stage("ref_logprob_math_teacher").role == "math_teacher"
+    assert cfg.pipeline.stage("ref_logprob_code_teacher").role == "code_teacher"
+    assert cfg.pipeline.stage("reward").role == "math_rule"

@@ -33,7 +33,8 @@ A critic gives the PPO shape, no critic the GRPO shape. Default states (GB
 per device, a 7B model): see :data:`DEFAULT_STATES`. With several reward
 roles (ROLL's ``rewards: {math_rule: ..., code_sandbox: ...}``, one cluster
 each), each gets its own stage ``reward_ROLE``, all after ``generate`` and
-before ``advantage``.
+before ``advantage``; several reference roles (ROLL's multi-teacher
+on-policy distillation) each get a stage ``ref_logprob_ROLE``.
 
 What the importers read besides placement, for the estimator: the model path
 (top-level ``model``), the workload (prompts per step, samples per prompt,
@@ -180,16 +181,19 @@ def default_pipeline(
     mode: str = "sync",
     staleness: int = 0,
     reward_roles: list[str] | None = None,
+    reference_roles: list[str] | None = None,
 ) -> dict:
     """The default step over the imported roles (see the module docstring), as native YAML.
 
     ``reward_roles`` names the roles that score responses; by default
     ``reward`` or ``rewards`` if present, else the ``driver``.
+    ``reference_roles`` names the roles that compute reference log-probs
+    (ROLL's several teachers); by default ``reference`` if present.
     """
     stages: dict[str, dict[str, Any]] = {}
 
     def add(name: str, role: str, after: list[str], **extra: Any) -> None:
-        base = "reward" if name.startswith("reward") else name
+        base = next((b for b in ("reward", "ref_logprob") if name.startswith(b)), name)
         stages[name] = {"role": role, **DEFAULT_STAGES[base], "after": after, **extra}
 
     add("generate", "actor_infer", [])
@@ -202,9 +206,12 @@ def default_pipeline(
         name = "reward" if len(reward_roles) == 1 else f"reward_{role}"
         add(name, role, ["generate"])
         scores.append(name)
-    if "reference" in roles:
-        add("ref_logprob", "reference", ["generate"])
-        scores.append("ref_logprob")
+    if reference_roles is None:
+        reference_roles = ["reference"] if "reference" in roles else []
+    for role in reference_roles:
+        name = "ref_logprob" if len(reference_roles) == 1 else f"ref_logprob_{role}"
+        add(name, role, ["generate"])
+        scores.append(name)
     logprob_role = "inference" if "inference" in roles else "actor_train"
     add("old_logprob", logprob_role, ["generate"], needs=["weights"])
     scores.append("old_logprob")

@@ -48,7 +48,9 @@ ROLL's own rules, followed here, with their source:
   otherwise; rlplex refuses that case the same way.
 - OPD (``_handle_opd_mapping`` in base_config.py): ``student_train``,
   ``student_infer`` and ``teacher`` stand for ``actor_train``,
-  ``actor_infer`` and ``reference``.
+  ``actor_infer`` and ``reference``; a ``teacher`` mapping of several
+  teachers is one reference cluster per teacher, each a role named as in the
+  file with its own ``ref_logprob_NAME`` stage.
 - Not an RL step: ``actor_infer`` without an ``actor_train`` on GPUs (a
   rollout-only run, examples/start_agentic_rollout_pipeline.py), a
   ``sft_train`` block (roll/pipeline/sft/sft_config.py), a
@@ -186,6 +188,13 @@ def _role_blocks(data: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, A
         elif isinstance(block, Mapping) and "device_mapping" in block:
             name = _OPD_NAMES.get(key, key)
             blocks.append((name, key, block, key in ("reward", "reward_model")))
+        elif key == "teacher" and isinstance(block, Mapping):
+            # Several teachers (base_config.py _handle_opd_mapping): one reference cluster each.
+            for sub, body in block.items():
+                if isinstance(body, Mapping) and "device_mapping" in body:
+                    sub = str(sub)
+                    name = sub if sub not in taken else f"teacher_{sub}"
+                    blocks.append((name, f"teacher.{sub}", body, False))
     return blocks
 
 
@@ -287,6 +296,7 @@ def to_native(
     cluster = Cluster(nodes=top // per_node + 1, gpus_per_node=per_node)
     roles: dict[str, dict[str, Any]] = {}
     reward_roles: list[str] = []
+    teachers = [p[0] for p in parsed if p[1].startswith("teacher.")]
     for name, field, block, devices, count, is_reward in parsed:
         if is_reward:
             reward_roles.append(name)
@@ -302,7 +312,8 @@ def to_native(
                 file=file,
             )
         check_worker_layout(name, devices, count, cluster, file, field=f"{field}.device_mapping")
-        role = gpu_role(devices, count, "reward" if is_reward else name)
+        kind = "reward" if is_reward else "reference" if name in teachers else name
+        role = gpu_role(devices, count, kind)
         spec = _parallel(block, trains=name in ("actor_train", "critic"))
         if spec:
             role["parallel"] = spec
@@ -334,7 +345,9 @@ def to_native(
     native: dict[str, Any] = {
         "cluster": cluster.model_dump(),
         "roles": roles,
-        "pipeline": default_pipeline(roles, mode, staleness, reward_roles or None),
+        "pipeline": default_pipeline(
+            roles, mode, staleness, reward_roles or None, teachers or None
+        ),
     }
     model = _model(data)
     if model:
