@@ -320,3 +320,21 @@ def test_roll_opd_students_and_several_teachers() -> None:
     assert cfg.pipeline.stage("ref_logprob_math_teacher").role == "math_teacher"
     assert cfg.pipeline.stage("ref_logprob_code_teacher").role == "code_teacher"
     assert cfg.pipeline.stage("reward").role == "math_rule"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("defaults: 3\n", "defaults: must be a list of defaults entries (got 3)"),
+        (
+            "defaults: [[1]]\n",
+            "defaults: a defaults entry must be a name or a GROUP: OPTION mapping (got [1])",
+        ),
+        ("defaults: [c]\n", "defaults: defaults nest too deeply (a cycle?)"),
+    ],
+)
+def test_compose_errors(tmp_path: Path, text: str, message: str) -> None:
+    """A malformed defaults list is a one-line ConfigError, never a traceback."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert message in error(path, format="verl")

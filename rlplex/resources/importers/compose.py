@@ -266,7 +266,12 @@ def compose(data: Mapping[str, Any], file: str) -> Composed:
         return Composed(_resolve_tolerant(data), (), (file,))
     path = Path(file)
     composer = _Composer(path, data)
-    for item in data.get("defaults") or []:
+    defaults = data.get("defaults") or []
+    if not isinstance(defaults, list):
+        raise ConfigError(
+            "must be a list of defaults entries", field="defaults", value=defaults, file=file
+        )
+    for item in defaults:
         if isinstance(item, Mapping):
             for key, option in item.items():
                 key = str(key).strip()

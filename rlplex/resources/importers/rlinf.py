@@ -239,8 +239,13 @@ class _Groups:
             try:
                 node_ranks = parse_devices(group.get("node_ranks"), nodes)
             except DeviceSpecError as exc:
+                reason = (
+                    str(exc)
+                    .replace("device", "node rank")
+                    .replace(f"which has GPUs 0-{nodes - 1}", f"which has nodes 0-{nodes - 1}")
+                )
                 raise ConfigError(
-                    str(exc), field=f"{field}.node_ranks", value=group.get("node_ranks"), file=file
+                    reason, field=f"{field}.node_ranks", value=group.get("node_ranks"), file=file
                 ) from None
             assert isinstance(node_ranks, tuple)
             hardware = group.get("hardware")
