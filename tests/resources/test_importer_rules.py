@@ -5,6 +5,7 @@ structure found in the frameworks' own example configs; the expected roles,
 devices, GPUs per worker, world sizes, nodes and mode follow the framework
 code named in each test.
 """
+# ruff: noqa: E501 -- exact error messages read best on one line
 
 from __future__ import annotations
 
@@ -338,3 +339,26 @@ def test_compose_errors(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(text, encoding="utf-8")
     assert message in error(path, format="verl")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "cluster.component_placement.inference=7",
+            "cluster.auto_scheduler needs the disaggregated placement actor -> rollout [-> inference] on consecutive GPUs from 0 to the last, as RLinf asserts",
+        ),
+        (
+            "algorithm.recompute_logprobs=false",
+            "algorithm.recompute_logprobs is false, which disables inference, so inference GPUs must not be given (RLinf asserts it)",
+        ),
+        (
+            "cluster.component_placement.rollout=0-1",
+            "inference GPUs must not be given in collocated mode (actor and rollout on the same GPUs), as RLinf asserts",
+        ),
+    ],
+)
+def test_rlinf_model_parallel_assertions(override: str, message: str) -> None:
+    """rlinf/utils/placement.py ModelParallelComponentPlacement's own checks."""
+    path = FIXTURES / "rlinf" / "auto_scheduler.yaml"
+    assert message in error(path, overrides=[override])

@@ -36,11 +36,14 @@ with their source:
   when actor and rollout share GPUs (collocated), ``tensor x pipeline``
   otherwise; placements must be collocated (actor GPUs == rollout GPUs) or
   fully disaggregated, actor and rollout GPUs continuous, and a ``reward``
-  placement must exist ("Reward GPUs must be specified"). With
-  ``cluster.auto_scheduler: true`` (and no critic) the actor is placed on all
-  GPUs. Embodied runs (``HybridComponentPlacement``): one GPU per process
-  unless process ranks say otherwise; several processes on one GPU count as
-  one rlplex worker per GPU.
+  placement must exist ("Reward GPUs must be specified"); no inference
+  placement in collocated mode, nor with ``algorithm.recompute_logprobs:
+  false``. With ``cluster.auto_scheduler: true`` (and no critic) the
+  placement must be actor -> rollout [-> inference] on consecutive GPUs from
+  0 to the last, and the actor is then placed on all GPUs. Embodied runs
+  (``HybridComponentPlacement``): one GPU per process unless process ranks
+  say otherwise; several processes on one GPU count as one rlplex worker per
+  GPU.
 - Async (rlinf/workers/rollout/hf/async_huggingface_worker.py,
   ``wait_if_stale``): with ``algorithm.staleness_threshold: k`` the rollout
   runs up to k policy versions ahead: ``mode: async, max_staleness: k``.
@@ -73,6 +76,7 @@ others (``env``, ``agent`` ...) keep their name and hold no state.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -517,6 +521,40 @@ def _model_parallel_rules(
             field="cluster.component_placement",
             file=file,
         )
+    field = "cluster.component_placement"
+    if collocated and not multi_agent:
+        for component in ("inference", "critic_inference", "actor_inference"):
+            if component in placed:
+                raise ConfigError(
+                    f"{component} GPUs must not be given in collocated mode (actor and rollout"
+                    " on the same GPUs), as RLinf asserts",
+                    field=placed[component][0],
+                    file=file,
+                )
+    elif "inference" in placed and get_path(data, "algorithm.recompute_logprobs") is False:
+        raise ConfigError(
+            "algorithm.recompute_logprobs is false, which disables inference, so inference"
+            " GPUs must not be given (RLinf asserts it)",
+            field=placed["inference"][0],
+            file=file,
+        )
+    auto = bool(get_path(data, "cluster.auto_scheduler")) and "critic" not in placed
+    if auto:
+        order = [c for c in ("actor", "rollout", "inference") if c in placed]
+        spans = [placed[c][1] or () for c in order]
+        ordered = (
+            not collocated
+            and spans[0][0] == 0
+            and all(a[-1] + 1 == b[0] for a, b in itertools.pairwise(spans))
+            and spans[-1][-1] == cluster.num_gpus - 1
+        )
+        if not ordered:
+            raise ConfigError(
+                "cluster.auto_scheduler needs the disaggregated placement actor -> rollout"
+                " [-> inference] on consecutive GPUs from 0 to the last, as RLinf asserts",
+                field=field,
+                file=file,
+            )
     tp = positive_int(
         get_path(data, "rollout.tensor_parallel_size", 1),
         field="rollout.tensor_parallel_size",
@@ -533,7 +571,5 @@ def _model_parallel_rules(
         # Packed placements: one GPU per process, the rollout's engines tp (x pp) GPUs each.
         count = (tp if collocated else tp * pp) if component == "rollout" else 1
         placed[component] = (field, devices, count, False)
-    auto = bool(get_path(data, "cluster.auto_scheduler")) and "critic" not in placed
-    if auto and not collocated:
-        field = placed["actor"][0]
-        placed["actor"] = (field, tuple(range(cluster.num_gpus)), 1, False)
+    if auto:  # AUTO mode: "actor will be placed on all GPUs"
+        placed["actor"] = (placed["actor"][0], tuple(range(cluster.num_gpus)), 1, False)
