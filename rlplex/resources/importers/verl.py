@@ -283,24 +283,27 @@ def _workload(r: _Reader) -> dict[str, Any] | None:
 
 
 def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
+    """A role's parallel sizes as verl's actor / ref / critic / rollout configs give them."""
     if name == "actor_infer":
         return parallel(tp=r.get(_TP_FIELD), pp=r.get(f"{_ROLLOUT}.pipeline_model_parallel_size"))
-    if name not in ("actor_train", "critic", "reference"):
+    base = {
+        "actor_train": "actor_rollout_ref.actor",
+        "reference": "actor_rollout_ref.ref",
+        "critic": "critic",
+    }.get(name)
+    if base is None:
         return None
-    base = "critic" if name == "critic" else "actor_rollout_ref.actor"
     strategy = r.get(f"{base}.strategy")
-    recompute = bool(
-        r.get("actor_rollout_ref.model.enable_gradient_checkpointing")
-        if name != "critic"
-        else r.get("critic.model.enable_gradient_checkpointing")
-    )
+    model = "critic.model" if name == "critic" else "actor_rollout_ref.model"
+    # Recomputation only matters when training (the reference runs forward passes only).
+    recompute = name != "reference" and bool(r.get(f"{model}.enable_gradient_checkpointing"))
     if strategy == "megatron":
         return parallel(
             tp=r.get(f"{base}.megatron.tensor_model_parallel_size"),
             pp=r.get(f"{base}.megatron.pipeline_model_parallel_size"),
             recompute=recompute,
         )
-    return parallel(fsdp=strategy in ("fsdp", "fsdp2"), recompute=recompute and name != "reference")
+    return parallel(fsdp=strategy in ("fsdp", "fsdp2"), recompute=recompute)
 
 
 def to_native(
