@@ -12,10 +12,14 @@ once: each ``*.yaml`` / ``*.yml`` file is read with :func:`rlplex.config.load_co
   such as ``rollout/rollout.yaml``, another tool's file);
 - ``crashed``: anything but a clean ``ConfigError`` (should be 0).
 
+With ``--plan``, every accepted file is also planned and the plan verified
+(``rlplex plan FILE --verify``); a file whose plan fails counts as
+``plan failed``, with the reason grouped like the refusals.
+
 Usage::
 
     python bench/import_corpus.py FOLDER [FOLDER ...] [--format roll|rlinf|verl]
-        [--csv FILE] [--json FILE] [--top N]
+        [--csv FILE] [--json FILE] [--top N] [--plan]
 
 It prints a Markdown table per framework, then the refusal reasons grouped
 (numbers and rank lists in messages are folded so that equal reasons
@@ -39,7 +43,7 @@ from rlplex.config import detect_format, load_config
 from rlplex.errors import ConfigError
 from rlplex.resources.yaml_io import load_yaml_file
 
-STATUSES = ("accepted", "not RL", "refused", "unrecognised", "crashed")
+STATUSES = ("accepted", "not RL", "refused", "unrecognised", "crashed", "plan failed")
 
 
 def _framework(path: Path, given: str | None) -> str:
@@ -73,8 +77,8 @@ def _reason(message: str, path: Path) -> str:
     return re.sub(r"\b[0-9]+\b", "N", text)
 
 
-def check_file(path: Path, given: str | None) -> dict[str, Any]:
-    """Read one file; a row with its framework, status, reason and what was read."""
+def check_file(path: Path, given: str | None, plan: bool = False) -> dict[str, Any]:
+    """Read one file (and plan it, with ``plan``); a row with its status and what was read."""
     fmt = _framework(path, given)
     row: dict[str, Any] = {"file": str(path), "framework": fmt, "status": "", "reason": ""}
     if fmt == "native":
@@ -103,6 +107,17 @@ def check_file(path: Path, given: str | None) -> dict[str, Any]:
     )
     row["model"] = cfg.model or ""
     row["workload"] = cfg.workload is not None
+    if plan:
+        from rlplex.plan.planner import make_plan
+        from rlplex.plan.verify import verify_plan
+
+        try:
+            result = make_plan(cfg)
+            verify_plan(result, cfg)
+            row["period_s"] = round(result.period_s, 3)
+        except Exception as exc:  # a planner error or a broken rule: report, never stop
+            row["status"] = "plan failed"
+            row["reason"] = _reason(f"{type(exc).__name__}: {exc}", path)
     return row
 
 
@@ -122,7 +137,7 @@ def summary(rows: list[dict[str, Any]], top: int) -> str:
     reasons: dict[str, Counter[str]] = defaultdict(Counter)
     for row in rows:
         counts[row["framework"]][row["status"]] += 1
-        if row["status"] in ("refused", "not RL", "crashed"):
+        if row["status"] in ("refused", "not RL", "crashed", "plan failed"):
             reasons[row["framework"]][f"{row['status']}: {row['reason']}"] += 1
     lines = ["| framework | files | " + " | ".join(STATUSES) + " |"]
     lines.append("|---|---:|" + "---:|" * len(STATUSES))
@@ -154,12 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", type=Path, help="write one row per file to this CSV file")
     parser.add_argument("--json", type=Path, help="write one object per file to this JSON file")
     parser.add_argument("--top", type=int, default=15, help="reasons to list per framework")
+    parser.add_argument("--plan", action="store_true", help="also plan and verify accepted files")
     args = parser.parse_args(argv)
     missing = [str(f) for f in args.folders if not f.exists()]
     if missing:
         print(f"no such folder: {', '.join(missing)}", file=sys.stderr)
         return 2
-    rows = [check_file(path, args.format) for path in files_under(args.folders)]
+    rows = [check_file(path, args.format, args.plan) for path in files_under(args.folders)]
     print(summary(rows, args.top))
     if args.csv:
         fields = sorted({k for row in rows for k in row}, key=lambda k: (k != "file", k))

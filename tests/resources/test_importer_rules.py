@@ -286,13 +286,14 @@ def test_import_corpus_over_the_fixtures(
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = tmp_path / "rows.json"
-    assert module.main([str(FIXTURES), "--json", str(out)]) == 0
+    assert module.main([str(FIXTURES), "--json", str(out), "--plan"]) == 0
     printed = capsys.readouterr().out
-    assert "| roll | 5 | 4 | 1 | 0 | 0 | 0 |" in printed
-    assert "| unrecognised | 5 | 0 | 0 | 0 | 5 | 0 |" in printed  # fragments (envs.yaml ...)
+    assert "| roll | 5 | 4 | 1 | 0 | 0 | 0 | 0 |" in printed  # every accepted file plans
+    assert "| unrecognised | 5 | 0 | 0 | 0 | 5 | 0 | 0 |" in printed  # fragments (envs.yaml ...)
     assert "1 × refused: cluster.component_placement: has no 'reward' component" in printed
     rows = {Path(r["file"]).name: r for r in json.loads(out.read_text())}
     assert rows["tp16_spans_nodes.yaml"]["roles"] == "actor_train:32/1 actor_infer:32/16"
+    assert rows["tp16_spans_nodes.yaml"]["period_s"] > 0
     assert rows["sft.yaml"]["status"] == "not RL"
 
 
@@ -304,6 +305,12 @@ def test_import_corpus_over_the_fixtures(
             "roll/tp16_spans_nodes.yaml",
             "actor_infer.strategy_args.strategy_config.tensor_parallel_size=???",
             "actor_infer.strategy_args.strategy_config.tensor_parallel_size: is missing",
+        ),
+        (
+            "verl/tp32.yaml",
+            "trainer.nnodes=${nowhere.defined}",
+            "trainer.nnodes: is an interpolation rlplex cannot resolve (a key no composed file"
+            " defines, or an unset environment variable) (got '${nowhere.defined}')",
         ),
     ],
 )

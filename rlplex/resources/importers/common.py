@@ -291,6 +291,14 @@ def positive_int(value: Any, *, field: str, file: str, hint: str = "") -> int:
     """
     if value is None or value == "???":
         raise ConfigError(f"is missing{hint}", field=field, file=file)
+    if isinstance(value, str) and "${" in value:
+        raise ConfigError(
+            "is an interpolation rlplex cannot resolve (a key no composed file defines, or"
+            " an unset environment variable)",
+            field=field,
+            value=value,
+            file=file,
+        )
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError("must be an integer >= 1", field=field, value=value, file=file)
     return value
