@@ -369,3 +369,11 @@ def test_rlinf_model_parallel_assertions(override: str, message: str) -> None:
     """rlinf/utils/placement.py ModelParallelComponentPlacement's own checks."""
     path = FIXTURES / "rlinf" / "auto_scheduler.yaml"
     assert message in error(path, overrides=[override])
+
+
+def test_roll_world_size_comes_from_device_mapping() -> None:
+    """worker_config.py: world_size = len(device_mapping) // num_gpus_per_worker, overriding the block's."""
+    cfg = load_config(
+        FIXTURES / "roll" / "tp16_spans_nodes.yaml", overrides=["actor_infer.world_size=5"]
+    )
+    assert layout(cfg, "actor_infer") == (32, 16, 2)
