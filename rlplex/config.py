@@ -9,7 +9,8 @@ field paths:
 - unknown keys anywhere (``extra="forbid"``), wrong types, negative numbers;
 - ``roles.R.devices``: unparseable, empty, repeated, or outside the cluster;
 - ``roles.R.num_gpus_per_worker``: does not divide the device count, or a
-  worker would span two nodes;
+  worker would span two nodes (one larger than a node must fill whole,
+  consecutive nodes);
 - ``roles.R.world_size``: disagrees with ``len(devices) // num_gpus_per_worker``;
 - ``roles.R.states.S``: unknown state kind, or larger than one GPU;
 - ``pipeline.stages.X.seconds``: missing (only weight_sync may omit it), unless
@@ -17,15 +18,14 @@ field paths:
   stage seconds, stage memory and GPU roles' states are estimated
   (:mod:`rlplex.estimate`) and listed in :attr:`Config.estimated`;
 - ``pipeline.stages.X.role`` / ``after`` / ``from`` / ``to`` / ``needs``:
-  unknown role, stage or state; duplicate stages; cycles;
+  unknown role, stage or state; duplicate stages; cycles.
 
-Checked when the placement is resolved instead (:mod:`rlplex.plan.placement`,
-since ``rlplex plan --auto`` replaces the file's devices): async with
-``max_staleness >= 1`` needs the weight sync's two roles on disjoint devices.
+Roles may share GPUs in async mode too (ROLL's partial-GPU mode): the planner
+runs one compute op at a time on a shared device, so no check is needed here.
 
 Facts that are not errors but change what a config means are kept in
 :attr:`Config.warnings` for the CLI to print (async with ``max_staleness 0``
-runs like sync).
+runs like sync; a model path matched to a preset).
 """
 
 from __future__ import annotations
@@ -684,7 +684,13 @@ def load_config(
             field="--format",
             value=format,
         )
-    imported = (format or detect_format(data)) != "native"
+    detected = format or detect_format(data)
+    if detected == "native" and "defaults" in data:
+        # A Hydra file (verl, ROLL, RLinf) may get its telling keys from its defaults.
+        from rlplex.resources.importers.compose import compose
+
+        detected = detect_format(compose(data, file).data)
+    imported = detected != "native"
 
     def to_file(override: str) -> bool:
         # A key the file has applies to it as written; so does any key that is not
@@ -698,7 +704,7 @@ def load_config(
         check_override_targets(data, file_overrides, file)
     written = data
     data = apply_overrides(data, file_overrides)
-    fmt = format or detect_format(data)
+    fmt = format or (detect_format(data) if detected == "native" else detected)
     cost_data = None
     if costs is not None:
         from rlplex.resources.importers.common import check_costs
