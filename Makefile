@@ -11,10 +11,14 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: setup demo test lint unit browser bench clean
 
 $(STAMP): pyproject.toml Makefile
+	@echo "[setup] creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
+	@echo "[setup] installing torch 2.13.0 (CPU build from the local wheel)"
 	$(PIP) install -q torch==2.13.0
+	@echo "[setup] installing rlplex with Ray, transformers and the test tools"
 	$(PIP) install -q -e ".[run,dev]"
+	@echo "[setup] building DeepSpeed against that torch (no ops)"
 	# DeepSpeed builds against the torch above; no build isolation, so pip cannot pull a CUDA torch.
 	$(PIP) install -q --no-build-isolation "deepspeed>=0.17"
 	touch $(STAMP)
@@ -29,8 +33,8 @@ demo: setup
 
 # Headless Chromium for the browser tests of the HTML views, Graphviz for DAG pictures (Debian packages).
 browser:
-	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	@command -v dot >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || { echo "[setup] installing Chromium (apt)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@command -v dot >/dev/null 2>&1 || { echo "[setup] installing Graphviz (apt)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; }
 
 lint: setup
 	$(VENV)/bin/ruff check rlplex tests bench examples
