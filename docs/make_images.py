@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlplex.viz.views import planned_timeline, write_views
+from rlplex.sim.reports import planned_timeline
+from rlplex.viz.views import write_views
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = (

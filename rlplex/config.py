@@ -71,6 +71,10 @@ class Config(BaseModel):
     """The model every role runs unless it names its own (preset name or local HF path)."""
     workload: Workload | None = None
     """Prompts per step, samples per prompt, prompt and response lengths (estimates)."""
+    pipeline_python: str | None = None
+    """``pipeline.python`` as given (after ``--set``): the module the pipeline came from."""
+    base_dir: str | None = None
+    """The config's folder, where a ``pipeline.python`` file is found."""
     file_devices: dict[str, int] = Field(default_factory=dict)
     """GPUs of each role as the file gives them, before ``--set`` and auto placement.
 
@@ -263,6 +267,9 @@ def import_pipeline_module(ref: str, base_dir: Path, file: str | None = None) ->
             value=ref,
             file=file,
         )
+    key = (str(base_dir.resolve()), module_name)
+    if key in _PIPELINE_MODULES:  # imported once: its module-level code runs once
+        return _PIPELINE_MODULES[key]
     try:
         if module_name.endswith(".py"):
             path = (base_dir / module_name).resolve()
@@ -286,7 +293,12 @@ def import_pipeline_module(ref: str, base_dir: Path, file: str | None = None) ->
             value=ref,
             file=file,
         ) from None
+    _PIPELINE_MODULES[key] = module
     return module
+
+
+_PIPELINE_MODULES: dict[tuple[str, str], Any] = {}
+"""Pipeline modules already imported, by (base folder, module name or file)."""
 
 
 def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipeline:
@@ -474,6 +486,8 @@ def config_from_dict(
         format=fmt,
         model=model,
         workload=workload,
+        pipeline_python=pipeline_spec.python,
+        base_dir=str(base_dir or Path.cwd()),
         file_devices=dict(file_devices),
         warnings=tuple(warnings),
     )

@@ -1,7 +1,8 @@
 """Shared test fixtures.
 
 ``ray_session``: one local Ray for the whole test session, with 8 *logical*
-GPUs on 4 CPUs, so executor tests run on any laptop or CI box. Tests that need
+GPUs on 4 CPUs, so executor tests run on any laptop or CI box (on a CUDA
+machine too: the workers hide the real GPUs and run on CPU tensors). Tests that need
 Ray take this fixture; workers have the repository and ``tests/runtime`` on
 their import path, so stage functions defined in test modules unpickle there.
 """
@@ -42,7 +43,12 @@ def ray_session() -> Iterator[Any]:
         log_to_driver=False,
         configure_logging=False,
         runtime_env={
-            "env_vars": {"PYTHONPATH": os.pathsep.join(p for p in paths if p)},
+            "env_vars": {
+                "PYTHONPATH": os.pathsep.join(p for p in paths if p),
+                # The 8 GPUs are logical: on a CUDA machine, workers must not pick the
+                # real GPU 0 for some roles and CPU for the others.
+                "RLPLEX_LOGICAL_GPUS": "1",
+            },
             "worker_process_setup_hook": "rlplex.runtime.logs.setup_worker_logging",
         },
     )
@@ -50,3 +56,60 @@ def ray_session() -> Iterator[Any]:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _cuda_devices() -> int:
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Tests marked ``gpu`` skip, with the reason, where CUDA is missing (never counted as passed).
+
+    ``@pytest.mark.gpu(min_gpus=2)`` also skips where fewer GPUs exist.
+    """
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    have = _cuda_devices()
+    for item in gpu_items:
+        need = int(item.get_closest_marker("gpu").kwargs.get("min_gpus", 1))
+        if have < need:
+            reason = (
+                "no CUDA device (torch.cuda.is_available() is False): GPU check not measured"
+                if have == 0
+                else f"needs {need} CUDA devices, this machine has {have}: not measured"
+            )
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def run_bench() -> Any:
+    """Run ``bench/NAME`` with arguments in a fresh Python (CUDA, DeepSpeed and Ray state stay
+    out of the test process); returns its JSON result. Fails with the script's output."""
+    import json
+    import subprocess
+    import sys
+
+    def run(name: str, *args: str, timeout_s: float = 900) -> dict[str, Any]:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / name), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=ROOT,
+            env=env,
+        )
+        text = proc.stdout
+        start = text.find("\n{") + 1 if not text.startswith("{") else 0
+        try:
+            return json.loads(text[start:])
+        except ValueError:
+            command = " ".join([name, *args])
+            pytest.fail(f"bench/{command} exited {proc.returncode}:\n{text}\n{proc.stderr[-4000:]}")
+
+    return run

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,11 @@ from rich.markup import escape
 
 from rlplex.config import Config, load_config
 from rlplex.errors import RlplexError
+
+try:  # Typer >= 0.20 vendors click; its exceptions are the ones it raises
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older Typer on top of click
+    from click import exceptions as click_exceptions  # noqa: F401
 
 app = typer.Typer(
     name="rlplex",
@@ -39,6 +45,13 @@ def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
     return structlog.PrintLogger(file=sys.stderr)
 
 
+def log_level() -> int:
+    """The log level: ``RLPLEX_LOG`` (debug, info, warning, error), INFO by default."""
+    name = os.environ.get("RLPLEX_LOG", "info").upper()
+    level = getattr(logging, name, None)
+    return level if isinstance(level, int) else logging.INFO
+
+
 def configure_logging(json_logs: bool | None = None) -> None:
     """structlog to stderr: coloured for a terminal, JSON lines otherwise."""
     if json_logs is None:
@@ -52,7 +65,7 @@ def configure_logging(json_logs: bool | None = None) -> None:
             structlog.processors.TimeStamper(fmt="iso"),
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        wrapper_class=structlog.make_filtering_bound_logger(log_level()),
         # Resolve sys.stderr per logger, not once: a test runner (or a caller) may swap
         # and close the stream the CLI first saw.
         logger_factory=_stderr_logger,
@@ -85,3 +98,10 @@ def read_config(
 @app.callback()
 def _main() -> None:
     configure_logging()
+
+
+def warn(lines: Any) -> None:
+    """Print each warning on stderr, one line each."""
+    for line in lines:
+        err_console.print(f"[yellow]warning:[/] {escape(str(line))}", highlight=False,
+                          soft_wrap=True)  # fmt: skip

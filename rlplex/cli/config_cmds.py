@@ -7,21 +7,27 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from rlplex.cli.app import app, console, read_config, user_errors
-from rlplex.cli.options import ConfigArg, CostsOpt, FormatOpt, JsonOpt, SetOpt
-from rlplex.cli.render import print_device_grid, roles_json
+from rlplex.cli.options import (
+    NO_OPTIONS,
+    ConfigArg,
+    ConfigOptions,
+    CostsOpt,
+    JsonOpt,
+    SetOpt,
+    config_options,
+)
+from rlplex.cli.render import print_device_grid, print_wrote, roles_json
 
 
 @app.command()
 @user_errors
-def validate(
-    config: ConfigArg, set_: SetOpt = None, format_: FormatOpt = None, costs: CostsOpt = None
-) -> None:
+@config_options
+def validate(config: ConfigArg, options: ConfigOptions = NO_OPTIONS) -> None:
     """Check a config file; exit 2 with the field at fault if it is wrong."""
-    cfg = read_config(config, set_, format_, costs)
+    cfg = options.load(config)
     console.print(
         f"[green]ok[/] {config}: {cfg.format} config, {len(cfg.roles)} roles,"
         f" {len(cfg.pipeline.stages)} stages, {cfg.cluster.num_gpus} GPUs,"
@@ -33,15 +39,14 @@ def validate(
 
 @app.command()
 @user_errors
+@config_options
 def show(
     config: ConfigArg,
     json_: JsonOpt = False,
-    set_: SetOpt = None,
-    format_: FormatOpt = None,
-    costs: CostsOpt = None,
+    options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Show roles (devices, workers, nodes, states) and which role sits on which GPU."""
-    cfg = read_config(config, set_, format_, costs)
+    cfg = options.load(config)
     if json_:
         print(json.dumps(roles_json(cfg), indent=2))
         return
@@ -77,7 +82,9 @@ def dag(
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", "-o", help="Write to this file instead of stdout (.svg/.png: drawn by dot)."
+            "--out",
+            "-o",
+            help="Write here: .svg/.png drawn by dot; .dot/.gv/.mmd/.txt text.",
         ),
     ] = None,
     set_: SetOpt = None,
@@ -99,17 +106,16 @@ def dag(
     if format_ not in exporters:
         raise ConfigError("must be dot or mermaid", field="--format", value=format_)
     cfg = read_config(config, set_, config_format, costs)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)  # as --gantt/--png/--out elsewhere
-    if out is not None and out.suffix.lower() in (".svg", ".png"):
-        from rlplex.viz.dag import render_dot
-
-        out.write_bytes(render_dot(to_dot(cfg.pipeline), out.suffix.lower()[1:]))
-        console.print(f"wrote {escape(str(out))}", highlight=False)
-        return
-    text = exporters[format_](cfg.pipeline)
     if out is None:
-        print(text, end="")
+        print(exporters[format_](cfg.pipeline), end="")
+        return
+    from rlplex.viz.dag import write_dag
+
+    # The suffix says what the file is (.svg/.png drawn, .dot/.gv/.mmd text); a .txt
+    # takes --format; anything else (.gif, .jpg) is refused rather than mislabelled.
+    if out.suffix.lower() == ".txt":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(exporters[format_](cfg.pipeline), encoding="utf-8")
     else:
-        out.write_text(text, encoding="utf-8")
-        console.print(f"wrote {out}")
+        write_dag(cfg.pipeline, out)
+    print_wrote(out)

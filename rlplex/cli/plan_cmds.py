@@ -10,22 +10,23 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlplex.cli.app import app, console, read_config, user_errors
+from rlplex.cli.app import app, console, user_errors
 from rlplex.cli.options import (
+    NO_OPTIONS,
     ConfigArg,
-    CostsOpt,
-    FormatOpt,
+    ConfigOptions,
     GanttOpt,
     JsonOpt,
     PngOpt,
-    SetOpt,
     TraceOpt,
+    config_options,
 )
-from rlplex.cli.render import _write_views, placement_table, print_device_grid, print_wrote
+from rlplex.cli.render import placement_table, print_device_grid, print_wrote, write_timeline_views
 
 
 @app.command()
 @user_errors
+@config_options
 def plan(
     config: ConfigArg,
     auto: Annotated[
@@ -42,41 +43,23 @@ def plan(
     png: PngOpt = None,
     trace: TraceOpt = None,
     json_: JsonOpt = False,
-    set_: SetOpt = None,
-    format_: FormatOpt = None,
-    costs: CostsOpt = None,
+    options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Plan a step: placement, parallel stages, offload/reload ops, period and bound."""
-    from rlplex.plan import make_plan, verify_plan
-    from rlplex.plan.report import placed_config, summarize
+    from rlplex.plan.report import plan_report
 
-    cfg = read_config(config, set_, format_, costs)
-    if auto:
-        roles = {
-            n: r.model_copy(update={"auto": True}) if r.is_gpu else r for n, r in cfg.roles.items()
-        }
-        cfg = cfg.model_copy(update={"roles": roles})
-    candidates = []
-    if any(r.auto for r in cfg.roles.values()):
-        from rlplex.plan import plan_for_placement, search_placements
-
-        candidates = search_placements(cfg, top=5)
-        result = plan_for_placement(cfg, candidates[0].placement, baseline=baseline)
-    else:
-        result = make_plan(cfg, baseline=baseline)
-    if verify:
-        verify_plan(result, cfg)
+    report = plan_report(options.load(config), auto=auto, baseline=baseline, verify=verify)
+    result, summary = report.plan, report.summary
     if gantt or png or trace:
-        from rlplex.timeline.record import timeline_from_plan
-
-        _write_views(timeline_from_plan(result), cfg, config, gantt, png, trace, quiet=json_)
+        written = write_timeline_views(
+            report.timeline(), report.config, gantt=gantt, png=png, trace=trace, title=config.name
+        )
+        if not json_:
+            print_wrote(*written)
     if json_:
         print(result.to_json())
         return
-    placed = placed_config(cfg, result)
-    sequential = result if baseline == "sequential" else make_plan(placed, baseline="sequential")
-    summary = summarize(result, sequential.period_s)
-    print_device_grid(placed)
+    print_device_grid(report.config)
     table = Table(title=f"plan of {escape(str(config))}" + (f" ({baseline})" if baseline else ""))
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -87,20 +70,23 @@ def plan(
         ("gap", f"{summary.gap * 100:.2f} %"),
         ("offloads per step", f"{summary.offloads} ({summary.offload_s:.2f} s)"),
         ("reloads per step", f"{summary.reloads} ({summary.reload_s:.2f} s)"),
-        ("sequential baseline", f"{sequential.period_s:.2f} s"),
+        ("sequential baseline", f"{summary.sequential_s or 0:.2f} s"),
         ("speed-up vs sequential", f"{summary.speedup or 0:.2f}x"),
     ]
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
-    if candidates:
-        console.print(placement_table(candidates))
+    if report.candidates:
+        console.print(placement_table(list(report.candidates)))
+    for note in report.notes:
+        console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     if verify:
         console.print("[green]verified[/]: every validity rule holds", highlight=False)
 
 
 @app.command()
 @user_errors
+@config_options
 def simulate(
     config: ConfigArg,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Steps to simulate.")] = 10,
@@ -119,21 +105,23 @@ def simulate(
     png: PngOpt = None,
     trace: TraceOpt = None,
     json_: JsonOpt = False,
-    set_: SetOpt = None,
-    format_: FormatOpt = None,
-    costs: CostsOpt = None,
+    options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Simulate N steps of the plan: per-step times and the steady-state period."""
     from rlplex.plan import make_plan
     from rlplex.sim import simulate as run_simulation
 
-    cfg = read_config(config, set_, format_, costs)
+    cfg = options.load(config)
     result = make_plan(cfg, baseline=baseline)
     timeline = run_simulation(result, cfg, steps=steps, jitter=jitter, seed=seed)
     if out is not None:
         timeline.write_jsonl(out)
     if gantt or png or trace:
-        _write_views(timeline, cfg, config, gantt, png, trace, quiet=json_)
+        written = write_timeline_views(
+            timeline, cfg, gantt=gantt, png=png, trace=trace, title=config.name
+        )
+        if not json_:
+            print_wrote(*written)
     step_s = [timeline.metrics[n]["step_s"] for n in range(steps)]
     if json_:
         summary = {

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
-from rlplex.cli.app import app, console, err_console, user_errors
+from rlplex.cli.app import app, console, user_errors, warn
 from rlplex.cli.options import (
     ConfigFormatOpt,
     CostsOpt,
@@ -19,6 +22,7 @@ from rlplex.cli.options import (
     SetOpt,
     SkipBadOpt,
 )
+from rlplex.cli.render import write_timeline_views
 
 
 @app.command()
@@ -39,11 +43,29 @@ def replay(
     Unattributed time is the recorded step time that the recorded stages do not
     explain (driver overhead, data loading, logging). --set overrides the config.
     """
-    from rlplex.sim.cli_replay import run_replay
+    from rlplex.sim.reports import GANTT_STEPS, RecordSource, replay_report
 
-    run_replay(record, config, record_format=format_, skip_bad_lines=skip_bad_lines,
-               overrides=set_ or (), config_format=config_format, costs=costs, gantt=gantt,
-               as_json=json_, console=console, err_console=err_console)  # fmt: skip
+    source = RecordSource(record, config, format_, skip_bad_lines, config_format, costs)
+    report = replay_report(source, set_ or ())
+    warn(report.warnings)
+    if gantt is not None:
+        write_timeline_views(
+            report.timeline(), report.config, gantt=gantt,
+            title=f"replay of {record.name} on {config.name}",
+        )  # fmt: skip
+    if json_:
+        print(json.dumps(report.to_dict(), indent=2))
+        return
+    title = f"replay of {record} ({report.run.format}) through the plan of {config}"
+    console.print(replay_table(report.result, escape(f"{title} ({report.plan.mode})")))
+    console.print(
+        "unattributed: recorded step time that the recorded stages do not explain"
+        " (driver, data loading, logging); error: predicted vs recorded",
+        style="dim",
+        highlight=False,
+    )
+    if gantt is not None:
+        console.print(f"wrote {escape(str(gantt))} (first {GANTT_STEPS} steps)", highlight=False)
 
 
 @app.command()
@@ -109,9 +131,81 @@ def whatif(
     Example: --alt "4/12 async: roles.actor_infer.devices=0-3 roles.actor_train.devices=4-15
     pipeline.mode=async pipeline.max_staleness=1"
     """
-    from rlplex.sim.cli_replay import run_whatif
+    from rlplex.sim.reports import RecordSource, whatif_report
 
-    run_whatif(record, config, overrides=set_ or (), alts=alt or (), alt_configs=alt_config or (),
-               auto=auto, scaling=scaling or (), fit_from=fit_from or (), record_format=format_,
-               skip_bad_lines=skip_bad_lines, config_format=config_format, costs=costs,
-               gantt=gantt, as_json=json_, console=console, err_console=err_console)  # fmt: skip
+    source = RecordSource(record, config, format_, skip_bad_lines, config_format, costs)
+    report = whatif_report(source, overrides=set_ or (), alts=alt or (),
+                           alt_configs=alt_config or (), auto=auto, scaling=scaling or (),
+                           fit_from=fit_from or ())  # fmt: skip
+    warn(report.warnings)
+    if gantt is not None:
+        _whatif_views(report, gantt)
+    if json_:
+        print(json.dumps(report.to_dict(), indent=2))
+        return
+    run = report.run
+    title = f"what if: {record} ({run.format}, {len(run.steps)} steps) recorded with {config}"
+    console.print(whatif_table(report.result, escape(title)))
+    for note in report.notes:
+        console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
+    if gantt is not None:
+        console.print(f"wrote {escape(str(gantt))} (as recorded vs the best alternative)",
+                      highlight=False)  # fmt: skip
+
+
+def _fmt(value: float | None, spec: str = ".2f", unit: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{unit}"
+
+
+def replay_table(result: Any, title: str) -> Table:
+    """Per-step recorded, predicted, error and unattributed time (first 10 and last 5 steps)."""
+    table = Table(title=title)
+    for name in ("step", "recorded s", "predicted s", "error", "unattributed s"):
+        table.add_column(name, justify="right")
+    steps = result.steps
+    shown = steps if len(steps) <= 20 else (*steps[:10], *steps[-5:])
+    for i, s in enumerate(shown):
+        if len(steps) > 20 and i == 10:
+            table.add_row("...", "", "", "", "")
+        table.add_row(str(s.step), _fmt(s.recorded_s), _fmt(s.predicted_s),
+                      _fmt(s.error_pct, "+.1f", " %"), _fmt(s.unattributed_s))  # fmt: skip
+    table.add_section()
+    table.add_row("mean", _fmt(result.mean_recorded_s), _fmt(result.mean_predicted_s),
+                  _fmt(result.mean_abs_error_pct, ".1f", " % abs"),
+                  _fmt(result.mean_unattributed_s))  # fmt: skip
+    return table
+
+
+def whatif_table(result: Any, title: str) -> Table:
+    """Each alternative's predicted period and speed-up, best first."""
+    table = Table(title=title)
+    table.add_column("alternative")
+    table.add_column("mode")
+    table.add_column("period s", justify="right")
+    table.add_column("speed-up", justify="right")
+    for o in result.alternatives:
+        mode = o.mode + (f" k={o.staleness}" if o.staleness else "")
+        if o.error:
+            table.add_row(escape(o.label), "-", "-", f"[red]{escape(o.error)}[/]")
+            continue
+        label = f"[bold]{escape(o.label)}[/]" if o is result.baseline else escape(o.label)
+        period = _fmt(o.period_s) + (" *" if o.warning else "")
+        table.add_row(label, mode, period, _fmt(o.speedup, ".2f", "x"))
+    return table
+
+
+def _whatif_views(report: Any, gantt: Path) -> None:
+    """The recorded config's replay and the best alternative's, side by side.
+
+    Both timelines carry the report's periods, so the chart's figures are the table's.
+    """
+    from rlplex.viz import write_comparison
+
+    base = report.result.baseline
+    first = report.timeline(base)
+    best = report.best
+    if best is None:
+        write_timeline_views(first, report.config, gantt=gantt, title=base.label)
+        return
+    names = (base.label, best.label)
+    write_comparison(first, report.timeline(best), names=names, gantt=gantt)

@@ -87,26 +87,20 @@ def print_wrote(*paths: Path | None) -> None:
             console.print(f"wrote {escape(str(path))}", highlight=False)
 
 
-def _write_views(
+def write_timeline_views(
     timeline: Any,
     cfg: Config,
-    config: Path,
-    gantt: Path | None,
-    png: Path | None,
-    trace: Path | None,
     *,
-    quiet: bool = False,
-) -> None:
-    """The views of a planned or simulated timeline, in the config's DAG colours."""
-    from rlplex.dag.export import role_colours
+    gantt: Path | None = None,
+    png: Path | None = None,
+    trace: Path | None = None,
+    title: str = "",
+) -> list[Path]:
+    """Write the asked-for views of a timeline of ``cfg``; return the paths written."""
     from rlplex.viz.views import write_views
 
-    written = write_views(
-        timeline, gantt=gantt, png=png, trace=trace, title=config.name,
-        colours=role_colours(cfg.pipeline), gpus_per_node=cfg.cluster.gpus_per_node,
-    )  # fmt: skip
-    if not quiet:
-        print_wrote(*written)
+    return write_views(timeline, gantt=gantt, png=png, trace=trace, title=title,
+                       gpus_per_node=cfg.cluster.gpus_per_node)  # fmt: skip
 
 
 def placement_table(candidates: list[Any]) -> Table:
@@ -114,12 +108,17 @@ def placement_table(candidates: list[Any]) -> Table:
     from rlplex.resources.devices import format_devices
 
     table = Table(title="placements searched (best first; the first is planned)")
-    for column in ("#", "colocated groups: GPUs", "period", "lower bound"):
-        table.add_column(column, justify="right" if column in ("#", "period") else "left")
+    async_search = any(getattr(c, "staleness", 0) for c in candidates)
+    columns = ["#", "colocated groups: GPUs", *(["k"] if async_search else []), "period",
+               "lower bound"]  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("#", "k", "period") else "left")
     for rank, cand in enumerate(candidates, start=1):
         groups = "  |  ".join(
             f"{'+'.join(group)}: {format_devices(cand.placement[group[0]])}"
             for group in cand.groups
         )
-        table.add_row(str(rank), groups, f"{cand.period_s:.2f} s", f"{cand.lower_bound_s:.2f} s")
+        k = [str(cand.staleness)] if async_search else []
+        table.add_row(str(rank), groups, *k, f"{cand.period_s:.2f} s",
+                      f"{cand.lower_bound_s:.2f} s")  # fmt: skip
     return table

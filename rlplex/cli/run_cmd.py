@@ -9,13 +9,20 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from rlplex.cli.app import app, console, err_console, read_config, user_errors
-from rlplex.cli.options import ConfigArg, CostsOpt, FormatOpt, JsonOpt, SetOpt
+from rlplex.cli.app import app, console, err_console, user_errors
+from rlplex.cli.options import (
+    NO_OPTIONS,
+    ConfigArg,
+    ConfigOptions,
+    JsonOpt,
+    config_options,
+)
 from rlplex.cli.render import print_wrote
 
 
 @app.command()
 @user_errors
+@config_options
 def run(
     config: ConfigArg,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Steps to run.")] = 1,
@@ -38,9 +45,7 @@ def run(
         float, typer.Option("--timeout", min=0.1, help="Longest one op may run, seconds.")
     ] = 600.0,
     json_: JsonOpt = False,
-    set_: SetOpt = None,
-    format_: FormatOpt = None,
-    costs: CostsOpt = None,
+    options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Run the plan on Ray (stages without code are rehearsed) and record what happened.
 
@@ -52,11 +57,11 @@ def run(
     from rlplex.runtime import RunInterrupted
     from rlplex.runtime.cli_run import python_setups, run_plan
 
-    cfg = read_config(config, set_, format_, costs)
+    cfg = options.load(config)
     try:
         result = run_plan(
             cfg,
-            setups=python_setups(config),
+            setups=python_setups(cfg),
             steps=steps,
             record=record,
             time_scale=time_scale,

@@ -38,7 +38,8 @@ def viz(
     format_: FormatOpt = None,
 ) -> None:
     """Draw a timeline (Gantt HTML/PNG, Perfetto trace) and print time per stage."""
-    from rlplex.viz.views import load_timeline, stage_rich_table, write_views
+    from rlplex.sim.reports import load_timeline
+    from rlplex.viz.views import stage_rich_table, write_views
 
     record = load_timeline(timeline, steps=steps, overrides=set_, fmt=format_)
     written = write_views(
@@ -69,8 +70,8 @@ def compare(
 ) -> None:
     """Two timelines side by side on one time axis, with the difference in period."""
     from rlplex.errors import ConfigError
+    from rlplex.sim.reports import load_timeline, planned_timeline
     from rlplex.viz.compare import write_comparison
-    from rlplex.viz.views import load_timeline, planned_timeline
 
     if (b is None) == (baseline is None):
         raise ConfigError("give either a second timeline B or --baseline NAME", field="B")
@@ -85,4 +86,13 @@ def compare(
         names = (a.name, b.name) if a.name != b.name else (str(a), str(b))
     result = write_comparison(first, second, names=names, gantt=gantt, png=png, collapse=collapse)
     console.print(escape(result.text()), highlight=False)
+    for name, timeline in zip(names, (first, second), strict=True):
+        scale = timeline.meta.get("time_scale_undone")
+        if scale:
+            console.print(
+                f"note: {escape(name)} is a rehearsal at --time-scale {scale:g}; its times are"
+                f" divided by {scale:g} to compare on the plan's time scale",
+                highlight=False,
+                soft_wrap=True,
+            )
     print_wrote(gantt, png)

@@ -2,18 +2,45 @@
 
 from __future__ import annotations
 
+import zlib
+
 from rlplex.dag.pipeline import Pipeline
 
 PALETTE = (
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
     "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
 )  # fmt: skip
-"""Role colours, assigned in first-use order (Tableau 10)."""
+"""Role colours (Tableau 10)."""
+
+KNOWN_ROLE_COLOURS = {
+    "actor_train": PALETTE[0],
+    "actor_infer": PALETTE[1],
+    "reference": PALETTE[2],
+    "critic": PALETTE[3],
+    "reward": PALETTE[4],
+    "rewards": PALETTE[4],
+    "driver": PALETTE[9],
+    "inference": PALETTE[5],
+    "reward_model": PALETTE[6],
+}
+"""The roles of ROLL, verl and RLinf keep one colour in every chart and DAG picture."""
+
+
+def role_colour(role: str) -> str:
+    """The colour of ``role``, keyed by its name alone, so that it is the same in every chart.
+
+    Known roles have fixed colours; any other name picks a palette colour by a
+    stable hash of the name (not by the order roles appear, which differs from
+    chart to chart).
+    """
+    if role in KNOWN_ROLE_COLOURS:
+        return KNOWN_ROLE_COLOURS[role]
+    return PALETTE[zlib.crc32(role.encode()) % len(PALETTE)]
 
 
 def role_colours(pipeline: Pipeline) -> dict[str, str]:
-    """A stable colour per role, in the order roles are first used."""
-    return {role: PALETTE[i % len(PALETTE)] for i, role in enumerate(pipeline.roles_used())}
+    """The colour of every role the pipeline uses (see :func:`role_colour`)."""
+    return {role: role_colour(role) for role in pipeline.roles_used()}
 
 
 def _label(pipeline: Pipeline, name: str) -> str:

@@ -47,7 +47,16 @@ def is_gpu_role(config: Config, role: str) -> bool:
 
 
 def stage_seconds(config: Config, stage: Stage, placement: Placement) -> float:
-    """Duration of a run or weight-sync stage on ``placement`` per the cost model."""
+    """Duration of a run or weight-sync op on ``placement`` per the cost model.
+
+    The stage's work (:func:`stage_work_seconds`) plus ``cluster.dispatch_s``,
+    the executor's per-op overhead, which every ``run`` and ``weight_sync`` op pays.
+    """
+    return stage_work_seconds(config, stage, placement) + config.cluster.dispatch_s
+
+
+def stage_work_seconds(config: Config, stage: Stage, placement: Placement) -> float:
+    """The stage's own seconds on ``placement``, without the per-op ``dispatch_s``."""
     if stage.is_weight_sync:
         return weight_sync_seconds(config, stage, placement)
     seconds = float(stage.seconds or 0.0)

@@ -3,11 +3,14 @@
 Counting transfers and their seconds, the gap to the bound and the speed-up
 over the ``sequential`` baseline is done here once, as pure functions of a
 plan, so the CLI only formats and the tests check numbers, not text.
+:func:`plan_report` is the whole of ``rlplex plan`` as one result object: the
+table, the JSON and the pictures all render it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rlplex.config import Config
 from rlplex.plan.model import Plan
@@ -86,3 +89,58 @@ def placed_config(config: Config, plan: Plan) -> Config:
     }
     pipeline = config.pipeline.model_copy(update={"stages": stages})
     return config.model_copy(update={"roles": roles, "pipeline": pipeline})
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """Everything ``rlplex plan`` shows, computed once."""
+
+    config: Config
+    """The config as planned: every GPU role on the plan's devices."""
+    plan: Plan
+    """The plan (the planner's, or the baseline asked for)."""
+    summary: PlanSummary
+    """Its figures, with the sequential baseline's period."""
+    candidates: tuple[Any, ...] = ()
+    """The placements the search scored, best first (empty without a search)."""
+    notes: tuple[str, ...] = ()
+    """What the placement search decided that the user should know (the staleness it picked)."""
+    verified: bool = False
+    """Whether every validity rule was checked (and held)."""
+
+    def timeline(self) -> Any:
+        """The plan's ops as a Timeline, for the pictures."""
+        from rlplex.timeline.record import timeline_from_plan
+
+        return timeline_from_plan(self.plan)
+
+
+def plan_report(
+    config: Config, *, auto: bool = False, baseline: str | None = None, verify: bool = False
+) -> PlanReport:
+    """Plan ``config`` (searching the placement of every GPU role with ``auto``).
+
+    Raises:
+        InfeasibleError: no placement can run the pipeline.
+        PlanVerificationError: ``verify`` and a validity rule is broken.
+    """
+    from rlplex.plan.placement import resolve_placement
+    from rlplex.plan.planner import make_plan, plan_for_placement
+    from rlplex.plan.verify import verify_plan
+
+    resolved = resolve_placement(config, auto=auto)
+    config = resolved.config
+    plan = plan_for_placement(config, resolved.placement, baseline=baseline)
+    candidates = list(resolved.candidates)
+    if verify:
+        verify_plan(plan, config)
+    placed = placed_config(config, plan)
+    sequential = plan if baseline == "sequential" else make_plan(placed, baseline="sequential")
+    return PlanReport(
+        config=placed,
+        plan=plan,
+        summary=summarize(plan, sequential.period_s),
+        candidates=tuple(candidates),
+        verified=verify,
+        notes=resolved.notes,
+    )

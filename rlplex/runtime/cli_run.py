@@ -25,30 +25,26 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rlplex.config import Config, import_pipeline_module
 from rlplex.errors import ConfigError
 from rlplex.plan.ids import op_name
-from rlplex.resources.yaml_io import load_yaml_file
 
 log = structlog.get_logger("rlplex.run")
 
 
-def python_setups(config_file: str | Path) -> dict[str, Callable[[Any], Any]] | None:
+def python_setups(config: Config) -> dict[str, Callable[[Any], Any]] | None:
     """The role setups of a config whose pipeline comes from Python, if its module has them.
 
-    For ``pipeline: {python: "module:function"}`` this imports ``module`` (a
-    ``.py`` file is read relative to the config, as the config loader does) and
-    returns ``module.setups()``; None when the pipeline is written in YAML or the
-    module has no ``setups``.
+    For ``pipeline: {python: "module:function"}`` (as the config holds it, ``--set``
+    included) this takes the module the config loader imported and returns
+    ``module.setups()``; None when the pipeline is written in YAML or the module
+    has no ``setups``.
 
     Raises:
         ConfigError: ``setups()`` failed or returned something other than a
             mapping of role names to callables (naming ``pipeline.python``).
     """
-    config_file = Path(config_file)
-    data = load_yaml_file(config_file)
-    pipeline = data.get("pipeline") if isinstance(data, dict) else None
-    ref = pipeline.get("python") if isinstance(pipeline, dict) else None
-    if not isinstance(ref, str):
+    ref = config.pipeline_python
+    if not ref:
         return None
-    module = import_pipeline_module(ref, config_file.parent, str(config_file))
+    module = import_pipeline_module(ref, Path(config.base_dir or "."), config.source)
     factory = getattr(module, "setups", None)
     if not callable(factory):
         return None
@@ -59,7 +55,7 @@ def python_setups(config_file: str | Path) -> dict[str, Callable[[Any], Any]] | 
             f"the module's setups() failed: {type(exc).__name__}: {exc}",
             field="pipeline.python",
             value=ref,
-            file=str(config_file),
+            file=config.source,
         ) from None
     if not isinstance(setups, Mapping) or not all(
         isinstance(k, str) and callable(v) for k, v in setups.items()
@@ -68,7 +64,7 @@ def python_setups(config_file: str | Path) -> dict[str, Callable[[Any], Any]] | 
             "the module's setups() must return a mapping of role name -> setup(info)",
             field="pipeline.python",
             value=ref,
-            file=str(config_file),
+            file=config.source,
         )
     return dict(setups)
 
@@ -81,11 +77,14 @@ def _simulated_period(plan: Any, config: Config, steps: int, durations: Any) -> 
 
 def predicted_period(plan: Any, config: Config, steps: int, time_scale: float) -> float:
     """The simulator's period for ``steps`` steps, rehearsed stages scaled by ``time_scale``."""
-    from rlplex.plan.costs import stage_seconds
+    from rlplex.plan.costs import stage_work_seconds
 
     placement = {r: tuple(d) for r, d in plan.placement.items()}
+    # A rehearsal sleeps the stage's work times the scale; the executor's overhead is not scaled.
+    overhead = config.cluster.dispatch_s
     scaled = {
-        s.name: stage_seconds(config, s, placement) * (1.0 if s.fn is not None else time_scale)
+        s.name: stage_work_seconds(config, s, placement) * (1.0 if s.fn is not None else time_scale)
+        + overhead
         for s in config.pipeline.stages
     }
     return _simulated_period(plan, config, steps, lambda _step, stage: scaled.get(stage))
@@ -108,7 +107,7 @@ def run_plan(
     from rlplex.runtime.report import measured_period, stage_durations
 
     plan = make_plan(config)
-    log.info("plan", mode=plan.mode, period_s=plan.period_s, ops=len(plan.ops), steps=steps)
+    log.debug("plan", mode=plan.mode, period_s=plan.period_s, ops=len(plan.ops), steps=steps)
     progress = Progress(
         TextColumn("[bold]step"),
         MofNCompleteColumn(),
@@ -122,8 +121,15 @@ def run_plan(
         task = progress.add_task("starting workers", total=steps)
 
         def on_step(step: int, metrics: dict[str, Any]) -> None:
+            # One figure per step on the bar, both on the run's time scale; the full
+            # metrics go to the record and, with RLPLEX_LOG=debug, to the log.
             progress.advance(task)
-            log.info(
+            measured, planned = metrics.get("step_s"), metrics.get("planned_step_s")
+            if isinstance(measured, float) and isinstance(planned, float):
+                progress.update(
+                    task, description=f"last step {measured:.3g} s (plan {planned:.3g} s)"
+                )
+            log.debug(
                 "step",
                 step=step,
                 **{k: v for k, v in metrics.items() if isinstance(v, (int, float))},

@@ -40,6 +40,7 @@ nodes onto its one node, since it made its logical GPUs for that).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -118,12 +119,34 @@ def connect(address: str | None, num_gpus: int, num_cpus: int | None = None) -> 
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ExecutionError(f"cannot join the Ray cluster at {address!r}: {exc}") from None
         return True
-    gpus = max(real_gpu_count(), num_gpus)
+    # A local Ray started for one run needs no token (Ray's notice about it is noise
+    # here); a user who set RAY_AUTH_MODE keeps their choice.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    real = real_gpu_count()
+    gpus = max(real, num_gpus)
+    runtime_env = worker_env()
+    if real < num_gpus:
+        # Some of Ray's GPUs would be logical: every worker runs on CPU tensors alike
+        # (otherwise the one whose logical id names a real GPU would use CUDA and the
+        # others not, and their process groups would not match).
+        from rlplex.runtime.worker import LOGICAL_GPUS_ENV
+
+        runtime_env["env_vars"][LOGICAL_GPUS_ENV] = "1"
+        if real:
+            import structlog
+
+            structlog.get_logger("rlplex.runtime").warning(
+                "the plan needs more GPUs than this machine has: workers run on logical GPUs"
+                " with CPU tensors",
+                planned_gpus=num_gpus,
+                real_gpus=real,
+            )
     ray.init(
+        logging_level=logging.WARNING,
         num_gpus=gpus,
         num_cpus=num_cpus or max(os.cpu_count() or 1, 1),
         include_dashboard=False,
-        runtime_env=worker_env(),
+        runtime_env=runtime_env,
         log_to_driver=True,
         configure_logging=False,
     )

@@ -83,7 +83,37 @@ class StageBinding:
     driver_fn: Callable[..., Any] | None = None
     """The implementation, for driver stages (worker stages hold theirs on the workers)."""
     sync: str | None = None
-    """weight_sync only: ``store``, ``broadcast``, ``fn`` or ``rehearse``."""
+    """weight_sync only: ``ipc``, ``store``, ``broadcast``, ``fn`` or ``rehearse``."""
+    buckets: int = 0
+    """weight_sync (``ipc``, ``broadcast``): how many buckets the weights make."""
+    pairs: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    """weight_sync ``ipc``: source rank -> destination ranks on its GPU."""
+    group: str = ""
+    """weight_sync ``broadcast``: the role pair's process group."""
+
+
+def _share_on_device(
+    schedule: Schedule, bindings: Mapping[str, StageBinding], groups: Mapping[str, WorkerGroup]
+) -> set[str]:
+    """Stages run by a role whose every consumer runs on a role with the same devices."""
+    devices: dict[str, set[tuple[int, ...]]] = defaultdict(set)
+    roles: dict[str, str] = {}
+    for op in schedule.ops:
+        if op.kind == "run" and op.stage:
+            devices[op.stage].add(tuple(sorted(op.devices)))
+            roles[op.stage] = op.role or ""
+    consumers: dict[str, list[str]] = defaultdict(list)
+    for stage, binding in bindings.items():
+        for name in binding.upstream:
+            consumers[name].append(stage)
+    out = set()
+    for stage, users in consumers.items():
+        mine = devices.get(stage, set())
+        if len(mine) != 1 or not next(iter(mine)) or roles.get(stage) not in groups:
+            continue
+        if all(roles.get(user) in groups and devices.get(user, set()) == mine for user in users):
+            out.add(stage)
+    return out
 
 
 class Dispatcher:
@@ -123,6 +153,11 @@ class Dispatcher:
         self._in_flight: dict[str, _InFlight] = {}
         self._ref_owner: dict[Any, tuple[str, int]] = {}
         self._results: dict[tuple[int, str], tuple[str, Any]] = {}
+        self._share = _share_on_device(schedule, bindings, groups)
+        self._share_roles = sorted(
+            {op.role for op in schedule.ops if op.stage in self._share and op.role}
+        )
+        """Stages whose results stay on the device (every consumer on the producer's devices)."""
         self._pool = cf.ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlplex-driver")
         self._done = 0
         self.dispatch_latencies: list[float] = []
@@ -306,6 +341,9 @@ class Dispatcher:
         for step, metrics in finished:
             for key in [k for k in self._results if k[0] == step]:
                 del self._results[key]
+            for role in self._share_roles:
+                for actor in self.groups[role].actors:
+                    actor.release_step.remote(step)  # no reply needed
             if self.on_step is not None:
                 self.on_step(step, metrics)
 
@@ -385,6 +423,7 @@ class Dispatcher:
                 "planned_s": op.planned_s,
                 "memory_gb": op.memory_gb,
                 "inputs": layout,
+                "share_on_device": stage in self._share,
             }
             result, stats = actor.run.remote(meta, *args)
             results.append(result)
@@ -401,16 +440,41 @@ class Dispatcher:
         if binding.sync in ("fn", "rehearse", None):
             self._issue_run(op, dst, op.stage or "")
             return
+        name = op.stage or ""
         workers = [(src.role, 0)] + [(dst.role, r) for r in range(dst.world_size)]
-        if binding.sync == "store":
+        if binding.sync == "ipc":
+            refs, workers = self._ipc_calls(name, binding, src, dst)
+        elif binding.sync == "store":
             weights, src_stats = src.actors[0].export_weights.remote()
             refs = [src_stats] + [a.import_weights.remote(weights) for a in dst.actors]
         else:  # broadcast in the stand-alone weight-sync group joined at start
-            key = op.stage or ""
-            refs = [src.actors[0].broadcast_weights.remote(key)] + [
-                a.broadcast_weights.remote(key) for a in dst.actors
+            refs = [src.actors[0].broadcast_weights.remote(binding.group, name)] + [
+                a.broadcast_weights.remote(binding.group, name) for a in dst.actors
             ]
         self._track(op, refs, workers, dst.gpus_per_worker)
+
+    @staticmethod
+    def _ipc_calls(
+        name: str, binding: StageBinding, src: WorkerGroup, dst: WorkerGroup
+    ) -> tuple[list[Any], list[tuple[str, int]]]:
+        """One chain per source worker: export bucket i, its imports, then bucket i+1...
+
+        Every call is submitted at once; Ray starts each export only when the
+        previous bucket's imports are done (they are its arguments), so a
+        source holds one bucket at a time and the driver never waits.
+        """
+        refs: list[Any] = []
+        workers: list[tuple[str, int]] = []
+        for source, targets in binding.pairs.items():
+            after: list[Any] = []
+            for index in range(binding.buckets):
+                shared = src.actors[source].export_bucket.remote(name, index, *after)
+                after = [dst.actors[t].import_bucket.remote(shared) for t in targets]
+                refs += after
+                workers += [(dst.role, t) for t in targets]
+            refs.append(src.actors[source].release_export.remote(name, *after))
+            workers.append((src.role, source))
+        return refs, workers
 
     def _issue_driver(self, op: ExecOp) -> None:
         stage = op.stage or ""

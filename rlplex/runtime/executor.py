@@ -32,9 +32,10 @@ from rlplex.plan.model import Plan
 from rlplex.resources.cluster import DRIVER
 from rlplex.runtime.errors import ExecutionError
 from rlplex.runtime.schedule import expand_plan
+from rlplex.stages.weight_sync import DEFAULT_BUCKET_BYTES
 from rlplex.timeline.record import Timeline
 
-WEIGHT_SYNC_METHODS = ("auto", "store", "broadcast")
+WEIGHT_SYNC_METHODS = ("auto", "ipc", "store", "broadcast")
 
 
 def _upstream(fn: Callable[..., Any] | None, after: tuple[str, ...]) -> tuple[str, ...]:
@@ -78,6 +79,7 @@ def execute(
     weight_sync: str = "auto",
     worker_cpus: float = 0.0,
     meta: Mapping[str, Any] | None = None,
+    weight_sync_bucket_bytes: int | None = None,
 ) -> Timeline:
     """Run ``steps`` steps of ``plan`` on Ray and return what happened.
 
@@ -100,9 +102,14 @@ def execute(
         start_timeout_s: longest the placement groups and worker setups may take.
         on_step: called with ``(step, metrics)`` as each step is recorded.
         on_ops: called with the ids of the ops in flight whenever they change.
-        weight_sync: ``auto`` (object store when the two roles share their
-            devices, broadcast otherwise), ``store`` or ``broadcast``; used when
-            both roles' states offer ``named_weights()``.
+        weight_sync: ``auto`` (``ipc`` when the two roles hold the same
+            devices, ``broadcast`` otherwise), ``ipc`` (buckets shared on the
+            device: CUDA IPC, or shared memory on CPU), ``store`` (Ray's object
+            store, through host memory) or ``broadcast`` (buckets over a process
+            group: NCCL, gloo on CPU); used when the source offers
+            ``named_weights()`` and the destination ``load_weights`` or
+            ``named_weights()`` (see :mod:`rlplex.stages.weight_sync`).
+        weight_sync_bucket_bytes: largest weight-sync bucket (default 512 MiB).
         worker_cpus: CPUs each worker actor reserves.
         meta: extra facts for the record's meta line.
 
@@ -128,6 +135,7 @@ def execute(
         start_timeout_s=start_timeout_s,
         weight_sync=weight_sync,
         worker_cpus=worker_cpus,
+        weight_sync_bucket_bytes=weight_sync_bucket_bytes,
     ) as session:
         info = {
             **session.meta,
@@ -189,6 +197,7 @@ def open_session(
     start_timeout_s: float = 120.0,
     weight_sync: str = "auto",
     worker_cpus: float = 0.0,
+    weight_sync_bucket_bytes: int | None = None,
 ) -> Iterator[Session]:
     """Connect, check the fit, reserve, start the workers; on exit, tear everything down.
 
@@ -243,7 +252,15 @@ def open_session(
             if stage.kind == "train" and stage.role in setups and stage.name in impls
         }
         start_groups(groups, start_timeout_s, train_roles)
-        bindings = _bindings(config, impls, groups, weight_sync, start_timeout_s, StageBinding)
+        bindings = _bindings(
+            config,
+            plan,
+            impls,
+            groups,
+            SyncOptions(weight_sync, weight_sync_bucket_bytes or DEFAULT_BUCKET_BYTES),
+            start_timeout_s,
+            StageBinding,
+        )
         driver_state = setups[DRIVER](None) if DRIVER in setups else None
         meta = {
             "source": "ray",
@@ -273,11 +290,43 @@ def open_session(
             ray.shutdown()
 
 
+@dataclass(frozen=True)
+class SyncOptions:
+    """How weight syncs move the weights."""
+
+    method: str = "auto"
+    """One of :data:`WEIGHT_SYNC_METHODS`."""
+    bucket_bytes: int = DEFAULT_BUCKET_BYTES
+    """Largest bucket, in bytes."""
+
+
+def ipc_pairs(src: Any, dst: Any) -> dict[int, tuple[int, ...]]:
+    """Source rank -> destination ranks it feeds by IPC: the source holding each one's first GPU.
+
+    Raises:
+        ExecutionError: a destination worker's first GPU belongs to no source worker.
+    """
+    owner = {d: rank for rank, info in enumerate(src.infos) for d in info.devices}
+    pairs: dict[int, list[int]] = defaultdict(list)
+    for rank, info in enumerate(dst.infos):
+        first = info.devices[0] if info.devices else None
+        if first is None and len(src.infos) == 1:
+            pairs[0].append(rank)
+            continue
+        if first not in owner:
+            raise ExecutionError(
+                f"ipc weight sync: GPU {first} of {dst.role}[{rank}] holds no {src.role} worker"
+            )
+        pairs[owner[first]].append(rank)
+    return {k: tuple(v) for k, v in sorted(pairs.items())}
+
+
 def _bindings(
     config: Config,
+    plan: Plan,
     impls: Mapping[str, Callable[..., Any]],
     groups: Mapping[str, Any],
-    weight_sync: str,
+    sync_options: SyncOptions,
     timeout_s: float,
     binding_cls: Any,
 ) -> dict[str, Any]:
@@ -285,31 +334,64 @@ def _bindings(
     import ray
 
     bindings = {}
+    joined: set[str] = set()
     for stage in config.pipeline.stages:
         fn = impls.get(stage.name)
+        extra: dict[str, Any] = {}
         sync = None
         if stage.is_weight_sync:
             src, dst = groups.get(stage.from_role or ""), groups.get(stage.to_role or "")
             sync = "fn" if fn is not None else "rehearse"
             if fn is None and src is not None and dst is not None:
                 ok = ray.get(
-                    [src.actors[0].can_sync_weights.remote()]
-                    + [a.can_sync_weights.remote() for a in dst.actors],
+                    [src.actors[0].can_sync_weights.remote("source")]
+                    + [a.can_sync_weights.remote("destination") for a in dst.actors],
                     timeout=timeout_s,
                 )
                 if all(ok):
-                    same = config.roles[src.role].devices == config.roles[dst.role].devices
-                    sync = (
-                        weight_sync if weight_sync != "auto" else ("store" if same else "broadcast")
+                    sync, extra = _prepare_sync(
+                        stage.name, plan, src, dst, sync_options, joined, timeout_s
                     )
-                    if sync == "broadcast":
-                        _join_sync_group(stage.name, src, dst, timeout_s)
         bindings[stage.name] = binding_cls(
             upstream=_upstream(fn, stage.after),
             driver_fn=fn if stage.role == DRIVER else None,
             sync=sync,
+            **extra,
         )
     return bindings
+
+
+def _prepare_sync(
+    name: str,
+    plan: Plan,
+    src: Any,
+    dst: Any,
+    options: SyncOptions,
+    joined: set[str],
+    timeout_s: float,
+) -> tuple[str, dict[str, Any]]:
+    """Pick the method of weight sync ``name``; lay out its buckets and join its group once."""
+    import ray
+
+    same = sorted(plan.placement.get(src.role, ())) == sorted(plan.placement.get(dst.role, ()))
+    method = options.method if options.method != "auto" else ("ipc" if same else "broadcast")
+    extra: dict[str, Any] = {}
+    if method == "store":
+        return method, extra
+    buckets = ray.get(src.actors[0].weight_buckets.remote(options.bucket_bytes), timeout=timeout_s)
+    actors = [*src.actors, *dst.actors]
+    ray.get([a.prepare_sync.remote(name, buckets) for a in actors], timeout=timeout_s)
+    extra["buckets"] = len(buckets)
+    if method == "ipc":
+        extra["pairs"] = ipc_pairs(src, dst)
+    else:
+        # One process group per pair of roles, made once, whatever stages use it.
+        key = f"{src.role}->{dst.role}"
+        if key not in joined:
+            _join_sync_group(key, src, dst, timeout_s)
+            joined.add(key)
+        extra["group"] = key
+    return method, extra
 
 
 def _join_sync_group(key: str, src: Any, dst: Any, timeout_s: float) -> None:

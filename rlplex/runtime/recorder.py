@@ -129,7 +129,11 @@ class Recorder:
         start = min(e.start_s for e in events)
         end = max(e.end_s for e in events)
         lo, hi = self._planned[step]
-        metrics = {"step_s": end - start, "planned_step_s": hi - lo, **self._metrics.get(step, {})}
+        # planned_step_s on the run's own time scale: a rehearsal at --time-scale X sleeps
+        # X times the planned seconds, so its step_s compares with X times the plan's.
+        scale = self.meta.get("time_scale", 1.0) or 1.0
+        planned = (hi - lo) * scale
+        metrics = {"step_s": end - start, "planned_step_s": planned, **self._metrics.get(step, {})}
         self._metrics[step] = metrics
         return metrics
 

@@ -55,9 +55,17 @@ from typing import Any
 import ray
 
 from rlplex.runtime.context import StageContext, WorkerInfo, call_stage
-from rlplex.runtime.data import reshard
+from rlplex.runtime.data import (
+    release_on_device,
+    reshard,
+    share_on_device,
+    take_on_device,
+)
 from rlplex.runtime.errors import RemoteStageError
 from rlplex.stages.offload import BookkeepingOffload, Offloadable, find_offloadable
+
+LOGICAL_GPUS_ENV = "RLPLEX_LOGICAL_GPUS"
+"""Set to ``1`` in the workers' environment when Ray's GPUs are logical: workers hide CUDA."""
 
 
 def run_stage(
@@ -133,6 +141,11 @@ class RoleWorker:
             # A worker driving several GPUs sits in the bundle of its first one; the
             # others are named here (Ray only knows about the bundle's share).
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(visible_gpus)
+        if os.environ.get(LOGICAL_GPUS_ENV) == "1":
+            # Ray's GPUs are logical (tests, rehearsals on a laptop): hide the real ones, so
+            # that every worker runs on CPU tensors alike instead of the one whose logical id
+            # happens to name a real GPU.
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""
         self.info = info
         self._setup = setup
         self._impls = dict(implementations)
@@ -141,6 +154,9 @@ class RoleWorker:
         self.offloader: Offloadable = BookkeepingOffload(resident=info.initial_residency)
         self._has_backend = False
         self._sync_groups: dict[str, Any] = {}
+        self._sync_layouts: dict[str, list[Any]] = {}
+        self._exports: dict[str, Any] = {}
+        self._device_results: dict[int, list[Any]] = {}
 
     # -- control ---------------------------------------------------------------
 
@@ -216,7 +232,7 @@ class RoleWorker:
         upstream: dict[str, Any] = {}
         position = 0
         for name, count, whole in meta["inputs"]:
-            parts = inputs[position : position + count]
+            parts = [take_on_device(p) for p in inputs[position : position + count]]
             position += count
             upstream[name] = (
                 reshard(parts, self.info.rank, self.info.world_size) if whole else parts[0]
@@ -231,8 +247,22 @@ class RoleWorker:
             rehearse_s=meta["planned_s"] * self._time_scale,
             memory_gb=meta.get("memory_gb", 0.0),
         )
+        if meta.get("share_on_device"):
+            # Every consumer is on this worker's devices: keep the tensors there.
+            result, keep = share_on_device(result)
+            if keep is not None:
+                self._device_results.setdefault(step, []).append(keep)
         t1 = time.time()
         return result, self._stats(t0, t1, metrics=ctx.metrics)
+
+    @ray.method(concurrency_group="control")
+    def release_step(self, step: int) -> int:
+        """Free the results of steps up to ``step`` kept on the device; returns how many."""
+        done = [s for s in self._device_results if s <= step]
+        for s in done:
+            for keep in self._device_results.pop(s):
+                release_on_device(keep)
+        return len(done)
 
     # -- transfers ---------------------------------------------------------------
 
@@ -273,16 +303,96 @@ class RoleWorker:
         for holder in (self.state, self.offloader):
             getter = getattr(holder, "named_weights", None)
             if callable(getter):
-                return dict(getter())
+                try:
+                    return dict(getter())
+                except TypeError:  # e.g. a vLLM rollout: it has a loader, not named tensors
+                    return None
         return None
 
+    def _weight_loader(self) -> Any:
+        """How this worker takes new weights: its engine's ``load_weights``, else in place."""
+        for holder in (self.state, self.offloader):
+            loader = getattr(holder, "load_weights", None)
+            if callable(loader):
+                return loader
+        named = self._named_weights()
+        if named is None:
+            return None
+        from rlplex.stages.weight_sync import copy_into
+
+        return copy_into(named)
+
+    def _weights_device(self) -> Any:
+        import torch
+
+        for tensor in (self._named_weights() or {}).values():
+            return tensor.device
+        if self.info.devices and torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
     @ray.method(concurrency_group="control")
-    def can_sync_weights(self) -> bool:
-        return self._named_weights() is not None
+    def can_sync_weights(self, side: str = "source") -> bool:
+        """Whether this worker can send (``source``) or take (``destination``) weights."""
+        if side == "source":
+            return self._named_weights() is not None
+        return self._weight_loader() is not None
+
+    @ray.method(concurrency_group="control")
+    def weight_buckets(self, bucket_bytes: int) -> list[Any]:
+        """The bucket layout of this worker's weights (see :mod:`rlplex.stages.weight_sync`)."""
+        from rlplex.stages.weight_sync import buckets_of
+
+        return buckets_of(self._named_weights() or {}, bucket_bytes)
+
+    @ray.method(concurrency_group="control")
+    def prepare_sync(self, key: str, buckets: Sequence[Any]) -> bool:
+        """Remember the bucket layout of weight sync ``key`` (the source's, made once)."""
+        self._sync_layouts[key] = list(buckets)
+        return True
+
+    @ray.method(concurrency_group="compute")
+    def export_bucket(self, key: str, index: int, *after: Any) -> Any:
+        """Pack bucket ``index`` of sync ``key`` in shared device memory; returns its handle.
+
+        ``after``: the previous bucket's imports (Ray runs this once they are
+        done), so the previous bucket is freed here and at most one exists.
+        """
+        from rlplex.stages.weight_sync import share_packed
+
+        self._release_export(key)
+        named = self._named_weights() or {}
+        shared, flat = share_packed(named, self._sync_layouts[key][index])
+        self._exports[key] = (shared, flat)
+        return shared
+
+    def _release_export(self, key: str) -> None:
+        from rlplex.stages.weight_sync import release
+
+        previous = self._exports.pop(key, None)
+        if previous is not None:
+            release(previous[0])
+
+    @ray.method(concurrency_group="compute")
+    def release_export(self, key: str, *after: Any) -> dict[str, Any]:
+        """Free the last exported bucket of ``key`` (after its imports); stats of the whole sync."""
+        t0 = time.time()
+        self._release_export(key)
+        moved = sum(b.payload_bytes for b in self._sync_layouts.get(key, []))
+        return self._stats(t0, time.time(), moved)
+
+    @ray.method(concurrency_group="compute")
+    def import_bucket(self, shared: Any) -> dict[str, Any]:
+        """Copy a shared bucket into this worker's weights through its loader."""
+        from rlplex.stages.weight_sync import load_shared
+
+        t0 = time.time()
+        moved = load_shared(shared, self._weight_loader())
+        return self._stats(t0, time.time(), moved)
 
     @ray.method(num_returns=2, concurrency_group="compute")
     def export_weights(self) -> tuple[Any, dict[str, Any]]:
-        """The weights as CPU tensors, through the object store (shared memory on one node)."""
+        """The weights as CPU tensors, through the object store (``weight_sync="store"``)."""
         t0 = time.time()
         weights = {
             k: v.detach().to("cpu", copy=True) for k, v in (self._named_weights() or {}).items()
@@ -292,11 +402,11 @@ class RoleWorker:
 
     @ray.method(concurrency_group="compute")
     def import_weights(self, weights: Mapping[str, Any]) -> dict[str, Any]:
-        """Overwrite this worker's weights in place with ``weights``."""
-        from rlplex.stages.offload_torch import move_state_dict
-
+        """Load ``weights`` (CPU tensors by name) onto this worker's device."""
         t0 = time.time()
-        moved = move_state_dict(weights, self._named_weights() or {})
+        device = self._weights_device()
+        self._weight_loader()((k, v.to(device)) for k, v in sorted(weights.items()))
+        moved = sum(v.numel() * v.element_size() for v in weights.values())
         return self._stats(t0, time.time(), moved)
 
     @ray.method(concurrency_group="control")
@@ -319,18 +429,16 @@ class RoleWorker:
         """
         import datetime
 
-        import torch
         import torch.distributed as dist
 
-        weights = self._named_weights() or {}
-        on_gpu = any(getattr(v, "is_cuda", False) for v in weights.values())
+        on_gpu = self._weights_device().type == "cuda"
         timeout = datetime.timedelta(seconds=timeout_s)
         store = dist.TCPStore(host, port, size, rank == 0, timeout=timeout)
         if on_gpu:
             group = dist.ProcessGroupNCCL(store, rank, size)
         else:
             group = dist.ProcessGroupGloo(store, rank, size, timeout)
-        self._sync_groups[key] = (group, torch)
+        self._sync_groups[key] = (group, rank)
         return True
 
     @ray.method(concurrency_group="compute")
@@ -357,20 +465,19 @@ class RoleWorker:
         return True
 
     @ray.method(concurrency_group="compute")
-    def broadcast_weights(self, key: str) -> dict[str, Any]:
-        """Broadcast (root: group rank 0, the source) every weight, in name order."""
-        import torch.distributed as dist
+    def broadcast_weights(self, key: str, sync: str) -> dict[str, Any]:
+        """Broadcast sync ``sync``'s buckets in group ``key`` (root: group rank 0, the source)."""
+        from rlplex.stages.weight_sync import broadcast_buckets
 
-        group, _ = self._sync_groups[key]
+        group, rank = self._sync_groups[key]
         t0 = time.time()
-        moved = 0
-        with __import__("torch").no_grad():
-            for _, tensor in sorted((self._named_weights() or {}).items()):
-                opts = dist.BroadcastOptions()
-                opts.rootRank = 0
-                data = tensor.data
-                group.broadcast([data], opts).wait()
-                moved += data.numel() * data.element_size()
+        moved = broadcast_buckets(
+            group,
+            self._sync_layouts[sync],
+            source=self._named_weights() if rank == 0 else None,
+            loader=None if rank == 0 else self._weight_loader(),
+            device=self._weights_device(),
+        )
         return self._stats(t0, time.time(), moved)
 
     @ray.method(concurrency_group="control")

@@ -37,7 +37,7 @@ from typing import Any
 
 from rlplex.config import Config
 from rlplex.errors import ConfigError, RlplexError
-from rlplex.plan.costs import config_placement, stage_seconds
+from rlplex.plan.costs import stage_seconds
 from rlplex.plan.model import Plan
 from rlplex.resources.devices import format_devices
 from rlplex.sim.replay import cyclic_period, replay_plan, stage_columns
@@ -200,17 +200,20 @@ def parse_scaling(items: Sequence[str], config: Config) -> dict[str, float]:
 
 
 def placement_of(config: Config) -> dict[str, tuple[int, ...]]:
-    """Devices of each GPU role: the config's, or its plan's when some role is auto."""
-    if any(r.auto for r in config.gpu_roles.values()):
-        from rlplex.plan import make_plan
+    """Devices of each GPU role, resolved by the placement owner (searched for auto roles)."""
+    from rlplex.plan.placement import resolve_placement
 
-        return {r: tuple(d) for r, d in make_plan(config).placement.items()}
-    return config_placement(config)
+    return resolve_placement(config, top=1).placement
 
 
-def recorded_work(run: RecordedRun, config: Config) -> RecordedWork:
-    """The recorded steps of ``config``'s stages and the device counts they ran on."""
-    placement = placement_of(config)
+def recorded_work(
+    run: RecordedRun, config: Config, placement: Mapping[str, Sequence[int]] | None = None
+) -> RecordedWork:
+    """The recorded steps of ``config``'s stages and the device counts they ran on.
+
+    ``placement``: the config's, when the caller has resolved it already.
+    """
+    placement = placement if placement is not None else placement_of(config)
     names = set(config.pipeline.names)
     rows = tuple({s: v for s, v in run.steps[n].items() if s in names} for n in sorted(run.steps))
     sums: dict[str, float] = {}
@@ -257,6 +260,12 @@ def fit_exponents(works: Sequence[RecordedWork]) -> tuple[dict[str, float], list
     notes: list[str] = []
     for stage, by_d in points.items():
         if len(by_d) < 2:
+            if len(works) > 1:  # more records were given to fit from: say why nothing was
+                (d,) = by_d
+                notes.append(
+                    f"{stage}: not fitted: all {sum(map(len, by_d.values()))} records have it on"
+                    f" {d} GPU{'s' if d > 1 else ''}; fitting needs two or more GPU counts"
+                )
             continue
         pts = sorted((d, sum(v) / len(v)) for d, v in by_d.items())
         exponents[stage] = fit_exponent(pts)
@@ -353,7 +362,7 @@ def _placement_label(
 def _outcomes(
     alt: Alternative, work: RecordedWork, exponents: Mapping[str, float]
 ) -> list[Outcome]:
-    from rlplex.plan import make_plan, plan_for_placement, search_placements
+    from rlplex.plan import plan_for_placement, search_placements
 
     try:
         if alt.search:
@@ -367,7 +376,7 @@ def _outcomes(
             return out
         placement = placement_of(alt.config)
         cfg, modelled = work_config(alt.config, work, exponents, placement)
-        return [evaluate(alt.label, cfg, make_plan(cfg), work, modelled)]
+        return [evaluate(alt.label, cfg, plan_for_placement(cfg, placement), work, modelled)]
     except RlplexError as exc:
         return [Outcome(label=alt.label, period_s=None, error=str(exc))]
 
@@ -395,9 +404,11 @@ def whatif(
     Raises:
         RlplexError: the recorded config itself cannot be planned.
     """
-    from rlplex.plan import make_plan
 
-    work = recorded_work(run, config)
+    from rlplex.plan import plan_for_placement
+
+    placement = placement_of(config)
+    work = recorded_work(run, config, placement)
     fitted, notes = fit_exponents([work, *(recorded_work(r, c) for r, c in fit_from)])
     given = dict(scaling or {})
     for stage in given:
@@ -406,8 +417,8 @@ def whatif(
     exponents = {**fitted, **given}
     for stage, s in given.items():
         notes.append(f"{stage}: exponent {s:g} given")
-    cfg, modelled = work_config(config, work, exponents, placement_of(config))
-    first = evaluate(BASELINE_LABEL, cfg, make_plan(cfg), work, modelled)
+    cfg, modelled = work_config(config, work, exponents, placement)
+    first = evaluate(BASELINE_LABEL, cfg, plan_for_placement(cfg, placement), work, modelled)
     base = first.period_s or 0.0
     baseline = replace(first, speedup=1.0 if base else None)
     done = [baseline]

@@ -6,16 +6,21 @@ since other roles run in other processes) while another role runs, and come
 back fast. :class:`TorchOffload` does it the way RL frameworks do:
 
 - the weights of the given modules are *flattened* once, at construction, into
-  one contiguous device buffer per dtype (parameters become views into it), so
-  an offload is a few large copies instead of hundreds of small ones;
+  one contiguous device buffer per dtype (parameters become views into it),
+  and the optimizer state likewise at its first offload (AdamW's moments are
+  created at the first step), so an offload is one large copy per dtype
+  instead of two or three per parameter;
 - a pinned host buffer per state is allocated on first offload and kept
-  (preallocated for every later offload), and each device storage is copied as
-  raw bytes into its slice on a side CUDA stream;
+  (:class:`StorageMover`: pinning is slow, so it is done once), and each
+  device storage is copied as raw bytes into its slice on a side CUDA stream;
 - the device storages are then resized to 0 bytes (the tensors stay valid
   Python objects: parameters keep their identity, so optimizers, hooks and
   weight-sync code still hold the right objects) and
-  ``torch.cuda.empty_cache()`` hands the memory back to the driver;
-- a reload resizes the storages back and copies the bytes in.
+  ``torch.cuda.empty_cache()`` hands the memory back to the driver, once per
+  call;
+- a reload resizes the storages back and copies the bytes in on the side
+  stream; the executor calls it from its transfer thread, so a prefetch the
+  plan overlaps with a stage of the same role really overlaps it.
 
 A copied state whose tensors have not changed since the last reload (tensor
 version counters unchanged) is *clean*: its offload frees memory without
@@ -23,34 +28,18 @@ copying. A *dead* offload drops the content; the next reload only
 re-allocates. ``grads`` are scratch: offload sets ``param.grad = None``.
 
 Without CUDA the tensors stay where they are; the calls keep residency and
-report the bytes a copy would move.
+report the bytes a copy would move (``copy_on_cpu=True`` moves CPU tensors
+for real, which is how the tests check bit-identity on a CPU).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from rlplex.resources.cluster import COPIED_STATES as COPIED
-
-
-@dataclass
-class _StateBuffers:
-    """Where one copied state lives while off the device."""
-
-    storages: list[Any] = field(default_factory=list)
-    """The device storages of the state (``torch.UntypedStorage``), deduplicated."""
-    nbytes: list[int] = field(default_factory=list)
-    """Size of each storage, in bytes."""
-    host: torch.Tensor | None = None
-    """Pinned uint8 host buffer holding every storage back to back."""
-    host_valid: bool = False
-    """Whether ``host`` holds the current content."""
-    versions: int = -1
-    """Sum of the tensors' version counters when host and device last agreed."""
 
 
 def flatten_parameters(modules: Iterable[torch.nn.Module]) -> list[torch.Tensor]:
@@ -81,14 +70,215 @@ def flatten_parameters(modules: Iterable[torch.nn.Module]) -> list[torch.Tensor]
     return flats
 
 
+def flatten_optimizer_state(optimizers: Iterable[torch.optim.Optimizer]) -> int:
+    """Re-home every tensor of the optimizers' per-parameter state into one buffer per
+    (device, dtype); returns how many buffers that made.
+
+    The state dicts' entries are replaced by views of the flat buffers, which
+    optimizers (AdamW's foreach and fused paths included) update in place, so
+    an offload moves one large block instead of two tensors per parameter.
+    Scalars (AdamW's ``step``) stay as they are.
+    """
+    groups: dict[tuple[torch.device, torch.dtype], list[tuple[dict[str, Any], str]]] = {}
+    for optimizer in optimizers:
+        for per_param in optimizer.state.values():
+            for key, value in per_param.items():
+                if isinstance(value, torch.Tensor) and value.numel() > 1:
+                    groups.setdefault((value.device, value.dtype), []).append((per_param, key))
+    for (device, dtype), entries in groups.items():
+        flat = torch.empty(sum(d[k].numel() for d, k in entries), dtype=dtype, device=device)
+        offset = 0
+        for per_param, key in entries:
+            value = per_param[key]
+            n = value.numel()
+            view = flat[offset : offset + n].view_as(value)
+            view.copy_(value)
+            per_param[key] = view
+            offset += n
+    return len(groups)
+
+
+class StorageMover:
+    """Moves the storages of one state's tensors to a pinned host buffer and back.
+
+    ``tensors()`` lists the state's tensors (called at each move, so tensors
+    created later, such as AdamW's moments after the first step, are found).
+    The host buffer is allocated once, at the first copying offload, and kept
+    for every later call: pinning memory is slow (DeepSpeed's own
+    ``offload_states`` pins anew each time). Device storages are resized to 0
+    bytes on offload and back on reload, so every tensor object (parameters,
+    optimizer moments, DeepSpeed's flat partitions and the views into them)
+    stays valid.
+
+    Args:
+        tensors: returns the state's tensors.
+        pin_memory: pin the host buffer (fast asynchronous copies; needs CUDA).
+        copy_on_cpu: move CPU tensors too (their bytes go to a separate host
+            buffer and their storage is freed), so that CPU runs exercise the
+            copy path; without it CPU tensors stay where they are.
+        exclude: returns storages' ``data_ptr`` that belong to another state (never moved).
+        trust_versions: skip the copy of a state whose tensors' version counters
+            did not change since the host copy was made (*clean*). Only sound when
+            every write goes through the listed tensors or views sharing their
+            counters; engines that write through other aliases (DeepSpeed copies
+            its fp32 partitions into a flat buffer that the parameters view
+            through ``.data``) must turn it off.
+    """
+
+    def __init__(
+        self,
+        tensors: Callable[[], Sequence[torch.Tensor]],
+        *,
+        pin_memory: bool = True,
+        copy_on_cpu: bool = False,
+        exclude: Callable[[], set[int]] | None = None,
+        trust_versions: bool = True,
+    ) -> None:
+        self._tensors = tensors
+        self._trust_versions = trust_versions
+        self._pin = pin_memory
+        self._copy_on_cpu = copy_on_cpu
+        self._exclude = exclude
+        self.storages: list[Any] = []
+        """The state's device storages (``torch.UntypedStorage``), deduplicated."""
+        self.nbytes: list[int] = []
+        """Size of each storage, in bytes."""
+        self.host: torch.Tensor | None = None
+        """uint8 host buffer holding every storage back to back (kept across calls)."""
+        self.host_valid = False
+        """Whether ``host`` holds the current content."""
+        self.versions = -1
+        """Sum of the tensors' version counters when host and device last agreed."""
+        self._stream: Any = None
+        self.physical = False
+        """Whether the last offload really freed device (or, with ``copy_on_cpu``, host) memory."""
+
+    def tensors(self) -> list[torch.Tensor]:
+        out = list(self._tensors())
+        if self._exclude is None:
+            return out
+        skip = self._exclude()
+        return [t for t in out if t.untyped_storage().data_ptr() not in skip]
+
+    def resident_bytes(self) -> int:
+        return sum(n for _, n in _unique_storages(self.tensors()))
+
+    def _moves(self, tensors: Sequence[torch.Tensor]) -> bool:
+        return bool(tensors) and (tensors[0].is_cuda or self._copy_on_cpu)
+
+    def _side_stream(self) -> Any:
+        if self._stream is None:
+            self._stream = torch.cuda.Stream()
+        return self._stream
+
+    def _host_buffer(self, total: int, on_cuda: bool) -> torch.Tensor:
+        if self.host is None or self.host.numel() < total:
+            self.host = torch.empty(total, dtype=torch.uint8, pin_memory=self._pin and on_cuda)
+        return self.host
+
+    def offload(self, dead: bool) -> int:
+        """Free the state's storages; returns the bytes copied to the host."""
+        tensors = self.tensors()
+        storages = _unique_storages(tensors)
+        total = sum(n for _, n in storages)
+        version = _version(tensors)
+        clean = (
+            self._trust_versions
+            and self.host_valid
+            and self.versions == version
+            and self.nbytes == [n for _, n in storages]
+        )
+        self.storages = [s for s, _ in storages]
+        self.nbytes = [n for _, n in storages]
+        copy = 0 if dead or clean else total
+        self.physical = self._moves(tensors)
+        if not self.physical:
+            # Nothing to free on the host; keep the bookkeeping honest.
+            self.host_valid = not dead
+            self.versions = version
+            return copy
+        on_cuda = tensors[0].is_cuda
+        if copy:
+            host = self._host_buffer(total, on_cuda)
+            if on_cuda:
+                stream = self._side_stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    _copy_storages_to(host, storages)
+                stream.synchronize()
+            else:
+                _copy_storages_to(host, storages)
+            self.host_valid = True
+        elif dead:
+            self.host_valid = False
+        self.versions = version
+        for storage, _ in storages:
+            if not storage.resizable():
+                raise RuntimeError(
+                    f"cannot free a storage of {storage.nbytes()} bytes: it is not resizable"
+                    " (memory that torch does not own, e.g. from numpy or DLPack)"
+                )
+            storage.resize_(0)
+        return copy
+
+    def reload(self) -> int:
+        """Re-allocate the storages and copy the content back; returns bytes copied."""
+        if not self.storages:
+            return 0
+        if not self.physical:
+            return sum(self.nbytes) if self.host_valid else 0
+        for storage, n in zip(self.storages, self.nbytes, strict=True):
+            storage.resize_(n)
+        moved = 0
+        if self.host_valid and self.host is not None:
+            on_cuda = self.storages[0].device.type == "cuda"
+            if on_cuda:
+                # A side stream: a prefetch overlaps compute on the default stream.
+                stream = self._side_stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    _copy_host_to(self.host, self.storages, self.nbytes)
+                stream.synchronize()
+            else:
+                _copy_host_to(self.host, self.storages, self.nbytes)
+            moved = sum(self.nbytes)
+        self.versions = _version(self.tensors())
+        self.physical = False
+        return moved
+
+
+def _version(tensors: Sequence[torch.Tensor]) -> int:
+    return sum(t._version for t in tensors)
+
+
+def _as_bytes(storage: Any) -> torch.Tensor:
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
+
+def _copy_storages_to(host: torch.Tensor, storages: Sequence[tuple[Any, int]]) -> None:
+    offset = 0
+    for storage, n in storages:
+        host[offset : offset + n].copy_(_as_bytes(storage), non_blocking=True)
+        offset += n
+
+
+def _copy_host_to(host: torch.Tensor, storages: Sequence[Any], nbytes: Sequence[int]) -> None:
+    offset = 0
+    for storage, n in zip(storages, nbytes, strict=True):
+        _as_bytes(storage).copy_(host[offset : offset + n], non_blocking=True)
+        offset += n
+
+
 class TorchOffload:
     """Offloadable for torch modules (``weights``), optimizers (``optimizer``) and grads.
 
     Args:
         modules: the modules whose parameters and buffers are the ``weights``.
         optimizers: optimizers whose per-parameter state tensors are the ``optimizer``.
-        flatten: flatten the weights into one buffer per dtype (see module docstring).
+        flatten: flatten the weights into one buffer per dtype, and the
+            optimizer state likewise at its first offload (see module docstring).
         pin_memory: use pinned host buffers (needed for fast, asynchronous copies).
+        copy_on_cpu: really move CPU tensors too (tests of the copy path on CPU).
     """
 
     def __init__(
@@ -98,17 +288,24 @@ class TorchOffload:
         *,
         flatten: bool = True,
         pin_memory: bool = True,
+        copy_on_cpu: bool = False,
     ) -> None:
         self.modules = [modules] if isinstance(modules, torch.nn.Module) else list(modules)
         self.optimizers = (
             [optimizers] if isinstance(optimizers, torch.optim.Optimizer) else list(optimizers)
         )
+        self._flatten = flatten
         if flatten and self.modules:
             flatten_parameters(self.modules)
-        self._pin = pin_memory
-        self._buffers: dict[str, _StateBuffers] = {}
+        self._movers = {
+            state: StorageMover(
+                lambda state=state: self._tensors(state),
+                pin_memory=pin_memory,
+                copy_on_cpu=copy_on_cpu,
+            )
+            for state in ("weights", "optimizer")
+        }
         self._resident: set[str] = {"weights", "optimizer", "grads"}
-        self._stream: Any = None
 
     # -- what each state is -------------------------------------------------
 
@@ -129,13 +326,6 @@ class TorchOffload:
             ]
         return []
 
-    def _on_cuda(self, tensors: Sequence[torch.Tensor]) -> bool:
-        return bool(tensors) and tensors[0].is_cuda
-
-    @staticmethod
-    def _version(tensors: Sequence[torch.Tensor]) -> int:
-        return sum(t._version for t in tensors)
-
     def named_weights(self) -> dict[str, torch.Tensor]:
         """Parameters by name (``{i}.`` prefixed for several modules), for weight sync."""
         if len(self.modules) == 1:
@@ -151,12 +341,11 @@ class TorchOffload:
 
     def state_bytes(self) -> dict[str, int]:
         sizes = {}
-        for state in ("weights", "optimizer"):
-            buffers = self._buffers.get(state)
-            if buffers is not None and state not in self._resident:
-                sizes[state] = sum(buffers.nbytes)
+        for state, mover in self._movers.items():
+            if state not in self._resident and mover.storages:
+                sizes[state] = sum(mover.nbytes)
             else:
-                sizes[state] = sum(n for _, n in _unique_storages(self._tensors(state)))
+                sizes[state] = mover.resident_bytes()
         sizes["grads"] = sum(
             p.grad.numel() * p.grad.element_size()
             for m in self.modules
@@ -167,17 +356,24 @@ class TorchOffload:
 
     def offload(self, states: Sequence[str], *, dead: bool = False) -> int:
         moved = 0
+        freed_cuda = False
         for state in states:
             if state not in self._resident:
                 continue
             if state == "grads":
                 for module in self.modules:
                     for p in module.parameters():
+                        freed_cuda |= p.grad is not None and p.grad.is_cuda
                         p.grad = None
             elif state in COPIED:
-                moved += self._offload_copied(state, dead)
+                if state == "optimizer" and self._flatten:
+                    self._flatten_optimizer_state()
+                mover = self._movers[state]
+                moved += mover.offload(dead)
+                freed_cuda |= mover.physical and bool(mover.storages) and _on_cuda(mover)
             self._resident.discard(state)
-        if torch.cuda.is_available():
+        if freed_cuda:
+            # Once per call: the freed blocks go back to the driver for the other roles.
             torch.cuda.empty_cache()
         return moved
 
@@ -187,83 +383,20 @@ class TorchOffload:
             if state in self._resident:
                 continue
             if state in COPIED:
-                moved += self._reload_copied(state)
+                moved += self._movers[state].reload()
             self._resident.add(state)
         return moved
 
-    # -- copies ---------------------------------------------------------------
+    def _flatten_optimizer_state(self) -> None:
+        """Flatten the optimizer state once it exists (and again if it was replaced)."""
+        tensors = self._tensors("optimizer")
+        kinds = {(t.device, t.dtype) for t in tensors}
+        if len(_unique_storages(tensors)) > len(kinds):
+            flatten_optimizer_state(self.optimizers)
 
-    def _side_stream(self) -> Any:
-        if self._stream is None:
-            self._stream = torch.cuda.Stream()
-        return self._stream
 
-    def _offload_copied(self, state: str, dead: bool) -> int:
-        tensors = self._tensors(state)
-        storages = _unique_storages(tensors)
-        buffers = self._buffers.setdefault(state, _StateBuffers())
-        total = sum(n for _, n in storages)
-        clean = (
-            buffers.host_valid
-            and buffers.versions == self._version(tensors)
-            and buffers.nbytes == [n for _, n in storages]
-        )
-        buffers.storages = [s for s, _ in storages]
-        buffers.nbytes = [n for _, n in storages]
-        if dead:
-            buffers.host_valid = False
-            copy = 0
-        elif clean:
-            copy = 0
-        else:
-            copy = total
-        if not self._on_cuda(tensors):
-            # Nothing to free on the host; keep the bookkeeping honest.
-            buffers.host_valid = not dead
-            buffers.versions = self._version(tensors)
-            return copy
-        if copy:
-            if buffers.host is None or buffers.host.numel() < total:
-                buffers.host = torch.empty(total, dtype=torch.uint8, pin_memory=self._pin)
-            stream = self._side_stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                offset = 0
-                for storage, n in storages:
-                    src = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
-                    buffers.host[offset : offset + n].copy_(src, non_blocking=True)
-                    offset += n
-            stream.synchronize()
-            buffers.host_valid = True
-        buffers.versions = self._version(tensors)
-        for storage, _ in storages:
-            storage.resize_(0)
-        return copy
-
-    def _reload_copied(self, state: str) -> int:
-        buffers = self._buffers.get(state)
-        if buffers is None or not buffers.storages:
-            return 0
-        tensors = self._tensors(state)
-        if not self._on_cuda(tensors):
-            return sum(buffers.nbytes) if buffers.host_valid else 0
-        for storage, n in zip(buffers.storages, buffers.nbytes, strict=True):
-            storage.resize_(n)
-        moved = 0
-        if buffers.host_valid and buffers.host is not None:
-            stream = self._side_stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                offset = 0
-                for storage, n in zip(buffers.storages, buffers.nbytes, strict=True):
-                    dst = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
-                    dst.copy_(buffers.host[offset : offset + n], non_blocking=True)
-                    offset += n
-            stream.synchronize()
-            torch.cuda.current_stream().wait_stream(stream)
-            moved = sum(buffers.nbytes)
-        buffers.versions = self._version(tensors)
-        return moved
+def _on_cuda(mover: StorageMover) -> bool:
+    return bool(mover.storages) and mover.storages[0].device.type == "cuda"
 
 
 def _unique_storages(tensors: Iterable[torch.Tensor]) -> list[tuple[Any, int]]:

@@ -182,17 +182,22 @@ class TorchTrainer:
             yield name, p.detach()
 
 
-def init_deepspeed() -> Any:
+def init_deepspeed(device_type: str | None = None) -> Any:
     """Import DeepSpeed, on CPU when there is no CUDA device, with a process group ready.
+
+    ``device_type``: where the model lives (``cpu`` or ``cuda``; default: CUDA
+    if available). A CPU model gets DeepSpeed's CPU accelerator even on a
+    machine with CUDA (DeepSpeed would otherwise pick CUDA for it).
 
     Raises:
         BackendUnavailable: DeepSpeed is not installed (``pip install rlplex[deepspeed]``).
     """
     import torch
 
-    if not torch.cuda.is_available():
+    on_cpu = device_type == "cpu" or (device_type is None and not torch.cuda.is_available())
+    if on_cpu:
         # Must be set before deepspeed is imported: it picks its accelerator at import.
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        os.environ["DS_ACCELERATOR"] = "cpu"
     try:
         import deepspeed
     except ImportError as exc:
@@ -200,6 +205,14 @@ def init_deepspeed() -> Any:
             f"the deepspeed optimizer backend needs DeepSpeed (pip install 'rlplex[deepspeed]'):"
             f" {exc}"
         ) from None
+    if on_cpu:
+        from deepspeed.accelerator import get_accelerator, set_accelerator
+
+        if get_accelerator().device_name() != "cpu":
+            # Imported earlier in this process with CUDA: switch to the CPU accelerator.
+            from deepspeed.accelerator.cpu_accelerator import CPU_Accelerator
+
+            set_accelerator(CPU_Accelerator())
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -214,7 +227,7 @@ def init_deepspeed() -> Any:
         os.environ.setdefault("RANK", "0")
         os.environ.setdefault("LOCAL_RANK", "0")
         os.environ.setdefault("WORLD_SIZE", "1")
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        backend = "gloo" if on_cpu else "nccl"
         if backend == "gloo" and os.environ["WORLD_SIZE"] == "1":
             # One process never reduces across processes, and DeepSpeed's CPU backend would
             # otherwise JIT-compile its shared-memory all-reduce op (a minute) at first use.
@@ -240,7 +253,7 @@ class DeepSpeedTrainer:
     def __init__(self, model: torch.nn.Module, config: OptimConfig, num_micro_batches: int) -> None:
         import torch
 
-        deepspeed = init_deepspeed()
+        deepspeed = init_deepspeed(next(model.parameters()).device.type)
         self.config = config
         self.num_micro_batches = num_micro_batches
         optimizer = torch.optim.AdamW(

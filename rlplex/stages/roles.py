@@ -18,7 +18,7 @@ inference engine's are overwritten in place.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +135,10 @@ class RolloutState:
         if self.model is None:
             raise TypeError("a vLLM rollout takes weights through its weight_sync stage")
         return _named(self.model)
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Take new weights through the engine's own API (vLLM ``load_weights``, HF in place)."""
+        self.generator.update_weights(named_tensors)
 
 
 def make_hf_rollout(

@@ -153,7 +153,8 @@ class StageRow:
     seconds: float
     """Mean seconds per step (sum of the durations of its ops in a step)."""
     share: float
-    """``seconds`` over the period: the share of the step it takes."""
+    """Its share of the work: ``seconds`` over the sum of every row's seconds (rows add up
+    to 1, also in async runs, where stages of several steps overlap within one period)."""
     critical: bool
     """Whether one of its ops lies on the critical path."""
 
@@ -185,7 +186,6 @@ def stage_table(timeline: Timeline, critical: tuple[int, ...] | None = None) -> 
         critical = critical_path(timeline)
     on_path = {event_label(timeline.events[i]) for i in critical}
     steps = max(len({e.step for e in timeline.events}), 1)
-    period = period_of(timeline)
     totals: dict[str, float] = {}
     first: dict[str, tuple[float, Event]] = {}
     for event in timeline.events:
@@ -194,17 +194,29 @@ def stage_table(timeline: Timeline, critical: tuple[int, ...] | None = None) -> 
         if name not in first or event.start_s < first[name][0]:
             first[name] = (event.start_s, event)
     rows = []
+    work = sum(totals.values())
     for name in sorted(first, key=lambda n: (first[n][0], n)):
         event = first[name][1]
-        seconds = totals[name] / steps
         rows.append(
             StageRow(
                 name=name,
                 role=event.role or "",
                 kind=event.kind,
-                seconds=seconds,
-                share=seconds / period if period > 0 else 0.0,
+                seconds=totals[name] / steps,
+                share=totals[name] / work if work > 0 else 0.0,
                 critical=name in on_path,
             )
         )
     return rows
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration readable at any scale: ``241.02 s``, ``3.14 s``, ``12.5 ms``, ``40 µs``."""
+    size = abs(seconds)
+    if size == 0:
+        return "0 s"
+    if size >= 0.1:
+        return f"{seconds:.2f} s"
+    if size >= 1e-4:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} µs"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplex.resources.devices import format_devices
-from rlplex.viz.critical import StageRow, stage_table
+from rlplex.viz.critical import StageRow, format_seconds, stage_table
 from rlplex.viz.layout import GanttLayout, colour_role
 
 
@@ -98,13 +98,14 @@ def _legend(colours: dict[str, str]) -> str:
 def _stage_table(rows: Sequence[StageRow]) -> str:
     body = "".join(
         f"<tr><td>{html.escape(r.name)}</td><td>{html.escape(r.role)}</td>"
-        f'<td class="num">{r.seconds:.2f}</td><td class="num">{r.share * 100:.1f} %</td>'
+        f'<td class="num">{format_seconds(r.seconds)}</td>'
+        f'<td class="num">{r.share * 100:.1f} %</td>'
         f"<td>{'yes' if r.critical else ''}</td></tr>"
         for r in rows
     )
     return (
-        '<table class="stages"><tr><th>stage</th><th>role</th><th>s / step</th>'
-        f"<th>share</th><th>critical</th></tr>{body}</table>"
+        '<table class="stages"><tr><th>stage</th><th>role</th><th>time / step</th>'
+        f"<th>share of work</th><th>critical</th></tr>{body}</table>"
     )
 
 

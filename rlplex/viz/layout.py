@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rlplex.dag.export import PALETTE
+from rlplex.dag.export import role_colour
 from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpKind
 from rlplex.resources.devices import format_devices
 from rlplex.timeline.record import Event, Timeline
@@ -158,13 +158,12 @@ def colour_role(event: Event) -> str:
 
 
 def role_colour_map(timeline: Timeline, colours: dict[str, str] | None = None) -> dict[str, str]:
-    """A stable colour per role: ``colours`` first, then PALETTE in first-start order."""
+    """The colour of every role in ``timeline``: ``colours`` first, then by role name alone."""
     out = dict(colours or {})
-    order = sorted(range(len(timeline.events)), key=lambda i: (timeline.events[i].start_s, i))
-    for index in order:
-        role = colour_role(timeline.events[index])
+    for event in timeline.events:
+        role = colour_role(event)
         if role and role not in out:
-            out[role] = PALETTE[len(out) % len(PALETTE)]
+            out[role] = role_colour(role)
     return out
 
 

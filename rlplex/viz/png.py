@@ -11,6 +11,7 @@ keeps 1,024-GPU charts fast.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,18 @@ def _lane_geometry(layout: GanttLayout) -> tuple[list[float], list[float], float
     return tops, heights, y
 
 
+def bar_label(name: str, seconds: float, seconds_per_char: float) -> str | None:
+    """The longest of the stage's name, its first word, or its first three letters that fits.
+
+    ``ref_logprob`` on a short bar becomes ``ref``; None when not even that fits
+    (the legend and the HTML's hover still name it).
+    """
+    for text in (name, name.split("_")[0], name[:3]):
+        if seconds >= seconds_per_char * (len(text) + 1):
+            return text
+    return None
+
+
 def _draw_panel(ax: Any, layout: GanttLayout, origin: float, xmax: float, title: str) -> None:
     """One timeline on ``ax``, times shifted so that ``origin`` is 0."""
     import matplotlib.patches as mpatches
@@ -50,7 +63,9 @@ def _draw_panel(ax: Any, layout: GanttLayout, origin: float, xmax: float, title:
         event = events[bar.event]
         hatch = HATCH.get(event.kind) if event.kind in TRANSFER_KINDS else None
         key = (bar.lane, bar.row, layout.colour(event), hatch, bar.event in layout.critical)
-        batches[key].append((event.start_s - origin, max(event.duration_s, xmax * 1e-4)))
+        # Transfers get a visible minimum width: a 0.2 s offload in a 300 s step is still a fact.
+        least = xmax / 250 if hatch else xmax * 1e-4
+        batches[key].append((event.start_s - origin, max(event.duration_s, least)))
     for (lane, row, colour, hatch, critical), spans in batches.items():
         if row < 0:
             y, h = tops[lane] + layout.lanes[lane].rows * ROW + 0.04, COPY - 0.08
@@ -61,16 +76,17 @@ def _draw_panel(ax: Any, layout: GanttLayout, origin: float, xmax: float, title:
             (y, h),
             facecolors=colour,
             hatch=hatch,
-            edgecolor="#111111" if critical else ("white" if hatch else "none"),
-            linewidth=1.2 if critical else 0.0,
+            edgecolor="#111111" if critical else ("#333333" if hatch else "none"),
+            linewidth=1.2 if critical else (0.4 if hatch else 0.0),
         )
     # Stage labels on bars wide enough to hold them (about 4 pt per character).
     axes_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
     seconds_per_char = 4.2 * xmax / max(axes_pt, 1.0)
     for bar in layout.bars:
         event = events[bar.event]
-        label = event.stage or event.op.split("/", 1)[-1]
-        if bar.row < 0 or event.duration_s < seconds_per_char * (len(label) + 1):
+        label = bar_label(event.stage or event.op.split("/", 1)[-1], event.duration_s,
+                          seconds_per_char)  # fmt: skip
+        if bar.row < 0 or label is None:
             continue
         ax.text(
             event.start_s - origin + xmax / 400,
@@ -96,9 +112,16 @@ def _draw_panel(ax: Any, layout: GanttLayout, origin: float, xmax: float, title:
                 linestyle="--",
             )
         )
+    free_from = -math.inf  # step labels never overlap: one is skipped when it would
     for step, start in layout.step_starts:
-        ax.axvline(start - origin, color="#555555", linestyle="--", linewidth=0.7)
-        ax.text(start - origin, -0.15, f" step {step}", fontsize=7, va="bottom", color="#333333")
+        x = start - origin
+        ax.axvline(x, color="#555555", linestyle="--", linewidth=0.7)
+        text = f" step {step}" if x >= free_from else None
+        if text is None and x >= free_from - seconds_per_char * 3:
+            text = f" {step}"
+        if text is not None and x >= free_from - seconds_per_char * 3:
+            ax.text(x, -0.15, text, fontsize=7, va="bottom", color="#333333")
+            free_from = x + seconds_per_char * (len(text) + 2)
     ax.set_ylim(total, -0.9)
     ax.set_xlim(0, xmax)
     ax.set_yticks([t + (h - (COPY if ln.has_copy_lane else 0)) / 2 for t, h, ln in

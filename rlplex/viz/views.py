@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplex.timeline.record import Timeline
-from rlplex.viz.critical import StageRow, critical_path, stage_table
+from rlplex.viz.critical import StageRow, critical_path, format_seconds, stage_table
 from rlplex.viz.layout import GanttLayout, build_layout
 
 
@@ -68,8 +68,8 @@ def stage_rich_table(timeline: Timeline, title: str = "time per stage") -> Any:
     from rich.table import Table
 
     table = Table(title=title)
-    for column, justify in (("stage", "left"), ("role", "left"), ("s / step", "right"),
-                            ("share", "right"), ("critical", "center")):  # fmt: skip
+    for column, justify in (("stage", "left"), ("role", "left"), ("time / step", "right"),
+                            ("share of work", "right"), ("critical", "center")):  # fmt: skip
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in stage_rows(timeline):
         if row.seconds <= 0 and row.kind in ("offload", "reload"):
@@ -77,93 +77,8 @@ def stage_rich_table(timeline: Timeline, title: str = "time per stage") -> Any:
         table.add_row(
             row.name,
             row.role,
-            f"{row.seconds:.2f}",
+            format_seconds(row.seconds),
             f"{row.share * 100:.1f} %",
             "[bold]yes[/]" if row.critical else "",
         )
     return table
-
-
-CONFIG_SUFFIXES = (".yaml", ".yml")
-
-
-def planned_timeline(
-    path: str | Path,
-    *,
-    steps: int = 3,
-    overrides: list[str] | None = None,
-    fmt: str | None = None,
-    costs: Path | None = None,
-    baseline: str | None = None,
-) -> Timeline:
-    """The predicted timeline of a config: its plan, simulated for ``steps`` steps.
-
-    Uses :func:`rlplex.sim.simulate` when the simulator is there, else the
-    plan's own ops (one step, or the unrolled async steps).
-    """
-    from rlplex.config import load_config
-    from rlplex.errors import RlplexError
-
-    cfg = load_config(path, overrides=overrides or (), format=fmt, costs=costs)
-    try:
-        from rlplex.plan import make_plan  # type: ignore[attr-defined]
-    except ImportError:
-        raise RlplexError(f"{path}: the planner is not available in this build") from None
-    plan = make_plan(cfg, baseline=baseline) if baseline else make_plan(cfg)
-    try:
-        from rlplex.sim import simulate  # type: ignore[attr-defined]
-    except ImportError:
-        simulate = None
-    if simulate is not None:
-        timeline = simulate(plan, cfg, steps=steps)
-    else:
-        from rlplex.timeline.record import timeline_from_plan
-
-        timeline = timeline_from_plan(plan)
-    from rlplex.dag.export import role_colours
-
-    meta = {
-        "gpus_per_node": cfg.cluster.gpus_per_node,
-        "config": str(path),
-        # The DAG picture's colours, so chart and DAG agree.
-        "role_colours": role_colours(cfg.pipeline),
-    }
-    return timeline.model_copy(update={"meta": {**meta, **timeline.meta}})
-
-
-def load_timeline(
-    path: str | Path,
-    *,
-    steps: int = 3,
-    overrides: list[str] | None = None,
-    fmt: str | None = None,
-    costs: Path | None = None,
-) -> Timeline:
-    """A timeline from a JSONL record, an rlplex Perfetto trace, or a config (its plan).
-
-    Raises:
-        ConfigError: the file is missing, is not one of those, or holds no ops.
-    """
-    from rlplex.errors import ConfigError
-    from rlplex.timeline.perfetto import read_timeline
-
-    if Path(path).suffix.lower() in CONFIG_SUFFIXES:
-        return planned_timeline(path, steps=steps, overrides=overrides, fmt=fmt, costs=costs)
-    try:
-        timeline = read_timeline(path)
-    except ConfigError as exc:
-        if not exc.message.startswith("bad event"):
-            raise
-        raise ConfigError(
-            f"not an rlplex timeline ({exc.field}: {exc.message}); a verl or ROLL log is"
-            " drawn by `rlplex replay LOG --config FILE --gantt F.html`",
-            file=exc.file,
-            line=exc.line,
-        ) from None
-    if not timeline.events:
-        raise ConfigError(
-            "no ops to draw: expected an rlplex timeline (JSONL, one op a line), a trace"
-            " rlplex wrote, or a config (.yaml)",
-            file=str(path),
-        )
-    return timeline

@@ -38,3 +38,41 @@ def test_scalars_are_broadcast_and_none_gathers_to_none() -> None:
 def test_reshard_between_world_sizes() -> None:
     parts = [[0, 1, 2], [3, 4, 5]]
     assert [reshard(parts, r, 3) for r in range(3)] == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_results_shared_on_the_device_come_back_whole_and_equal() -> None:
+    """The colocated path (CUDA IPC on a GPU), run here with CPU tensors in shared memory."""
+    import os
+
+    import torch
+
+    from rlplex.runtime.data import OnDevice, release_on_device, share_on_device, take_on_device
+
+    batch = {
+        "ids": torch.arange(12).view(3, 4),
+        "logp": torch.randn(3, 4, dtype=torch.float64),
+        "mask": torch.ones(3, 4, dtype=torch.bool),
+        "parts": [torch.zeros(2), ("keep", 7)],
+        "name": "step",
+    }
+    sent, keep = share_on_device(batch, device_types=("cpu",))
+    assert isinstance(sent, OnDevice) and keep is not None
+    got = take_on_device(sent)
+    assert got["name"] == "step" and got["parts"][1] == ("keep", 7)
+    for key in ("ids", "logp", "mask"):
+        assert got[key].dtype == batch[key].dtype and torch.equal(got[key], batch[key])
+    assert torch.equal(got["parts"][0], batch["parts"][0])
+    # The consumer's copy is its own: the producer may free the buffer at once.
+    release_on_device(keep)
+    assert not os.path.exists(sent.shared.path)
+    assert torch.equal(got["ids"], batch["ids"])
+
+
+def test_values_without_device_tensors_are_sent_as_they_are() -> None:
+    import torch
+
+    from rlplex.runtime.data import share_on_device, take_on_device
+
+    value = {"ids": torch.arange(3), "n": 3}
+    assert share_on_device(value) == (value, None)  # CPU tensors: not on a CUDA device
+    assert take_on_device(value) is value

@@ -75,6 +75,15 @@ def test_run_rehearses_records_and_compares_with_the_prediction(
     timeline = Timeline.read_jsonl(record)
     assert sorted(timeline.metrics) == [0, 1, 2]
     assert (tmp_path / "run.plan.json").exists()
+    # Issue 13 defect 10: no JSON log line per step on the terminal.
+    assert '"event": "step"' not in proc.stderr and '"event": "plan"' not in proc.stderr
+    # Issue 13 defect 3: the planned step time is on the rehearsal's time scale.
+    from rlplex.config import load_config
+    from rlplex.plan import make_plan
+
+    planned = make_plan(load_config(config)).makespan_s * 0.02
+    for metrics in timeline.metrics.values():
+        assert metrics["planned_step_s"] == pytest.approx(planned, rel=0.01)
 
 
 def test_run_refuses_a_plan_that_needs_a_missing_node(tmp_path: Path, address: str) -> None:

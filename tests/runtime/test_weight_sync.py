@@ -1,4 +1,8 @@
-"""Weight sync between roles: the object store when colocated, a gloo broadcast across GPUs."""
+"""Weight sync between roles: shared buckets when colocated, a bucketed gloo broadcast across GPUs.
+
+On CPU the colocated (``ipc``) path shares buckets through shared memory, the
+same protocol as CUDA IPC handles on a GPU; ``store`` is the object store.
+"""
 
 from __future__ import annotations
 
@@ -63,8 +67,18 @@ def sync_config(infer_devices: list[int]) -> Any:
     )
 
 
-@pytest.mark.parametrize(("infer_devices", "method"), [([0], "store"), ([1], "broadcast")])
-def test_trained_weights_reach_the_inference_role(infer_devices: list[int], method: str) -> None:
+@pytest.mark.parametrize(
+    ("infer_devices", "method", "used", "bucket_bytes"),
+    [
+        ([0], "auto", "ipc", None),
+        ([0], "ipc", "ipc", 32),  # one bucket per tensor: chained exports and imports
+        ([0], "store", "store", None),
+        ([1], "auto", "broadcast", 32),
+    ],
+)
+def test_trained_weights_reach_the_inference_role(
+    infer_devices: list[int], method: str, used: str, bucket_bytes: int | None
+) -> None:
     cfg = sync_config(infer_devices)
     timeline = execute(
         make_plan(cfg),
@@ -73,8 +87,10 @@ def test_trained_weights_reach_the_inference_role(infer_devices: list[int], meth
         time_scale=0.01,
         implementations={"generate": generate, "train": train},
         setups={"actor_train": Model, "actor_infer": Model},
+        weight_sync=method,
+        weight_sync_bucket_bytes=bucket_bytes,
     )
-    assert timeline.meta["weight_sync"]["weight_sync"] == method
+    assert timeline.meta["weight_sync"]["weight_sync"] == used
     numel = 4 * 3 + 3
     assert [timeline.metrics[s]["infer_sum"] for s in range(3)] == [0.0, numel * 1.0, numel * 2.0]
     sync = next(e for e in timeline.events if e.op == "s0/weight_sync")

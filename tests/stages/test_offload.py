@@ -151,3 +151,75 @@ def test_vllm_kv_cache_alone_round_trips_the_weights() -> None:
     assert backend.resident_states() == {"weights"}
     backend.reload(["kv_cache"])
     assert llm.calls[-1] == ("wake_up", ("kv_cache",))
+
+
+def _llm_and_adamw(seed: int = 0):
+    from rlplex.stages.models import ModelConfig, build_causal_lm
+
+    torch.manual_seed(seed)
+    model = build_causal_lm(ModelConfig(seed=seed))
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+
+def _lm_step(model, optimizer, seed: int) -> float:
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (4, 12), generator=gen)
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(loss.detach())
+
+
+def _snapshot(model, optimizer) -> list[bytes]:
+    tensors = [*model.parameters()] + [
+        v for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)
+    ]
+    # (clone: .numpy() on the tensor itself would make its storage non-resizable)
+    return [t.detach().clone().numpy().tobytes() for t in tensors]
+
+
+def test_torch_offload_round_trip_is_bit_identical_and_trains_like_a_twin() -> None:
+    """The real copy path on CPU (copy_on_cpu): storages freed, bytes back, same next loss."""
+    model, opt = _llm_and_adamw()
+    twin, twin_opt = _llm_and_adamw()
+    backend = TorchOffload(model, opt, pin_memory=False, copy_on_cpu=True)
+    TorchOffload(twin, twin_opt, pin_memory=False)  # same flattening, never offloaded
+    assert _lm_step(model, opt, 1) == _lm_step(twin, twin_opt, 1)
+    hosts = None
+    for round_ in range(3):
+        before = _snapshot(model, opt)
+        sizes = backend.state_bytes()
+        moved = backend.offload(["weights", "optimizer", "grads"])
+        assert moved == sizes["weights"] + sizes["optimizer"]
+        # The memory is really gone, and the optimizer state is one block per dtype.
+        assert all(p.untyped_storage().nbytes() == 0 for p in model.parameters())
+        moments = backend._tensors("optimizer")
+        assert len({t.untyped_storage().data_ptr() for t in moments}) == 1
+        assert all(t.untyped_storage().nbytes() == 0 for t in moments)
+        assert backend.reload(["weights", "optimizer", "grads"]) == moved
+        assert _snapshot(model, opt) == before
+        # Host buffers are allocated once and kept.
+        now = [id(m.host) for m in backend._movers.values()]
+        assert hosts is None or now == hosts
+        hosts = now
+        assert _lm_step(model, opt, 2 + round_) == _lm_step(twin, twin_opt, 2 + round_)
+    assert _snapshot(model, opt) == _snapshot(twin, twin_opt)
+
+
+def test_torch_offload_clean_state_is_freed_without_copy_and_comes_back() -> None:
+    model, opt = _llm_and_adamw()
+    backend = TorchOffload(model, opt, pin_memory=False, copy_on_cpu=True)
+    _lm_step(model, opt, 1)
+    weights = backend.state_bytes()["weights"]
+    assert backend.offload(["weights"]) == weights
+    backend.reload(["weights"])
+    before = _snapshot(model, opt)
+    assert backend.offload(["weights"]) == 0  # clean: freed, host copy still current
+    assert model.lm_head.weight.untyped_storage().nbytes() == 0
+    assert backend.reload(["weights"]) == weights
+    assert _snapshot(model, opt) == before
+    # dead: dropped, the reload only re-allocates
+    assert backend.offload(["weights"], dead=True) == 0
+    assert backend.reload(["weights"]) == 0
+    assert model.lm_head.weight.untyped_storage().nbytes() > 0

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlplex.errors import ConfigError
+from rlplex.sim.reports import planned_timeline
 from rlplex.timeline.perfetto import (
     CPU_PID,
     read_timeline,
@@ -16,7 +17,6 @@ from rlplex.timeline.perfetto import (
     write_trace,
 )
 from rlplex.viz.synthetic import synthetic_timeline
-from rlplex.viz.views import planned_timeline
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from rlplex.sim.reports import planned_timeline
 from rlplex.timeline.record import Timeline
 from rlplex.viz.synthetic import synthetic_timeline
-from rlplex.viz.views import planned_timeline
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CHROMIUM_FLAGS = (

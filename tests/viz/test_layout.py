@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlplex.timeline.record import Event, Timeline
-from rlplex.viz.critical import critical_path, period_of, stage_table
+from rlplex.viz.critical import critical_path, stage_table
 from rlplex.viz.layout import build_layout
 from rlplex.viz.synthetic import synthetic_timeline
 
@@ -99,9 +99,10 @@ def test_critical_path_without_deps():
 
 def test_stage_table_of_a_real_plan(colocated_plan):
     rows = {row.name: row for row in stage_table(colocated_plan)}
-    period = period_of(colocated_plan)
     assert rows["generate"].seconds == pytest.approx(120.0)
-    assert rows["generate"].share == pytest.approx(120.0 / period)
+    work = sum(row.seconds for row in rows.values())
+    assert rows["generate"].share == pytest.approx(120.0 / work)
+    assert sum(row.share for row in rows.values()) == pytest.approx(1.0)
     assert rows["generate"].critical and rows["train"].critical
     assert not rows["reward"].critical  # 10 s on CPUs beside 20 s log-prob stages
     assert any(name.startswith("offload ") for name in rows)
@@ -118,3 +119,25 @@ def test_importing_the_views_loads_no_heavy_module():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_stage_shares_add_up_to_one_in_async_runs():
+    """Issue 13 defect 8: shares of an async run added up to about 200 %."""
+    from rlplex.config import load_config
+    from rlplex.plan import make_plan
+    from rlplex.sim import simulate
+
+    cfg = load_config("examples/async.yaml")
+    rows = stage_table(simulate(make_plan(cfg), cfg, steps=6))
+    assert sum(row.share for row in rows) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(241.017, "241.02 s"), (0.5, "0.50 s"), (0.0123, "12.3 ms"), (4e-5, "40 µs"), (0.0, "0 s")],
+)
+def test_millisecond_ops_are_not_shown_as_zero(seconds, text):
+    """Issue 13 defect 8: millisecond ops showed as 0.00 s."""
+    from rlplex.viz.critical import format_seconds
+
+    assert format_seconds(seconds) == text

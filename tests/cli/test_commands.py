@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rlplex.cli import app
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 runner = CliRunner()
 
 

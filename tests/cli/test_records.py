@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from rlplex.cli import app
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RECORDS = EXAMPLES / "records"
 VERL = RECORDS / "verl_quickstart.jsonl"
 VERL_CONFIG = RECORDS / "verl_quickstart.yaml"

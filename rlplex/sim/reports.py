@@ -1,0 +1,288 @@
+"""Replay and what-if as result objects: every figure computed once, for every view.
+
+``rlplex replay`` and ``rlplex whatif`` print a table, print JSON and draw a
+Gantt chart of the same analysis. Each is one call here that reads the
+record and the configs and returns a report; the CLI only renders it. The
+chart's periods are the report's periods (not recomputed from the drawn
+steps), so the picture and the table cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlplex.config import Config, load_config
+from rlplex.errors import ConfigError
+from rlplex.plan.model import Plan
+from rlplex.sim.replay import ReplayResult, replay, replay_timeline, stage_warnings
+from rlplex.sim.whatif import Alternative, Outcome, WhatIfResult, parse_alt, parse_scaling, whatif
+from rlplex.timeline.importers import RecordedRun, import_record
+from rlplex.timeline.record import Timeline
+
+GANTT_STEPS = 8
+"""Recorded steps drawn in a chart (the table and JSON cover every step)."""
+
+AUTO_TOP = 3
+"""Placements ``whatif --auto`` reports."""
+
+
+@dataclass(frozen=True)
+class RecordSource:
+    """Where a recorded run and its config come from."""
+
+    record: Path
+    """The log: an rlplex record, a verl JSONL or console log, ROLL stdout."""
+    config: Path
+    """The config the run used."""
+    record_format: str | None = None
+    """rlplex, verl or roll; None: detected."""
+    skip_bad_lines: bool = False
+    """Skip malformed log lines with a warning instead of refusing the file."""
+    config_format: str | None = None
+    """native, roll, rlinf or verl; None: detected."""
+    costs: Path | None = None
+    """A ``--costs`` file merged into every config read."""
+
+    def load_run(self) -> RecordedRun:
+        return import_record(
+            self.record, format=self.record_format, skip_bad_lines=self.skip_bad_lines
+        )
+
+    def load_config(self, overrides: Sequence[str] = ()) -> Config:
+        return load_config(
+            self.config, overrides=overrides, format=self.config_format, costs=self.costs
+        )
+
+
+def _without_bound(timeline: Timeline, period_s: float | None) -> Timeline:
+    """A replayed timeline headed by the report's period; the plan's bound does not apply."""
+    meta = {k: v for k, v in timeline.meta.items() if k != "lower_bound_s"}
+    if period_s is not None:
+        meta["period_s"] = period_s
+    return timeline.model_copy(update={"meta": meta})
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """A record replayed through its config's plan."""
+
+    source: RecordSource
+    run: RecordedRun
+    config: Config
+    plan: Plan
+    result: ReplayResult
+    warnings: tuple[str, ...]
+    """Import and stage warnings, for stderr."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.result.to_dict()
+
+    def timeline(self, steps: int = GANTT_STEPS) -> Timeline:
+        """The first ``steps`` replayed steps, headed by the replay's mean predicted step time."""
+        drawn = replay_timeline(self.run, self.config, self.plan, steps=steps)
+        return _without_bound(drawn, self.result.mean_predicted_s)
+
+
+def replay_report(source: RecordSource, overrides: Sequence[str] = ()) -> ReplayReport:
+    """Replay ``source``'s record through the plan of its config (with ``overrides``)."""
+    from rlplex.plan import make_plan
+
+    run = source.load_run()
+    cfg = source.load_config(overrides)
+    plan = make_plan(cfg)
+    result = replay(run, cfg, plan)
+    return ReplayReport(source, run, cfg, plan, result, (*run.warnings, *result.warnings))
+
+
+@dataclass(frozen=True)
+class WhatIfReport:
+    """The recorded work under each alternative, best first."""
+
+    source: RecordSource
+    run: RecordedRun
+    config: Config
+    result: WhatIfResult
+    warnings: tuple[str, ...]
+    """Import and stage warnings, for stderr."""
+    notes: tuple[str, ...]
+    """What the reader should know about the figures (printed under the table)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.result.to_dict()
+
+    @property
+    def best(self) -> Outcome | None:
+        """The fastest alternative that is not the recorded config itself."""
+        return next(
+            (o for o in self.result.alternatives if o is not self.result.baseline and o.plan),
+            None,
+        )
+
+    def timeline(self, outcome: Outcome, steps: int = GANTT_STEPS) -> Timeline:
+        """``outcome``'s replay of the first ``steps`` steps, headed by its predicted period."""
+        assert outcome.config is not None and outcome.plan is not None
+        drawn = replay_timeline(self.run, outcome.config, outcome.plan, steps=steps,
+                                factors=outcome.factors, modelled=outcome.modelled)  # fmt: skip
+        return _without_bound(drawn, outcome.period_s)
+
+
+def _fit_pairs(items: Sequence[str], config_format: str | None) -> list[tuple[RecordedRun, Any]]:
+    pairs = []
+    for item in items:
+        rec, sep, cfg = item.partition("=")
+        if not sep or not rec or not cfg:
+            raise ConfigError("must be RECORD=CONFIG", field="--fit-from", value=item)
+        pairs.append((import_record(rec), load_config(cfg, format=config_format)))
+    return pairs
+
+
+def whatif_report(
+    source: RecordSource,
+    *,
+    overrides: Sequence[str] = (),
+    alts: Sequence[str] = (),
+    alt_configs: Sequence[Path] = (),
+    auto: bool = False,
+    scaling: Sequence[str] = (),
+    fit_from: Sequence[str] = (),
+) -> WhatIfReport:
+    """Replay ``source``'s recorded work under each alternative.
+
+    Alternatives: ``overrides`` (one, unless ``auto``), each ``alts`` entry
+    (``"LABEL: KEY=VALUE ..."``), each whole config in ``alt_configs``, and with
+    ``auto`` the best placements the search finds on the cluster and mode that
+    ``overrides`` give.
+
+    Raises:
+        ConfigError: no alternative, or a malformed one.
+    """
+    run = source.load_run()
+    base = source.load_config()
+    alternatives = []
+    if overrides and not auto:
+        alternatives.append(Alternative(" ".join(overrides), source.load_config(overrides)))
+    for text in alts:
+        label, extra = parse_alt(text)
+        alternatives.append(Alternative(label, source.load_config(extra)))
+    for path in alt_configs:
+        alternatives.append(Alternative(path.name, load_config(path, costs=source.costs)))
+    if auto:
+        alternatives.append(Alternative("auto", source.load_config(overrides), search=AUTO_TOP))
+    if not alternatives:
+        raise ConfigError(
+            "give at least one alternative: --set KEY=VALUE, --alt 'LABEL: KEY=VALUE ...',"
+            " --alt-config FILE or --auto",
+            field="whatif",
+        )
+    result = whatif(run, base, alternatives, scaling=parse_scaling(scaling, base),
+                    fit_from=_fit_pairs(fit_from, source.config_format))  # fmt: skip
+    notes: list[str] = []
+    if auto and overrides:
+        notes.append(f"auto searched with {' '.join(overrides)}")
+    flagged = next((o.warning for o in result.alternatives if o.warning), None)
+    if flagged:
+        notes.append(f"* {flagged}")
+    notes.extend(result.notes)
+    warnings = (*run.warnings, *_stage_warnings(run, base))
+    return WhatIfReport(source, run, base, result, warnings, tuple(notes))
+
+
+def _stage_warnings(run: RecordedRun, cfg: Config) -> list[str]:
+    from rlplex.plan.costs import stage_seconds
+    from rlplex.sim.whatif import placement_of
+
+    placement = placement_of(cfg)
+    seconds = {s.name: stage_seconds(cfg, s, placement) for s in cfg.pipeline.stages}
+    return stage_warnings(run, cfg, seconds)
+
+
+CONFIG_SUFFIXES = (".yaml", ".yml")
+"""A file with one of these suffixes is a config: its plan is drawn."""
+
+
+def planned_timeline(
+    path: str | Path,
+    *,
+    steps: int = 3,
+    overrides: Sequence[str] | None = None,
+    fmt: str | None = None,
+    costs: Path | None = None,
+    baseline: str | None = None,
+) -> Timeline:
+    """The predicted timeline of a config: its plan, simulated for ``steps`` steps."""
+    from rlplex.plan import make_plan
+    from rlplex.sim.simulate import simulate
+
+    cfg = load_config(path, overrides=overrides or (), format=fmt, costs=costs)
+    plan = make_plan(cfg, baseline=baseline)
+    timeline = simulate(plan, cfg, steps=steps)
+    meta = {"gpus_per_node": cfg.cluster.gpus_per_node, "config": str(path)}
+    return timeline.model_copy(update={"meta": {**meta, **timeline.meta}})
+
+
+def at_plan_scale(timeline: Timeline) -> Timeline:
+    """A rehearsal recorded with ``--time-scale X`` back on the plan's time scale.
+
+    A rehearsed op sleeps its planned seconds times X, so comparing it with a
+    simulation or a plan needs its times divided by X (ops that ran code of
+    their own ran at real speed and are divided too: a rehearsal's record does
+    not say which did). ``meta["time_scale_undone"]`` keeps X.
+    """
+    scale = timeline.meta.get("time_scale")
+    if timeline.meta.get("source") != "ray" or not isinstance(scale, int | float):
+        return timeline
+    if scale in (0, 1):
+        return timeline
+    events = tuple(
+        e.model_copy(update={"start_s": e.start_s / scale, "end_s": e.end_s / scale})
+        for e in timeline.events
+    )
+    metrics = {
+        step: {k: (v / scale if k.endswith("step_s") and isinstance(v, int | float) else v)
+               for k, v in m.items()}
+        for step, m in timeline.metrics.items()
+    }  # fmt: skip
+    meta = {**timeline.meta, "time_scale": 1.0, "time_scale_undone": scale}
+    return timeline.model_copy(update={"events": events, "metrics": metrics, "meta": meta})
+
+
+def load_timeline(
+    path: str | Path,
+    *,
+    steps: int = 3,
+    overrides: Sequence[str] | None = None,
+    fmt: str | None = None,
+    costs: Path | None = None,
+) -> Timeline:
+    """A timeline from a JSONL record, an rlplex Perfetto trace, or a config (its plan).
+
+    A rehearsal's record comes back on the plan's time scale (:func:`at_plan_scale`).
+
+    Raises:
+        ConfigError: the file is missing, is not one of those, or holds no ops.
+    """
+    from rlplex.timeline.perfetto import read_timeline
+
+    if Path(path).suffix.lower() in CONFIG_SUFFIXES:
+        return planned_timeline(path, steps=steps, overrides=overrides, fmt=fmt, costs=costs)
+    try:
+        timeline = read_timeline(path)
+    except ConfigError as exc:
+        if not exc.message.startswith("bad event"):
+            raise
+        raise ConfigError(
+            f"not an rlplex timeline ({exc.field}: {exc.message}); a verl or ROLL log is"
+            " drawn by `rlplex replay LOG --config FILE --gantt F.html`",
+            file=exc.file,
+            line=exc.line,
+        ) from None
+    if not timeline.events:
+        raise ConfigError(
+            "no ops to draw: expected an rlplex timeline (JSONL, one op a line), a trace"
+            " rlplex wrote, or a config (.yaml)",
+            file=str(path),
+        )
+    return at_plan_scale(timeline)

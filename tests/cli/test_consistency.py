@@ -1,0 +1,109 @@
+"""One set of numbers: every view of one analysis shows the same figures (issue 13)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rlplex.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = ROOT / "examples" / "records"
+VERL = RECORDS / "verl_quickstart.jsonl"
+VERL_CONFIG = RECORDS / "verl_quickstart.yaml"
+SPLIT = (
+    "cluster.nodes=2 cluster.gpus_per_node=8 roles.actor_infer.devices=0-3"
+    " roles.actor_train.devices=4-15 roles.reference.devices=4-15 roles.critic.devices=4-15"
+)
+
+runner = CliRunner()
+
+
+def invoke(*args: object):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def rlplex(*args: object) -> subprocess.CompletedProcess[str]:
+    """The real entry point (``main``), as a user's shell runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "rlplex.cli", *map(str, args)],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_whatif_gantt_shows_the_tables_periods(tmp_path: Path) -> None:
+    """Defect 2: the chart showed 68.45 s / 5.17 s / 13.25x against the table's figures."""
+    html = tmp_path / "w.html"
+    args = ["whatif", VERL, "-c", VERL_CONFIG, "--alt", f"4/12 async k=1: {SPLIT}"
+            " pipeline.mode=async pipeline.max_staleness=1"]  # fmt: skip
+    table = json.loads(invoke(*args, "--json").stdout)
+    periods = {a["label"]: a["period_s"] for a in table["alternatives"]}
+    result = invoke(*args, "--gantt", html)
+    assert result.exit_code == 0, result.output
+    text = html.read_text()
+    diff = re.search(r"period as recorded ([\d.]+) s, 4/12 async k=1 ([\d.]+) s", text)
+    assert diff is not None
+    assert float(diff.group(1)) == pytest.approx(periods["as recorded"], abs=0.005)
+    assert float(diff.group(2)) == pytest.approx(periods["4/12 async k=1"], abs=0.005)
+    assert "gap -" not in text  # no period below a bound that does not apply to a replay
+
+
+def test_dag_out_refuses_a_picture_type_it_cannot_write(tmp_path: Path) -> None:
+    """Defect 6: --out d.gif got DOT text and exit 0."""
+    out = tmp_path / "d.gif"
+    result = invoke("dag", ROOT / "examples" / "grpo.yaml", "--format", "dot", "--out", out)
+    assert result.exit_code == 2
+    assert "unknown DAG picture type '.gif'" in result.output
+    assert not out.exists()
+
+
+def test_a_usage_error_is_one_line_with_exit_2() -> None:
+    """Defect 11: --steps 0 printed a five-line usage box."""
+    proc = rlplex("simulate", "examples/grpo.yaml", "--steps", "0")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "--steps" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_fit_from_at_the_same_gpu_count_says_why_nothing_was_fitted() -> None:
+    """Defect 12: --fit-from with a record at the same GPU count fitted nothing, silently."""
+    result = invoke("whatif", VERL, "-c", VERL_CONFIG, "--alt", f"split: {SPLIT}",
+                    "--fit-from", f"{VERL}={VERL_CONFIG}")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "generate: not fitted: all 2 records have it on 1 GPU" in result.output
+
+
+def test_compare_puts_a_rehearsal_back_on_the_plans_time_scale(tmp_path: Path) -> None:
+    """Defect 3: compare ignored a rehearsal's time_scale ("97.85x as fast")."""
+    from rlplex.config import load_config
+    from rlplex.plan import make_plan
+    from rlplex.sim import simulate
+    from rlplex.sim.reports import load_timeline
+
+    cfg = load_config(ROOT / "examples" / "grpo.yaml")
+    sim = simulate(make_plan(cfg), cfg, steps=3)
+    sim.write_jsonl(tmp_path / "sim.jsonl")
+    scale = 0.01
+    rehearsal = sim.model_copy(
+        update={
+            "events": tuple(
+                e.model_copy(update={"start_s": e.start_s * scale, "end_s": e.end_s * scale})
+                for e in sim.events
+            ),
+            "meta": {"source": "ray", "time_scale": scale},
+        }
+    )
+    rehearsal.write_jsonl(tmp_path / "rehearsal.jsonl")
+    back = load_timeline(tmp_path / "rehearsal.jsonl")
+    assert back.meta["time_scale_undone"] == scale
+    assert back.events[-1].end_s == pytest.approx(sim.events[-1].end_s)
+    result = invoke("compare", tmp_path / "sim.jsonl", tmp_path / "rehearsal.jsonl")
+    assert result.exit_code == 0, result.output
+    assert "1.00× as fast" in result.output and "--time-scale 0.01" in result.output
