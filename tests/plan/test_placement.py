@@ -98,3 +98,25 @@ def test_auto_roles_are_searched_once_and_make_plan_uses_the_best(tmp_path) -> N
     plan = make_plan(cfg)
     assert explicit_placement(plan) == resolved.placement
     assert plan.period_s == pytest.approx(resolved.best.period_s)
+
+
+def test_plan_command_gives_one_period_for_one_placement() -> None:
+    """Defect 1 as the issue ran it: ``plan --set ...devices`` and ``plan --auto``."""
+    from typer.testing import CliRunner
+
+    from rlplex.cli import app
+
+    sets = [x for s in [*ASYNC_K1, *SPLIT] for x in ("--set", s)]
+    runner = CliRunner()
+    explicit = runner.invoke(app, ["plan", GRPO, *sets, "--json"])
+    auto = runner.invoke(app, ["plan", GRPO, "--auto", *sets[:4], "--json"])
+    assert explicit.exit_code == 0 and auto.exit_code == 0, explicit.output + auto.output
+    a, b = _json(explicit.output), _json(auto.output)
+    assert a["placement"] == b["placement"]
+    assert a["period_s"] == pytest.approx(b["period_s"]) == pytest.approx(241.16)
+
+
+def _json(output: str) -> dict:
+    import json
+
+    return json.loads(output[output.index("{") :])
