@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from rlplex.errors import RlplexError
-from rlplex.plan.ids import COMPUTE_KINDS, OpKind, op_name
+from rlplex.plan.ids import COMPUTE_KINDS, OpId, OpKind, op_name
 from rlplex.plan.model import Op, Plan
 from rlplex.plan.steady import lane_repeats
 
@@ -110,6 +110,10 @@ class StepPattern:
     """Each device lane's ops around the pattern step, in lane order, as (offset, index)."""
     repeats: bool
     """Whether repeating the step keeps one chain of ops per device lane."""
+
+    def op_id(self, step: int, j: int) -> OpId:
+        """The id of op ``j`` at run step ``step``."""
+        return OpId(step, self.ops[j].name)
 
     def deps_at(self, step: int, j: int, steps: int) -> list[tuple[int, int]]:
         """Op ``j`` of run step ``step``: the (step, op index) it waits for within ``steps``."""
