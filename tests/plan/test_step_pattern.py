@@ -5,8 +5,11 @@ from __future__ import annotations
 from itertools import groupby
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from test_plan_properties import configs
 
 from rlplex.config import load_config
+from rlplex.errors import InfeasibleError
 from rlplex.plan import make_plan
 from rlplex.plan.pattern import StepPatternError, step_pattern
 from rlplex.runtime.schedule import expand_plan
@@ -50,6 +53,23 @@ def test_simulator_and_runtime_schedule_share_every_device_order(name: str) -> N
     timeline = simulate(plan, cfg, steps=steps)
     sched = expand_plan(plan, steps, staleness=cfg.pipeline.staleness)
     assert {e.op for e in timeline.events} == {o.id for o in sched.ops}
+    sim = _sim_lanes(timeline)
+    assert set(sim) == set(sched.lanes)
+    for key, groups in sim.items():
+        assert _grouped(sched.lanes[key], groups) == groups, key
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs())
+def test_random_plans_order_every_device_lane_alike(cfg) -> None:
+    try:
+        plan = make_plan(cfg)
+    except InfeasibleError:
+        assume(False)
+        return
+    steps = 4
+    timeline = simulate(plan, cfg, steps=steps)
+    sched = expand_plan(plan, steps, staleness=cfg.pipeline.staleness)
     sim = _sim_lanes(timeline)
     assert set(sim) == set(sched.lanes)
     for key, groups in sim.items():
