@@ -9,20 +9,23 @@ field paths:
 - unknown keys anywhere (``extra="forbid"``), wrong types, negative numbers;
 - ``roles.R.devices``: unparseable, empty, repeated, or outside the cluster;
 - ``roles.R.num_gpus_per_worker``: does not divide the device count, or a
-  worker would span two nodes;
+  worker would span two nodes (one larger than a node must fill whole,
+  consecutive nodes);
 - ``roles.R.world_size``: disagrees with ``len(devices) // num_gpus_per_worker``;
 - ``roles.R.states.S``: unknown state kind, or larger than one GPU;
-- ``pipeline.stages.X.seconds``: missing (only weight_sync may omit it);
+- ``pipeline.stages.X.seconds``: missing (only weight_sync may omit it), unless
+  the config names a ``model``, a ``workload`` and ``cluster.gpu``: then missing
+  stage seconds, stage memory and GPU roles' states are estimated
+  (:mod:`rlplex.estimate`) and listed in :attr:`Config.estimated`;
 - ``pipeline.stages.X.role`` / ``after`` / ``from`` / ``to`` / ``needs``:
-  unknown role, stage or state; duplicate stages; cycles;
+  unknown role, stage or state; duplicate stages; cycles.
 
-Checked when the placement is resolved instead (:mod:`rlplex.plan.placement`,
-since ``rlplex plan --auto`` replaces the file's devices): async with
-``max_staleness >= 1`` needs the weight sync's two roles on disjoint devices.
+Roles may share GPUs in async mode too (ROLL's partial-GPU mode): the planner
+runs one compute op at a time on a shared device, so no check is needed here.
 
 Facts that are not errors but change what a config means are kept in
 :attr:`Config.warnings` for the CLI to print (async with ``max_staleness 0``
-runs like sync).
+runs like sync; a model path matched to a preset).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rlplex.dag.pipeline import CycleError, Mode, Pipeline, PipelineError
 from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
-from rlplex.estimate.inputs import OptimizerName, Parallel, Precision, Workload
+from rlplex.estimate.inputs import Efficiency, OptimizerName, Parallel, Precision, Workload
 from rlplex.resources.cluster import DRIVER, Cluster, Role, StateKind, driver_role
 from rlplex.resources.devices import AUTO, DeviceSpecError, parse_devices
 from rlplex.resources.placement import check_worker_layout
@@ -84,6 +87,15 @@ class Config(BaseModel):
     """
     warnings: tuple[str, ...] = ()
     """Things the config means that a user may not expect (printed by the CLI)."""
+    efficiency: Efficiency | None = None
+    """Achieved fractions of peak per stage kind (estimates; ``rlplex calibrate`` fits them)."""
+    estimated: frozenset[str] = frozenset()
+    """Dotted paths of the figures filled by the estimator or the GPU preset, not given
+    (``pipeline.stages.train.seconds``, ``roles.actor_train.states``, ``cluster.gpu_memory_gb``)."""
+
+    def is_estimated(self, path: str) -> bool:
+        """Whether the figure at ``path`` (or the section holding it) was estimated."""
+        return any(path == p or path.startswith(p + ".") for p in self.estimated)
 
     def role(self, name: str) -> Role:
         """The role called ``name``, including the built-in ``driver``."""
@@ -121,7 +133,7 @@ class _PipelineSpec(BaseModel):
     python: str | None = None
 
 
-_TOP_LEVEL = ("cluster", "roles", "pipeline", "model", "workload")
+_TOP_LEVEL = ("cluster", "roles", "pipeline", "model", "workload", "efficiency")
 
 
 def _pydantic_message(error: Mapping[str, Any]) -> str:
@@ -331,17 +343,53 @@ def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipelin
     return pipeline
 
 
+_COST_FIELDS = ("seconds", "memory_gb", "at_devices", "scaling")
+
+
+def _override_stage_costs(
+    pipeline: Pipeline, stages: Mapping[str, Any], file: str | None
+) -> Pipeline:
+    """A Python pipeline with some stages' cost fields replaced (from YAML or ``--costs``).
+
+    Next to ``python:``, ``stages:`` may only set the cost fields of stages the
+    function defines (a calibrated costs file does this).
+    """
+    by_name = {s.name: s for s in pipeline.stages}
+    for name, body in stages.items():
+        field = f"pipeline.stages.{name}"
+        if name not in by_name:
+            raise ConfigError(
+                f"the Python pipeline has no such stage (it has: {', '.join(by_name)})",
+                field=field,
+                file=file,
+            )
+        if not isinstance(body, dict):
+            raise ConfigError("must be a mapping", field=field, value=body, file=file)
+        for key in body:
+            if key not in _COST_FIELDS:
+                raise ConfigError(
+                    f"next to 'python', a stage may only set its costs ({', '.join(_COST_FIELDS)})",
+                    field=f"{field}.{key}",
+                    file=file,
+                )
+        merged = {**by_name[name].model_dump(by_alias=True, exclude={"fn"}), **body}
+        stage = validate_model(Stage, merged, field, file)
+        by_name[name] = stage.model_copy(update={"fn": by_name[name].fn})
+    return pipeline.model_copy(update={"stages": tuple(by_name[s.name] for s in pipeline.stages)})
+
+
 def _build_pipeline(
     spec: _PipelineSpec,
     raw: Mapping[str, Any],
     roles: Mapping[str, Role],
     base_dir: Path,
     file: str | None,
+    estimator_hint: str = "",
 ) -> Pipeline:
-    if spec.python and spec.stages is not None:
-        raise ConfigError("give either 'python' or 'stages', not both", field="pipeline", file=file)
     if spec.python:
         pipeline = _load_python_pipeline(spec.python, base_dir, file)
+        if spec.stages:
+            pipeline = _override_stage_costs(pipeline, spec.stages, file)
         updates: dict[str, Any] = {}
         if "mode" in raw:
             updates["mode"] = spec.mode
@@ -359,9 +407,11 @@ def _build_pipeline(
         if "name" in body:
             raise ConfigError("unknown key", field=f"{field}.name", value=body["name"], file=file)
         stage = validate_model(Stage, body, field, file, extra={"name": str(name)})
-        if stage.seconds is None and not stage.is_weight_sync:
+        if stage.seconds is None and not stage.is_weight_sync and estimator_hint:
             raise ConfigError(
-                "is required (the stage's duration)", field=f"{field}.seconds", file=file
+                f"is required (the stage's duration), {estimator_hint}",
+                field=f"{field}.seconds",
+                file=file,
             )
         stages.append(stage)
     return Pipeline(stages=tuple(stages), mode=spec.mode, max_staleness=spec.max_staleness)
@@ -442,24 +492,15 @@ def config_from_dict(
             raise ConfigError(
                 f"unknown key (expected one of: {', '.join(_TOP_LEVEL)})", field=str(key), file=file
             )
-    cluster = validate_model(Cluster, data.get("cluster"), "cluster", file)
-    raw_roles = data.get("roles") or {}
-    if not isinstance(raw_roles, dict):
-        raise ConfigError(
-            "must be a mapping of role names", field="roles", value=raw_roles, file=file
-        )
-    roles: dict[str, Role] = {}
-    for name, body in raw_roles.items():
-        spec = validate_model(_RoleSpec, body, f"roles.{name}", file)
-        roles[str(name)] = _resolve_role(str(name), spec, cluster, file)
-    if "pipeline" not in data:
-        raise ConfigError("is required", field="pipeline", file=file)
-    raw_pipeline = data["pipeline"]
-    pipeline_spec = validate_model(_PipelineSpec, raw_pipeline, "pipeline", file)
-    pipeline = _build_pipeline(
-        pipeline_spec, raw_pipeline or {}, roles, base_dir or Path.cwd(), file
+    efficiency = (
+        validate_model(Efficiency, data["efficiency"], "efficiency", file)
+        if data.get("efficiency") is not None
+        else None
     )
-    _check_pipeline(pipeline, roles, file)
+    from rlplex.estimate.fill import estimator_hint, fill_cluster
+
+    raw_cluster, estimated = fill_cluster(data.get("cluster"), efficiency, file)
+    cluster = validate_model(Cluster, raw_cluster, "cluster", file)
     model = data.get("model")
     if model is not None and not isinstance(model, str):
         raise ConfigError(
@@ -473,6 +514,55 @@ def config_from_dict(
         if data.get("workload") is not None
         else None
     )
+    raw_roles = data.get("roles") or {}
+    if not isinstance(raw_roles, dict):
+        raise ConfigError(
+            "must be a mapping of role names", field="roles", value=raw_roles, file=file
+        )
+    roles: dict[str, Role] = {}
+    given_states: set[str] = set()
+    for name, body in raw_roles.items():
+        spec = validate_model(_RoleSpec, body, f"roles.{name}", file)
+        roles[str(name)] = _resolve_role(str(name), spec, cluster, file)
+        if isinstance(body, dict) and "states" in body:
+            given_states.add(str(name))
+    if "pipeline" not in data:
+        raise ConfigError("is required", field="pipeline", file=file)
+    raw_pipeline = data["pipeline"]
+    pipeline_spec = validate_model(_PipelineSpec, raw_pipeline, "pipeline", file)
+    hint = estimator_hint(cluster, roles, model, workload)
+    pipeline = _build_pipeline(
+        pipeline_spec, raw_pipeline or {}, roles, base_dir or Path.cwd(), file, hint
+    )
+    notes: tuple[str, ...] = ()
+    needs_estimate = any(
+        s.seconds is None and not s.is_weight_sync for s in pipeline.stages
+    ) or any(r.is_gpu and n not in given_states for n, r in roles.items())
+    if not hint and needs_estimate:
+        from rlplex.estimate.fill import fill_estimates
+
+        try:
+            pipeline.check([*roles, DRIVER])
+        except PipelineError:
+            pass  # _check_pipeline below reports it with the field
+        else:
+            stage_bodies = pipeline_spec.stages
+            given_memory = (
+                {
+                    str(n)
+                    for n, b in stage_bodies.items()
+                    if isinstance(b, dict) and "memory_gb" in b
+                }
+                if stage_bodies is not None
+                else None
+            )
+            roles, pipeline, filled, notes = fill_estimates(
+                cluster=cluster, roles=roles, pipeline=pipeline, model=model,
+                workload=workload, efficiency=efficiency, given_states=given_states,
+                given_memory=given_memory, file=file, base_dir=base_dir,
+            )  # fmt: skip
+            estimated |= filled
+    _check_pipeline(pipeline, roles, file)
     if file_devices is None:
         file_devices = {n: len(r.devices) for n, r in roles.items() if r.devices}
     warnings = []
@@ -489,7 +579,9 @@ def config_from_dict(
         pipeline_python=pipeline_spec.python,
         base_dir=str(base_dir or Path.cwd()),
         file_devices=dict(file_devices),
-        warnings=tuple(warnings),
+        warnings=(*warnings, *notes),
+        efficiency=efficiency,
+        estimated=frozenset(estimated),
     )
 
 
@@ -592,7 +684,13 @@ def load_config(
             field="--format",
             value=format,
         )
-    imported = (format or detect_format(data)) != "native"
+    detected = format or detect_format(data)
+    if detected == "native" and "defaults" in data:
+        # A Hydra file (verl, ROLL, RLinf) may get its telling keys from its defaults.
+        from rlplex.resources.importers.compose import compose
+
+        detected = detect_format(compose(data, file).data)
+    imported = detected != "native"
 
     def to_file(override: str) -> bool:
         # A key the file has applies to it as written; so does any key that is not
@@ -606,7 +704,7 @@ def load_config(
         check_override_targets(data, file_overrides, file)
     written = data
     data = apply_overrides(data, file_overrides)
-    fmt = format or detect_format(data)
+    fmt = format or (detect_format(data) if detected == "native" else detected)
     cost_data = None
     if costs is not None:
         from rlplex.resources.importers.common import check_costs

@@ -59,11 +59,11 @@ BAD_SETS = [
     ),
     (
         "roles.actor_infer.devices=1-6",
-        "roles.actor_infer.num_gpus_per_worker: worker 1 would span nodes [0, 1] (GPUs [3, 4]); a worker never spans nodes (got 2)",
+        "roles.actor_infer.num_gpus_per_worker: worker 1 would span nodes [0, 1] (GPUs [3, 4]); a worker that fits in one node (4 GPUs) must stay in it (got 2)",
     ),
     (
         "roles.actor_infer.devices=[3, 4]",
-        "roles.actor_infer.num_gpus_per_worker: worker 0 would span nodes [0, 1] (GPUs [3, 4]); a worker never spans nodes (got 2)",
+        "roles.actor_infer.num_gpus_per_worker: worker 0 would span nodes [0, 1] (GPUs [3, 4]); a worker that fits in one node (4 GPUs) must stay in it (got 2)",
     ),
     (
         "roles.actor_infer.world_size=3",
@@ -94,7 +94,7 @@ BAD_SETS = [
     ("cluster.nodes=0", "cluster.nodes: must be greater than or equal to 1 (got 0)"),
     (
         "extra.thing=1",
-        "extra: unknown key (expected one of: cluster, roles, pipeline, model, workload)",
+        "extra: unknown key (expected one of: cluster, roles, pipeline, model, workload, efficiency)",
     ),
     (
         "pipeline.stages.train.after=[nope]",
@@ -139,28 +139,12 @@ def test_bad_values(tmp_path: Path, override: str, message: str) -> None:
     assert str(info.value).startswith(f"{path}: {message}")
 
 
-def test_async_needs_disjoint_devices(tmp_path: Path) -> None:
-    """Refused when the placement is resolved (``plan --auto`` may still search it)."""
-    from rlplex.plan import make_plan
-
+def test_async_roles_may_share_gpus(tmp_path: Path) -> None:
+    """DESIGN.md: roles share GPUs in async mode too (ROLL's partial-GPU mode)."""
     path = write(tmp_path, BASE)
-    colocated = load_config(path, overrides=["pipeline.mode=async", "pipeline.max_staleness=1"])
-    with pytest.raises(ConfigError) as info:
-        make_plan(colocated)
-    assert str(info.value).startswith(
-        f"{path}: roles.actor_infer.devices: async mode with max_staleness 1 needs"
-        " 'actor_infer' on devices disjoint from 'actor_train'"
-    )
-    cfg = load_config(
-        path,
-        overrides=[
-            "pipeline.mode=async",
-            "pipeline.max_staleness=1",
-            "roles.actor_train.devices=0-3",
-            "roles.actor_infer.devices=4-7",
-        ],
-    )
+    cfg = load_config(path, overrides=["pipeline.mode=async", "pipeline.max_staleness=1"])
     assert cfg.pipeline.staleness == 1
+    assert set(cfg.roles["actor_infer"].devices) & set(cfg.roles["actor_train"].devices)
 
 
 @pytest.mark.parametrize(

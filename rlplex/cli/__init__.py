@@ -11,7 +11,14 @@ from __future__ import annotations
 import typer
 from rich.markup import escape
 
-from rlplex.cli import config_cmds, plan_cmds, records, run_cmd, views  # noqa: F401  (registers)
+from rlplex.cli import (  # noqa: F401  (registers)
+    config_cmds,
+    estimate,
+    plan_cmds,
+    records,
+    run_cmd,
+    views,
+)
 from rlplex.cli.app import app, configure_logging, user_errors
 
 __all__ = ["app", "configure_logging", "main", "user_errors"]

@@ -92,7 +92,11 @@ def user_errors(fn: F) -> F:
 def read_config(
     path: Path, overrides: list[str] | None, fmt: str | None, costs: Path | None = None
 ) -> Config:
-    return load_config(path, overrides=overrides or (), format=fmt, costs=costs)
+    """The checked config; its warnings (async with staleness 0, a model matched to a
+    preset ...) printed on stderr."""
+    config = load_config(path, overrides=overrides or (), format=fmt, costs=costs)
+    warn(config.warnings)
+    return config
 
 
 @app.callback()

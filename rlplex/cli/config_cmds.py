@@ -64,12 +64,20 @@ def show(
         table.add_column(column)
     for name, role in cfg.roles.items():
         devices = "auto" if role.auto else (format_devices(role.devices) or "cpu")
-        states = ", ".join(f"{k} {v:g}" for k, v in role.states.items()) or "-"
+        mark = "*" if cfg.is_estimated(f"roles.{name}.states") else ""
+        states = ", ".join(f"{k} {v:g}{mark}" for k, v in role.states.items()) or "-"
         nodes = ",".join(map(str, role.nodes(cfg.cluster))) or "-"
         table.add_row(
             name, devices, str(role.num_gpus_per_worker), str(role.world_size), nodes, states
         )
     console.print(table)
+    if cfg.estimated:
+        console.print(
+            "* estimated from the model, workload and GPU (rlplex estimate shows how): "
+            + ", ".join(sorted(cfg.estimated)),
+            highlight=False,
+            soft_wrap=True,
+        )
     if not print_device_grid(cfg):
         console.print(f"[dim]device grid omitted: {cfg.cluster.num_gpus} GPUs[/]")
 

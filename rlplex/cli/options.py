@@ -12,7 +12,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from rlplex.config import Config, load_config
+from rlplex.config import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -87,11 +87,9 @@ class ConfigOptions:
 
     def load(self, path: Path) -> Config:
         """The checked config at ``path`` with these options applied; its warnings printed."""
-        from rlplex.cli.app import warn
+        from rlplex.cli.app import read_config
 
-        config = load_config(path, overrides=self.overrides, format=self.format, costs=self.costs)
-        warn(config.warnings)
-        return config
+        return read_config(path, list(self.overrides), self.format, self.costs)
 
 
 _CONFIG_PARAMS = (

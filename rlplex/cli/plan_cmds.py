@@ -76,6 +76,9 @@ def plan(
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
+    from rlplex.cli.estimate import print_plan_memory
+
+    print_plan_memory(report.memory, report.config)
     if report.candidates:
         console.print(placement_table(list(report.candidates)))
     for note in report.notes:

@@ -30,6 +30,7 @@ def roles_json(cfg: Config) -> dict[str, Any]:
             "max_staleness": cfg.pipeline.max_staleness,
             "stages": list(cfg.pipeline.names),
         },
+        "estimated": sorted(cfg.estimated),
     }
 
 

@@ -42,6 +42,8 @@ class Workload(BaseModel):
     """Response length."""
     micro_batch_size: int = Field(1, ge=1)
     """Sequences per micro-batch per GPU in training and log-prob passes (activations)."""
+    epochs: int = Field(1, ge=1)
+    """Passes over the step's batch in each train stage (PPO epochs)."""
 
 
 class Parallel(BaseModel):
@@ -61,3 +63,29 @@ class Parallel(BaseModel):
     """FSDP full sharding (weights, grads and optimizer state over dp, like ZeRO-3)."""
     recompute: bool = False
     """Activation recomputation (checkpointing): 8x instead of 6x params x tokens to train."""
+
+
+class Efficiency(BaseModel):
+    """Achieved fractions of the hardware's peak; unset ones take the published defaults.
+
+    ``rlplex calibrate`` fits them from a record and writes them to a costs file
+    (``efficiency:``). A stage listed under ``stages`` uses its own factor instead
+    of its kind's (for generation it scales both prefill and decode).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    train: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """Train and critic_train: fraction of peak FLOP/s (MFU)."""
+    forward: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """Log-prob, value and reward-model passes: fraction of peak FLOP/s."""
+    prefill: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """Generation's prompt processing: fraction of peak FLOP/s."""
+    decode: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """Generation's decode steps: fraction of peak memory bandwidth."""
+    host_copy: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """Offload/reload: fraction of the host link (fills ``cluster.host_gb_per_s``)."""
+    link: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """Weight sync: fraction of NVLink/network (fills the cluster's copy speeds)."""
+    stages: dict[str, float] = Field(default_factory=dict)
+    """Per-stage factor relative to the stage's kind default (1.0: as the kind says)."""

@@ -73,10 +73,12 @@ def check_fits(problem: Problem) -> None:
                     if t.kind == OpKind.WEIGHT_SYNC
                     else f"role {t.role!r}"
                 )
+                largest = max([*parts, ("transient memory", t.memory_gb)], key=lambda p: p[1])
                 raise InfeasibleError(
                     f"stage {t.name!r} on {role} needs {total:g} GB per GPU"
                     f" ({detail} GB) on GPUs {span(lay.classes[c])}, but a GPU has"
-                    f" {cap:g} GB (gpu_memory_gb)"
+                    f" {cap:g} GB (gpu_memory_gb); it overflows by {total - cap:g} GB while"
+                    f" {t.name!r} runs, the largest part being {largest[0]} ({largest[1]:g} GB)"
                 )
 
 

@@ -12,20 +12,18 @@ searching again.
 In async mode (``pipeline.mode: async``) a search also picks the staleness:
 ``k`` from 1 to the config's ``max_staleness`` (or to
 :data:`AUTO_MAX_STALENESS` when the config leaves it at 0), the smallest
-``k`` that reaches the best period. The search only considers placements on
-which the weight sync's two roles sit on disjoint GPUs (generation of a later
-step runs while training runs), so a colocated file can be searched; an
-explicit colocated placement in async mode is refused here, naming the role
-and pointing to ``devices: auto`` and ``--auto``.
+``k`` that reaches the best period. Roles may share GPUs in async mode too
+(DESIGN.md, ROLL's partial-GPU mode): shared devices run one compute op at a
+time and the plan interleaves them, so colocated candidates are scored like
+the others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rlplex.config import Config
-from rlplex.errors import ConfigError, RlplexError
+from rlplex.errors import RlplexError
 from rlplex.plan.costs import config_placement
 from rlplex.plan.search import PlacementCandidate, search_placements
 
@@ -96,8 +94,6 @@ def resolve_placement(config: Config, *, auto: bool = False, top: int = 5) -> Re
         top: candidates to keep (per staleness tried, then merged best first).
 
     Raises:
-        ConfigError: an explicit async placement puts a weight sync's two roles
-            on shared GPUs.
         InfeasibleError: no candidate placement can run the pipeline.
     """
     gpu = config.gpu_roles
@@ -106,7 +102,6 @@ def resolve_placement(config: Config, *, auto: bool = False, top: int = 5) -> Re
                  for n, r in config.roles.items()}  # fmt: skip
         config = config.model_copy(update={"roles": roles})
     if not any(r.auto for r in gpu.values()) and not (auto and gpu):
-        check_async_placement(config, config_placement(config))
         return ResolvedPlacement(config=config, placement=config_placement(config))
     pipeline = config.pipeline
     if pipeline.mode != "async":
@@ -144,30 +139,3 @@ def _search_async(config: Config, top: int) -> ResolvedPlacement:
         candidates=tuple(c for c, _ in found[:top]),
         notes=tuple(notes),
     )
-
-
-def check_async_placement(config: Config, placement: Mapping[str, tuple[int, ...]]) -> None:
-    """Refuse an async weight sync whose roles share GPUs (generation runs while training runs).
-
-    Raises:
-        ConfigError: naming the destination role's devices and how to search instead.
-    """
-    pipeline = config.pipeline
-    if pipeline.staleness < 1:
-        return
-    for stage in pipeline.stages:
-        if not stage.is_weight_sync:
-            continue
-        src = set(placement.get(stage.from_role or "", ()))
-        dst = placement.get(stage.to_role or "", ())
-        shared = sorted(src & set(dst))
-        if shared:
-            raise ConfigError(
-                f"async mode with max_staleness {pipeline.max_staleness} needs"
-                f" {stage.to_role!r} on devices disjoint from {stage.from_role!r} (generation"
-                f" runs while training runs); they share GPUs {shared}. Give disjoint devices,"
-                " mark the roles `devices: auto`, or run `rlplex plan --auto` to search",
-                field=f"roles.{stage.to_role}.devices",
-                value=list(dst),
-                file=config.source,
-            )

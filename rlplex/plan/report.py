@@ -9,7 +9,7 @@ table, the JSON and the pictures all render it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rlplex.config import Config
@@ -107,6 +107,8 @@ class PlanReport:
     """What the placement search decided that the user should know (the staleness it picked)."""
     verified: bool = False
     """Whether every validity rule was checked (and held)."""
+    memory: dict[int, Any] = field(default_factory=dict)
+    """Each GPU's peak memory over the step: when, what is resident, the headroom."""
 
     def timeline(self) -> Any:
         """The plan's ops as a Timeline, for the pictures."""
@@ -136,7 +138,10 @@ def plan_report(
         verify_plan(plan, config)
     placed = placed_config(config, plan)
     sequential = plan if baseline == "sequential" else make_plan(placed, baseline="sequential")
+    from rlplex.estimate.memory import peak_memory_by_device
+
     return PlanReport(
+        memory=peak_memory_by_device(plan),
         config=placed,
         plan=plan,
         summary=summarize(plan, sequential.period_s),

@@ -82,14 +82,8 @@ def search_placements(config: Config, top: int = 5) -> list[PlacementCandidate]:
     if not pool:
         pool = list(range(config.cluster.num_gpus))
     gpn = config.cluster.gpus_per_node
-    k = config.pipeline.staleness
-    syncs = [(s.from_role, s.to_role) for s in config.pipeline.stages if s.is_weight_sync]
     raw: list[tuple[float, tuple[tuple[str, ...], ...], tuple[int, ...]]] = []
     for part in set_partitions(auto):
-        if k > 0 and any(
-            a in g and b in g for g in part for a, b in syncs
-        ):  # async needs the weight sync's roles on disjoint GPUs
-            continue
         if len(part) > len(pool):
             continue
         units = [math.lcm(*(roles[r].num_gpus_per_worker for r in g)) for g in part]

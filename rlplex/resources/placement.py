@@ -1,8 +1,11 @@
 """Checks that a role's workers tile its devices: the rules every framework shares.
 
 A role of ``world_size`` workers, each driving ``num_gpus_per_worker`` GPUs,
-must cover its device list exactly, and no worker may straddle two nodes (a
-tensor-parallel group talks over NVLink, not the network). The native loader
+must cover its device list exactly, and a worker stays inside one node (a
+tensor-parallel group talks over NVLink, not the network), except that a
+worker needing more GPUs than a node has (vLLM TP 16 on 8-GPU nodes, as ROLL
+and verl run it) spans whole, consecutive nodes: its GPUs are every GPU of
+``num_gpus_per_worker // gpus_per_node`` nodes in a row. The native loader
 and every importer call :func:`check_worker_layout`, each with the field path
 of its own file format, so the error points at the line the user wrote.
 """
@@ -24,7 +27,7 @@ def check_worker_layout(
     *,
     field: str | None = None,
 ) -> None:
-    """Check that workers of ``num_gpus_per_worker`` GPUs tile ``devices`` within nodes.
+    """Check that workers of ``num_gpus_per_worker`` GPUs tile ``devices`` (see the module doc).
 
     Args:
         name: the role, for the default field path ``roles.NAME.num_gpus_per_worker``.
@@ -35,7 +38,8 @@ def check_worker_layout(
         field: the field path to blame instead of the native one.
 
     Raises:
-        ConfigError: the count does not divide, or a worker spans two nodes.
+        ConfigError: the count does not divide, a worker that fits in a node
+            spans two, or a larger worker does not fill whole consecutive nodes.
     """
     field = field or f"roles.{name}.num_gpus_per_worker"
     if len(devices) % num_gpus_per_worker:
@@ -45,13 +49,27 @@ def check_worker_layout(
             value=num_gpus_per_worker,
             file=file,
         )
+    per_node = cluster.gpus_per_node
     for start in range(0, len(devices), num_gpus_per_worker):
         worker = devices[start : start + num_gpus_per_worker]
         nodes = sorted({cluster.node_of(d) for d in worker})
-        if len(nodes) > 1:
+        if num_gpus_per_worker <= per_node:
+            if len(nodes) > 1:
+                raise ConfigError(
+                    f"worker {start // num_gpus_per_worker} would span nodes {nodes}"
+                    f" (GPUs {list(worker)}); a worker that fits in one node"
+                    f" ({per_node} GPUs) must stay in it",
+                    field=field,
+                    value=num_gpus_per_worker,
+                    file=file,
+                )
+            continue
+        whole = set(range(nodes[0] * per_node, (nodes[-1] + 1) * per_node))
+        if num_gpus_per_worker % per_node or set(worker) != whole:
             raise ConfigError(
-                f"worker {start // num_gpus_per_worker} would span nodes {nodes}"
-                f" (GPUs {list(worker)}); a worker never spans nodes",
+                f"worker {start // num_gpus_per_worker} needs {num_gpus_per_worker} GPUs, more"
+                f" than a node's {per_node}, so it must fill whole consecutive nodes"
+                f" (got GPUs {list(worker)})",
                 field=field,
                 value=num_gpus_per_worker,
                 file=file,

@@ -414,7 +414,17 @@ def whatif(
     for stage in given:
         if stage in fitted:
             notes.append(f"{stage}: --scaling {given[stage]:g} overrides the fitted exponent")
-    exponents = {**fitted, **given}
+    from rlplex.estimate.scaling import estimator_exponents
+
+    estimated = {
+        k: v for k, v in estimator_exponents(config).items() if k not in {**fitted, **given}
+    }
+    if estimated:
+        notes.append(
+            "exponents from the estimator (model, workload, GPU): "
+            + ", ".join(f"{k} {v:g}" for k, v in estimated.items())
+        )
+    exponents = {**estimated, **fitted, **given}
     for stage, s in given.items():
         notes.append(f"{stage}: exponent {s:g} given")
     cfg, modelled = work_config(config, work, exponents, placement)
@@ -428,7 +438,7 @@ def whatif(
     done.sort(key=lambda o: (o.period_s is None, o.period_s or 0.0, o.label))
     notes.append(
         "recorded seconds scale as t * (d0/d)**s from the GPUs each role had in the recorded"
-        " config; s is 1 unless given (--scaling), fitted, or set in the config"
+        " config; s is 1 unless given (--scaling), fitted, estimated, or set in the config"
     )
     recorded = [run.step_s[n] for n in sorted(run.step_s)]
     if recorded and base:

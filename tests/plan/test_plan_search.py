@@ -64,11 +64,13 @@ def test_search_ranks_candidates_and_make_plan_uses_the_best():
     assert cands[0].counts == (8,)
 
 
-def test_async_search_splits_the_weight_sync_roles():
+def test_async_search_scores_shared_and_split_weight_sync_roles():
+    """Async roles may share GPUs (DESIGN.md): both kinds of candidate are scored."""
     cfg = _cfg(mode="async", k=1)
-    best = search_placements(cfg, top=3)[0]
-    infer, train = set(best.placement["actor_infer"]), set(best.placement["actor_train"])
-    assert not infer & train
+    found = search_placements(cfg, top=10)
+    shared = [set(c.placement["actor_infer"]) & set(c.placement["actor_train"]) for c in found]
+    assert any(shared) and not all(shared)
+    best = found[0]
     for role, devices in best.placement.items():
         per = cfg.roles[role].num_gpus_per_worker
         assert len(devices) % per == 0

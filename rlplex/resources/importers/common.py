@@ -12,6 +12,10 @@ and fill in documented default stage costs and state sizes, which a
       actor_infer: {kv_cache: 40}
     cluster:                     # native cluster fields
       gpu_memory_gb: 141
+      dispatch_s: 0.05           # per-op overhead (rlplex calibrate fits it)
+    efficiency:                  # estimator factors (rlplex calibrate fits them)
+      train: 0.3
+      stages: {generate: 0.8}
 
 The default step (every stage's ``seconds`` measured on its role's devices):
 
@@ -19,7 +23,7 @@ The default step (every stage's ``seconds`` measured on its role's devices):
 stage          role                                        seconds    memory_gb
 =============  ==========================================  =========  =========
 generate       actor_infer                                 120        10
-reward         reward (GPU reward model) / rewards (CPU)   10         0
+reward         each reward role (or driver), see below         10         0
 ref_logprob    reference (only if present)                 20         6
 old_logprob    inference if present, else actor_train      20         6
 values         critic (only if present)                    20         6
@@ -30,18 +34,29 @@ weight_sync    actor_train -> actor_infer                  model      -
 =============  ==========================================  =========  =========
 
 A critic gives the PPO shape, no critic the GRPO shape. Default states (GB
-per device, a 7B model): see :data:`DEFAULT_STATES`.
+per device, a 7B model): see :data:`DEFAULT_STATES`. With several reward
+roles (ROLL's ``rewards: {math_rule: ..., code_sandbox: ...}``, one cluster
+each), each gets its own stage ``reward_ROLE``, all after ``generate`` and
+before ``advantage``; several reference roles (ROLL's multi-teacher
+on-policy distillation) each get a stage ``ref_logprob_ROLE``.
+
+What the importers read besides placement, for the estimator: the model path
+(top-level ``model``), the workload (prompts per step, samples per prompt,
+prompt and response length) and each role's parallel sizes. Frameworks give
+only *maximum* lengths; the importers set the mean to half the maximum
+(:func:`workload`), and the estimator prints that as an assumption.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlplex.errors import ConfigError
+from rlplex.estimate.inputs import Efficiency
 from rlplex.resources.cluster import STATE_KINDS
 
 DEFAULT_STATES: dict[str, dict[str, float]] = {
@@ -92,7 +107,9 @@ class CostsFile(BaseModel):
     states: dict[str, dict[str, float]] = Field(default_factory=dict)
     """Per-role GB per device of each state, merged over the defaults."""
     cluster: dict[str, Any] = Field(default_factory=dict)
-    """Native cluster fields (``gpu_memory_gb``, copy speeds ...)."""
+    """Native cluster fields (``gpu_memory_gb``, copy speeds, ``dispatch_s`` ...)."""
+    efficiency: Efficiency | None = None
+    """Estimator efficiency factors, merged over the config's ``efficiency``."""
 
 
 def check_costs(data: Any, file: str) -> dict[str, Any]:
@@ -140,7 +157,11 @@ def apply_costs(
         return native
     stages = dict((native.get("pipeline") or {}).get("stages") or {})
     roles = dict(native.get("roles") or {})
+    python = (native.get("pipeline") or {}).get("python")
     for name, fields in (costs.get("stages") or {}).items():
+        if python:  # a Python pipeline's stages: checked when the function has built them
+            stages[name] = {**(stages.get(name) or {}), **fields}
+            continue
         if name not in stages:
             raise ConfigError(
                 f"no such stage in the pipeline (stages: {', '.join(stages)})",
@@ -163,23 +184,47 @@ def apply_costs(
         result["pipeline"] = {**native["pipeline"], "stages": stages}
     if costs.get("cluster"):
         result["cluster"] = {**(native.get("cluster") or {}), **costs["cluster"]}
+    if costs.get("efficiency"):
+        result["efficiency"] = {**(native.get("efficiency") or {}), **costs["efficiency"]}
     return result
 
 
-def default_pipeline(roles: Mapping[str, Any], mode: str = "sync", staleness: int = 0) -> dict:
-    """The default step over the imported roles (see the module docstring), as native YAML."""
+def default_pipeline(
+    roles: Mapping[str, Any],
+    mode: str = "sync",
+    staleness: int = 0,
+    reward_roles: list[str] | None = None,
+    reference_roles: list[str] | None = None,
+) -> dict:
+    """The default step over the imported roles (see the module docstring), as native YAML.
+
+    ``reward_roles`` names the roles that score responses; by default
+    ``reward`` or ``rewards`` if present, else the ``driver``.
+    ``reference_roles`` names the roles that compute reference log-probs
+    (ROLL's several teachers); by default ``reference`` if present.
+    """
     stages: dict[str, dict[str, Any]] = {}
 
     def add(name: str, role: str, after: list[str], **extra: Any) -> None:
-        stages[name] = {"role": role, **DEFAULT_STAGES[name], "after": after, **extra}
+        base = next((b for b in ("reward", "ref_logprob") if name.startswith(b)), name)
+        stages[name] = {"role": role, **DEFAULT_STAGES[base], "after": after, **extra}
 
     add("generate", "actor_infer", [])
-    reward_role = "reward" if "reward" in roles else "rewards" if "rewards" in roles else "driver"
-    add("reward", reward_role, ["generate"])
-    scores = ["reward"]
-    if "reference" in roles:
-        add("ref_logprob", "reference", ["generate"])
-        scores.append("ref_logprob")
+    if not reward_roles:
+        reward_roles = [
+            "reward" if "reward" in roles else "rewards" if "rewards" in roles else "driver"
+        ]
+    scores = []
+    for role in reward_roles:
+        name = "reward" if len(reward_roles) == 1 else f"reward_{role}"
+        add(name, role, ["generate"])
+        scores.append(name)
+    if reference_roles is None:
+        reference_roles = ["reference"] if "reference" in roles else []
+    for role in reference_roles:
+        name = "ref_logprob" if len(reference_roles) == 1 else f"ref_logprob_{role}"
+        add(name, role, ["generate"])
+        scores.append(name)
     logprob_role = "inference" if "inference" in roles else "actor_train"
     add("old_logprob", logprob_role, ["generate"], needs=["weights"])
     scores.append("old_logprob")
@@ -251,8 +296,88 @@ def get_path(data: Mapping[str, Any], path: str, default: Any = None) -> Any:
     return node
 
 
-def positive_int(value: Any, *, field: str, file: str) -> int:
-    """An integer >= 1 from an imported file, or a ConfigError naming the field."""
+def positive_int(value: Any, *, field: str, file: str, hint: str = "") -> int:
+    """An integer >= 1 from an imported file, or a ConfigError naming the field.
+
+    A value that is absent (None, or OmegaConf's ``???``) is reported as
+    missing, with ``hint`` (e.g. where it may live) appended.
+    """
+    if value is None or value == "???":
+        raise ConfigError(f"is missing{hint}", field=field, file=file)
+    if isinstance(value, str) and "${" in value:
+        raise ConfigError(
+            "is an interpolation rlplex cannot resolve (a key no composed file defines, or"
+            " an unset environment variable)",
+            field=field,
+            value=value,
+            file=file,
+        )
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError("must be an integer >= 1", field=field, value=value, file=file)
     return value
+
+
+def optional_int(value: Any) -> int | None:
+    """``value`` if it is an integer >= 1 (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
+
+
+def workload(
+    *,
+    prompts: Any,
+    samples: Any,
+    prompt_max: Any,
+    response_max: Any,
+    micro_batch: Any = None,
+) -> dict[str, Any] | None:
+    """The native ``workload`` section from a framework's numbers, or None if one is missing.
+
+    Frameworks give maximum lengths only: the mean is set to half the maximum
+    (an assumption the estimator prints).
+    """
+    values = [optional_int(v) for v in (prompts, prompt_max, response_max)]
+    if any(v is None for v in values):
+        return None
+    n_prompts, p_max, r_max = values
+    assert n_prompts is not None and p_max is not None and r_max is not None
+    return {
+        "prompts_per_step": n_prompts,
+        "samples_per_prompt": optional_int(samples) or 1,
+        "prompt_tokens": {"mean": p_max / 2, "max": p_max},
+        "response_tokens": {"mean": r_max / 2, "max": r_max},
+        "micro_batch_size": optional_int(micro_batch) or 1,
+    }
+
+
+def parallel(
+    *,
+    tp: Any = None,
+    pp: Any = None,
+    zero: Any = None,
+    fsdp: bool = False,
+    recompute: bool = False,
+) -> dict[str, Any] | None:
+    """The native per-role ``parallel`` section from what a file says (None if it says nothing)."""
+    out: dict[str, Any] = {}
+    if optional_int(tp):
+        out["tp"] = tp
+    if optional_int(pp):
+        out["pp"] = pp
+    if zero in (1, 2, 3):
+        out["zero"] = zero
+    if fsdp:
+        out["fsdp"] = True
+    if recompute:
+        out["recompute"] = True
+    return out or None
+
+
+def refuse_non_rl(what: str, *, file: str, field: str | None = None) -> NoReturn:
+    """Refuse a file that is not an RL step (SFT, DPO, evaluation ...), saying what it is."""
+    raise ConfigError(
+        f"this is {what}, not an RL training step (PPO/GRPO); rlplex plans RL steps only",
+        field=field,
+        file=file,
+    )

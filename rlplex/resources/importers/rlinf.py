@@ -1,4 +1,4 @@
-"""Read an RLinf config: ``cluster.num_nodes`` and ``cluster.component_placement``.
+"""Read an RLinf config: ``cluster.num_nodes``, ``component_placement`` and ``node_groups``.
 
 RLinf (RLinf/RLinf) places components with one mapping::
 
@@ -9,25 +9,63 @@ RLinf (RLinf/RLinf) places components with one mapping::
         inference: 0-3,8-11       # global accelerator ranks, inclusive ranges
         reward: 0-1:0-3           # resource ranks : process ranks
 
-RLinf's rules, followed here:
+The file is composed first (``defaults:``, ``${...}``; see
+:mod:`~rlplex.resources.importers.compose`). RLinf's rules, followed here,
+with their source:
 
-- A key may join several components with commas (spaces allowed); a
-  component may appear under one key only.
-- A placement is ``all`` or comma-separated segments ``RANKS[:PROCS]`` with
-  ``RANKS`` and ``PROCS`` each a rank ``3`` or an inclusive range ``0-3``.
-  The node-group form ``{node_group: ..., placement: ...}`` is read for the
-  default accelerator group.
-- A resource rank listed twice, a descending range (``7-4``) or a rank outside
-  the cluster is an error. Process ranks, when given, must be continuous from
-  0 and each used once, and in each segment one count must be a multiple of
-  the other. A process driving k GPUs makes ``num_gpus_per_worker = k``
-  (the same for every segment); several processes on one GPU count as one
-  rlplex worker per GPU.
-- GPUs per node: ``cluster.num_gpus_per_node`` (default 8). Native cluster
-  fields (``gpu_memory_gb`` ...) may be given in the same block.
-- The rollout engine's ``rollout.tensor_parallel_size`` x
-  ``rollout.pipeline_parallel_size`` is the rollout's GPUs per worker, unless
-  its placement gives process ranks.
+- Placement syntax (rlinf/scheduler/placement/placement.py,
+  ``ComponentPlacement``): a key may join several components with commas;
+  a component may appear under one key only. A placement is ``all`` or
+  comma-separated segments ``RANKS[:PROCS]``; a resource rank listed twice, a
+  descending range or a rank outside the cluster is an error; process ranks
+  must be continuous from 0, and in each segment one count must be a multiple
+  of the other. The dict form ``{node_group: LABEL, placement: ...}`` counts
+  ranks inside the node group(s) named (comma-separated labels span groups
+  in order).
+- Node groups (rlinf/scheduler/cluster/config.py, ``NodeGroupConfig``):
+  ``cluster.node_groups`` lists ``{label, node_ranks, hardware?}``; a
+  group's GPU rank r is GPU ``r % gpus_per_node`` of its ``r //
+  gpus_per_node``-th node. A group with ``hardware`` (robots ...) or
+  ``ignore_hardware``, and the reserved label ``node``, place processes on
+  non-GPU resources: such a component is a CPU role with one worker per
+  process.
+- GPUs per process, by runner. Reasoning and coding runs (``runner.task_type``
+  ``reasoning`` / ``coding_online_rl``, or none given; rlinf/utils/placement.py,
+  ``ModelParallelComponentPlacement``): every component holds one GPU per
+  process except the rollout: ``rollout.tensor_parallel_size`` per process
+  when actor and rollout share GPUs (collocated), ``tensor x pipeline``
+  otherwise; placements must be collocated (actor GPUs == rollout GPUs) or
+  fully disaggregated, actor and rollout GPUs continuous, and a ``reward``
+  placement must exist ("Reward GPUs must be specified"); no inference
+  placement in collocated mode, nor with ``algorithm.recompute_logprobs:
+  false``. With ``cluster.auto_scheduler: true`` (and no critic) the
+  placement must be actor -> rollout [-> inference] on consecutive GPUs from
+  0 to the last, and the actor is then placed on all GPUs. Embodied runs
+  (``HybridComponentPlacement``): one GPU per process unless process ranks
+  say otherwise; several processes on one GPU count as one rlplex worker per
+  GPU.
+- Async (rlinf/workers/rollout/hf/async_huggingface_worker.py,
+  ``wait_if_stale``): with ``algorithm.staleness_threshold: k`` the rollout
+  runs up to k policy versions ahead: ``mode: async, max_staleness: k``.
+  ``algorithm.loss_type: decoupled_actor_critic`` runs only under the async
+  runner (examples/embodiment/train_async.py); without a threshold its rollout
+  never waits, which rlplex models as ``max_staleness: 1`` (say otherwise with
+  ``--set pipeline.max_staleness=K``). Other files launched with
+  ``train_async.py``: pass ``--set pipeline.mode=async``.
+- Not an RL step (rlinf/config.py ``validate_cfg``): ``runner.task_type`` of
+  ``sft``, ``offline``, ``embodied_eval`` or ``reasoning_eval``,
+  ``runner.only_eval: true``, or agent-lightning's top-level ``eval: true``
+  (examples/agent/agentlightning/calc_x/main.py), is refused, saying which.
+- GPUs per node: ``cluster.num_gpus_per_node`` (rlplex's key; RLinf
+  discovers it at run time; default 8). Native cluster fields
+  (``gpu_memory_gb`` ...) may be given in the same block.
+
+Read for the estimator: ``rollout.model.model_path`` (else
+``actor.model.model_path``) as ``model``; ``data.rollout_batch_size``,
+``algorithm.group_size``, ``data.max_prompt_length``,
+``algorithm.sampling_params.max_new_tokens`` (else ``runner.seq_length -
+data.max_prompt_length``) and ``actor.micro_batch_size`` as the workload;
+the actor's megatron TP/PP and recomputation, the rollout's TP/PP.
 
 Components map to rlplex roles: ``actor`` -> ``actor_train``, ``rollout`` ->
 ``actor_infer``, ``inference`` -> ``inference`` (old log-probs, synced from the
@@ -38,19 +76,25 @@ others (``env``, ``agent`` ...) keep their name and hold no state.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from rlplex.errors import ConfigError
 from rlplex.resources.cluster import Cluster
+from rlplex.resources.devices import DeviceSpecError, parse_devices
 from rlplex.resources.importers.common import (
     DEFAULT_STATES,
     apply_costs,
     default_pipeline,
+    get_path,
+    parallel,
     positive_int,
-    resolve_ref,
+    refuse_non_rl,
+    workload,
 )
+from rlplex.resources.importers.compose import compose
 from rlplex.resources.placement import check_worker_layout
 
 COMPONENT_ROLES = {
@@ -139,20 +183,151 @@ def parse_placement(value: Any, num_gpus: int) -> tuple[tuple[int, ...], int]:
     return tuple(devices), per_worker.pop() if per_worker else 1
 
 
-def _rollout_gpus(data: Mapping[str, Any], file: str) -> int:
-    """GPUs one rollout engine drives: tensor x pipeline parallel size."""
-    rollout = data.get("rollout")
-    if not isinstance(rollout, dict):
-        return 1
-    size = 1
-    for key in ("tensor_parallel_size", "pipeline_parallel_size"):
-        value = resolve_ref(rollout.get(key, 1), data)
-        size *= positive_int(value, field=f"rollout.{key}", file=file)
-    return size
+def _processes(value: Any, num_resources: int) -> int:
+    """How many processes a (valid) placement starts: process ranks, else one per resource."""
+    text = str(value).strip()
+    if text.lower() == "all":
+        return num_resources
+    count = 0
+    for segment in text.split(","):
+        resource, sep, process = segment.partition(":")
+        count += len(_ranks(process if sep else resource, "rank"))
+    return count
 
 
 def _components(key: Any) -> list[str]:
     return [part.strip() for part in str(key).split(",") if part.strip()]
+
+
+_NON_RL_TASKS = {
+    "sft": "an RLinf SFT config (runner.task_type: sft)",
+    "offline": "an RLinf offline-RL config (runner.task_type: offline)",
+    "embodied_eval": "an RLinf evaluation config (runner.task_type: embodied_eval)",
+    "reasoning_eval": "an RLinf evaluation config (runner.task_type: reasoning_eval)",
+}
+_MODEL_PARALLEL_TASKS = ("reasoning", "coding_online_rl")
+"""Task types placed by ModelParallelComponentPlacement (rlinf/utils/placement.py)."""
+
+_MODEL_PARALLEL_COMPONENTS = (
+    "actor",
+    "rollout",
+    "inference",
+    "actor_inference",
+    "critic",
+    "critic_inference",
+    "reward",
+)
+"""Components ModelParallelComponentPlacement knows (rlinf/utils/placement.py)."""
+
+_ASYNC_ONLY_LOSSES = ("decoupled_actor_critic",)
+"""Loss types only examples/embodiment/train_async.py runs (AsyncPPOEmbodiedRunner)."""
+
+
+class _Groups:
+    """RLinf node groups: a label -> (GPU-less?, global node ranks)."""
+
+    def __init__(self, block: Mapping[str, Any], nodes: int, file: str) -> None:
+        self.groups: dict[str, tuple[bool, list[int]]] = {}
+        self.hardware: dict[str, int] = {}
+        """Non-GPU resources of a hardware group: its ``hardware.configs`` entries, else nodes."""
+        raw = block.get("node_groups") or []
+        if not isinstance(raw, list):
+            raise ConfigError(
+                "must be a list of {label, node_ranks}", field="cluster.node_groups", file=file
+            )
+        for index, group in enumerate(raw):
+            field = f"cluster.node_groups.{index}"
+            if not isinstance(group, Mapping) or "label" not in group:
+                raise ConfigError("must give a label and node_ranks", field=field, file=file)
+            label = str(group["label"])
+            try:
+                node_ranks = parse_devices(group.get("node_ranks"), nodes)
+            except DeviceSpecError as exc:
+                reason = (
+                    str(exc)
+                    .replace("device", "node rank")
+                    .replace(f"which has GPUs 0-{nodes - 1}", f"which has nodes 0-{nodes - 1}")
+                )
+                raise ConfigError(
+                    reason, field=f"{field}.node_ranks", value=group.get("node_ranks"), file=file
+                ) from None
+            assert isinstance(node_ranks, tuple)
+            hardware = group.get("hardware")
+            cpu = bool(hardware) or bool(group.get("ignore_hardware"))
+            self.groups[label] = (cpu, list(node_ranks))
+            configs = hardware.get("configs") if isinstance(hardware, Mapping) else None
+            self.hardware[label] = len(configs) if isinstance(configs, list) else len(node_ranks)
+
+    def resolve(self, labels: Any, field: str, file: str) -> tuple[bool, list[int] | None, int]:
+        """(non-GPU placement?, global node ranks in rank order or None, non-GPU resources)."""
+        if isinstance(labels, list):
+            names = [str(x).strip() for x in labels]
+        else:
+            names = [x.strip() for x in str(labels).split(",") if x.strip()]
+        if names == ["cluster"]:
+            return False, None, 0
+        if "node" in names:
+            return True, None, 0
+        nodes: list[int] = []
+        cpu = False
+        resources = 0
+        for name in names:
+            if name not in self.groups:
+                known = ", ".join(self.groups) or "none"
+                raise ConfigError(
+                    f"no node group labelled {name!r} in cluster.node_groups (labels: {known})",
+                    field=field,
+                    value=labels,
+                    file=file,
+                )
+            group_cpu, group_nodes = self.groups[name]
+            cpu = cpu or group_cpu
+            nodes.extend(group_nodes)
+            resources += self.hardware[name]
+        return cpu, nodes, resources
+
+
+def _global(ranks: tuple[int, ...], nodes: list[int] | None, per_node: int) -> tuple[int, ...]:
+    """Global GPU ranks of group-local ranks (RLinf counts ranks inside the node groups)."""
+    if nodes is None:
+        return ranks
+    return tuple(nodes[r // per_node] * per_node + r % per_node for r in ranks)
+
+
+def _continuous(devices: tuple[int, ...]) -> bool:
+    return list(devices) == list(range(devices[0], devices[-1] + 1))
+
+
+def _workload(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    prompt = get_path(data, "data.max_prompt_length")
+    response = get_path(data, "algorithm.sampling_params.max_new_tokens")
+    seq = get_path(data, "runner.seq_length")
+    if response is None and isinstance(seq, int) and isinstance(prompt, int):
+        response = seq - prompt
+    return workload(
+        prompts=get_path(data, "data.rollout_batch_size"),
+        samples=get_path(data, "algorithm.group_size"),
+        prompt_max=prompt,
+        response_max=response,
+        micro_batch=get_path(data, "actor.micro_batch_size"),
+    )
+
+
+def _mode(data: Mapping[str, Any], file: str) -> tuple[str, int]:
+    threshold = get_path(data, "algorithm.staleness_threshold")
+    loss = get_path(data, "algorithm.loss_type")
+    if threshold is not None:
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
+            raise ConfigError(
+                "must be an integer >= 0",
+                field="algorithm.staleness_threshold",
+                value=threshold,
+                file=file,
+            )
+        return "async", threshold
+    if loss in _ASYNC_ONLY_LOSSES:
+        return "async", 1
+    return "sync", 0
 
 
 def to_native(
@@ -168,19 +343,24 @@ def to_native(
         ConfigError: naming ``file`` and the RLinf field path, e.g.
             ``cluster.component_placement.actor,rollout``.
     """
+    data = compose(data, file).data
+    task = get_path(data, "runner.task_type")
+    if task in _NON_RL_TASKS:
+        refuse_non_rl(_NON_RL_TASKS[task], file=file, field="runner.task_type")
+    if get_path(data, "runner.only_eval") is True:
+        refuse_non_rl("an RLinf evaluation run (runner.only_eval: true)", file=file)
+    if data.get("eval") is True:  # examples/agent/agentlightning/calc_x/main.py: cfg.eval
+        refuse_non_rl("an RLinf agent-lightning evaluation run (eval: true)", file=file)
     block = data.get("cluster")
     if not isinstance(block, dict):
         raise ConfigError("must be a mapping", field="cluster", value=block, file=file)
-    nodes = positive_int(
-        resolve_ref(block.get("num_nodes"), data), field="cluster.num_nodes", file=file
-    )
+    nodes = positive_int(block.get("num_nodes"), field="cluster.num_nodes", file=file)
     per_node = positive_int(
-        resolve_ref(block.get("num_gpus_per_node", 8), data),
-        field="cluster.num_gpus_per_node",
-        file=file,
+        block.get("num_gpus_per_node", 8), field="cluster.num_gpus_per_node", file=file
     )
     native_cluster = {k: block[k] for k in _NATIVE_CLUSTER_KEYS if k in block}
     cluster = Cluster(nodes=nodes, gpus_per_node=per_node)
+    groups = _Groups(block, nodes, file)
     placement = block.get("component_placement")
     if not isinstance(placement, dict) or not placement:
         raise ConfigError(
@@ -189,25 +369,31 @@ def to_native(
             value=placement,
             file=file,
         )
-    roles: dict[str, dict[str, Any]] = {}
+    # RLinf requires runner.task_type; a file without one is read as a reasoning run.
+    model_parallel = task in _MODEL_PARALLEL_TASKS or task is None
+    # component -> (field, devices or None for CPU, GPUs per process or CPU world size, procs given)
+    placed: dict[str, tuple[str, tuple[int, ...] | None, int, bool]] = {}
     owner: dict[str, str] = {}
     for key, value in placement.items():
         field = f"cluster.component_placement.{key}"
+        cpu, group_nodes, hardware = False, None, 0
         if isinstance(value, dict):
-            group = value.get("node_group")
-            if block.get("node_groups") or group not in (None, "cluster"):
-                raise ConfigError(
-                    "node groups other than the default accelerator group are not supported",
-                    field=f"{field}.node_group",
-                    value=group,
-                    file=file,
+            if value.get("node_group") is not None:
+                cpu, group_nodes, hardware = groups.resolve(
+                    value["node_group"], f"{field}.node_group", file
                 )
-            field, value = f"{field}.placement", value.get("placement")
+            if "placement" not in value:
+                raise ConfigError("must give a placement", field=field, value=value, file=file)
+            field, value = f"{field}.placement", value["placement"]
         components = _components(key)
         if not components:
             raise ConfigError("names no component", field=field, value=key, file=file)
+        resources = len(group_nodes) * per_node if group_nodes is not None else cluster.num_gpus
+        if cpu:
+            resources = hardware if group_nodes is not None else nodes
         try:
-            devices, per_worker = parse_placement(resolve_ref(value, data), cluster.num_gpus)
+            ranks, per_worker = parse_placement(value, resources)
+            processes = _processes(value, resources)
         except ValueError as exc:
             raise ConfigError(str(exc), field=field, value=value, file=file) from None
         for component in components:
@@ -219,27 +405,171 @@ def to_native(
                     file=file,
                 )
             owner[component] = str(key)
-            name = COMPONENT_ROLES.get(component, component)
-            layout_field = field
-            if component == "rollout" and ":" not in str(value) and _rollout_gpus(data, file) > 1:
-                per_worker, layout_field = _rollout_gpus(data, file), "rollout.tensor_parallel_size"
-            check_worker_layout(name, devices, per_worker, cluster, file, field=layout_field)
-            states = {} if name == "reward" else DEFAULT_STATES.get(name, {})
-            roles[name] = {
-                "devices": list(devices),
-                "num_gpus_per_worker": per_worker,
-                "states": dict(states),
-            }
+            if cpu:
+                placed[component] = (field, None, processes, True)
+            else:
+                devices = _global(ranks, group_nodes, per_node)
+                placed[component] = (field, devices, per_worker, ":" in str(value))
+    if "actor" not in placed:
+        refuse_non_rl(
+            "an RLinf run without an 'actor' component (data collection or teleoperation:"
+            " nothing is trained)",
+            file=file,
+            field="cluster.component_placement",
+        )
     for component in ("actor", "rollout"):
-        if component not in owner:
+        if component not in placed or placed[component][1] is None:
             raise ConfigError(
-                f"has no {component!r} component; rlplex's step needs 'actor' and 'rollout'",
+                f"has no {component!r} component on GPUs; rlplex's step needs 'actor' and"
+                " 'rollout'",
                 field="cluster.component_placement",
                 file=file,
             )
-    native = {
+    if model_parallel:
+        _model_parallel_rules(data, placed, cluster, file)
+    roles: dict[str, dict[str, Any]] = {}
+    for component, (field, devices, count, _) in placed.items():
+        name = COMPONENT_ROLES.get(component, component)
+        if devices is None:
+            roles[name] = {"world_size": count}
+            continue
+        layout_field = field
+        if component == "rollout" and count > 1 and model_parallel:
+            layout_field = "rollout.tensor_parallel_size"
+        check_worker_layout(name, devices, count, cluster, file, field=layout_field)
+        states = {} if name == "reward" else DEFAULT_STATES.get(name, {})
+        role: dict[str, Any] = {
+            "devices": list(devices),
+            "num_gpus_per_worker": count,
+            "states": dict(states),
+        }
+        spec = _parallel(data, component)
+        if spec:
+            role["parallel"] = spec
+        roles[name] = role
+    mode, staleness = _mode(data, file)
+    native: dict[str, Any] = {
         "cluster": {**cluster.model_dump(), **native_cluster},
         "roles": roles,
-        "pipeline": default_pipeline(roles),
+        "pipeline": default_pipeline(roles, mode, staleness),
     }
+    for path in ("rollout.model.model_path", "actor.model.model_path"):
+        model = get_path(data, path)
+        if isinstance(model, str) and model and "${" not in model:
+            native["model"] = model
+            break
+    load = _workload(data)
+    if load:
+        native["workload"] = load
     return apply_costs(native, costs, costs_file)
+
+
+def _parallel(data: Mapping[str, Any], component: str) -> dict[str, Any] | None:
+    if component == "rollout":
+        return parallel(
+            tp=get_path(data, "rollout.tensor_parallel_size"),
+            pp=get_path(data, "rollout.pipeline_parallel_size"),
+        )
+    if component in ("actor", "critic"):
+        model = get_path(data, f"{component}.model") or {}
+        if not isinstance(model, Mapping):
+            return None
+        backend = get_path(data, f"{component}.training_backend")
+        return parallel(
+            tp=model.get("tensor_model_parallel_size"),
+            pp=model.get("pipeline_model_parallel_size"),
+            fsdp=backend == "fsdp",
+            recompute=bool(model.get("recompute_granularity")),
+        )
+    return None
+
+
+def _model_parallel_rules(
+    data: Mapping[str, Any],
+    placed: dict[str, tuple[str, tuple[int, ...] | None, int, bool]],
+    cluster: Cluster,
+    file: str,
+) -> None:
+    """ModelParallelComponentPlacement's checks and GPUs per process (rlinf/utils/placement.py)."""
+    if "reward" not in placed:
+        raise ConfigError(
+            "has no 'reward' component; RLinf's reasoning runners assert"
+            ' "Reward GPUs must be specified in the component_placement config."',
+            field="cluster.component_placement",
+            file=file,
+        )
+    gpu = {c: set(p[1]) for c, p in placed.items() if p[1] is not None}
+    for component in ("actor", "rollout", "inference", "critic"):
+        devices = placed.get(component, ("", None, 1, False))[1]
+        if devices and not _continuous(devices):
+            raise ConfigError(
+                f"{component} GPUs {list(devices)} must be continuous (RLinf asserts it)",
+                field=placed[component][0],
+                file=file,
+            )
+    # MultiAgentModelParallelComponentPlacement (extra engines such as ``rollout_judge``,
+    # examples/agent/wideseek_r1) counts every placement as collocated.
+    multi_agent = any(c not in _MODEL_PARALLEL_COMPONENTS for c in placed)
+    collocated = gpu["actor"] == gpu["rollout"] or multi_agent
+    sets = [gpu.get(c, set()) for c in ("actor", "rollout", "inference", "critic")]
+    disaggregated = all(a.isdisjoint(b) for i, a in enumerate(sets) for b in sets[i + 1 :])
+    if not collocated and not disaggregated:
+        raise ConfigError(
+            "actor, rollout, inference and critic must either share the same GPUs (actor =="
+            " rollout, collocated) or use disjoint GPUs (disaggregated), as RLinf's"
+            " ModelParallelComponentPlacement requires",
+            field="cluster.component_placement",
+            file=file,
+        )
+    field = "cluster.component_placement"
+    if collocated and not multi_agent:
+        for component in ("inference", "critic_inference", "actor_inference"):
+            if component in placed:
+                raise ConfigError(
+                    f"{component} GPUs must not be given in collocated mode (actor and rollout"
+                    " on the same GPUs), as RLinf asserts",
+                    field=placed[component][0],
+                    file=file,
+                )
+    elif "inference" in placed and get_path(data, "algorithm.recompute_logprobs") is False:
+        raise ConfigError(
+            "algorithm.recompute_logprobs is false, which disables inference, so inference"
+            " GPUs must not be given (RLinf asserts it)",
+            field=placed["inference"][0],
+            file=file,
+        )
+    auto = bool(get_path(data, "cluster.auto_scheduler")) and "critic" not in placed
+    if auto:
+        order = [c for c in ("actor", "rollout", "inference") if c in placed]
+        spans = [placed[c][1] or () for c in order]
+        ordered = (
+            not collocated
+            and spans[0][0] == 0
+            and all(a[-1] + 1 == b[0] for a, b in itertools.pairwise(spans))
+            and spans[-1][-1] == cluster.num_gpus - 1
+        )
+        if not ordered:
+            raise ConfigError(
+                "cluster.auto_scheduler needs the disaggregated placement actor -> rollout"
+                " [-> inference] on consecutive GPUs from 0 to the last, as RLinf asserts",
+                field=field,
+                file=file,
+            )
+    tp = positive_int(
+        get_path(data, "rollout.tensor_parallel_size", 1),
+        field="rollout.tensor_parallel_size",
+        file=file,
+    )
+    pp = positive_int(
+        get_path(data, "rollout.pipeline_parallel_size", 1),
+        field="rollout.pipeline_parallel_size",
+        file=file,
+    )
+    for component, (field, devices, _, _) in list(placed.items()):
+        if devices is None:
+            continue
+        # Packed placements: one GPU per process, the rollout's engines tp (x pp) GPUs each.
+        count = (tp if collocated else tp * pp) if component == "rollout" else 1
+        placed[component] = (field, devices, count, False)
+    if auto:  # AUTO mode: "actor will be placed on all GPUs"
+        placed["actor"] = (placed["actor"][0], tuple(range(cluster.num_gpus)), 1, False)

@@ -1,6 +1,6 @@
-"""Read a ROLL pipeline config: its role blocks and their ``device_mapping``.
+"""Read a ROLL pipeline config: its worker blocks and their ``device_mapping``.
 
-ROLL (alibaba/ROLL) writes one top-level block per worker role::
+ROLL (alibaba/ROLL) writes one top-level block per worker cluster::
 
     num_gpus_per_node: 8
     actor_train:
@@ -12,27 +12,60 @@ ROLL (alibaba/ROLL) writes one top-level block per worker role::
         strategy_config: {tensor_parallel_size: 2}
       device_mapping: list(range(0,12))
     rewards:
-      math_rule: {world_size: 8}          # a CPU worker group
+      math_rule: {world_size: 8}          # a CPU worker cluster
+      llm_judge: {device_mapping: list(range(12,16)), ...}
 
-ROLL's own rules, followed here:
+The file is composed first (``defaults:`` such as ``../config/traj_envs@_here_``,
+``${...}`` interpolations; see :mod:`~rlplex.resources.importers.compose`).
+ROLL's own rules, followed here, with their source:
 
-- ``device_mapping`` is a Python-looking list expression (parsed without eval);
-  a block without it is a CPU worker group of ``world_size`` workers.
-- ``num_gpus_per_worker`` defaults to 1; for a ``vllm`` strategy it is
-  ``tensor_parallel_size * pipeline_parallel_size`` of the strategy config
-  (``sglang``: its ``tp_size``), whatever the block says.
-- ``world_size = len(device_mapping) // num_gpus_per_worker``, which must
-  divide evenly; a given ``world_size`` must agree.
-- ``num_gpus_per_node`` (default 8) lays global ranks on nodes; a worker
-  never spans nodes. The node count is what the highest rank needs.
-- ``async_generation_ratio > 0`` turns on async generation; rlplex reads it as
-  ``max_staleness = ceil(ratio)``.
+- ``num_gpus_per_worker`` (roll/configs/worker_config.py,
+  ``WorkerConfig.__post_init__``): for ``vllm`` it is the strategy config's
+  ``tensor_parallel_size * pipeline_parallel_size`` whatever the block says;
+  ``sglang`` and ``hf_infer`` keep the block's ``num_gpus_per_worker``
+  (default 1); every other strategy (megatron, deepspeed, fsdp) is forced to
+  1; a block without ``strategy_args`` keeps its value.
+- ``device_mapping`` is a Python list expression (ROLL ``eval``s it; rlplex
+  parses it without eval); ``world_size = len(device_mapping) //
+  num_gpus_per_worker``, which must divide (ROLL asserts it) and overrides a
+  ``world_size`` the block gives. A block without ``device_mapping`` is a CPU
+  cluster of ``world_size`` workers.
+- Nodes (roll/configs/base_config.py): ``num_nodes = ceil((max rank + 1) /
+  num_gpus_per_node)``. ROLL replaces ``num_gpus_per_node`` with the GPUs it
+  finds at run time; rlplex, planning ahead, takes the file's value (default 8).
+  A worker larger than a node (vLLM TP 16 on 8-GPU nodes) fills whole
+  consecutive nodes.
+- Rewards (roll/pipeline/rlvr/rlvr_config.py, ``rewards: Dict[str,
+  RewardConfig]``): each entry is its own cluster; rlplex keeps each as a role
+  named as in the file (``rewards_NAME`` when the name is taken), scored by a
+  stage ``reward_NAME``. An agentic file's single ``reward`` block is a role too.
+- Async (``async_generation_ratio > 0``, base_config.py ``async_pipeline``):
+  ``max_staleness = ceil(ratio)``. RLVR asserts the ratio is >= 1
+  (rlvr_config.py). Roles may share GPUs in async mode: RLVR warns only;
+  the agentic pipeline (roll/pipeline/agentic/agentic_pipeline.py,
+  ``_validate_partial_gpu_config``) runs train on a strict subset of infer's
+  GPUs ("partial GPU mode") and refuses async when train and infer overlap
+  otherwise; rlplex refuses that case the same way.
+- OPD (``_handle_opd_mapping`` in base_config.py): ``student_train``,
+  ``student_infer`` and ``teacher`` stand for ``actor_train``,
+  ``actor_infer`` and ``reference``; a ``teacher`` mapping of several
+  teachers is one reference cluster per teacher, each a role named as in the
+  file with its own ``ref_logprob_NAME`` stage.
+- Not an RL step: ``actor_infer`` without an ``actor_train`` on GPUs (a
+  rollout-only run, examples/start_agentic_rollout_pipeline.py), a
+  ``sft_train`` block (roll/pipeline/sft/sft_config.py), a
+  ``student``/``teacher`` pair (distill_config.py), or ``actor_train`` with
+  ``reference`` and DPO's ``beta`` but no ``actor_infer`` (dpo_config.py) is
+  refused, saying which.
 
-Roles map by name: ``actor_train``, ``actor_infer``, ``reference`` and
-``critic`` keep theirs; reward workers under ``rewards`` become the CPU role
-``rewards`` (world sizes added up) or, when placed on GPUs, the role
-``reward`` (further ones ``reward_NAME``). Other blocks with a
-``device_mapping`` keep their own name. Costs: see
+Read for the estimator: ``pretrain`` (else ``actor_train.model_args.
+model_name_or_path``) as ``model``; ``rollout_batch_size``,
+``num_return_sequences_in_group`` (agentic: ``train_env_manager.group_size``),
+``prompt_length`` and ``response_length`` (else ``sequence_length -
+prompt_length``), ``actor_train.training_args.per_device_train_batch_size``
+as the workload; each role's TP/PP (megatron ``tensor_model_parallel_size``,
+vLLM ``tensor_parallel_size``, sglang ``tp_size``), DeepSpeed ZeRO stage,
+FSDP, and gradient checkpointing as ``parallel``. Costs: see
 :mod:`rlplex.resources.importers.common`.
 """
 
@@ -48,42 +81,85 @@ from rlplex.resources.devices import DeviceSpecError, parse_devices
 from rlplex.resources.importers.common import (
     apply_costs,
     default_pipeline,
+    get_path,
     gpu_role,
+    parallel,
     positive_int,
-    resolve_ref,
+    refuse_non_rl,
+    workload,
 )
+from rlplex.resources.importers.compose import compose
 from rlplex.resources.placement import check_worker_layout
 
-_INFERENCE_STRATEGIES = ("vllm", "sglang")
+_OPD_NAMES = {
+    "student_train": "actor_train",
+    "student_infer": "actor_infer",
+    "teacher": "reference",
+}
+"""ROLL's on-policy-distillation block names -> the roles they stand for."""
+
+_KEEPS_NUM_GPUS = ("hf_infer", "sglang")
+"""Strategies whose block's ``num_gpus_per_worker`` ROLL keeps (worker_config.py)."""
 
 
-def _gpus_per_worker(
-    block: Mapping[str, Any], data: Mapping[str, Any], name: str, file: str
-) -> int:
-    """ROLL's rule: an inference engine's worker drives tp * pp GPUs."""
-    strategy = resolve_ref(block.get("strategy_args"), data) or {}
-    strategy_name = (
-        resolve_ref(strategy.get("strategy_name"), data) if isinstance(strategy, dict) else None
-    )
-    if strategy_name in _INFERENCE_STRATEGIES:
-        config = resolve_ref(strategy.get("strategy_config"), data) or {}
-        if not isinstance(config, dict):
-            config = {}
-        base = f"{name}.strategy_args.strategy_config"
-        if strategy_name == "vllm":
-            tp_key, pp_key = "tensor_parallel_size", "pipeline_parallel_size"
-        else:
-            tp_key = "tp_size" if "tp_size" in config else "tensor_parallel_size"
-            pp_key = "pp_size" if "pp_size" in config else "pipeline_parallel_size"
+def _strategy(block: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    strategy = block.get("strategy_args")
+    if not isinstance(strategy, Mapping):
+        return None, {}
+    config = strategy.get("strategy_config")
+    name = strategy.get("strategy_name")
+    return (str(name) if name is not None else None), dict(config) if isinstance(
+        config, Mapping
+    ) else {}
+
+
+def _gpus_per_worker(block: Mapping[str, Any], field: str, file: str) -> int:
+    """ROLL's ``WorkerConfig.__post_init__`` rule (see the module docstring)."""
+    name, config = _strategy(block)
+    if name == "vllm":
+        base = f"{field}.strategy_args.strategy_config"
         tp = positive_int(
-            resolve_ref(config.get(tp_key, 1), data), field=f"{base}.{tp_key}", file=file
+            config.get("tensor_parallel_size", 1), field=f"{base}.tensor_parallel_size", file=file
         )
         pp = positive_int(
-            resolve_ref(config.get(pp_key, 1), data), field=f"{base}.{pp_key}", file=file
+            config.get("pipeline_parallel_size", 1),
+            field=f"{base}.pipeline_parallel_size",
+            file=file,
         )
         return tp * pp
-    value = resolve_ref(block.get("num_gpus_per_worker", 1), data)
-    return positive_int(value, field=f"{name}.num_gpus_per_worker", file=file)
+    if name is not None and name not in _KEEPS_NUM_GPUS:
+        return 1  # ROLL forces 1 for training and megatron/deepspeed/fsdp inference strategies
+    value = block.get("num_gpus_per_worker", 1)
+    return positive_int(value, field=f"{field}.num_gpus_per_worker", file=file)
+
+
+def _parallel(block: Mapping[str, Any], trains: bool) -> dict[str, Any] | None:
+    """The role's parallel sizes as far as ROLL's strategy config says them."""
+    name, config = _strategy(block)
+    if name is None:
+        return None
+    model_args = block.get("model_args") if isinstance(block.get("model_args"), Mapping) else {}
+    assert isinstance(model_args, Mapping)
+    recompute = trains and not model_args.get("disable_gradient_checkpointing", False)
+    if name.startswith("megatron"):
+        return parallel(
+            tp=config.get("tensor_model_parallel_size"),
+            pp=config.get("pipeline_model_parallel_size"),
+            zero=1 if config.get("use_distributed_optimizer") else None,
+            recompute=recompute or bool(config.get("recompute_granularity")),
+        )
+    if name == "vllm":
+        return parallel(
+            tp=config.get("tensor_parallel_size"), pp=config.get("pipeline_parallel_size")
+        )
+    if name == "sglang":
+        return parallel(tp=config.get("tp_size", config.get("tensor_parallel_size")))
+    if name.startswith("deepspeed"):
+        zero = get_path(config, "zero_optimization.stage")
+        return parallel(zero=zero, recompute=recompute)
+    if name.startswith("fsdp"):
+        return parallel(fsdp=True, recompute=recompute)
+    return parallel(recompute=recompute)
 
 
 def _parse_mapping(value: Any, field: str, file: str) -> tuple[int, ...]:
@@ -96,24 +172,87 @@ def _parse_mapping(value: Any, field: str, file: str) -> tuple[int, ...]:
     return devices
 
 
-def _role_blocks(data: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
-    """(rlplex name, field path, block) of every worker block, in file order."""
-    blocks: list[tuple[str, str, Mapping[str, Any]]] = []
-    gpu_rewards = 0
+def _role_blocks(data: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any], bool]]:
+    """(rlplex name, field path, block, is a reward) of every worker block, in file order."""
+    blocks: list[tuple[str, str, Mapping[str, Any], bool]] = []
+    taken = {str(k) for k in data}
     for key, block in data.items():
-        if key == "rewards" and isinstance(block, dict):
+        key = str(key)
+        if key == "rewards" and isinstance(block, Mapping):
             for sub, body in block.items():
-                if not isinstance(body, dict):
+                if not isinstance(body, Mapping):
                     continue
-                if body.get("device_mapping") is not None:
-                    name = "reward" if gpu_rewards == 0 else f"reward_{sub}"
-                    gpu_rewards += 1
-                else:
-                    name = "rewards"
-                blocks.append((name, f"rewards.{sub}", body))
-        elif isinstance(block, dict) and "device_mapping" in block:
-            blocks.append((str(key), str(key), block))
+                sub = str(sub)
+                name = sub if sub not in taken or sub == "rewards" else f"rewards_{sub}"
+                blocks.append((name, f"rewards.{sub}", body, True))
+        elif isinstance(block, Mapping) and "device_mapping" in block:
+            name = _OPD_NAMES.get(key, key)
+            blocks.append((name, key, block, key in ("reward", "reward_model")))
+        elif key == "teacher" and isinstance(block, Mapping):
+            # Several teachers (base_config.py _handle_opd_mapping): one reference cluster each.
+            for sub, body in block.items():
+                if isinstance(body, Mapping) and "device_mapping" in body:
+                    sub = str(sub)
+                    name = sub if sub not in taken else f"teacher_{sub}"
+                    blocks.append((name, f"teacher.{sub}", body, False))
     return blocks
+
+
+def _refuse_non_rl(data: Mapping[str, Any], file: str) -> None:
+    if isinstance(data.get("sft_train"), Mapping):
+        refuse_non_rl("a ROLL SFT config (it has an 'sft_train' block)", file=file)
+    if isinstance(data.get("student"), Mapping) and isinstance(data.get("teacher"), Mapping):
+        refuse_non_rl(
+            "a ROLL distillation config (it has 'student' and 'teacher' blocks)", file=file
+        )
+    has_infer = isinstance(data.get("actor_infer"), Mapping) or isinstance(
+        data.get("student_infer"), Mapping
+    )
+    has_train = any(
+        isinstance(data.get(k), Mapping) and data[k].get("device_mapping") is not None
+        for k in ("actor_train", "student_train")
+    )
+    if has_infer and not has_train:
+        refuse_non_rl(
+            "a ROLL rollout-only config (no 'actor_train' device_mapping: generation, no training)",
+            file=file,
+        )
+    if not has_infer and isinstance(data.get("actor_train"), Mapping) and "beta" in data:
+        refuse_non_rl(
+            "a ROLL DPO config ('actor_train' and 'reference' with 'beta', no 'actor_infer')",
+            file=file,
+        )
+
+
+def _workload(data: Mapping[str, Any], agentic: bool) -> dict[str, Any] | None:
+    prompt = data.get("prompt_length")
+    response = data.get("response_length")
+    sequence = data.get("sequence_length")
+    if response is None and isinstance(sequence, int) and isinstance(prompt, int):
+        response = sequence - prompt  # ROLL: max_new_tokens = sequence_length - prompt_length
+    samples = (
+        get_path(data, "train_env_manager.group_size")
+        if agentic
+        else data.get("num_return_sequences_in_group")
+    )
+    return workload(
+        prompts=data.get("rollout_batch_size"),
+        samples=samples,
+        prompt_max=prompt,
+        response_max=response,
+        micro_batch=get_path(data, "actor_train.training_args.per_device_train_batch_size"),
+    )
+
+
+def _model(data: Mapping[str, Any]) -> str | None:
+    for value in (
+        data.get("pretrain"),
+        get_path(data, "actor_train.model_args.model_name_or_path"),
+        get_path(data, "student_train.model_args.model_name_or_path"),
+    ):
+        if isinstance(value, str) and value and "${" not in value:
+            return value
+    return None
 
 
 def to_native(
@@ -129,72 +268,91 @@ def to_native(
         ConfigError: naming ``file`` and the ROLL field path, e.g.
             ``actor_infer.device_mapping``.
     """
-    per_node = positive_int(
-        resolve_ref(data.get("num_gpus_per_node", 8), data), field="num_gpus_per_node", file=file
-    )
-    parsed: list[tuple[str, str, Mapping[str, Any], tuple[int, ...] | None, int]] = []
-    for name, field, block in _role_blocks(data):
-        raw = resolve_ref(block.get("device_mapping"), data)
+    data = compose(data, file).data
+    _refuse_non_rl(data, file)
+    per_node = positive_int(data.get("num_gpus_per_node", 8), field="num_gpus_per_node", file=file)
+    agentic = "train_env_manager" in data or "custom_envs" in data
+    parsed: list[tuple[str, str, Mapping[str, Any], tuple[int, ...] | None, int, bool]] = []
+    for name, field, block, is_reward in _role_blocks(data):
+        raw = block.get("device_mapping")
         if raw is None:
-            size = resolve_ref(block.get("world_size", 1), data)
-            parsed.append(
-                (
-                    name,
-                    field,
-                    block,
-                    None,
-                    positive_int(size, field=f"{field}.world_size", file=file),
-                )
-            )
+            size = block.get("world_size", 1)
+            count = positive_int(size, field=f"{field}.world_size", file=file)
+            parsed.append((name, field, block, None, count, is_reward))
             continue
         devices = _parse_mapping(raw, f"{field}.device_mapping", file)
-        parsed.append((name, field, block, devices, _gpus_per_worker(block, data, field, file)))
-    names = {p[0] for p in parsed}
+        parsed.append(
+            (name, field, block, devices, _gpus_per_worker(block, field, file), is_reward)
+        )
+    by_name = {p[0]: p for p in parsed}
     for required in ("actor_train", "actor_infer"):
-        if required not in names or next(p for p in parsed if p[0] == required)[3] is None:
+        if required not in by_name or by_name[required][3] is None:
             raise ConfigError(
-                f"a ROLL config needs a {required!r} block with a device_mapping",
+                f"a ROLL RL config needs a {required!r} block with a device_mapping",
                 field=required,
                 file=file,
             )
     top = max(max(p[3]) for p in parsed if p[3])
     cluster = Cluster(nodes=top // per_node + 1, gpus_per_node=per_node)
     roles: dict[str, dict[str, Any]] = {}
-    for name, field, block, devices, count in parsed:
+    reward_roles: list[str] = []
+    teachers = [p[0] for p in parsed if p[1].startswith("teacher.")]
+    for name, field, block, devices, count, is_reward in parsed:
+        if is_reward:
+            reward_roles.append(name)
         if devices is None:
-            # CPU reward workers of every kind share the one ``rewards`` role.
-            previous = roles.get(name, {}).get("world_size", 0)
-            roles[name] = {"world_size": previous + count}
+            roles[name] = {"world_size": count}
             continue
         if len(devices) % count:
             raise ConfigError(
                 f"has {len(devices)} GPUs, not a multiple of num_gpus_per_worker {count}"
-                " (world_size = len(device_mapping) // num_gpus_per_worker must divide)",
+                " (ROLL: len(device_mapping) must be divisible by num_gpus_per_worker)",
                 field=f"{field}.device_mapping",
                 value=block.get("device_mapping"),
                 file=file,
             )
         check_worker_layout(name, devices, count, cluster, file, field=f"{field}.device_mapping")
-        world_size = len(devices) // count
-        given = resolve_ref(block.get("world_size"), data)
-        if given is not None and given != world_size:
-            raise ConfigError(
-                f"disagrees with len(device_mapping) // num_gpus_per_worker ="
-                f" {len(devices)} // {count} = {world_size}",
-                field=f"{field}.world_size",
-                value=given,
-                file=file,
-            )
-        roles[name] = gpu_role(devices, count, name)
-    ratio = resolve_ref(data.get("async_generation_ratio", 0), data) or 0
+        kind = "reward" if is_reward else "reference" if name in teachers else name
+        role = gpu_role(devices, count, kind)
+        spec = _parallel(block, trains=name in ("actor_train", "critic"))
+        if spec:
+            role["parallel"] = spec
+        roles[name] = role
+    ratio = data.get("async_generation_ratio", 0) or 0
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or ratio < 0:
         raise ConfigError(
             "must be a number >= 0", field="async_generation_ratio", value=ratio, file=file
         )
+    if 0 < ratio < 1 and not agentic:
+        raise ConfigError(
+            "must be >= 1 for an async RLVR pipeline (ROLL asserts it in RLVRConfig)",
+            field="async_generation_ratio",
+            value=ratio,
+            file=file,
+        )
+    train, infer = set(by_name["actor_train"][3] or ()), set(by_name["actor_infer"][3] or ())
+    partial = train < infer
+    if agentic and ratio > 0 and train & infer and not partial:
+        raise ConfigError(
+            f"async generation (async_generation_ratio {ratio:g}) needs actor_train's GPUs"
+            " disjoint from actor_infer's, or a strict subset of them (ROLL's partial GPU"
+            " mode); ROLL's agentic pipeline runs overlapping GPUs in sync mode only",
+            field="actor_train.device_mapping",
+            value=by_name["actor_train"][2].get("device_mapping"),
+            file=file,
+        )
     mode, staleness = ("async", max(1, math.ceil(ratio))) if ratio > 0 else ("sync", 0)
-    native = {
+    native: dict[str, Any] = {
         "cluster": cluster.model_dump(),
         "roles": roles,
-        "pipeline": default_pipeline(roles, mode, staleness),
+        "pipeline": default_pipeline(
+            roles, mode, staleness, reward_roles or None, teachers or None
+        ),
     }
+    model = _model(data)
+    if model:
+        native["model"] = model
+    load = _workload(data, agentic)
+    if load:
+        native["workload"] = load
     return apply_costs(native, costs, costs_file)

@@ -3,43 +3,78 @@
 verl (volcengine/verl) builds its placement in Python from the trainer
 config: a ``resource_pool_spec`` maps each pool to a list of GPU counts, one
 per node (``{"global_pool": [n_gpus_per_node] * nnodes}``), and a ``mapping``
-assigns each worker role to a pool. rlplex reads either form:
+assigns each worker role to a pool. The file is composed first, as Hydra
+does (``defaults: [ppo_trainer, _self_]``, ``rollout@actor_rollout_ref.rollout:
+rollout``, ``hydra.searchpath``; see :mod:`~rlplex.resources.importers.compose`),
+so a key set only in a defaults file (``trainer.n_gpus_per_node``, the
+rollout's tensor-parallel size 2 of ``rollout/rollout.yaml``) is read as verl
+reads it. rlplex reads, with the source of each rule:
 
-1. A plain verl trainer config (``ppo_trainer.yaml`` style): ``trainer.nnodes``
-   and ``trainer.n_gpus_per_node`` make one ``global_pool`` on which every
-   role is colocated, as verl's ``main_ppo`` does. Which roles exist follows
-   verl: the critic when ``critic.enable`` is true, or (no ``enable``) when
-   ``algorithm.adv_estimator`` is ``gae`` (verl's default); the reference
-   policy when ``algorithm.use_kl_in_reward`` or
-   ``actor_rollout_ref.actor.use_kl_loss``; a reward model when
-   ``reward_model.enable``. A top-level ``rollout`` block with ``nnodes`` and
-   ``n_gpus_per_node`` (verl's one-step-off-policy recipe) puts the rollout on
-   its own pool after the trainer's and makes the step async with
-   ``max_staleness: 1``.
-2. Explicit pools, as the Python would build them::
+1. A PPO trainer config (verl/trainer/main_ppo.py, ``TaskRunner``):
+   ``trainer.nnodes`` x ``trainer.n_gpus_per_node`` make one ``global_pool``
+   on which every role is colocated. The critic exists when ``critic.enable``
+   is true, or (``enable`` null) when ``algorithm.adv_estimator`` is ``gae``
+   (verl/trainer/ppo/utils.py ``need_critic``); the reference policy when
+   ``algorithm.use_kl_in_reward`` or ``actor_rollout_ref.actor.use_kl_loss``
+   (``need_reference_policy``); a reward model when ``reward_model.enable``,
+   on its own ``reward_pool`` of ``reward_model.nnodes`` x
+   ``reward_model.n_gpus_per_node`` when ``reward_model.enable_resource_pool``.
+2. One-step-off policy (verl/experimental/one_step_off_policy/main_ppo.py): a
+   top-level ``rollout`` block with ``nnodes`` and ``n_gpus_per_node`` puts the
+   rollout on its own pool beside the trainer's; generation of step t+1 runs
+   while step t trains: ``mode: async, max_staleness: 1``.
+3. Fully async policy (verl/experimental/fully_async_policy/fully_async_main.py,
+   ``create_resource_pool_manager``; fully_async_trainer.py): an
+   ``async_training`` block; ``trainer_pool`` for actor, critic, reference and
+   reward model, ``rollout_pool`` for the rollout. The trainer syncs weights to
+   the rollouter every ``trigger_parameter_sync_step`` trainer steps of
+   ``ppo_mini_batch_size x require_batches`` prompts each, so one rlplex step
+   (weight sync to weight sync) covers ``trigger_parameter_sync_step`` trainer
+   steps (``workload.prompts_per_step`` counts them all). The rollouter may
+   run ahead by ``staleness_threshold`` (a fraction of a sync's samples) beyond
+   the one version of overlap: ``max_staleness = 1 + ceil(staleness_threshold)``.
+4. Split placement (examples/split_placement/main_ppo_split.py), recognised by
+   that entry point sitting in the file's folder or its parent: actor, rollout
+   and reference on ``actor_rollout_ref_pool``, the critic on ``critic_pool``,
+   each half of every node (one node) or half of the nodes.
+5. Explicit pools, as the Python would build them (rlplex's own form)::
 
        trainer: {n_gpus_per_node: 8}
        resource_pool_spec: {actor_pool: [4], rollout_pool: [4]}
        mapping: {Actor: actor_pool, Rollout: rollout_pool, RefPolicy: actor_pool}
 
-Pools are laid out in the order given on consecutive, disjoint GPUs; each
-entry of a pool is that many GPUs on one node (a pool entry never spans
-nodes, so an entry that would cross a node boundary starts on the next node).
-GPUs per node: ``trainer.n_gpus_per_node``, else the largest pool entry.
+Pools are laid out in order, first fit: each entry (that many GPUs on one
+node) goes to the first node with room, as Ray packs a pool's per-node
+bundles. verl does not say how many GPUs a machine has: with one pool a node
+has ``trainer.n_gpus_per_node`` GPUs; with several (which split machines, e.g.
+6 + 2 on one 8-GPU node), a node has max(8, the largest entry) GPUs.
 
-verl roles map to rlplex roles: ``ActorRollout`` -> ``actor_train`` +
+The rollout's GPUs per worker (one inference replica) is ``tensor x data x
+pipeline`` parallel size of ``actor_rollout_ref.rollout``
+(verl/experimental/agent_loop/agent_loop.py, ``rollout_world_size``); a
+replica larger than a node (TP 32 on 8-GPU nodes) spans whole nodes. verl
+roles map to rlplex roles: ``ActorRollout`` -> ``actor_train`` +
 ``actor_infer``; ``ActorRolloutRef`` -> those + ``reference``; ``Actor`` ->
 ``actor_train``; ``Rollout`` -> ``actor_infer``; ``Critic`` -> ``critic``;
-``RefPolicy`` -> ``reference``; ``RewardModel`` -> ``reward``. Names are
-matched case-insensitively, with or without underscores. Without a reward
-model, rule rewards run in verl's driver process, so the ``reward`` stage
-runs on ``driver``. The rollout's GPUs per worker is
-``actor_rollout_ref.rollout.tensor_model_parallel_size``.
+``RefPolicy`` -> ``reference``; ``RewardModel`` -> ``reward``. Without a
+reward model, rule rewards run in verl's driver process (``reward`` stage on
+``driver``).
+
+Not an RL step: a file without ``actor_rollout_ref`` once composed is refused,
+saying what it is (``sft_trainer.yaml``: SFT; ``generation.yaml``:
+generation; ``evaluation.yaml``: evaluation). Read for the estimator:
+``actor_rollout_ref.model.path`` as ``model``; ``data.train_batch_size``,
+``actor_rollout_ref.rollout.n``, ``data.max_prompt_length``,
+``data.max_response_length`` and ``actor.ppo_micro_batch_size_per_gpu`` as the
+workload; the actor's strategy (FSDP, or Megatron TP/PP), gradient
+checkpointing, and the rollout's TP/PP.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from rlplex.errors import ConfigError
@@ -49,9 +84,12 @@ from rlplex.resources.importers.common import (
     default_pipeline,
     get_path,
     gpu_role,
+    parallel,
     positive_int,
-    resolve_ref,
+    refuse_non_rl,
+    workload,
 )
+from rlplex.resources.importers.compose import compose
 from rlplex.resources.placement import check_worker_layout
 
 VERL_ROLES: dict[str, tuple[str, ...]] = {
@@ -65,40 +103,89 @@ VERL_ROLES: dict[str, tuple[str, ...]] = {
 }
 """verl ``Role`` (normalised: lower case, no underscores) -> rlplex roles."""
 
-_TP_FIELD = "actor_rollout_ref.rollout.tensor_model_parallel_size"
+_ROLLOUT = "actor_rollout_ref.rollout"
+_TP_FIELD = f"{_ROLLOUT}.tensor_model_parallel_size"
+_DEFAULT_NODE_GPUS = 8
+"""GPUs per machine assumed when a file splits machines between pools."""
 
 
-def _get(data: Mapping[str, Any], path: str, default: Any = None) -> Any:
-    return resolve_ref(get_path(data, path, default), data)
+class _Reader:
+    """Typed reads of a composed verl config; a missing key says where it may live."""
+
+    def __init__(self, data: Mapping[str, Any], file: str, missing: tuple[str, ...]) -> None:
+        self.data, self.file = data, file
+        if missing:
+            self.hint = (
+                " (verl sets it in a defaults file; rlplex could not find: "
+                + ", ".join(missing)
+                + ")"
+            )
+        else:
+            self.hint = " (in verl it may live in a `defaults:` file such as ppo_trainer.yaml)"
+
+    def get(self, path: str, default: Any = None) -> Any:
+        value = get_path(self.data, path, default)
+        return default if value == "???" else value
+
+    def int(self, path: str, default: Any = None) -> int:
+        return positive_int(self.get(path, default), field=path, file=self.file, hint=self.hint)
 
 
-def _plain_pools(data: Mapping[str, Any], file: str) -> tuple[dict[str, list[int]], dict[str, str]]:
-    """verl main_ppo's pools and mapping for a plain trainer config."""
-    nnodes = positive_int(_get(data, "trainer.nnodes", 1), field="trainer.nnodes", file=file)
-    per_node = positive_int(
-        _get(data, "trainer.n_gpus_per_node"), field="trainer.n_gpus_per_node", file=file
-    )
-    pools = {"global_pool": [per_node] * nnodes}
-    mapping = {"ActorRollout": "global_pool"}
-    rollout = data.get("rollout")
-    if isinstance(rollout, dict) and "n_gpus_per_node" in rollout:
-        r_nodes = positive_int(_get(data, "rollout.nnodes", 1), field="rollout.nnodes", file=file)
-        r_gpus = positive_int(
-            _get(data, "rollout.n_gpus_per_node"), field="rollout.n_gpus_per_node", file=file
-        )
-        pools["rollout_pool"] = [r_gpus] * r_nodes
-        mapping = {"Actor": "global_pool", "Rollout": "rollout_pool"}
-    critic_enable = _get(data, "critic.enable")
-    estimator = _get(data, "algorithm.adv_estimator", "gae")
-    if critic_enable is True or (critic_enable is None and estimator == "gae"):
-        mapping["Critic"] = "global_pool"
-    if _get(data, "algorithm.use_kl_in_reward") or _get(
-        data, "actor_rollout_ref.actor.use_kl_loss"
-    ):
-        mapping["RefPolicy"] = "global_pool"
-    if _get(data, "reward_model.enable"):
-        mapping["RewardModel"] = "global_pool"
-    return pools, mapping
+def _need_critic(r: _Reader) -> bool:
+    enable = r.get("critic.enable")
+    if enable is not None:
+        return bool(enable)
+    return r.get("algorithm.adv_estimator", "gae") == "gae"
+
+
+def _split_entry(file: str) -> bool:
+    """examples/split_placement: the file sits beside (or under) main_ppo_split.py."""
+    folder = Path(file).resolve().parent
+    return any((d / "main_ppo_split.py").is_file() for d in (folder, folder.parent))
+
+
+def _pools(r: _Reader) -> tuple[dict[str, list[int]], dict[str, str], str, int]:
+    """(pools, role -> pool, mode, max_staleness) by verl's entry points (module doc)."""
+    nnodes = r.int("trainer.nnodes", 1)
+    per_node = r.int("trainer.n_gpus_per_node")
+    trainer = [per_node] * nnodes
+    mapping: dict[str, str] = {}
+    mode, staleness = "sync", 0
+    rollout = r.get("rollout")
+    separate = isinstance(rollout, Mapping) and "n_gpus_per_node" in rollout
+    if isinstance(r.get("async_training"), Mapping) or separate:
+        pools = {"trainer_pool": trainer}
+        pools["rollout_pool"] = [r.int("rollout.n_gpus_per_node")] * r.int("rollout.nnodes", 1)
+        mapping = {"Actor": "trainer_pool", "Rollout": "rollout_pool"}
+        main = "trainer_pool"
+        mode, staleness = "async", 1
+        threshold = r.get("async_training.staleness_threshold")
+        fully_async = isinstance(r.get("async_training"), Mapping)
+        if fully_async and isinstance(threshold, (int, float)) and not isinstance(threshold, bool):
+            staleness = 1 + math.ceil(max(0.0, threshold))
+    elif _split_entry(r.file):
+        half_node = nnodes // 2 == 0 and per_node // 2 > 0
+        size = [per_node // 2] * nnodes if half_node else [per_node] * (nnodes // 2)
+        pools = {"actor_rollout_ref_pool": size, "critic_pool": list(size)}
+        mapping = {"ActorRollout": "actor_rollout_ref_pool"}
+        main = "actor_rollout_ref_pool"
+    else:
+        pools = {"global_pool": trainer}
+        mapping = {"ActorRollout": "global_pool"}
+        main = "global_pool"
+    if _need_critic(r):
+        mapping["Critic"] = "critic_pool" if "critic_pool" in pools else main
+    if r.get("algorithm.use_kl_in_reward") or r.get("actor_rollout_ref.actor.use_kl_loss"):
+        mapping["RefPolicy"] = main
+    if r.get("reward_model.enable"):
+        if r.get("reward_model.enable_resource_pool"):
+            pools["reward_pool"] = [r.int("reward_model.n_gpus_per_node")] * r.int(
+                "reward_model.nnodes"
+            )
+            mapping["RewardModel"] = "reward_pool"
+        else:
+            mapping["RewardModel"] = main
+    return pools, mapping, mode, staleness
 
 
 def _explicit_pools(
@@ -115,7 +202,6 @@ def _explicit_pools(
     pools: dict[str, list[int]] = {}
     for pool, sizes in spec.items():
         field = f"resource_pool_spec.{pool}"
-        sizes = resolve_ref(sizes, data)
         if not isinstance(sizes, list) or not sizes:
             raise ConfigError(
                 "must be a list of GPU counts, one per node", field=field, value=sizes, file=file
@@ -129,30 +215,95 @@ def _explicit_pools(
             value=mapping,
             file=file,
         )
-    return pools, {str(k): resolve_ref(v, data) for k, v in mapping.items()}
+    return pools, {str(k): v for k, v in mapping.items()}
 
 
 def layout_pools(
     pools: Mapping[str, list[int]], per_node: int
 ) -> tuple[dict[str, tuple[int, ...]], int]:
-    """Lay pools out on consecutive disjoint GPUs; returns (ranks per pool, nodes used).
+    """Lay pools out first fit on nodes of ``per_node`` GPUs; returns (ranks per pool, nodes).
+
+    Each entry (GPUs on one node) goes to the first node with that much room.
 
     Raises:
         ValueError: a pool entry asks for more GPUs than a node has.
     """
-    node, used = 0, 0
+    used: list[int] = []
     placed: dict[str, tuple[int, ...]] = {}
     for pool, sizes in pools.items():
         ranks: list[int] = []
+        taken: set[int] = set()  # a pool's entries are on distinct nodes (one bundle per node)
         for count in sizes:
             if count > per_node:
                 raise ValueError(f"asks for {count} GPUs on one node, which has {per_node}")
-            if used + count > per_node:
-                node, used = node + 1, 0
-            ranks.extend(range(node * per_node + used, node * per_node + used + count))
-            used += count
+            node = next(
+                (n for n, u in enumerate(used) if n not in taken and u + count <= per_node),
+                len(used),
+            )
+            if node == len(used):
+                used.append(0)
+            ranks.extend(range(node * per_node + used[node], node * per_node + used[node] + count))
+            used[node] += count
+            taken.add(node)
         placed[pool] = tuple(ranks)
-    return placed, node + 1 if used else node
+    return placed, len(used)
+
+
+def _refuse_non_rl(data: Mapping[str, Any], file: str) -> None:
+    """Refuse verl's SFT, generation and evaluation files (verl/trainer/config/*.yaml)."""
+    if isinstance(data.get("actor_rollout_ref"), Mapping) or "resource_pool_spec" in data:
+        return
+    if get_path(data, "data.output_path") is not None:
+        refuse_non_rl(
+            "a verl generation config (like verl/trainer/config/generation.yaml)", file=file
+        )
+    if get_path(data, "data.path") is not None and "custom_reward_function" in data:
+        refuse_non_rl(
+            "a verl evaluation config (like verl/trainer/config/evaluation.yaml)", file=file
+        )
+    if "optim" in data or get_path(data, "model.partial_pretrain") is not None:
+        refuse_non_rl("a verl SFT config (like verl/trainer/config/sft_trainer.yaml)", file=file)
+
+
+def _workload(r: _Reader) -> dict[str, Any] | None:
+    prompts = r.get("data.train_batch_size")
+    if isinstance(r.get("async_training"), Mapping):
+        mini = r.get("actor_rollout_ref.actor.ppo_mini_batch_size")
+        trigger = r.get("async_training.trigger_parameter_sync_step", 1)
+        batches = r.get("async_training.require_batches", 1)
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in (mini, trigger, batches)):
+            prompts = mini * trigger * batches
+    return workload(
+        prompts=prompts,
+        samples=r.get(f"{_ROLLOUT}.n"),
+        prompt_max=r.get("data.max_prompt_length"),
+        response_max=r.get("data.max_response_length"),
+        micro_batch=r.get("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
+    )
+
+
+def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
+    """A role's parallel sizes as verl's actor / ref / critic / rollout configs give them."""
+    if name == "actor_infer":
+        return parallel(tp=r.get(_TP_FIELD), pp=r.get(f"{_ROLLOUT}.pipeline_model_parallel_size"))
+    base = {
+        "actor_train": "actor_rollout_ref.actor",
+        "reference": "actor_rollout_ref.ref",
+        "critic": "critic",
+    }.get(name)
+    if base is None:
+        return None
+    strategy = r.get(f"{base}.strategy")
+    model = "critic.model" if name == "critic" else "actor_rollout_ref.model"
+    # Recomputation only matters when training (the reference runs forward passes only).
+    recompute = name != "reference" and bool(r.get(f"{model}.enable_gradient_checkpointing"))
+    if strategy == "megatron":
+        return parallel(
+            tp=r.get(f"{base}.megatron.tensor_model_parallel_size"),
+            pp=r.get(f"{base}.megatron.pipeline_model_parallel_size"),
+            recompute=recompute,
+        )
+    return parallel(fsdp=strategy in ("fsdp", "fsdp2"), recompute=recompute)
 
 
 def to_native(
@@ -167,14 +318,24 @@ def to_native(
     Raises:
         ConfigError: naming ``file`` and the verl field path, e.g. ``mapping.Critic``.
     """
+    composed = compose(data, file)
+    data = composed.data
+    _refuse_non_rl(data, file)
+    r = _Reader(data, file, composed.missing_defaults)
     explicit = "resource_pool_spec" in data
-    pools, mapping = _explicit_pools(data, file) if explicit else _plain_pools(data, file)
-    given = _get(data, "trainer.n_gpus_per_node")
-    per_node = (
-        positive_int(given, field="trainer.n_gpus_per_node", file=file)
-        if given is not None
-        else max(max(sizes) for sizes in pools.values())
-    )
+    if explicit:
+        pools, mapping = _explicit_pools(data, file)
+        mode, staleness = "sync", 0
+    else:
+        pools, mapping, mode, staleness = _pools(r)
+    largest = max(max(sizes) for sizes in pools.values())
+    given = r.get("trainer.n_gpus_per_node")
+    if len(pools) > 1 and not explicit:
+        per_node = max(_DEFAULT_NODE_GPUS, largest)
+    elif given is not None:
+        per_node = r.int("trainer.n_gpus_per_node")
+    else:
+        per_node = largest
     try:
         placed, nodes = layout_pools(pools, per_node)
     except ValueError as exc:
@@ -183,7 +344,9 @@ def to_native(
             str(exc), field=f"resource_pool_spec.{bad}", value=pools[bad], file=file
         ) from None
     cluster = Cluster(nodes=max(1, nodes), gpus_per_node=per_node)
-    tp = positive_int(_get(data, _TP_FIELD, 1), field=_TP_FIELD, file=file)
+    replica = 1
+    for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
+        replica *= r.int(f"{_ROLLOUT}.{key}", 1)
     roles: dict[str, dict[str, Any]] = {}
     for verl_role, pool in mapping.items():
         field = f"mapping.{verl_role}"
@@ -209,10 +372,14 @@ def to_native(
                 raise ConfigError(
                     f"role {name!r} is mapped twice", field=field, value=pool, file=file
                 )
-            per_worker = tp if name == "actor_infer" else 1
-            layout_field = _TP_FIELD if name == "actor_infer" and tp > 1 else field
+            per_worker = replica if name == "actor_infer" else 1
+            layout_field = _TP_FIELD if name == "actor_infer" and replica > 1 else field
             check_worker_layout(name, devices, per_worker, cluster, file, field=layout_field)
-            roles[name] = gpu_role(devices, per_worker, name)
+            role = gpu_role(devices, per_worker, name)
+            spec = _parallel(r, name)
+            if spec:
+                role["parallel"] = spec
+            roles[name] = role
     for name, verl_name in (("actor_train", "Actor"), ("actor_infer", "Rollout")):
         if name not in roles:
             raise ConfigError(
@@ -220,12 +387,15 @@ def to_native(
                 field="mapping" if explicit else "trainer",
                 file=file,
             )
-    async_rollout = not explicit and "rollout_pool" in pools
-    native = {
+    native: dict[str, Any] = {
         "cluster": cluster.model_dump(),
         "roles": roles,
-        "pipeline": default_pipeline(
-            roles, "async" if async_rollout else "sync", int(async_rollout)
-        ),
+        "pipeline": default_pipeline(roles, mode, staleness),
     }
+    model = r.get("actor_rollout_ref.model.path")
+    if isinstance(model, str) and model and "${" not in model:
+        native["model"] = model
+    load = _workload(r)
+    if load:
+        native["workload"] = load
     return apply_costs(native, costs, costs_file)

@@ -1,0 +1,302 @@
+"""Commands that estimate and calibrate costs: estimate, calibrate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from rlplex.cli.app import app, console, err_console, read_config, user_errors
+from rlplex.cli.options import (
+    ConfigFormatOpt,
+    CostsOpt,
+    FormatOpt,
+    JsonOpt,
+    RecordArg,
+    RecordConfigOpt,
+    RecordFormatOpt,
+    SetOpt,
+    SkipBadOpt,
+)
+
+
+def _si(value: float, unit: str) -> str:
+    for scale, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.0f} {unit}" if value else "-"
+
+
+def _warn(lines: Any) -> None:
+    for line in lines:
+        err_console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _list_presets() -> None:
+    from rlplex.estimate.formulas import active_params, total_params
+    from rlplex.estimate.specs import gpu_presets, model_presets
+
+    models = Table(title="model presets")
+    for column in ("name", "params", "active", "layers", "hidden", "heads/kv", "experts"):
+        models.add_column(column, justify="left" if column == "name" else "right")
+    for name, s in model_presets().items():
+        experts = f"{s.experts_per_token}/{s.num_experts}" if s.is_moe else "-"
+        models.add_row(
+            name, f"{total_params(s) / 1e9:.2f}B", f"{active_params(s) / 1e9:.2f}B",
+            str(s.num_layers), str(s.hidden_size), f"{s.num_heads}/{s.num_kv_heads}", experts,
+        )  # fmt: skip
+    console.print(models)
+    gpus = Table(title="GPU presets")
+    for column in ("name", "", "TFLOP/s bf16", "GB", "GB/s memory", "GB/s host", "GB/s NVLink"):
+        gpus.add_column(column, justify="left" if column in ("name", "") else "right")
+    for key, g in gpu_presets().items():
+        gpus.add_row(
+            key, g.name, f"{g.peak_tflops:g}", f"{g.memory_gb:g}", f"{g.memory_gb_per_s:g}",
+            f"{g.host_gb_per_s:g}", f"{g.intra_node_gb_per_s:g}",
+        )  # fmt: skip
+    console.print(gpus)
+
+
+@app.command()
+@user_errors
+def estimate(
+    config: Annotated[
+        Path | None, typer.Argument(help="Config file: native, ROLL, RLinf or verl-style YAML.")
+    ] = None,
+    json_: JsonOpt = False,
+    set_: SetOpt = None,
+    format_: FormatOpt = None,
+    costs: CostsOpt = None,
+    list_presets: Annotated[
+        bool, typer.Option("--list-presets", help="List the model and GPU presets and exit.")
+    ] = False,
+) -> None:
+    """Estimate stage seconds and state GB from the model, the workload and the GPU.
+
+    Prints per stage the seconds, FLOPs, bytes moved and what bounds it; per role
+    the GB per device of each state and the peak; and every assumption used.
+    Figures the config gives win in plan/show; here both are shown.
+    """
+    from rlplex.errors import ConfigError
+    from rlplex.estimate.estimator import estimate_config
+
+    if list_presets:
+        _list_presets()
+        return
+    if config is None:
+        raise ConfigError("give a CONFIG file (or --list-presets)", field="CONFIG")
+    cfg = read_config(config, set_, format_, costs)
+    result = estimate_config(cfg)
+    _warn(w for w in dict.fromkeys(result.warnings) if w not in cfg.warnings)
+    if json_:
+        print(json.dumps(result.to_json(), indent=2))
+        return
+    stages = Table(title=f"estimated stages of {escape(str(config))}")
+    for column in ("stage", "kind", "seconds", "plan uses", "FLOP", "bytes", "bound"):
+        stages.add_column(
+            column,
+            justify="right" if column in ("seconds", "plan uses", "FLOP", "bytes") else "left",
+            no_wrap=column != "plan uses",
+        )
+    for stage in cfg.pipeline.stages:
+        est = result.stages[stage.name]
+        path = f"pipeline.stages.{stage.name}.seconds"
+        if stage.is_weight_sync and stage.seconds is None:
+            uses = "model"
+        elif cfg.is_estimated(path):
+            uses = "estimate"
+        else:
+            uses = f"{stage.seconds:g} s given"
+        shown = f"{est.seconds:.2f} s" if est.seconds is not None else "-"
+        if est.kind == "cpu":
+            shown = "-"
+        stages.add_row(
+            stage.name, est.kind, shown, uses, _si(est.flops, ""), _si(est.bytes, "B"),
+            est.bound,
+        )  # fmt: skip
+    console.print(stages)
+    roles = Table(title="estimated memory per GPU (GB)")
+    kinds = ("weights", "optimizer", "grads", "kv_cache")
+    headers = ("role", "tp/pp/dp", "weights", "optim", "grads", "kv", "act", "peak")
+    for column in headers:
+        roles.add_column(column, justify="left" if column == "role" else "right", no_wrap=True)
+    cap = cfg.cluster.gpu_memory_gb
+    for name, r in result.roles.items():
+        cells = [f"{r.states[k]:.2f}" if k in r.states else "-" for k in kinds]
+        label = name if cfg.is_estimated(f"roles.{name}.states") else f"{name} (plan: given)"
+        peak = f"{r.peak_gb:.2f}" + (" [red](> GPU)[/]" if r.peak_gb > cap else "")
+        roles.add_row(label, f"{r.tp}/{r.pp}/{r.dp}", *cells, f"{r.activations_gb:.2f}", peak)
+    console.print(roles)
+    console.print(
+        f"GPU: {cap:g} GB each; act = the role's largest transient memory (activations of the"
+        " largest micro-batch); peak = states + act; the plan offloads what does not fit"
+        " (rlplex plan prints each GPU's peak). CPU and driver stages are not estimated.",
+        highlight=False,
+    )
+    _print_assumptions(result.assumptions)
+
+
+def _print_assumptions(a: dict[str, Any]) -> None:
+    gpu = a["gpu"]
+    w = a["workload"]
+    eff = a["efficiency"]
+    lines = [
+        f"gpu: {gpu['preset']} ({gpu['name']}): {gpu['peak_tflops']:g} TFLOP/s bf16 dense,"
+        f" {gpu['memory_gb_per_s']:g} GB/s memory, {gpu['memory_gb']:g} GB",
+        f"workload: {w['prompts_per_step']} prompts x {w['samples_per_prompt']} samples;"
+        f" prompt {w['prompt_tokens']['mean']:g} mean / {w['prompt_tokens']['max']} max tokens;"
+        f" response {w['response_tokens']['mean']:g} / {w['response_tokens']['max']};"
+        f" micro-batch {w['micro_batch_size']}; epochs {w['epochs']}",
+        "efficiency: "
+        + ", ".join(f"{k} {v:g}" for k, v in eff.items() if not isinstance(v, dict))
+        + (f"; per stage {eff['stages']}" if "stages" in eff else ""),
+        f"dispatch_s: {a['dispatch_s']:g} s per op; KV cache up to"
+        f" {a['kv_memory_fraction']:g} of a GPU; decode batch <= {a['max_decode_batch']};"
+        f" prefill chunk {a['prefill_chunk_tokens']} tokens",
+    ]
+    for role, m in a["models"].items():
+        lines.append(
+            f"{role}: {m['model']} {m['params_b']:g}B, {m['precision']}, tp {m['tp']} pp {m['pp']}"
+            f" dp {m['dp']}, sharding {m['sharding']}"
+            + (f", optimizer {m['optimizer']}" if m["optimizer"] else "")
+            + (", recompute" if m["recompute"] else "")
+        )
+    console.print("[bold]assumptions[/] (docs/cost-model.md):", highlight=False)
+    for line in lines:
+        console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _pct(value: float | None) -> str:
+    return f"{value * 100:+.1f} %" if value is not None else "-"
+
+
+@app.command()
+@user_errors
+def calibrate(
+    record: RecordArg,
+    config: RecordConfigOpt,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Write the fitted costs file (for --costs) here."),
+    ] = None,
+    fit_steps: Annotated[
+        int | None,
+        typer.Option("--fit-steps", help="Steps to fit on, after warm-up (default: half)."),
+    ] = None,
+    warmup: Annotated[
+        int | None,
+        typer.Option("--warmup", help="Leading steps to ignore (default: 1 if >= 4 steps)."),
+    ] = None,
+    json_: JsonOpt = False,
+    set_: SetOpt = None,
+    format_: RecordFormatOpt = None,
+    skip_bad_lines: SkipBadOpt = False,
+    config_format: ConfigFormatOpt = None,
+    costs: CostsOpt = None,
+) -> None:
+    """Fit efficiency factors, given stages' seconds and dispatch_s to a record.
+
+    Fits on the record's first steps and reports the error per stage and of the
+    period on the remaining ones, before and after. The costs file it writes
+    is taken by plan, simulate, replay and whatif (--costs).
+    """
+    import yaml
+
+    from rlplex.estimate.calibrate import calibrate as fit
+
+    result, doc = fit(
+        record, config, overrides=set_ or (), config_format=config_format, costs=costs,
+        record_format=format_, skip_bad_lines=skip_bad_lines, fit_steps=fit_steps,
+        warmup=warmup,
+    )  # fmt: skip
+    _warn(result.warnings)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        header = (
+            f"# written by: rlplex calibrate {record} --config {config}\n"
+            f"# fitted on steps {list(result.fit_steps)}, checked on {list(result.check_steps)}\n"
+        )
+        out.write_text(header + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    if json_:
+        print(
+            json.dumps(
+                {**result.to_json(), "costs": doc, "out": str(out) if out else None}, indent=2
+            )
+        )
+        return
+    fit_s, check_s = result.fit_steps, result.check_steps
+    title = (
+        f"calibration on {escape(str(record))} ({result.format}): fitted on steps"
+        f" {fit_s[0]}-{fit_s[-1]}, checked on "
+        + (f"{check_s[0]}-{check_s[-1]}" if check_s else "the same steps")
+    )
+    table = Table(title=title)
+    for column in ("stage", "fit", "measured", "before", "error", "after", "error"):
+        table.add_column(column, justify="left" if column in ("stage", "fit") else "right")
+    for s in result.stages:
+        measured = f"{s.measured_check_s:.3f} s" if s.measured_check_s is not None else "-"
+        table.add_row(
+            s.stage, s.how, measured, f"{s.before_s:.3f} s", _pct(s.error_before),
+            f"{s.after_s:.3f} s", _pct(s.error_after),
+        )  # fmt: skip
+    table.add_row(
+        "period", f"dispatch {result.dispatch_s:.4g} s/op", f"{result.measured_period_s:.3f} s",
+        f"{result.period_before_s:.3f} s", _pct(result.period_error_before),
+        f"{result.period_after_s:.3f} s", _pct(result.period_error_after), style="bold",
+    )  # fmt: skip
+    console.print(table)
+    if result.efficiency:
+        console.print(f"efficiency: {result.efficiency}", highlight=False, soft_wrap=True)
+    if out is not None:
+        console.print(
+            f"wrote {escape(str(out))} (use: --costs {escape(str(out))})", highlight=False
+        )
+
+
+def print_plan_memory(peaks: Any, cfg: Any) -> None:
+    """``rlplex plan``'s memory table: peak GB and headroom per GPU, and what is estimated.
+
+    ``peaks``: :attr:`rlplex.plan.report.PlanReport.memory`. GPUs with the same
+    peak, moment and residents share one row.
+    """
+    from rlplex.resources.devices import format_devices
+
+    if not peaks:
+        return
+    rows: dict[tuple[Any, ...], list[int]] = {}
+    for d, m in peaks.items():
+        key = (round(m.peak_gb, 3), m.during, tuple(sorted(m.resident.items())), m.transient_gb)
+        rows.setdefault(key, []).append(d)
+    table = Table(title="memory per GPU at its peak (GB)")
+    for column in ("GPUs", "peak", "headroom", "during", "resident at the peak"):
+        table.add_column(column, justify="right" if column in ("peak", "headroom") else "left")
+    for (peak, during, resident, transient), devices in rows.items():
+        m = peaks[devices[0]]
+        parts = []
+        for key, gb in resident:
+            role = key.split(".")[0]
+            mark = "*" if cfg.is_estimated(f"roles.{role}.states") else ""
+            parts.append(f"{key} {gb:.2f}{mark}")
+        if transient:
+            stage = (during or "").split("/")[-1]
+            mark = "*" if cfg.is_estimated(f"pipeline.stages.{stage}.memory_gb") else ""
+            parts.append(f"transient {transient:.2f}{mark}")
+        table.add_row(
+            format_devices(tuple(devices)), f"{peak:.2f}", f"{m.headroom_gb:.2f}",
+            during or "-", " + ".join(parts) or "-",
+        )  # fmt: skip
+    console.print(table)
+    if cfg.estimated:
+        seconds = sum(1 for p in cfg.estimated if p.endswith(".seconds"))
+        states = sum(1 for p in cfg.estimated if p.startswith("roles."))
+        console.print(
+            f"* estimated: {seconds} stage times, {states} roles' states"
+            + (", cluster figures from cluster.gpu" if any(
+                p.startswith("cluster.") for p in cfg.estimated) else "")
+            + " (rlplex estimate shows how)",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip

@@ -1,0 +1,389 @@
+"""Fit the cost model to a record: efficiency factors, stage seconds and per-op overhead.
+
+``rlplex calibrate RECORD --config CONFIG`` reads any record rlplex reads (its
+own Timeline, verl's and ROLL's logs) and fits, on the record's first steps:
+
+- for each stage whose ``seconds`` the estimator filled: the efficiency factor
+  of its kind (``train``, ``forward``, ``prefill`` + ``decode``), the ratio of
+  estimated to measured time summed over the kind's stages, times the current
+  factor; then a per-stage factor (``efficiency.stages``) for what the kind's
+  factor leaves;
+- for each stage whose ``seconds`` the config gives (toy configs, imported
+  defaults, CPU stages): its mean measured seconds;
+- ``cluster.dispatch_s``: the per-op overhead that makes the planned period
+  equal the measured one (what the stage durations do not explain: driver
+  work between ops, Ray calls, data loading), solved by the secant method on
+  the plan's period.
+
+It then checks the fit on the remaining steps (held out) and reports the
+error per stage and of the period before and after. The fit is a costs file
+(:func:`costs_document`) that ``--costs`` applies to ``plan``, ``simulate``,
+``replay`` and ``whatif``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlplex.config import Config, load_config
+from rlplex.errors import ConfigError
+from rlplex.timeline.importers import RecordedRun, import_record
+
+_KIND_KEYS = {"train": ("train",), "forward": ("forward",), "generate": ("prefill", "decode")}
+
+
+class StageFit(BaseModel):
+    """One stage's figures before and after calibration."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: str
+    how: str
+    """``efficiency`` (estimated stage), ``seconds`` (given stage) or ``not recorded``."""
+    measured_fit_s: float | None
+    """Mean measured seconds over the fitting steps."""
+    measured_check_s: float | None
+    """Mean measured seconds over the held-out steps (the fitting steps if none)."""
+    before_s: float
+    """The config's seconds for the stage before calibration (dispatch excluded)."""
+    after_s: float
+    """After calibration."""
+
+    @property
+    def error_before(self) -> float | None:
+        return _rel(self.before_s, self.measured_check_s)
+
+    @property
+    def error_after(self) -> float | None:
+        return _rel(self.after_s, self.measured_check_s)
+
+
+class Calibration(BaseModel):
+    """What ``rlplex calibrate`` fitted and how well it predicts the held-out steps."""
+
+    model_config = ConfigDict(frozen=True)
+
+    record: str
+    format: str
+    fit_steps: tuple[int, ...]
+    check_steps: tuple[int, ...]
+    stages: tuple[StageFit, ...]
+    efficiency: dict[str, Any] = Field(default_factory=dict)
+    """Fitted efficiency factors (kinds and ``stages``)."""
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
+    """Fitted seconds of stages the config gives."""
+    dispatch_s: float = 0.0
+    measured_period_s: float
+    """Measured period over the held-out steps."""
+    period_before_s: float
+    """Planned period before calibration."""
+    period_after_s: float
+    """Planned period with the fit applied."""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def period_error_before(self) -> float | None:
+        return _rel(self.period_before_s, self.measured_period_s)
+
+    @property
+    def period_error_after(self) -> float | None:
+        return _rel(self.period_after_s, self.measured_period_s)
+
+    def costs_document(self, base: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The costs file (``--costs``) of this fit, merged over ``base``."""
+        doc: dict[str, Any] = {k: dict(v) for k, v in (base or {}).items()}
+        stages = doc.setdefault("stages", {})
+        for name, seconds in self.stage_seconds.items():
+            stages[name] = {**stages.get(name, {}), "seconds": round(seconds, 6)}
+        if not stages:
+            doc.pop("stages")
+        if self.efficiency:
+            doc["efficiency"] = {**doc.get("efficiency", {}), **self.efficiency}
+        doc["cluster"] = {**doc.get("cluster", {}), "dispatch_s": round(self.dispatch_s, 6)}
+        return doc
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "record": self.record,
+            "format": self.format,
+            "fit_steps": list(self.fit_steps),
+            "check_steps": list(self.check_steps),
+            "stages": {
+                s.stage: {
+                    "how": s.how,
+                    "measured_fit_s": s.measured_fit_s,
+                    "measured_check_s": s.measured_check_s,
+                    "before_s": s.before_s,
+                    "after_s": s.after_s,
+                    "error_before": s.error_before,
+                    "error_after": s.error_after,
+                }
+                for s in self.stages
+            },
+            "efficiency": self.efficiency,
+            "stage_seconds": self.stage_seconds,
+            "dispatch_s": self.dispatch_s,
+            "period": {
+                "measured_s": self.measured_period_s,
+                "before_s": self.period_before_s,
+                "after_s": self.period_after_s,
+                "error_before": self.period_error_before,
+                "error_after": self.period_error_after,
+            },
+            "warnings": list(self.warnings),
+        }
+
+
+def _rel(predicted: float, measured: float | None) -> float | None:
+    if measured is None or measured <= 0:
+        return None
+    return predicted / measured - 1.0
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def split_steps(
+    steps: Sequence[int], fit_steps: int | None, warmup: int | None
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(fitting steps, held-out steps): after ``warmup`` steps, the first ``fit_steps``.
+
+    Defaults: one warm-up step when the record has 4 or more steps, and half
+    of the rest to fit.
+
+    Raises:
+        ConfigError: too few steps for the split asked.
+    """
+    ordered = sorted(steps)
+    if warmup is None:
+        warmup = 1 if len(ordered) >= 4 else 0
+    usable = ordered[warmup:]
+    if not usable:
+        raise ConfigError(
+            f"the record has {len(ordered)} steps, none left after {warmup} warm-up steps",
+            field="--warmup",
+            value=warmup,
+        )
+    if fit_steps is None:
+        fit_steps = max(1, len(usable) // 2)
+    if fit_steps < 1 or fit_steps > len(usable):
+        raise ConfigError(
+            f"must be between 1 and {len(usable)} (the record's steps after warm-up)",
+            field="--fit-steps",
+            value=fit_steps,
+        )
+    return tuple(usable[:fit_steps]), tuple(usable[fit_steps:])
+
+
+def _step_ends(path: str) -> dict[int, float]:
+    from rlplex.timeline.record import Timeline
+
+    ends: dict[int, float] = {}
+    for event in Timeline.read_jsonl(path).events:
+        ends[event.step] = max(ends.get(event.step, event.end_s), event.end_s)
+    return ends
+
+
+def measured_period(run: RecordedRun, steps: Sequence[int]) -> float | None:
+    """Mean step period over ``steps``.
+
+    An rlplex record: the time between the ends of consecutive steps (as
+    ``rlplex run`` measures it); other logs: their recorded step time.
+    """
+    if run.format == "rlplex" and run.source:
+        ends = _step_ends(run.source)
+        gaps = [ends[s] - ends[s - 1] for s in steps if s in ends and s - 1 in ends]
+        if gaps:
+            return statistics.fmean(gaps)
+    values = [run.step_s[s] for s in steps if s in run.step_s]
+    return _mean(values)
+
+
+def _plan_period(cfg: Config) -> float:
+    from rlplex.plan import make_plan
+
+    return make_plan(cfg).period_s
+
+
+def _with_costs(
+    config: str | Path,
+    doc: dict[str, Any],
+    overrides: Sequence[str],
+    fmt: str | None,
+) -> Config:
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
+        yaml.safe_dump(doc, fh, sort_keys=False)
+        name = fh.name
+    try:
+        return load_config(config, overrides=overrides, format=fmt, costs=name)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+def calibrate(
+    record: str | Path,
+    config: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    config_format: str | None = None,
+    costs: str | Path | None = None,
+    record_format: str | None = None,
+    skip_bad_lines: bool = False,
+    fit_steps: int | None = None,
+    warmup: int | None = None,
+) -> tuple[Calibration, dict[str, Any]]:
+    """Fit ``config``'s costs to ``record``; returns the fit and its costs document.
+
+    Raises:
+        ConfigError: an unreadable record or config, no stage of the config in
+            the record, or too few steps.
+    """
+    from rlplex.estimate.estimator import efficiency_value, stage_kind
+    from rlplex.plan.costs import config_placement, stage_work_seconds
+    from rlplex.resources.importers.common import check_costs
+    from rlplex.resources.yaml_io import load_yaml_file
+
+    base_doc: dict[str, Any] = {}
+    if costs is not None:
+        base_doc = check_costs(load_yaml_file(costs), str(costs))
+    cfg = load_config(config, overrides=overrides, format=config_format, costs=costs)
+    run = import_record(record, format=record_format, skip_bad_lines=skip_bad_lines)
+    warnings = list(run.warnings)
+    fit, check = split_steps(run.step_numbers, fit_steps, warmup)
+    check_or_fit = check or fit
+    if not check:
+        warnings.append("no held-out steps: the errors are measured on the fitting steps")
+    placement = config_placement(cfg)
+    recorded = set(run.stage_names())
+    if not recorded & set(cfg.pipeline.names):
+        raise ConfigError(
+            f"no stage of the config is in the record (record: {', '.join(sorted(recorded))};"
+            f" config: {', '.join(cfg.pipeline.names)})",
+            file=str(record),
+        )
+
+    def mean_over(stage: str, steps: Sequence[int]) -> float | None:
+        return _mean([run.steps[s][stage] for s in steps if stage in run.steps.get(s, {})])
+
+    before = {s.name: stage_work_seconds(cfg, s, placement) for s in cfg.pipeline.stages}
+    measured = {s.name: mean_over(s.name, fit) for s in cfg.pipeline.stages}
+    # Estimated stages: efficiency per kind, then per stage.
+    eff = cfg.efficiency
+    by_kind: dict[str, list[str]] = {}
+    for stage in cfg.pipeline.stages:
+        if cfg.is_estimated(f"pipeline.stages.{stage.name}.seconds") and measured[stage.name]:
+            kind = stage_kind(stage, cfg.roles.get(stage.role or ""))
+            if kind in _KIND_KEYS:
+                by_kind.setdefault(kind, []).append(stage.name)
+    efficiency: dict[str, Any] = {}
+    stage_factors = dict(eff.stages) if eff is not None else {}
+    after = dict(before)
+    for kind, names in by_kind.items():
+        ratio = sum(before[n] for n in names) / sum(measured[n] or 0.0 for n in names)
+        for key in _KIND_KEYS[kind]:
+            efficiency[key] = round(efficiency_value(eff, key) * ratio, 6)
+        for n in names:
+            kind_time = before[n] / ratio
+            factor = kind_time / (measured[n] or kind_time)
+            if abs(factor - 1.0) > 0.005:
+                stage_factors[n] = round(stage_factors.get(n, 1.0) * factor, 6)
+            after[n] = kind_time / factor
+    if any(v > 1.0 for k, v in efficiency.items() if k in ("train", "forward", "prefill")):
+        warnings.append(
+            "a fitted efficiency exceeds 1 (more than the GPU preset's peak): the preset's"
+            " figures are too low for this machine (expected with the nominal 'cpu' preset)"
+        )
+    if stage_factors:
+        efficiency["stages"] = stage_factors
+    # Given stages (and weight syncs the record has): their measured seconds.
+    stage_seconds: dict[str, float] = {}
+    for stage in cfg.pipeline.stages:
+        name = stage.name
+        if measured[name] is None or cfg.is_estimated(f"pipeline.stages.{name}.seconds"):
+            continue
+        if stage.is_weight_sync and stage.seconds is None and name not in recorded:
+            continue
+        d0_scale = before[name] / float(stage.seconds) if stage.seconds else 1.0
+        stage_seconds[name] = measured[name] / d0_scale if d0_scale else measured[name]
+        after[name] = measured[name]
+    missing = [s for s in cfg.pipeline.names if measured[s] is None]
+    if missing:
+        warnings.append("not in the record (kept as the config has them): " + ", ".join(missing))
+    # dispatch_s: the planned period must equal the measured one over the fitting steps.
+    target = measured_period(run, fit)
+    period_before = _plan_period(cfg)
+    draft = Calibration(
+        record=str(record), format=run.format, fit_steps=fit, check_steps=check, stages=(),
+        efficiency=efficiency, stage_seconds=stage_seconds, dispatch_s=0.0,
+        measured_period_s=0.0, period_before_s=period_before, period_after_s=0.0,
+    )  # fmt: skip
+    dispatch = 0.0
+    if target is not None:
+        dispatch = _fit_dispatch(config, draft, base_doc, overrides, config_format, target)
+    else:
+        warnings.append("the record has no step times: dispatch_s not fitted (0)")
+    final = draft.model_copy(update={"dispatch_s": dispatch})
+    doc = final.costs_document(base_doc)
+    cfg_after = _with_costs(config, doc, overrides, config_format)
+    fits = tuple(
+        StageFit(
+            stage=n,
+            how=(
+                "not recorded"
+                if measured[n] is None
+                else "efficiency"
+                if cfg.is_estimated(f"pipeline.stages.{n}.seconds")
+                else "seconds"
+            ),
+            measured_fit_s=measured[n],
+            measured_check_s=mean_over(n, check_or_fit),
+            before_s=before[n],
+            after_s=stage_work_seconds(cfg_after, cfg_after.pipeline.stage(n), placement),
+        )
+        for n in cfg.pipeline.names
+    )
+    result = final.model_copy(
+        update={
+            "stages": fits,
+            "measured_period_s": measured_period(run, check_or_fit) or 0.0,
+            "period_after_s": _plan_period(cfg_after),
+            "warnings": tuple(warnings),
+        }
+    )
+    return result, doc
+
+
+def _fit_dispatch(
+    config: str | Path,
+    draft: Calibration,
+    base_doc: dict[str, Any],
+    overrides: Sequence[str],
+    fmt: str | None,
+    target: float,
+) -> float:
+    """The dispatch_s >= 0 whose planned period matches ``target`` (secant steps)."""
+
+    def period(d: float) -> float:
+        doc = draft.model_copy(update={"dispatch_s": d}).costs_document(base_doc)
+        return _plan_period(_with_costs(config, doc, overrides, fmt))
+
+    p0 = period(0.0)
+    if p0 >= target:
+        return 0.0
+    x0, y0 = 0.0, p0 - target
+    x1 = (target - p0) / 4  # at least a few ops per step lie on the critical path
+    y1 = period(x1) - target
+    for _ in range(6):
+        if abs(y1) < 1e-6 * target or y1 == y0:
+            break
+        x0, y0, x1 = x1, y1, max(0.0, x1 - y1 * (x1 - x0) / (y1 - y0))
+        y1 = period(x1) - target
+    return x1

@@ -1,0 +1,202 @@
+"""Filling a config's missing figures from the estimate, and saying which ones were filled.
+
+The config loader calls :func:`fill_cluster` on the raw ``cluster`` mapping
+(a ``gpu`` preset fills the memory and copy speeds the file does not give) and
+:func:`fill_estimates` once roles and pipeline are built: a stage without
+``seconds`` (or ``memory_gb``), a GPU role without ``states``, gets the
+estimate. Given figures always win. Every filled field's dotted path is
+returned, so that ``show`` and ``plan`` mark it as estimated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rlplex.dag.pipeline import Pipeline
+from rlplex.errors import ConfigError
+from rlplex.estimate.inputs import Efficiency, Workload
+from rlplex.resources.cluster import Cluster, Role
+
+FILLED_CLUSTER_FIELDS = (
+    "gpu_memory_gb",
+    "host_gb_per_s",
+    "device_copy_gb_per_s",
+    "network_gb_per_s",
+)
+
+
+def fill_cluster(raw: Any, efficiency: Efficiency | None, file: str | None) -> tuple[Any, set[str]]:
+    """The raw cluster mapping with the GPU preset's figures where the file gives none.
+
+    ``gpu_memory_gb``: the preset's memory; ``host_gb_per_s``: the host link x
+    ``efficiency.host_copy``; ``device_copy_gb_per_s``: NVLink x ``link``;
+    ``network_gb_per_s``: NVLink on one node, the per-GPU network across nodes,
+    x ``link``.
+    """
+    if not isinstance(raw, dict) or not raw.get("gpu"):
+        return raw, set()
+    from rlplex.estimate.estimator import efficiency_value
+    from rlplex.estimate.specs import gpu_spec
+
+    name = raw["gpu"]
+    if not isinstance(name, str):
+        raise ConfigError("must be a GPU preset name", field="cluster.gpu", value=name, file=file)
+    gpu = gpu_spec(name, file=file)
+    host = efficiency_value(efficiency, "host_copy")
+    link = efficiency_value(efficiency, "link")
+    nodes = raw.get("nodes", 1)
+    network = gpu.intra_node_gb_per_s if nodes == 1 else gpu.inter_node_gb_per_s
+    preset = {
+        "gpu_memory_gb": gpu.memory_gb,
+        "host_gb_per_s": round(gpu.host_gb_per_s * host, 6),
+        "device_copy_gb_per_s": round(gpu.intra_node_gb_per_s * link, 6),
+        "network_gb_per_s": round(network * link, 6),
+    }
+    filled = {k: v for k, v in preset.items() if k not in raw}
+    return {**raw, **filled}, {f"cluster.{k}" for k in filled}
+
+
+def estimator_hint(
+    cluster: Cluster, roles: Mapping[str, Role], model: str | None, workload: Workload | None
+) -> str:
+    """What a config lacks for the estimator, as a clause for error messages."""
+    missing = []
+    if model is None and not any(r.model for r in roles.values()):
+        missing.append("model")
+    if workload is None:
+        missing.append("workload")
+    if cluster.gpu is None:
+        missing.append("cluster.gpu")
+    return "or give " + ", ".join(missing) + " to estimate it" if missing else ""
+
+
+def fill_estimates(
+    *,
+    cluster: Cluster,
+    roles: dict[str, Role],
+    pipeline: Pipeline,
+    model: str | None,
+    workload: Workload | None,
+    efficiency: Efficiency | None,
+    given_states: set[str],
+    given_memory: set[str] | None,
+    file: str | None,
+    base_dir: Path | None,
+) -> tuple[dict[str, Role], Pipeline, set[str], tuple[str, ...]]:
+    """Fill missing stage seconds/memory and role states from the estimate.
+
+    Args:
+        given_states: GPU roles whose file gives ``states`` (kept as given).
+        given_memory: stages whose file gives ``memory_gb``; None (a Python
+            pipeline) keeps every stage's memory as built.
+
+    Returns:
+        The roles and pipeline with estimates filled, the dotted paths filled,
+        and the estimator's warnings.
+
+    Raises:
+        ConfigError: a stage without seconds cannot be estimated (a CPU stage),
+            or the estimator rejects an input.
+    """
+    from rlplex.estimate.estimator import Inputs, estimate
+
+    needs_seconds = [s for s in pipeline.stages if s.seconds is None and not s.is_weight_sync]
+    needs_states = [n for n, r in roles.items() if r.is_gpu and n not in given_states]
+    result = estimate(
+        Inputs(cluster=cluster, roles=roles, pipeline=pipeline, model=model,
+               workload=workload, efficiency=efficiency, file=file, base_dir=base_dir)
+    )  # fmt: skip
+    filled: set[str] = set()
+    new_roles = dict(roles)
+    for name in needs_states:
+        if name not in result.roles:
+            continue
+        states = {k: round(v, 3) for k, v in result.roles[name].states.items()}
+        new_roles[name] = roles[name].model_copy(update={"states": states})
+        filled.add(f"roles.{name}.states")
+    stages = []
+    for stage in pipeline.stages:
+        est = result.stages.get(stage.name)
+        update: dict[str, Any] = {}
+        if stage.seconds is None and not stage.is_weight_sync:
+            if est is None or est.seconds is None:
+                raise ConfigError(
+                    "is required (the stage's duration): a stage on a CPU role or the driver,"
+                    " or with a name the estimator does not know, cannot be estimated",
+                    field=f"pipeline.stages.{stage.name}.seconds",
+                    file=file,
+                )
+            update["seconds"] = round(est.seconds, 6)
+            filled.add(f"pipeline.stages.{stage.name}.seconds")
+        if (
+            given_memory is not None
+            and stage.name not in given_memory
+            and est is not None
+            and est.kind in ("train", "forward", "generate")
+            and (stage in needs_seconds or stage.role in needs_states)
+        ):
+            update["memory_gb"] = round(est.memory_gb, 4)
+            filled.add(f"pipeline.stages.{stage.name}.memory_gb")
+        stages.append(stage.model_copy(update=update) if update else stage)
+    new_pipeline = pipeline.model_copy(update={"stages": tuple(stages)})
+    check_stages_fit(cluster, new_roles, new_pipeline, filled, file)
+    return new_roles, new_pipeline, filled, result.warnings
+
+
+def check_stages_fit(
+    cluster: Cluster,
+    roles: Mapping[str, Role],
+    pipeline: Pipeline,
+    filled: set[str],
+    file: str | None,
+) -> None:
+    """A stage whose estimated needs exceed a GPU cannot run even with every other role offloaded.
+
+    Only stages with an estimated figure (their memory or their role's states)
+    are checked here, so that the error names the config file, the field and
+    the value; the planner reports the rest.
+
+    Raises:
+        ConfigError: naming ``pipeline.stages.S.memory_gb`` (activations the
+            largest part) or ``roles.R.states``.
+    """
+    cap = cluster.gpu_memory_gb
+    for stage in pipeline.stages:
+        role = roles.get(stage.role or "")
+        if role is None or not role.is_gpu or stage.is_weight_sync:
+            continue
+        memory_path = f"pipeline.stages.{stage.name}.memory_gb"
+        states_path = f"roles.{role.name}.states"
+        if memory_path not in filled and states_path not in filled:
+            continue
+        needs = stage.needs if stage.needs is not None else tuple(role.states)
+        parts = {k: v for k, v in role.states.items() if k in needs}
+        total = sum(parts.values()) + stage.memory_gb
+        if total <= cap + 1e-9:
+            continue
+        detail = " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
+        detail += f" + activations {stage.memory_gb:.2f}"
+        if stage.memory_gb >= max(parts.values(), default=0.0):
+            field = memory_path
+            remedy = (
+                f"turn on roles.{role.name}.parallel.recompute, lower"
+                " workload.micro_batch_size, or split the model (tp)"
+            )
+        else:
+            field = states_path
+            par = role.parallel
+            sharded = par is not None and (par.fsdp or par.zero >= 3)
+            remedy = (
+                f"give roles.{role.name} more GPUs (its states are sharded over them)"
+                if sharded
+                else f"shard roles.{role.name} (parallel: fsdp: true or zero: 3)"
+            ) + ", or lower the activations (parallel.recompute, workload.micro_batch_size)"
+        raise ConfigError(
+            f"stage {stage.name!r} needs {total:.2f} GB per GPU ({detail}, estimated) even"
+            f" with every other role offloaded, but a GPU has {cap:g} GB; {remedy}",
+            field=field,
+            value=round(total, 2),
+            file=file,
+        )

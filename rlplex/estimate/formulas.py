@@ -1,0 +1,240 @@
+"""Parameter, FLOP, KV-cache and state-size formulas of a transformer, as pure functions.
+
+Every formula is written out, with its source, in ``docs/cost-model.md``. The
+parameter counts are exact for the Hugging Face implementations of Llama,
+Qwen2, Qwen3, Qwen3-MoE and DeepSeek-V3 (tests compare them with the tensors
+of real tiny models); FLOPs count a multiply-add as 2.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from rlplex.estimate.specs import ModelSpec
+
+Head = Literal["lm", "value", "score"]
+"""What sits on the backbone: the LM head (policy, reference), a one-output
+token head with bias (critic: ``AutoModelForTokenClassification``) or a
+one-output sequence head without bias (reward model)."""
+
+BYTES_PER_ELEMENT: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+"""Bytes of one weight or activation element per precision."""
+
+GB = 1e9
+"""Bytes per GB (decimal, as GPU datasheets count)."""
+
+
+def attention_params(s: ModelSpec) -> int:
+    """Weights of one attention block (projections, biases, q/k norms)."""
+    h = s.hidden_size
+    if s.is_mla:
+        qk = s.qk_nope_head_dim + s.qk_rope_head_dim
+        if s.q_lora_rank:
+            q = h * s.q_lora_rank + s.q_lora_rank + s.q_lora_rank * s.num_heads * qk
+        else:
+            q = h * s.num_heads * qk
+        kv = (
+            h * (s.kv_lora_rank + s.qk_rope_head_dim)
+            + s.kv_lora_rank
+            + s.kv_lora_rank * s.num_heads * (s.qk_nope_head_dim + s.v_head_dim)
+        )
+        return q + kv + s.num_heads * s.v_head_dim * h
+    d = s.head_width
+    q_dim, kv_dim = s.num_heads * d, s.num_kv_heads * d
+    params = h * q_dim + 2 * h * kv_dim + q_dim * h
+    if s.qkv_bias:
+        params += q_dim + 2 * kv_dim
+    if s.qk_norm:
+        params += 2 * d
+    return params
+
+
+def _mlp(h: int, width: int) -> int:
+    return 3 * h * width  # SwiGLU: gate, up, down
+
+
+def _shared_width(s: ModelSpec) -> int:
+    return s.shared_expert_intermediate_size or s.moe_intermediate_size
+
+
+def moe_layer_params(s: ModelSpec, experts: int) -> int:
+    """Weights of one MoE MLP counting ``experts`` routed experts (router included)."""
+    h = s.hidden_size
+    router = h * s.num_experts + (s.num_experts if s.router_bias else 0)
+    shared = s.shared_experts * _mlp(h, _shared_width(s))
+    if s.shared_expert_intermediate_size:
+        shared += h  # Qwen2-MoE's shared-expert gate
+    return experts * _mlp(h, s.moe_intermediate_size) + shared + router
+
+
+def layer_params(s: ModelSpec, *, active: bool = False) -> int:
+    """Weights of all transformer blocks (attention, MLP or experts, two norms each).
+
+    ``active``: only the routed experts a token uses (MoE), for FLOPs.
+    """
+    h = s.hidden_size
+    dense_layers = s.num_layers - s.moe_layers
+    total = s.num_layers * (attention_params(s) + 2 * h)
+    total += dense_layers * _mlp(h, s.intermediate_size)
+    if s.is_moe:
+        experts = s.experts_per_token if active else s.num_experts
+        total += s.moe_layers * moe_layer_params(s, experts)
+    return total
+
+
+def head_params(s: ModelSpec, head: Head = "lm") -> int:
+    """Weights of the output head that are not shared with the embedding."""
+    if head == "value":
+        return s.hidden_size + 1
+    if head == "score":
+        return s.hidden_size
+    return 0 if s.tied_embeddings else s.vocab_size * s.hidden_size
+
+
+def total_params(s: ModelSpec, head: Head = "lm") -> int:
+    """Every weight: embedding, blocks, final norm, head (what is stored and trained)."""
+    return s.vocab_size * s.hidden_size + layer_params(s) + s.hidden_size + head_params(s, head)
+
+
+def active_params(s: ModelSpec, head: Head = "lm") -> int:
+    """Weights one token's forward pass multiplies by: blocks with its experts, and the head.
+
+    The embedding is a lookup (no FLOPs) and is left out; the LM head's matmul
+    is counted even when it is tied to the embedding.
+    """
+    head_matmul = s.vocab_size * s.hidden_size if head == "lm" else s.hidden_size
+    return layer_params(s, active=True) + head_matmul
+
+
+def attention_width(s: ModelSpec) -> int:
+    """heads x (query/key width + value width): the attention FLOPs per key per layer / 2."""
+    if s.is_mla:
+        return s.num_heads * (s.qk_nope_head_dim + s.qk_rope_head_dim + s.v_head_dim)
+    return 2 * s.num_heads * s.head_width
+
+
+def forward_flops(s: ModelSpec, tokens: float, head: Head = "lm") -> float:
+    """FLOPs of one causal forward pass over one sequence of ``tokens`` tokens.
+
+    ``2 x active params x tokens`` for the matmuls, plus the attention scores
+    and weighted sum: token i attends to i keys, ``2 x i x attention_width``
+    FLOPs per layer, summed over the sequence (``tokens**2 / 2`` keys).
+    """
+    return 2.0 * active_params(s, head) * tokens + attention_width(s) * s.num_layers * tokens**2
+
+
+def decode_token_flops(s: ModelSpec, context: float, head: Head = "lm") -> float:
+    """FLOPs to decode one token that attends to ``context`` cached tokens."""
+    return 2.0 * active_params(s, head) + 2.0 * attention_width(s) * s.num_layers * context
+
+
+def kv_elements_per_token(s: ModelSpec) -> int:
+    """Cached elements per token over all layers (K and V; MLA: the latent and rope key)."""
+    if s.is_mla:
+        return s.num_layers * (s.kv_lora_rank + s.qk_rope_head_dim)
+    return 2 * s.num_layers * s.num_kv_heads * s.head_width
+
+
+def kv_bytes_per_token(s: ModelSpec, precision: str = "bf16", tp: int = 1, pp: int = 1) -> float:
+    """KV-cache bytes per token on one device of a tp x pp inference engine.
+
+    K/V heads split over tensor-parallel ranks; with fewer KV heads than ranks
+    each rank keeps one head (vLLM replicates them). MLA's latent is kept whole
+    on every rank. Layers split over pipeline stages.
+    """
+    b = BYTES_PER_ELEMENT[precision]
+    if s.is_mla:
+        return kv_elements_per_token(s) * b / pp
+    heads_per_rank = max(1.0, s.num_kv_heads / tp)
+    return 2 * s.num_layers * heads_per_rank * s.head_width * b / pp
+
+
+def expected_experts_touched(s: ModelSpec, batch: float) -> float:
+    """Routed experts one MoE layer reads for ``batch`` tokens under uniform routing.
+
+    ``E x (1 - (1 - k/E)**batch)``: every token picks k of E experts.
+    """
+    if not s.is_moe:
+        return 0.0
+    return s.num_experts * (1.0 - (1.0 - s.experts_per_token / s.num_experts) ** max(batch, 1.0))
+
+
+def decode_weight_bytes(s: ModelSpec, batch: float, precision: str, head: Head = "lm") -> float:
+    """Weight bytes one decode step of ``batch`` sequences reads (all devices together)."""
+    b = BYTES_PER_ELEMENT[precision]
+    if not s.is_moe:
+        return total_params(s, head) * b
+    dense = total_params(s, head) - s.moe_layers * s.num_experts * _mlp(
+        s.hidden_size, s.moe_intermediate_size
+    )
+    touched = expected_experts_touched(s, batch)
+    return (dense + s.moe_layers * touched * _mlp(s.hidden_size, s.moe_intermediate_size)) * b
+
+
+def layer_activation_elements(s: ModelSpec) -> float:
+    """Activation elements one layer keeps per token for the backward pass.
+
+    Two norm inputs and outputs (4h), queries and attention output
+    (2 x heads x head width), keys and values (2 x KV heads x head width), and
+    the SwiGLU's gate, up, activation and product (4 x MLP width; for MoE the
+    token's experts). Flash attention keeps no score matrix. This is the
+    34 x h bytes per token of Korthikanti et al. (2022) for a GPT MLP of 4h,
+    re-derived for GQA and SwiGLU.
+    """
+    h = s.hidden_size
+    if s.is_mla:
+        q = s.num_heads * (s.qk_nope_head_dim + s.qk_rope_head_dim)
+        kv = s.num_heads * (s.qk_nope_head_dim + s.v_head_dim)
+        attn = q + kv + s.num_heads * s.v_head_dim
+    else:
+        attn = 2 * s.num_heads * s.head_width + 2 * s.num_kv_heads * s.head_width
+    if s.is_moe:
+        width = s.experts_per_token * s.moe_intermediate_size + s.shared_experts * _shared_width(s)
+    else:
+        width = s.intermediate_size
+    return 4 * h + attn + 4 * width
+
+
+def activation_bytes(
+    s: ModelSpec,
+    tokens: float,
+    *,
+    precision: str = "bf16",
+    tp: int = 1,
+    pp: int = 1,
+    recompute: bool = False,
+    backward: bool = True,
+    head: Head = "lm",
+) -> float:
+    """Transient bytes per device of one micro-batch of ``tokens`` tokens.
+
+    Training keeps every layer's activations (``backward``), or with
+    recomputation only each layer's input plus one layer's full set; a
+    forward-only pass keeps one layer's. The LM head's fp32 logits (and, in
+    training, their gradient) come on top. Tensor parallelism with sequence
+    parallelism splits all of it over tp ranks; pipeline stages hold their
+    layers.
+    """
+    b = BYTES_PER_ELEMENT[precision if precision != "fp8" else "bf16"]
+    layers = s.num_layers / pp
+    per_layer = layer_activation_elements(s) * b * tokens
+    if not backward:
+        body = per_layer
+    elif recompute:
+        body = layers * s.hidden_size * b * tokens + per_layer
+    else:
+        body = layers * per_layer
+    head_width = s.vocab_size if head == "lm" else 1
+    logits = tokens * head_width * 4 * (2 if backward else 1)
+    return (body + logits) / tp
+
+
+def optimizer_bytes_per_param(optimizer: str, precision: str) -> int:
+    """Optimizer state per parameter: fp32 moments, and fp32 master weights when training
+    in lower precision (mixed precision, as DeepSpeed and Megatron keep them).
+
+    AdamW/Adam: two moments (8 B) + master (4 B); SGD with momentum: 4 B + master.
+    """
+    moments = 8 if optimizer in ("adamw", "adam") else 4
+    master = 0 if precision == "fp32" else 4
+    return moments + master

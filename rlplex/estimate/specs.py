@@ -1,0 +1,332 @@
+"""Model and GPU specs: the architecture and hardware numbers the estimates start from.
+
+A model is named by a preset (``qwen2.5-7b``), a local Hugging Face folder or
+its ``config.json``, or a hub-style path that is not on this machine
+(``Qwen/Qwen2.5-7B-Instruct``), which is matched to a preset with a warning.
+A GPU is named by a preset (``h100``). Presets are data shipped with the
+package (``rlplex/estimate/data/*.yaml``, each number with its source).
+Every failure is a :class:`~rlplex.errors.ConfigError` naming the file, the
+field and the value.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlplex.errors import ConfigError
+
+
+class ModelSpec(BaseModel):
+    """A decoder-only transformer's architecture numbers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    """Preset name, or the path it was read from."""
+    source: str = ""
+    """Where the numbers come from (a URL or a file)."""
+    num_layers: int = Field(ge=1)
+    """Transformer blocks (``num_hidden_layers``)."""
+    hidden_size: int = Field(ge=1)
+    """Width of the residual stream."""
+    intermediate_size: int = Field(0, ge=0)
+    """Width of a dense layer's SwiGLU MLP."""
+    num_heads: int = Field(ge=1)
+    """Query heads."""
+    num_kv_heads: int = Field(ge=1)
+    """Key/value heads (grouped-query attention)."""
+    head_dim: int = Field(0, ge=0)
+    """Width of one head; 0 means ``hidden_size // num_heads``."""
+    vocab_size: int = Field(ge=1)
+    """Vocabulary size (rows of the embedding and of the LM head)."""
+    tied_embeddings: bool = False
+    """The LM head shares the embedding matrix."""
+    qkv_bias: bool = False
+    """q/k/v projections have biases (Qwen2)."""
+    qk_norm: bool = False
+    """RMSNorm on each query and key head (Qwen3)."""
+    num_experts: int = Field(0, ge=0)
+    """Routed experts per MoE layer; 0 for a dense model."""
+    experts_per_token: int = Field(0, ge=0)
+    """Routed experts each token uses."""
+    moe_intermediate_size: int = Field(0, ge=0)
+    """Width of one expert's SwiGLU MLP."""
+    shared_experts: int = Field(0, ge=0)
+    """Always-active experts of width ``moe_intermediate_size`` (DeepSeek)."""
+    shared_expert_intermediate_size: int = Field(0, ge=0)
+    """Width of one always-active expert when it differs (Qwen2-MoE); 0: as above."""
+    first_dense_layers: int = Field(0, ge=0)
+    """Leading layers with a dense MLP instead of experts (DeepSeek ``first_k_dense_replace``)."""
+    router_bias: bool = False
+    """The router has a per-expert score bias (DeepSeek-V3)."""
+    q_lora_rank: int = Field(0, ge=0)
+    """MLA: rank of the query compression (0: a full query projection)."""
+    kv_lora_rank: int = Field(0, ge=0)
+    """MLA: rank of the key/value compression; > 0 turns on multi-head latent attention."""
+    qk_nope_head_dim: int = Field(0, ge=0)
+    """MLA: per-head query/key width without rotary embedding."""
+    qk_rope_head_dim: int = Field(0, ge=0)
+    """MLA: per-head query/key width with rotary embedding."""
+    v_head_dim: int = Field(0, ge=0)
+    """MLA: per-head value width."""
+    aliases: tuple[str, ...] = ()
+    """Other names a model path is matched against."""
+
+    @property
+    def head_width(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        return self.num_layers - self.first_dense_layers if self.is_moe else 0
+
+
+class GpuSpec(BaseModel):
+    """One GPU's hardware figures (peaks, not achieved rates)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    """Preset key (``h100``)."""
+    name: str
+    """Full name."""
+    peak_tflops: float = Field(gt=0)
+    """Dense BF16 tensor-core TFLOP/s."""
+    memory_gb: float = Field(gt=0)
+    """Device memory, GB."""
+    memory_gb_per_s: float = Field(gt=0)
+    """Device memory bandwidth, GB/s."""
+    host_gb_per_s: float = Field(gt=0)
+    """Host<->device link per direction, GB/s."""
+    intra_node_gb_per_s: float = Field(gt=0)
+    """GPU<->GPU inside a node per direction, GB/s."""
+    inter_node_gb_per_s: float = Field(gt=0)
+    """GPU<->GPU across nodes per direction, GB/s."""
+    aliases: tuple[str, ...] = ()
+    """Other names accepted for the preset."""
+    sources: dict[str, str] = Field(default_factory=dict)
+    """Where the figures come from."""
+
+
+def _data(name: str) -> dict[str, Any]:
+    text = resources.files("rlplex.estimate").joinpath("data", name).read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+@functools.cache
+def model_presets() -> dict[str, ModelSpec]:
+    """Every shipped model preset by name."""
+    return {
+        key: ModelSpec.model_validate({"name": key, **body})
+        for key, body in _data("models.yaml").items()
+    }
+
+
+@functools.cache
+def gpu_presets() -> dict[str, GpuSpec]:
+    """Every shipped GPU preset by key."""
+    return {
+        key: GpuSpec.model_validate({"key": key, **body})
+        for key, body in _data("gpus.yaml").items()
+    }
+
+
+@functools.cache
+def efficiency_defaults() -> dict[str, dict[str, Any]]:
+    """The default efficiency factors with what they are fractions of and their sources."""
+    return _data("efficiency.yaml")
+
+
+def gpu_spec(name: str, *, field: str = "cluster.gpu", file: str | None = None) -> GpuSpec:
+    """The GPU preset called ``name`` (case-insensitive, aliases accepted).
+
+    Raises:
+        ConfigError: no such preset (naming the known ones).
+    """
+    key = name.strip().lower()
+    for spec in gpu_presets().values():
+        if key == spec.key or key in spec.aliases:
+            return spec
+    raise ConfigError(
+        f"unknown GPU preset (known: {', '.join(gpu_presets())})",
+        field=field,
+        value=name,
+        file=file,
+    )
+
+
+# Suffixes of released checkpoints that share the base model's architecture.
+_SUFFIXES = re.compile(
+    r"(-(instruct|chat|base|it|hf|math|coder|awq|gptq|int4|int8|fp8|bf16|\d{4}))+$"
+)
+
+
+def _normalise(name: str) -> str:
+    stem = name.strip().rstrip("/").split("/")[-1].lower().replace("_", "-")
+    stem = re.sub(r"^meta-", "", stem)
+    return _SUFFIXES.sub("", stem)
+
+
+def match_preset(name: str) -> ModelSpec | None:
+    """The preset a model name or hub path names, or None.
+
+    ``Qwen/Qwen2.5-7B-Instruct`` -> ``qwen2.5-7b``; ``meta-llama/Llama-3.1-8B`` ->
+    ``llama-3.1-8b``. The organisation, ``-Instruct``/``-Chat``/``-Base``-style
+    suffixes and case are ignored.
+    """
+    wanted = _normalise(name)
+    for key, spec in model_presets().items():
+        if wanted == key or wanted in spec.aliases:
+            return spec
+        if wanted.replace("-", "") == key.replace("-", ""):
+            return spec
+    return None
+
+
+_HF_REQUIRED = (
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "vocab_size",
+)
+
+
+def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
+    """A ModelSpec from a Hugging Face ``config.json`` dict.
+
+    Raises:
+        ConfigError: a required key is missing or not a positive integer
+            (naming ``file`` and the key).
+    """
+    for key in _HF_REQUIRED:
+        value = data.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(
+                "is required to estimate (a positive integer)"
+                if key not in data
+                else "must be a positive integer",
+                field=key,
+                file=file,
+                **({"value": value} if key in data else {}),
+            )
+    model_type = str(data.get("model_type", ""))
+    experts = int(data.get("num_experts") or data.get("n_routed_experts") or 0)
+    if experts and not data.get("moe_intermediate_size"):
+        raise ConfigError(
+            "is required for a mixture-of-experts model", field="moe_intermediate_size", file=file
+        )
+    if not experts and not data.get("intermediate_size"):
+        raise ConfigError(
+            "is required to estimate (a positive integer)", field="intermediate_size", file=file
+        )
+    first_dense = int(data.get("first_k_dense_replace") or 0)
+    if experts and data.get("mlp_only_layers"):
+        first_dense = len(data["mlp_only_layers"])  # counted as dense layers
+    shared = int(data.get("n_shared_experts") or 0)
+    shared_width = int(data.get("shared_expert_intermediate_size") or 0)
+    if shared_width and not shared:
+        shared = 1
+    return ModelSpec(
+        name=file,
+        source=file,
+        num_layers=data["num_hidden_layers"],
+        hidden_size=data["hidden_size"],
+        intermediate_size=int(data.get("intermediate_size") or 0),
+        num_heads=data["num_attention_heads"],
+        num_kv_heads=int(data.get("num_key_value_heads") or data["num_attention_heads"]),
+        head_dim=int(data.get("head_dim") or 0),
+        vocab_size=data["vocab_size"],
+        tied_embeddings=bool(data.get("tie_word_embeddings", False)),
+        qkv_bias=bool(data.get("attention_bias", model_type in ("qwen2", "qwen2_moe"))),
+        qk_norm=model_type in ("qwen3", "qwen3_moe"),
+        num_experts=experts,
+        experts_per_token=int(data.get("num_experts_per_tok") or 0),
+        moe_intermediate_size=int(data.get("moe_intermediate_size") or 0),
+        shared_experts=shared,
+        shared_expert_intermediate_size=shared_width,
+        first_dense_layers=first_dense,
+        router_bias=model_type == "deepseek_v3",
+        q_lora_rank=int(data.get("q_lora_rank") or 0),
+        kv_lora_rank=int(data.get("kv_lora_rank") or 0),
+        qk_nope_head_dim=int(data.get("qk_nope_head_dim") or 0),
+        qk_rope_head_dim=int(data.get("qk_rope_head_dim") or 0),
+        v_head_dim=int(data.get("v_head_dim") or 0),
+    )
+
+
+def resolve_model(
+    name: str,
+    *,
+    field: str = "model",
+    file: str | None = None,
+    base_dir: Path | None = None,
+    warn: list[str] | None = None,
+) -> ModelSpec:
+    """The ModelSpec ``name`` refers to.
+
+    In order: a preset name; a local folder with ``config.json`` or a
+    ``config.json`` file (relative paths from ``base_dir``); a hub-style name
+    whose folder is not here, matched to a preset (a warning is appended to
+    ``warn``).
+
+    Raises:
+        ConfigError: nothing matches (naming the field and the value), or the
+            config.json is unreadable or lacks a field.
+    """
+    presets = model_presets()
+    key = name.strip().lower()
+    if key in presets:
+        return presets[key]
+    path = Path(name).expanduser()
+    if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
+        path = base_dir / path
+    if path.is_dir():
+        path = path / "config.json"
+        if not path.exists():
+            raise ConfigError(
+                "the folder has no config.json to read the architecture from",
+                field=field,
+                value=name,
+                file=file,
+            )
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"cannot read it as JSON: {exc}", file=str(path)) from None
+        if not isinstance(data, dict):
+            raise ConfigError("must be a JSON object", file=str(path))
+        return spec_from_hf_config(data, str(path))
+    spec = match_preset(name)
+    if spec is not None:
+        if warn is not None:
+            warn.append(
+                f"{field}: {name!r} is not on this machine; using the architecture of preset"
+                f" {spec.name!r} ({spec.source})"
+            )
+        return spec
+    raise ConfigError(
+        "not a model preset, a local Hugging Face folder or a config.json, and its name"
+        " matches no preset; give a preset name (rlplex estimate --list-presets) or a path"
+        " to a config.json with num_hidden_layers, hidden_size, num_attention_heads,"
+        " num_key_value_heads, intermediate_size and vocab_size",
+        field=field,
+        value=name,
+        file=file,
+    )

@@ -1,0 +1,293 @@
+"""Compose a Hydra config file the way Hydra does, then resolve its interpolations.
+
+verl, ROLL and RLinf all launch through Hydra: a file may start with a
+``defaults:`` list that pulls other files in (``ppo_trainer.yaml`` composes
+``rollout/rollout.yaml``, where the rollout's tensor-parallel size lives), and
+values may be interpolations (``${data.max_prompt_length}``,
+``${oc.select:data.max_prompt_length,512}``). Reading only the file's own keys
+misreads it, so the importers compose first. Interpolations are resolved by
+OmegaConf, Hydra's own config library (with the arithmetic resolvers RLinf
+registers: ``multiply``, ``int_div``, ``subtract``, ``not``); only the defaults-list walk is written
+here, following Hydra's rules (hydra/_internal/defaults_list.py and the
+"Defaults List" page of Hydra's documentation):
+
+- An entry is ``_self_`` (where the file's own keys go; appended last when not
+  listed, as in Hydra >= 1.1), a config name (``ppo_trainer``,
+  ``../config/traj_envs@_here_``), or ``GROUP[@PACKAGE]: OPTION`` (``OPTION``
+  may be a list, or null to skip). ``optional`` entries may be absent;
+  ``override GROUP: OPTION`` in the primary file replaces the option of that
+  group wherever it is listed; ``hydra/...`` groups (logging, launchers) are
+  skipped, they hold nothing rlplex reads.
+- A group's file is ``GROUP/OPTION.yaml``, looked up relative to the file that
+  lists it, then in the search path: the primary file's folder, the working
+  directory, and each ``hydra.searchpath`` entry (``file://PATH``; a relative
+  PATH is tried against the working directory, as Hydra does, and against the
+  primary file's folder and its parents, so a file read from outside the
+  project's root still finds ``file://verl/trainer/config``; ``pkg://`` entries
+  are skipped).
+- The package (where the composed keys land) is ``@PACKAGE`` relative to the
+  listing file's package (``_here_``: that package; ``_global_``: the root);
+  without ``@``, a group's package is the group path (``data`` -> ``data``),
+  and a plain config name merges at the listing file's package.
+
+Interpolations that cannot be resolved (an unset ``${oc.env:...}``, a key that
+no file defines) are left as written, and defaults that could not be found are
+reported in :attr:`Composed.missing_defaults`, so that an importer can say a
+missing key "may live in a defaults file rlplex could not find".
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlplex.errors import ConfigError
+from rlplex.resources.yaml_io import load_yaml_file
+
+_MAX_DEPTH = 32
+
+
+@dataclass(frozen=True)
+class Composed:
+    """A composed, resolved config and what could not be composed."""
+
+    data: dict[str, Any]
+    """The composed config with interpolations resolved where possible."""
+    missing_defaults: tuple[str, ...] = ()
+    """Defaults entries (as written) whose file was not found."""
+    used_files: tuple[str, ...] = field(default=())
+    """Every file merged, in merge order (the primary one included)."""
+
+
+def _place(data: Any, package: str) -> Any:
+    """Nest ``data`` under the dotted ``package`` ('' is the root)."""
+    for part in reversed([p for p in package.split(".") if p]):
+        data = {part: data}
+    return data
+
+
+def _join(parent: str, child: str) -> str:
+    return ".".join(p for p in (parent, child) if p)
+
+
+def _search_roots(primary: Path, raw: Mapping[str, Any]) -> list[Path]:
+    """The search path: the primary's folder, the cwd, then ``hydra.searchpath``."""
+    roots = [primary.parent, Path.cwd()]
+    hydra = raw.get("hydra")
+    entries = hydra.get("searchpath") if isinstance(hydra, Mapping) else None
+    if not isinstance(entries, list):
+        return roots
+    resolved = _resolve_tolerant({"s": entries}).get("s") or []
+    for entry in resolved:
+        if not isinstance(entry, str) or not entry.startswith("file://") or "${" in entry:
+            continue
+        path = Path(os.path.expanduser(entry[len("file://") :]))
+        if path.is_absolute():
+            roots.append(path)
+            continue
+        roots.append(Path.cwd() / path)
+        for folder in (primary.parent, *primary.parent.parents):
+            roots.append(folder / path)
+    return roots
+
+
+class _Composer:
+    def __init__(self, primary: Path, raw: Mapping[str, Any]) -> None:
+        self.roots = _search_roots(primary, raw)
+        self.missing: list[str] = []
+        self.used: list[str] = []
+        self.overrides: dict[str, Any] = {}
+
+    def find(self, here: Path, rel: str) -> Path | None:
+        for root in (here, *self.roots):
+            for suffix in (".yaml", ".yml", ""):
+                candidate = root / f"{rel}{suffix}"
+                if candidate.is_file():
+                    return candidate.resolve()
+        return None
+
+    def entries(self, defaults: Any, file: str) -> list[tuple[str, str, str | None, bool]]:
+        """(kind, path-or-group, package, optional) of each defaults entry."""
+        if not isinstance(defaults, list):
+            raise ConfigError(
+                "must be a list of defaults entries", field="defaults", value=defaults, file=file
+            )
+        out: list[tuple[str, str, str | None, bool]] = []
+        for item in defaults:
+            if isinstance(item, str):
+                name, _, package = item.partition("@")
+                out.append(("self" if name == "_self_" else "config", name, package or None, False))
+            elif isinstance(item, Mapping):
+                for key, option in item.items():
+                    key = str(key).strip()
+                    optional = key.startswith("optional ")
+                    key = key.removeprefix("optional ").strip()
+                    if key.startswith("override "):
+                        continue  # collected by the caller from the primary file
+                    group, _, package = key.partition("@")
+                    options = option if isinstance(option, list) else [option]
+                    for opt in options:
+                        if opt is None:
+                            continue
+                        out.append(("group", f"{group}/{opt}", package or group, optional))
+            else:
+                raise ConfigError(
+                    "a defaults entry must be a name or a GROUP: OPTION mapping",
+                    field="defaults",
+                    value=item,
+                    file=file,
+                )
+        return out
+
+    def compose(self, data: Mapping[str, Any], path: Path, package: str, depth: int) -> list[Any]:
+        """The list of (already placed) dicts to merge, in order, for one file."""
+        if depth > _MAX_DEPTH:
+            raise ConfigError(
+                "defaults nest too deeply (a cycle?)", field="defaults", file=str(path)
+            )
+        own = {k: v for k, v in data.items() if k not in ("defaults", "hydra")}
+        parts: list[Any] = []
+        self_done = False
+        for kind, target, pkg, optional in self.entries(data.get("defaults", []), str(path)):
+            if kind == "self":
+                parts.append(_place(own, package))
+                self_done = True
+                continue
+            group = target.rsplit("/", 1)[0] if kind == "group" else ""
+            if group.split("/")[0] == "hydra":
+                continue
+            if kind == "group" and group in self.overrides:
+                target = f"{group}/{self.overrides[group]}"
+            if pkg == "_here_":
+                child_package = package
+            elif pkg == "_global_":
+                child_package = ""
+            elif pkg is None:
+                child_package = package  # a plain config merges where it is listed
+            else:
+                last = [p for p in pkg.replace("/", ".").split(".") if p and p != ".."]
+                child_package = _join(package, ".".join(last))
+            found = self.find(path.parent, target)
+            if found is None:
+                if not optional:
+                    self.missing.append(target)
+                continue
+            try:
+                child = load_yaml_file(found)
+            except ConfigError as exc:
+                if "the file is empty" not in str(exc):
+                    raise
+                child = {}  # Hydra composes an empty file as an empty config
+            if not isinstance(child, Mapping):
+                continue
+            self.used.append(str(found))
+            parts.extend(self.compose(child, found, child_package, depth + 1))
+        if not self_done:
+            parts.append(_place(own, package))
+        return parts
+
+
+_FRAMEWORK_RESOLVERS: dict[str, Any] = {
+    "multiply": lambda x, y: x * y,
+    "int_div": lambda x, y: x // y,
+    "subtract": lambda x, y: x - y,
+    "not": lambda x: not bool(x),
+    "torch.dtype": lambda name: str(name),  # the dtype's name; rlplex imports no torch here
+}
+"""The resolvers RLinf registers (rlinf/utils/omega_resolver.py), so its files resolve."""
+
+
+def _register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    # OmegaConf 2.4 renamed register_new_resolver to register_resolver (which gained
+    # ``replace``); 2.3's register_resolver is the old string-only API. RLinf checks the same.
+    modern = "replace" in inspect.signature(OmegaConf.register_resolver).parameters
+    for name, resolver in _FRAMEWORK_RESOLVERS.items():
+        if OmegaConf.has_resolver(name):
+            continue
+        if modern:
+            OmegaConf.register_resolver(name, resolver)
+        else:
+            OmegaConf.register_new_resolver(name, resolver)
+
+
+def _resolve_node(node: Any) -> Any:
+    from omegaconf import DictConfig, ListConfig
+
+    if isinstance(node, DictConfig):
+        out: dict[Any, Any] = {}
+        for key in list(node.keys()):
+            try:
+                value = node[key]
+            except Exception:  # unresolvable interpolation or ???: keep as written
+                value = node._get_node(key)._value()  # type: ignore[union-attr]
+            out[key] = _resolve_node(value)
+        return out
+    if isinstance(node, ListConfig):
+        items = []
+        for index in range(len(node)):
+            try:
+                value = node[index]
+            except Exception:
+                value = node._get_node(index)._value()  # type: ignore[union-attr]
+            items.append(_resolve_node(value))
+        return items
+    return node
+
+
+def _resolve_tolerant(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Resolve ``${...}`` with OmegaConf; values it cannot resolve stay as written."""
+    from omegaconf import OmegaConf
+
+    _register_resolvers()
+    try:
+        cfg = OmegaConf.create(dict(data))
+    except Exception:  # keys or values OmegaConf refuses: keep the plain data
+        return dict(data)
+    resolved = _resolve_node(cfg)
+    return resolved if isinstance(resolved, dict) else dict(data)
+
+
+def compose(data: Mapping[str, Any], file: str) -> Composed:
+    """Compose ``data`` (the parsed primary file at ``file``) and resolve interpolations.
+
+    Raises:
+        ConfigError: a malformed ``defaults`` list, or an included file that
+            is not valid YAML (naming that file).
+    """
+    from omegaconf import OmegaConf
+
+    if "defaults" not in data:
+        return Composed(_resolve_tolerant(data), (), (file,))
+    path = Path(file)
+    composer = _Composer(path, data)
+    defaults = data.get("defaults") or []
+    if not isinstance(defaults, list):
+        raise ConfigError(
+            "must be a list of defaults entries", field="defaults", value=defaults, file=file
+        )
+    for item in defaults:
+        if isinstance(item, Mapping):
+            for key, option in item.items():
+                key = str(key).strip()
+                if key.startswith("override "):
+                    group = key.removeprefix("override ").partition("@")[0].strip()
+                    composer.overrides[group] = option
+    parts = composer.compose(data, path, "", 0)
+    try:
+        merged = OmegaConf.to_container(
+            OmegaConf.merge(*[OmegaConf.create(p) for p in parts]), resolve=False
+        )
+    except Exception as exc:  # parts that cannot merge (a dict over a list ...)
+        raise ConfigError(
+            f"cannot compose the defaults list: {type(exc).__name__}: {exc}".splitlines()[0],
+            field="defaults",
+            file=file,
+        ) from None
+    assert isinstance(merged, dict)
+    return Composed(_resolve_tolerant(merged), tuple(composer.missing), (file, *composer.used))

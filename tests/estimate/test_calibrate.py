@@ -1,0 +1,137 @@
+"""Calibration: fitted on a record's first steps, it predicts the rest within 10 %."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rlplex.cli import app
+from rlplex.config import load_config
+from rlplex.estimate.calibrate import calibrate
+from rlplex.plan import make_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = ROOT / "examples" / "records"
+
+TOY = {
+    "cluster": {"nodes": 1, "gpus_per_node": 1, "gpu_memory_gb": 10},
+    "roles": {
+        "actor_train": {"devices": [0], "states": {"weights": 1, "optimizer": 2, "grads": 1}},
+        "actor_infer": {"devices": [0], "states": {"weights": 1, "kv_cache": 2}},
+    },
+    "pipeline": {
+        "stages": {
+            "generate": {"role": "actor_infer", "seconds": 1.0},
+            "reward": {"role": "driver", "seconds": 1.0, "after": ["generate"]},
+            "train": {"role": "actor_train", "seconds": 1.0, "after": ["reward"]},
+            "weight_sync": {"kind": "weight_sync", "from": "actor_train", "to": "actor_infer",
+                            "after": ["train"]},
+        }
+    },
+}  # fmt: skip
+TRUE_S = {"generate": 0.30, "reward": 0.05, "train": 0.50, "weight_sync": 0.02}
+GAP_S = 0.04
+
+
+def _record(path: Path, steps: int = 10, jitter: float = 0.03) -> None:
+    """An rlplex record of TOY run one op after another with GAP_S between ops."""
+    rng = random.Random(7)
+    t = 0.0
+    lines: list[dict[str, Any]] = [{"meta": {"source": "synthetic"}}]
+    for step in range(steps):
+        for stage, seconds in TRUE_S.items():
+            t += GAP_S
+            took = seconds * (1 + rng.uniform(-jitter, jitter)) * (3 if step == 0 else 1)
+            kind = "weight_sync" if stage == "weight_sync" else "run"
+            lines.append({"step": step, "op": f"s{step}/{stage}", "kind": kind, "stage": stage,
+                          "devices": [0], "start_s": t, "end_s": t + took})  # fmt: skip
+            t += took
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_given_seconds_and_dispatch_fitted(tmp_path: Path) -> None:
+    config = tmp_path / "toy.yaml"
+    config.write_text(yaml.safe_dump(TOY))
+    record = tmp_path / "r.jsonl"
+    _record(record)
+    result, doc = calibrate(record, config)
+    assert result.fit_steps == (1, 2, 3, 4) and result.check_steps == (5, 6, 7, 8, 9)
+    for fit in result.stages:
+        assert fit.how == "seconds"
+        assert abs(fit.error_after) < 0.05, fit
+    assert result.dispatch_s == pytest.approx(GAP_S, rel=0.15)
+    assert abs(result.period_error_after) < 0.05
+    assert abs(result.period_error_before) > 0.5
+    assert doc["cluster"]["dispatch_s"] == pytest.approx(result.dispatch_s, rel=1e-3)
+    # The costs file reproduces the fitted period through --costs.
+    costs = tmp_path / "costs.yaml"
+    costs.write_text(yaml.safe_dump(doc))
+    period = make_plan(load_config(config, costs=costs)).period_s
+    assert period == pytest.approx(result.period_after_s, rel=1e-6)
+
+
+def test_verl_quickstart_estimated_config_predicts_held_out_steps() -> None:
+    result, doc = calibrate(
+        RECORDS / "verl_quickstart.jsonl", ROOT / "examples" / "estimate_verl_quickstart.yaml"
+    )
+    fitted = {s.stage: s for s in result.stages}
+    for name in ("generate", "ref_logprob", "values", "critic_train", "train"):
+        assert fitted[name].how == "efficiency"
+        assert abs(fitted[name].error_after) < 0.10, fitted[name]
+    assert abs(result.period_error_after) < 0.10
+    assert set(doc["efficiency"]) >= {"train", "forward", "prefill", "decode", "stages"}
+
+
+def test_verl_quickstart_given_config() -> None:
+    result, _ = calibrate(RECORDS / "verl_quickstart.jsonl", RECORDS / "verl_quickstart.yaml")
+    assert abs(result.period_error_after) < 0.10
+    # verl's step time exceeds its stages' sum by 1.2 s of driver work: 7 ops per step.
+    assert result.dispatch_s == pytest.approx(1.2 / 7, rel=0.2)
+
+
+def test_too_few_steps_and_no_common_stage(tmp_path: Path) -> None:
+    from rlplex.errors import ConfigError
+
+    config = tmp_path / "toy.yaml"
+    config.write_text(yaml.safe_dump(TOY))
+    record = tmp_path / "r.jsonl"
+    _record(record, steps=3)
+    with pytest.raises(ConfigError) as info:
+        calibrate(record, config, fit_steps=9)
+    assert info.value.field == "--fit-steps"
+    other = tmp_path / "other.jsonl"
+    other.write_text(record.read_text().replace('"stage": "', '"stage": "x_'))
+    with pytest.raises(ConfigError, match="no stage of the config is in the record"):
+        calibrate(other, config)
+
+
+def test_cli_writes_a_costs_file_plan_accepts(tmp_path: Path) -> None:
+    config = tmp_path / "toy.yaml"
+    config.write_text(yaml.safe_dump(TOY))
+    record = tmp_path / "r.jsonl"
+    _record(record)
+    out = tmp_path / "costs.yaml"
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["calibrate", str(record), "--config", str(config), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "period" in result.output and out.exists()
+    planned = runner.invoke(app, ["plan", str(config), "--costs", str(out), "--json"])
+    assert planned.exit_code == 0, planned.output
+    assert json.loads(planned.stdout)["period_s"] == pytest.approx(
+        sum(TRUE_S.values()) + 4 * GAP_S, rel=0.05
+    )
+
+
+def test_roll_and_rlplex_records() -> None:
+    roll, _ = calibrate(RECORDS / "roll_rlvr_stdout.log", ROOT / "examples" / "roll.yaml")
+    assert roll.format == "roll" and abs(roll.period_error_after) < 0.10
+    own, _ = calibrate(RECORDS / "grpo_run.jsonl", ROOT / "examples" / "grpo.yaml")
+    assert own.format == "rlplex" and abs(own.period_error_after) < 0.10

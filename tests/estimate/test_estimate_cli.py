@@ -1,0 +1,38 @@
+"""rlplex estimate: the table, the JSON document, the presets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rlplex.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_json_is_the_issue_document() -> None:
+    result = CliRunner().invoke(app, ["estimate", str(ROOT / "examples" / "estimate_7b.yaml"),
+                                      "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"stages", "roles", "assumptions"}
+    assert doc["stages"]["generate"]["bound"] in ("compute", "memory", "latency")
+    assert doc["roles"]["actor_train"]["states"]["optimizer"] > 0
+    assert doc["assumptions"]["gpu"]["preset"] == "h100"
+
+
+def test_table_and_assumptions() -> None:
+    result = CliRunner().invoke(
+        app, ["estimate", str(ROOT / "examples" / "estimate_72b.yaml")], env={"COLUMNS": "160"}
+    )
+    assert result.exit_code == 0, result.output
+    for text in ("estimated stages", "memory per GPU", "assumptions", "qwen2.5-72b", "fsdp"):
+        assert text in result.output
+
+
+def test_list_presets() -> None:
+    result = CliRunner().invoke(app, ["estimate", "--list-presets"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0
+    assert "deepseek-v3" in result.output and "b200" in result.output

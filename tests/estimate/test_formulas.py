@@ -1,0 +1,105 @@
+"""Formulas against hand-computed values (Qwen2.5-7B, Llama-3.1-8B) and published counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlplex.estimate import formulas as f
+from rlplex.estimate.specs import match_preset, model_presets
+
+
+def test_qwen25_7b_by_hand() -> None:
+    s = model_presets()["qwen2.5-7b"]
+    h, inter, layers, q, kv, vocab = 3584, 18944, 28, 28 * 128, 4 * 128, 152064
+    attention = h * q + 2 * h * kv + q * h + (q + 2 * kv)  # projections + q/k/v biases
+    assert attention == 29_364_736
+    per_layer = attention + 3 * h * inter + 2 * h  # SwiGLU MLP, two RMSNorms
+    blocks = layers * per_layer
+    total = vocab * h + blocks + h + vocab * h  # embedding, blocks, final norm, LM head
+    assert f.total_params(s) == total == 7_615_616_512  # "7.61B" on the model card
+    assert f.active_params(s) == blocks + vocab * h
+    assert f.kv_bytes_per_token(s) == 2 * layers * 4 * 128 * 2 == 57_344
+    assert f.kv_bytes_per_token(s, tp=2) == 57_344 / 2
+    assert f.kv_bytes_per_token(s, tp=8) == 57_344 / 4  # 4 KV heads: one per rank, replicated
+    tokens = 1000
+    assert f.forward_flops(s, tokens) == pytest.approx(
+        2 * (blocks + vocab * h) * tokens + 2 * 28 * 128 * layers * tokens**2
+    )
+    assert f.optimizer_bytes_per_param("adamw", "bf16") == 12
+    assert f.optimizer_bytes_per_param("adamw", "fp32") == 8
+
+
+def test_llama31_8b_by_hand() -> None:
+    s = model_presets()["llama-3.1-8b"]
+    h, inter, layers, vocab = 4096, 14336, 32, 128256
+    attention = 2 * h * h + 2 * h * 1024  # q, o; k, v with 8 KV heads of 128
+    per_layer = attention + 3 * h * inter + 2 * h
+    total = 2 * vocab * h + layers * per_layer + h
+    assert f.total_params(s) == total == 8_030_261_248  # "8.03B"
+    assert f.kv_bytes_per_token(s) == 2 * 32 * 8 * 128 * 2 == 131_072
+    # Decode of one token at 2048 cached tokens: 2 x active params + 4 x layers x width x context
+    assert f.decode_token_flops(s, 2048) == pytest.approx(
+        2 * (layers * per_layer + vocab * h) + 2 * (2 * 32 * 128) * layers * 2048
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "total_b", "active_b"),
+    [
+        ("qwen2.5-0.5b", 0.49, None),
+        ("qwen2.5-1.5b", 1.54, None),
+        ("qwen2.5-3b", 3.09, None),
+        ("qwen2.5-14b", 14.7, None),
+        ("qwen2.5-32b", 32.5, None),
+        ("qwen2.5-72b", 72.7, None),
+        ("qwen3-0.6b", 0.6, None),
+        ("qwen3-8b", 8.2, None),
+        ("qwen3-14b", 14.8, None),
+        ("qwen3-32b", 32.8, None),
+        ("qwen3-30b-a3b", 30.5, 3.3),
+        ("qwen3-235b-a22b", 235.0, 22.0),
+        ("llama-3.1-70b", 70.6, None),
+        ("deepseek-v3", 671.0, 37.0),
+    ],
+)
+def test_published_parameter_counts(name: str, total_b: float, active_b: float | None) -> None:
+    """Totals (and activated parameters, embedding included) as the model cards give them."""
+    s = model_presets()[name]
+    assert f.total_params(s) / 1e9 == pytest.approx(total_b, rel=0.02)
+    if active_b is not None:
+        embedding = s.vocab_size * s.hidden_size
+        assert (f.active_params(s) + embedding) / 1e9 == pytest.approx(active_b, rel=0.03)
+
+
+def test_moe_decode_reads_only_the_experts_it_touches() -> None:
+    s = model_presets()["qwen3-30b-a3b"]
+    one = f.decode_weight_bytes(s, 1, "bf16")
+    many = f.decode_weight_bytes(s, 4096, "bf16")
+    assert one < many <= f.total_params(s) * 2 + 1
+    assert f.expected_experts_touched(s, 1) == pytest.approx(8)
+
+
+def test_mla_kv_cache_is_the_latent() -> None:
+    s = model_presets()["deepseek-v3"]
+    assert f.kv_bytes_per_token(s) == 61 * (512 + 64) * 2
+    assert f.kv_bytes_per_token(s, tp=8) == f.kv_bytes_per_token(s)  # kept whole on each rank
+
+
+@pytest.mark.parametrize(
+    ("name", "preset"),
+    [
+        ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
+        ("/models/Qwen2.5-72B-Instruct/", "qwen2.5-72b"),
+        ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+        ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b"),
+        ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
+        ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
+    ],
+)
+def test_hub_names_match_presets(name: str, preset: str) -> None:
+    spec = match_preset(name)
+    assert spec is not None and spec.name == preset
+
+
+def test_unknown_names_match_nothing() -> None:
+    assert match_preset("acme/SuperLM-13B") is None

@@ -1,0 +1,36 @@
+"""What-if scaling exponents from the estimator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlplex.config import load_config
+from rlplex.estimate.scaling import estimator_exponents
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_compute_bound_stages_scale_ideally_and_latency_bound_generation_barely() -> None:
+    exps = estimator_exponents(load_config(ROOT / "examples" / "estimate_verl_quickstart.yaml"))
+    assert exps["train"] == pytest.approx(1.0)
+    assert exps["values"] == pytest.approx(1.0)
+    assert 0.0 <= exps["generate"] < 0.5  # 256 responses wait for the longest one
+    assert "advantage" not in exps  # a driver stage: not estimated
+
+
+def test_no_inputs_no_exponents() -> None:
+    assert estimator_exponents(load_config(ROOT / "examples" / "grpo.yaml")) == {}
+
+
+def test_whatif_uses_them_unless_given() -> None:
+    from rlplex.sim.whatif import whatif
+    from rlplex.timeline.importers import import_record
+
+    cfg = load_config(ROOT / "examples" / "estimate_verl_quickstart.yaml")
+    run = import_record(ROOT / "examples" / "records" / "verl_quickstart.jsonl")
+    result = whatif(run, cfg, [], scaling={"train": 0.5})
+    assert result.exponents["train"] == 0.5
+    assert result.exponents["generate"] < 0.5
+    assert any("exponents from the estimator" in n for n in result.notes)
