@@ -31,6 +31,7 @@ from typing import Any
 from rlplex.pipelines import grpo, local
 from rlplex.pipelines.config import RLConfig
 from rlplex.pipelines.roles import cluster_config
+from rlplex.plan.ids import TRANSFER_KINDS
 
 
 def calibrated_pipeline(cfg: RLConfig, steps: int = 2) -> Any:
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     config = cluster_config(pipeline, args.layout, scale_gb=weights_gb(cfg))
     plan = make_plan(config)
     (out / "plan.json").write_text(plan.to_json(), encoding="utf-8")
-    transfers = sum(op.kind in ("offload", "reload") for op in plan.ops)
+    transfers = sum(op.kind in TRANSFER_KINDS for op in plan.ops)
     print(
         f"plan: {args.layout}, {len(plan.ops)} ops ({transfers} offload/reload),"
         f" predicted {plan.period_s:.3f} s per step",

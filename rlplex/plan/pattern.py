@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import graphlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 
 from rlplex.errors import RlplexError
-from rlplex.plan.ids import COMPUTE_KINDS, OpKind, op_name
+from rlplex.plan.ids import COMPUTE_KINDS, OpId, OpKind, op_name
 from rlplex.plan.model import Op, Plan
 from rlplex.plan.steady import lane_repeats
 
@@ -74,6 +74,8 @@ class PatternOp:
     """The dependencies the plan writes."""
     deps: tuple[Edge, ...]
     """Every dependency: the plan's, device order, staleness gate, sync barrier."""
+    lane_preds: tuple[tuple[LaneKey, Edge], ...] = ()
+    """The op just before this one on each of its device lanes."""
     stage: str | None = None
     role: str | None = None
     state: str | None = None
@@ -110,10 +112,67 @@ class StepPattern:
     """Each device lane's ops around the pattern step, in lane order, as (offset, index)."""
     repeats: bool
     """Whether repeating the step keeps one chain of ops per device lane."""
+    _near_end: dict[tuple[int, int], tuple[Edge, ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    @property
+    def reach(self) -> int:
+        """The furthest step ahead any op waits for (0 when none looks ahead)."""
+        return max((off for op in self.ops for off, _ in op.deps), default=0)
+
+    def op_id(self, step: int, j: int) -> OpId:
+        """The id of op ``j`` at run step ``step``."""
+        return OpId(step, self.ops[j].name)
 
     def deps_at(self, step: int, j: int, steps: int) -> list[tuple[int, int]]:
-        """Op ``j`` of run step ``step``: the (step, op index) it waits for within ``steps``."""
-        return [(step + off, k) for off, k in self.ops[j].deps if 0 <= step + off < steps]
+        """Op ``j`` of run step ``step``: the (step, op index) it waits for within ``steps``.
+
+        Near the end of a run, see :meth:`deps_near_end`.
+        """
+        deps = self.deps_near_end(j, steps - 1 - step)
+        return [(step + off, k) for off, k in deps if 0 <= step + off < steps]
+
+    def deps_near_end(self, j: int, room: int) -> tuple[Edge, ...]:
+        """Op ``j``'s edges when only ``room`` more steps follow its step in the run.
+
+        A device-order edge to an op of a step past the end (generation of a
+        later step that would run before this training) is replaced by the op
+        before *that* one on the same lane, and so on, until one inside the run:
+        the device still runs one op at a time at the end of a run. Other edges
+        past the end are dropped (what they wait for does not happen).
+        """
+        key = (j, room)
+        cached = self._near_end.get(key)
+        if cached is not None:
+            return cached
+        op = self.ops[j]
+        if all(off <= room for off, _ in op.deps):
+            self._near_end[key] = op.deps
+            return op.deps
+        preds = [dict(o.lane_preds) for o in self.ops]
+        out: list[Edge] = []
+        for edge in op.deps:
+            if edge[0] <= room:
+                if edge not in out:
+                    out.append(edge)
+                continue
+            for lane, pred in op.lane_preds:
+                if pred != edge:
+                    continue
+                off, k = edge
+                for _ in range(len(self.ops) * (room + 2) + 1):
+                    if off <= room:
+                        break
+                    nxt = preds[k].get(lane)
+                    if nxt is None:
+                        break
+                    off, k = off + nxt[0], nxt[1]
+                if off <= room and (off, k) != (0, j) and (off, k) not in out:
+                    out.append((off, k))
+        result = tuple(out)
+        self._near_end[key] = result
+        return result
 
     def plan_deps_at(self, step: int, j: int, steps: int) -> list[tuple[int, int]]:
         """Like :meth:`deps_at`, the plan's own dependencies only."""
@@ -231,6 +290,7 @@ def step_pattern(plan: Plan, *, staleness: int | None = -1) -> StepPattern:
                 mine.append(e)
         plan_deps.append(mine)
     deps = [list(d) for d in plan_deps]
+    lane_preds: list[list[tuple[LaneKey, Edge]]] = [[] for _ in template]
     # Device order: the op before each pattern op on each of its lanes.
     lanes: dict[LaneKey, tuple[Edge, ...]] = {}
     position = {op.id: i for i, op in enumerate(template)}
@@ -241,8 +301,10 @@ def step_pattern(plan: Plan, *, staleness: int | None = -1) -> StepPattern:
             if j is None:
                 continue
             e = edge(prev.id)
-            if e is not None and e != (0, j) and e not in deps[j]:
-                deps[j].append(e)
+            if e is not None and e != (0, j):
+                lane_preds[j].append((key, e))
+                if e not in deps[j]:
+                    deps[j].append(e)
     destinations = {op.role for op in plan.ops if op.kind == OpKind.WEIGHT_SYNC and op.role}
     if staleness is not None:
         syncs = [j for j, op in enumerate(template) if op.kind == OpKind.WEIGHT_SYNC]
@@ -270,6 +332,7 @@ def step_pattern(plan: Plan, *, staleness: int | None = -1) -> StepPattern:
             end_s=op.end_s - origin,
             plan_deps=tuple(plan_deps[j]),
             deps=tuple(deps[j]),
+            lane_preds=tuple(lane_preds[j]),
             stage=op.stage,
             role=op.role,
             state=op.state,

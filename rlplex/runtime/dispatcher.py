@@ -38,6 +38,7 @@ from typing import Any
 import ray
 import structlog
 
+from rlplex.plan.ids import TRANSFER_KINDS, OpKind
 from rlplex.runtime.context import StageContext, WorkerInfo
 from rlplex.runtime.data import gather, shard
 from rlplex.runtime.errors import (
@@ -99,7 +100,7 @@ def _share_on_device(
     devices: dict[str, set[tuple[int, ...]]] = defaultdict(set)
     roles: dict[str, str] = {}
     for op in schedule.ops:
-        if op.kind == "run" and op.stage:
+        if op.kind == OpKind.RUN and op.stage:
             devices[op.stage].add(tuple(sorted(op.devices)))
             roles[op.stage] = op.role or ""
     consumers: dict[str, list[str]] = defaultdict(list)
@@ -370,12 +371,12 @@ class Dispatcher:
             self._ref_owner[ref] = (op.id, index)
 
     def _issue(self, op: ExecOp) -> None:
-        if op.kind == "run":
+        if op.kind == OpKind.RUN:
             if op.role not in self.groups:
                 self._issue_driver(op)
             else:
                 self._issue_run(op, self.groups[op.role], op.stage or "")
-        elif op.kind in ("offload", "reload"):
+        elif op.kind in TRANSFER_KINDS:
             group = self.groups[op.role or ""]
             refs = [
                 a.transfer.remote(op.kind, [op.state], op.dead, op.planned_s) for a in group.actors
@@ -383,7 +384,7 @@ class Dispatcher:
             self._track(
                 op, refs, [(group.role, r) for r in range(group.world_size)], group.gpus_per_worker
             )
-        elif op.kind == "weight_sync":
+        elif op.kind == OpKind.WEIGHT_SYNC:
             self._issue_sync(op)
         else:  # pragma: no cover - the plan model allows no other kind
             raise PlanScheduleError(f"unknown op kind {op.kind!r}", op=op.id)

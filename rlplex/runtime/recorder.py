@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlplex.plan.ids import OpKind
 from rlplex.plan.model import Plan
 from rlplex.runtime.schedule import ExecOp, Schedule
 from rlplex.timeline.record import Event, Timeline, TimelineWriter
@@ -96,7 +97,7 @@ class Recorder:
             value = getattr(op, key)
             if value is not None:
                 fields[key] = value
-        if op.kind == "offload":
+        if op.kind == OpKind.OFFLOAD:
             fields["dead"] = op.dead
         if stats:
             fields["worker_s"] = max(s.get("worker_s", 0.0) for s in stats)

@@ -27,7 +27,6 @@ from rlplex.config import Config
 from rlplex.plan.model import Plan
 from rlplex.sim.simulate import (
     Pattern,
-    device_order_repeats,
     extract_pattern,
     run_pattern,
     simulate,
@@ -155,7 +154,8 @@ def replay_plan(plan: Plan, config: Config) -> tuple[Pattern, bool]:
     elsewhere (an edited or older plan file): its replay may then let two ops
     overlap on a device.
     """
-    return extract_pattern(plan, config), device_order_repeats(plan, plan.pattern_step)
+    pattern = extract_pattern(plan, config)
+    return pattern, pattern.repeats
 
 
 def step_times(pattern: Pattern, columns: Sequence[Column], steps: int) -> list[float]:

@@ -34,6 +34,7 @@ __all__ = [
     "PatternError",
     "check_pattern",
     "device_order_repeats",
+    "drain_steps",
     "extract_pattern",
     "run_pattern",
     "simulate",
@@ -72,6 +73,11 @@ class Pattern:
     """Sync: a step starts when the previous one has ended."""
     repeats: bool = True
     """Whether repeating the step keeps one chain of ops per device lane."""
+    reach: tuple[int, ...] = ()
+    """Per op: the furthest step ahead it waits for (0: none)."""
+    near_end: tuple[tuple[tuple[tuple[int, int], ...], ...], ...] = ()
+    """Per op, indexed by the steps left after its own (0 .. reach - 1): its edges
+    at the end of a run (:meth:`rlplex.plan.pattern.StepPattern.deps_near_end`)."""
 
 
 class PatternError(StepPatternError):
@@ -120,6 +126,10 @@ def extract_pattern(plan: Plan, config: Config, step: StepPattern | None = None)
         fields.append(f)
     deps = [op.deps for op in sp.ops]
     skew, order = _skew_and_order(len(sp.ops), deps)
+    reach = [max((off for off, _ in d), default=0) for d in deps]
+    near_end = tuple(
+        tuple(sp.deps_near_end(j, room) for room in range(reach[j])) for j in range(len(deps))
+    )
     return Pattern(
         keys=tuple(op.name for op in sp.ops),
         kinds=tuple(op.kind for op in sp.ops),
@@ -131,6 +141,8 @@ def extract_pattern(plan: Plan, config: Config, step: StepPattern | None = None)
         order=tuple(order),
         barrier=sp.barrier,
         repeats=sp.repeats,
+        reach=tuple(reach),
+        near_end=near_end,
     )
 
 
@@ -209,7 +221,8 @@ def simulate(
     Returns:
         A Timeline with one event per op, ``metrics[step]["step_s"]`` (time
         between the ends of consecutive steps) and ``meta["period_s"]`` (mean
-        step time over the second half of the run).
+        step time over the second half of the run, without the last steps of
+        an async run that drain the pipeline: :func:`steady_period`).
     """
     pat = extract_pattern(plan, config)
     check_pattern(plan, pat)
@@ -256,13 +269,17 @@ def run_pattern(
     ends = [[0.0] * n_ops for _ in range(steps)]
     step_end = [0.0] * steps
     deps, skew, order, barrier = pattern.deps, pattern.skew, pattern.order, pattern.barrier
+    reach = pattern.reach or (0,) * n_ops
+    near_end = pattern.near_end
+    last = steps - 1
     for rnd in range(steps + max(skew, default=0)):
         for j in order:
             n = rnd - skew[j]
             if n < 0 or n >= steps:
                 continue
             t = step_end[n - 1] if barrier and n > 0 else 0.0
-            for off, k in deps[j]:
+            room = last - n
+            for off, k in deps[j] if room >= reach[j] else near_end[j][room]:
                 s = n + off
                 if 0 <= s < steps:
                     e = ends[s][k]
@@ -286,9 +303,27 @@ def step_gaps(step_end: Sequence[float]) -> list[float]:
     return out
 
 
-def steady_period(times: Sequence[float]) -> float:
-    """Mean step time over the second half of a run (the simulator's ``period_s``)."""
-    tail = list(times[len(times) // 2 :]) or [0.0]
+def drain_steps(plan: Plan) -> int:
+    """Last steps of an async run that drain the pipeline: k + 1 (0 in sync mode).
+
+    Generation runs up to k steps ahead, so the last k + 1 steps of a run lack
+    the later generations that share their devices in the steady state (when
+    generation and training share GPUs the last step ends a whole ``generate``
+    early): their step times are no steady-state figure.
+    """
+    if plan.mode == "sync" or plan.unrolled_steps <= 1:
+        return 0
+    return plan.staleness + 1
+
+
+def steady_period(times: Sequence[float], drain: int = 0) -> float:
+    """Mean step time over the second half of a run, without its last ``drain`` steps.
+
+    This is the simulator's ``period_s`` (with ``drain`` =
+    :func:`drain_steps`); a run too short to leave out the drain keeps them.
+    """
+    start, end = len(times) // 2, len(times) - drain
+    tail = list(times[start:end] if end > start else times[start:]) or [0.0]
     return sum(tail) / len(tail)
 
 
@@ -328,7 +363,7 @@ def _timeline(plan, pat: Pattern, starts, ends, step_end, steps: int) -> Timelin
         "source": "simulate",
         "mode": plan.mode,
         "steps": steps,
-        "period_s": steady_period(times),
+        "period_s": steady_period(times, drain_steps(plan)),
         "plan_period_s": plan.period_s,
         "lower_bound_s": plan.lower_bound_s,
     }

@@ -104,3 +104,33 @@ def test_auto_roles_are_searched_once_and_make_plan_uses_the_best(tmp_path) -> N
     plan = make_plan(cfg)
     assert explicit_placement(plan) == resolved.placement
     assert plan.period_s == pytest.approx(resolved.best.period_s)
+
+
+def test_plan_command_gives_one_period_for_one_placement() -> None:
+    """Defect 1 as the issue ran it: ``plan --set ...devices`` is rated as ``--auto`` rates it,
+    and whatever ``--auto`` picks, planning that placement explicitly gives its period."""
+    from typer.testing import CliRunner
+
+    from rlplex.cli import app
+    from rlplex.resources.devices import format_devices
+
+    runner = CliRunner()
+    sets = [x for s in ASYNC_K1 for x in ("--set", s)]
+    split = [x for s in SPLIT for x in ("--set", s)]
+    explicit = runner.invoke(app, ["plan", GRPO, *sets, *split, "--json"])
+    assert explicit.exit_code == 0, explicit.output
+    assert _json(explicit.output)["period_s"] == pytest.approx(241.16)  # not 121.16
+    auto = runner.invoke(app, ["plan", GRPO, "--auto", *sets, "--json"])
+    assert auto.exit_code == 0, auto.output
+    best = _json(auto.output)
+    chosen = [x for r, d in best["placement"].items()
+              for x in ("--set", f"roles.{r}.devices={format_devices(tuple(d))}")]  # fmt: skip
+    again = runner.invoke(app, ["plan", GRPO, *sets, *chosen, "--json"])
+    assert again.exit_code == 0, again.output
+    assert _json(again.output)["period_s"] == pytest.approx(best["period_s"])
+
+
+def _json(output: str) -> dict:
+    import json
+
+    return json.loads(output[output.index("{") :])

@@ -73,3 +73,21 @@ def test_check_fits_names_the_stage_and_the_figures() -> None:
     problem = Problem(tight, {r: tight.roles[r].devices for r in tight.gpu_roles}, Options())
     with pytest.raises(InfeasibleError, match=r"stage 'generate' on role 'infer' needs 35 GB"):
         check_fits(problem)
+
+
+def test_policies_of_the_planner_and_the_baselines() -> None:
+    from rlplex.errors import ConfigError
+    from rlplex.plan.policy import plan_options
+
+    cfg = _crowded_config(memory=80)
+    placement = {r: cfg.roles[r].devices for r in cfg.gpu_roles}
+    planner = plan_options(cfg, placement)
+    assert planner.steps == 1 and planner.cyclic and not planner.offload_after
+    seq = plan_options(cfg, placement, "sequential")
+    assert seq.serial and seq.start_empty and seq.offload_after == ("train", "infer", "solo")
+    naive = plan_options(cfg, placement, "naive-colocate")
+    assert naive.offload_after == ("train", "infer") and naive.start_empty
+    roomy = _crowded_config(memory=200)
+    assert plan_options(roomy, placement, "naive-colocate") == plan_options(roomy, placement)
+    with pytest.raises(ConfigError, match="unknown baseline"):
+        plan_options(cfg, placement, "random")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from itertools import groupby
+from itertools import groupby, pairwise
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from test_plan_properties import configs
 
 from rlplex.config import load_config
+from rlplex.errors import InfeasibleError
 from rlplex.plan import make_plan
 from rlplex.plan.pattern import StepPatternError, step_pattern
 from rlplex.runtime.schedule import expand_plan
@@ -42,14 +45,39 @@ def _grouped(order: tuple[str, ...], groups: list[frozenset[str]]) -> list[froze
     return out
 
 
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_simulator_and_runtime_schedule_share_every_device_order(name: str) -> None:
-    cfg = load_config(f"examples/{name}.yaml")
+ASYNC_COLOCATED = ["pipeline.mode=async", "pipeline.max_staleness=1"]
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides"),
+    [*((n, []) for n in EXAMPLES), ("grpo", ASYNC_COLOCATED), ("ppo", ASYNC_COLOCATED)],
+)
+def test_simulator_and_runtime_schedule_share_every_device_order(
+    name: str, overrides: list[str]
+) -> None:
+    cfg = load_config(f"examples/{name}.yaml", overrides=overrides)
     plan = make_plan(cfg)
     steps = 6
     timeline = simulate(plan, cfg, steps=steps)
     sched = expand_plan(plan, steps, staleness=cfg.pipeline.staleness)
     assert {e.op for e in timeline.events} == {o.id for o in sched.ops}
+    sim = _sim_lanes(timeline)
+    assert set(sim) == set(sched.lanes)
+    for key, groups in sim.items():
+        assert _grouped(sched.lanes[key], groups) == groups, key
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs())
+def test_random_plans_order_every_device_lane_alike(cfg) -> None:
+    try:
+        plan = make_plan(cfg)
+    except InfeasibleError:
+        assume(False)
+        return
+    steps = 4
+    timeline = simulate(plan, cfg, steps=steps)
+    sched = expand_plan(plan, steps, staleness=cfg.pipeline.staleness)
     sim = _sim_lanes(timeline)
     assert set(sim) == set(sched.lanes)
     for key, groups in sim.items():
@@ -91,6 +119,23 @@ def test_sync_pattern_sources_wait_for_the_previous_steps_sinks() -> None:
     assert sp.barrier
     sources = [op for op in sp.ops if not any(off == 0 for off, _ in op.plan_deps)]
     assert sources and all(any(off == -1 for off, _ in op.deps) for op in sources)
+
+
+def test_the_last_step_keeps_one_op_at_a_time_per_device() -> None:
+    """Colocated async: training of step t runs after generation of step t+1 on the same
+    GPUs. In the last step there is no later generation; training must still wait for
+    the op before that generation (the previous weight sync), not overlap it."""
+    cfg = load_config("examples/grpo.yaml", overrides=ASYNC_COLOCATED)
+    plan = make_plan(cfg)
+    for steps in (3, 5):
+        timeline = simulate(plan, cfg, steps=steps)
+        for lane in _sim_lanes(timeline).values():
+            flat = sorted(
+                (e for e in timeline.events if e.op in set().union(*lane)),
+                key=lambda e: (e.start_s, e.end_s),
+            )
+            for a, b in pairwise(flat):
+                assert b.start_s >= a.end_s - 1e-9, (a.op, b.op)
 
 
 def test_a_plan_without_a_pattern_step_is_refused() -> None:

@@ -46,6 +46,13 @@ def _async_config() -> Any:
     )
 
 
+def _colocated_async_config() -> Any:
+    """Generation and training on the same GPUs, one step off (ROLL's partial-GPU mode)."""
+    cfg = colocated_config()
+    pipeline = cfg.pipeline.model_copy(update={"mode": "async", "max_staleness": 1})
+    return cfg.model_copy(update={"pipeline": pipeline})
+
+
 def _lanes(timeline: Timeline) -> dict[tuple[int, str], list[Any]]:
     lanes: dict[tuple[int, str], list[Any]] = {}
     for e in timeline.events:
@@ -55,7 +62,11 @@ def _lanes(timeline: Timeline) -> dict[tuple[int, str], list[Any]]:
     return {k: sorted(v, key=lambda e: (e.start_s, e.end_s)) for k, v in lanes.items()}
 
 
-@pytest.mark.parametrize("make_config", [colocated_config, _async_config], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    "make_config",
+    [colocated_config, _async_config, _colocated_async_config],
+    ids=["sync", "async", "async-colocated"],
+)
 def test_rehearsal_records_the_simulators_device_order(make_config) -> None:
     cfg = make_config()
     plan = make_plan(cfg)

@@ -105,3 +105,20 @@ def test_a_pattern_step_that_does_not_repeat_is_refused():
     last = plan.model_copy(update={"pattern_step": plan.unrolled_steps - 1})
     with pytest.raises(PatternError):
         simulate(last, cfg, steps=3)
+
+
+@pytest.mark.parametrize("steps", [6, 10, 40])
+def test_colocated_async_period_is_the_plans_not_the_drains(steps: int) -> None:
+    """With generation and training on the same GPUs the last step ends a whole
+    ``generate`` early; the simulator's period must not count it (it fell below the
+    lower bound: 216 s for 10 steps against a plan and bound of 240 s)."""
+    from rlplex.config import load_config
+    from rlplex.plan import make_plan
+
+    cfg = load_config(
+        "examples/grpo.yaml", overrides=["pipeline.mode=async", "pipeline.max_staleness=1"]
+    )
+    plan = make_plan(cfg)
+    timeline = simulate(plan, cfg, steps=steps)
+    assert timeline.meta["period_s"] == pytest.approx(plan.period_s)
+    assert timeline.meta["period_s"] >= plan.lower_bound_s - 1e-6
