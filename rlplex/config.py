@@ -32,6 +32,7 @@ its crashes are contained is explained at :func:`probe_pipeline_function`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -348,10 +349,9 @@ def probe_pipeline_function(ref: str, base_dir: Path, file: str | None) -> None:
                 import faulthandler
 
                 faulthandler.enable(file=log.fileno())
-                try:
+                # An ordinary failure (an exception, sys.exit) is reported by the parent's call.
+                with contextlib.suppress(BaseException):
                     _call_pipeline_function(ref, base_dir, file)
-                except BaseException:
-                    pass  # an ordinary failure: the parent's own call reports it
                 os.write(write_fd, b"1")
             finally:
                 os._exit(0)
