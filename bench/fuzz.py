@@ -178,7 +178,8 @@ def special_configs(base: str) -> list[tuple[str, str]]:
         (
             "million after",
             "cluster: {nodes: 1}\nroles: {a: {devices: '0-7'}}\n"
-            f"pipeline: {{stages: {{generate: {{role: a, seconds: 1}}, t: {{role: a, seconds: 1, after: {after}}}}}}}\n",
+            "pipeline: {stages: {generate: {role: a, seconds: 1}, "
+            f"t: {{role: a, seconds: 1, after: {after}}}}}}}\n",
         ),
         ("400k chained stages", _stages_chain(400_000)),
         ("2k chained stages", _stages_chain(2_000)),
@@ -355,7 +356,7 @@ def _run_cli(args: list[str]) -> dict[str, Any]:
         code = exc.exit_code
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
-    except Exception as exc:  # noqa: BLE001 - a click usage error or a real crash
+    except Exception as exc:
         name = type(exc).__name__
         if name in ("UsageError", "BadParameter", "NoSuchOption", "MissingParameter"):
             code = 2
@@ -379,7 +380,7 @@ def _child(task: Callable[[], dict[str, Any]], result_path: Path) -> None:
     try:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
         result = task()
-    except BaseException as exc:  # noqa: BLE001 - MemoryError, RecursionError ...
+    except BaseException as exc:
         result = {"clean": False, "crash": "".join(traceback.format_exception(exc))[-3000:]}
     try:
         result_path.write_text(json.dumps(result, default=str))
@@ -456,7 +457,7 @@ def config_task(path: Path) -> Callable[[], dict[str, Any]]:
         if result["accepted"]:
             try:
                 result["invalid"] = check_accepted(path)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 result["invalid"] = f"accepted, then refused in-process: {exc}"
         return result
 
@@ -554,8 +555,8 @@ def main() -> int:
     parser.add_argument("--show", type=int, default=5, help="Failures to print in full.")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    import rlplex.cli  # noqa: F401 - preloaded once, inherited by every forked child
-    import rlplex.plan  # noqa: F401
+    import rlplex.cli
+    import rlplex.plan
     import rlplex.sim  # noqa: F401
 
     started = time.perf_counter()
@@ -590,12 +591,14 @@ def main() -> int:
     total = time.perf_counter() - started
     print(f"# fuzz run: seed {args.seed}, {total:.0f} s in all\n")
     print(
-        "| inputs | mutants | not clean | over 5 s | peak RSS (MB) | slowest (s) | accepted | accepted but invalid |"
+        "| inputs | mutants | not clean | over 5 s | peak RSS (MB) | slowest (s) | accepted"
+        " | accepted but invalid |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for s in summaries:
         print(f"| {s['kind']} | {s['mutants']} | {len(s['not clean'])} | {len(s['slow'])} |"
-              f" {s['peak_mb']:.0f} | {s['max_wall_s']:.2f} | {s['accepted']} | {len(s['invalid accepted'])} |")  # fmt: skip
+              f" {s['peak_mb']:.0f} | {s['max_wall_s']:.2f} | {s['accepted']} |"
+              f" {len(s['invalid accepted'])} |")  # fmt: skip
     print()
     print(f"- `rlplex viz` of a {lines:,}-line record: {viz_s:.2f} s (exit {viz_rc})")
     print(
@@ -606,7 +609,8 @@ def main() -> int:
         for label, r in s["not clean"][: args.show]:
             failed = True
             print(
-                f"\n## not clean: {s['kind']} {label}\n```\n{json.dumps(r, default=str)[:3000]}\n```"
+                f"\n## not clean: {s['kind']} {label}\n```\n"
+                f"{json.dumps(r, default=str)[:3000]}\n```"
             )
         for label, wall in s["slow"][: args.show]:
             failed = True
