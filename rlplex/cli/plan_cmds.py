@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlplex.cli.app import app, console, read_config, user_errors
+from rlplex.cli.app import app, console, err_console, read_config, user_errors
 from rlplex.cli.options import (
     ConfigArg,
     CostsOpt,
@@ -60,7 +60,10 @@ def plan(
     if any(r.auto for r in cfg.roles.values()):
         from rlplex.plan import plan_for_placement, search_placements
 
-        candidates = search_placements(cfg, top=5)
+        notes: list[str] = []
+        candidates = search_placements(cfg, top=5, notes=notes, progress=not json_)
+        for note in notes:
+            err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
         result = plan_for_placement(cfg, candidates[0].placement, baseline=baseline)
     else:
         result = make_plan(cfg, baseline=baseline)
