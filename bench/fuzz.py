@@ -553,6 +553,9 @@ def main() -> int:
     parser.add_argument("--viz-lines", type=int, default=300_000)
     parser.add_argument("--auto-roles", type=int, default=200)
     parser.add_argument("--show", type=int, default=5, help="Failures to print in full.")
+    parser.add_argument(
+        "--keep", type=Path, default=Path("/tmp/rlplex-fuzz"), help="Where failing inputs go."
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     import rlplex.cli
@@ -567,7 +570,11 @@ def main() -> int:
         for i, (label, suffix, text) in enumerate(config_mutants(args.configs, rng)):
             path = tmp / f"c{i}{suffix}"
             path.write_text(text, encoding="utf-8", errors="surrogatepass")
-            results.append((f"{i} {label}", run_forked(config_task(path), tmp)))
+            result = run_forked(config_task(path), tmp)
+            results.append((f"{i} {label}", result))
+            if not result.get("clean") or result["wall_s"] > SLOW_S or result.get("invalid"):
+                args.keep.mkdir(parents=True, exist_ok=True)
+                (args.keep / f"config-{i}.yaml").write_bytes(path.read_bytes())
             path.unlink()
         summaries.append(summarise("config", results))
         simulated = simulated_record(120, tmp / "sim.jsonl").read_text()
@@ -581,7 +588,11 @@ def main() -> int:
             else:
                 path = tmp / f"r{i}{suffix}"
                 path.write_text(text, encoding="utf-8", errors="surrogatepass")
-            results.append((f"{i} {label}", run_forked(record_task(path, config, tmp), tmp)))
+            result = run_forked(record_task(path, config, tmp), tmp)
+            results.append((f"{i} {label}", result))
+            if (not result.get("clean") or result["wall_s"] > SLOW_S) and path.is_file():
+                args.keep.mkdir(parents=True, exist_ok=True)
+                (args.keep / f"record-{i}{suffix}").write_bytes(path.read_bytes())
         summaries.append(summarise("record", results))
         big = simulated_record(args.viz_lines, tmp / "big.jsonl")
         lines = sum(1 for _ in big.open())

@@ -167,6 +167,7 @@ def load_yaml_text(text: str, file: str = "<string>", limits: YamlLimits | None 
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
+        problem = str(problem).strip().splitlines()[0]  # the "in <unicode string>" lines go
         raise ConfigError(f"YAML syntax error: {problem}", file=file, line=line) from None
     except RecursionError:
         raise ConfigError("nested too deeply", file=file) from None

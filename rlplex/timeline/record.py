@@ -166,7 +166,8 @@ class Timeline(BaseModel):
                     event = Event.model_validate(obj)
                 except ValidationError as exc:
                     first = exc.errors()[0]
-                    field = ".".join(str(p) for p in first["loc"])
+                    # A whole-event check (end before start) has no location: name end_s.
+                    field = ".".join(str(p) for p in first["loc"]) or "end_s"
                     if out.skip_bad_lines or is_last:
                         out.bad_line(number, f"bad event: {field}: {first['msg']}", line, is_last)
                         continue

@@ -141,16 +141,16 @@ class Collector:
         A step or op logged twice is a log concatenated with itself or two runs
         interleaved: summing them would double the recorded time in silence.
         """
-        number, text, is_last = self.current
+        number, text, _ = self.current
         first = self.first_seen.setdefault(key, number)
         if first == number:
             return True
-        self.bad_line(
+        self.bad_line(  # never excused as a truncated last line: the line is whole
             number,
             f"{what} appears twice (first on line {first}): a log repeated, or two runs"
             " interleaved?",
             text,
-            is_last,
+            False,
         )
         return False
 
@@ -158,12 +158,9 @@ class Collector:
         """A duration no run can have (negative, NaN, infinite) is a bad line."""
         if math.isfinite(seconds) and seconds >= 0:
             return True
-        number, text, is_last = self.current
+        number, text, _ = self.current
         self.bad_line(
-            number,
-            f"{what}: expected a finite duration >= 0 s, got {seconds!r}",
-            text,
-            is_last,
+            number, f"{what}: expected a finite duration >= 0 s, got {seconds!r}", text, False
         )
         return False
 
