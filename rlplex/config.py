@@ -320,20 +320,22 @@ def _check_target(ref: str, file: str | None) -> None:
         )
 
 
-def probe_pipeline_function(ref: str, base_dir: Path, file: str | None) -> None:
-    """Import and call ``pipeline.python`` once in a forked child; refuse it if the child dies.
+def probe_pipeline_function(factory: Any, ref: str, base_dir: Path, file: str | None) -> None:
+    """Call the ``pipeline.python`` function once in a forked child; refuse it if the child dies.
 
     An exception or ``sys.exit`` in user code is caught in-process
-    (:func:`_load_python_pipeline` catches ``BaseException``), but ``os.abort``,
+    (:func:`_call_factory` catches ``BaseException``), but ``os.abort``,
     ``os._exit``, a segfault in an extension or an endless loop cannot be:
-    they take the process down or never return. A fork costs milliseconds
-    (no new interpreter, rlplex already imported), unlike a fresh subprocess
-    (about a second), so every load probes: the child imports and calls the
-    function with its output discarded, then reports that it returned. A
-    child that dies, or is silent for :data:`PROBE_TIMEOUT_S`, becomes one
-    ConfigError naming the module and function; its Python stack (from
-    :mod:`faulthandler`) is kept for ``--debug``. Where ``fork`` does not
-    exist (Windows) the probe is skipped.
+    they take the process down or never return. The module is imported
+    in-process first (a second import in a fresh subprocess would cost
+    seconds for a module that imports torch, and a subprocess about a second
+    even without), then the process forks *after* the import, which costs
+    milliseconds: the child calls the function with its output discarded and
+    reports that it returned. A child that dies, or is silent for
+    :data:`PROBE_TIMEOUT_S`, becomes one ConfigError naming the module and
+    function; its Python stack (from :mod:`faulthandler`) is kept for
+    ``--debug``. Not contained: code that kills the process at *import* time
+    (module level). Where ``fork`` does not exist (Windows) the probe is skipped.
     """
     if not hasattr(os, "fork"):
         return
@@ -351,7 +353,7 @@ def probe_pipeline_function(ref: str, base_dir: Path, file: str | None) -> None:
                 faulthandler.enable(file=log.fileno())
                 # An ordinary failure (an exception, sys.exit) is reported by the parent's call.
                 with contextlib.suppress(BaseException):
-                    _call_pipeline_function(ref, base_dir, file)
+                    factory()
                 os.write(write_fd, b"1")
             finally:
                 os._exit(0)
@@ -383,11 +385,13 @@ def probe_pipeline_function(ref: str, base_dir: Path, file: str | None) -> None:
 
 def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipeline:
     _check_target(ref, file)
-    probe_pipeline_function(ref, base_dir, file)
-    return _call_pipeline_function(ref, base_dir, file)
+    factory = _pipeline_factory(ref, base_dir, file)
+    probe_pipeline_function(factory, ref, base_dir, file)
+    return _call_factory(factory, ref, file)
 
 
-def _call_pipeline_function(ref: str, base_dir: Path, file: str | None) -> Pipeline:
+def _pipeline_factory(ref: str, base_dir: Path, file: str | None) -> Any:
+    """The ``pipeline.python`` function, its module imported in-process."""
     module = import_pipeline_module(ref, base_dir, file)
     module_name, _, func_name = ref.partition(":")
     factory = getattr(module, func_name, None)
@@ -406,6 +410,10 @@ def _call_pipeline_function(ref: str, base_dir: Path, file: str | None) -> Pipel
             value=ref,
             file=file,
         )
+    return factory
+
+
+def _call_factory(factory: Any, ref: str, file: str | None) -> Pipeline:
     try:
         pipeline = factory()
     except KeyboardInterrupt:
