@@ -141,8 +141,7 @@ BIG_BASE = "cluster: {nodes: 1, gpus_per_node: 8}\nroles:\n  r: {devices: '0-7'}
 
 def _chain(n: int) -> str:
     stages = "\n".join(
-        f"    s{i}: {{role: r, seconds: 1{', after: [s%d]' % (i - 1) if i else ''}}}"
-        for i in range(n)
+        f"    s{i}: {{role: r, seconds: 1{f', after: [s{i - 1}]' if i else ''}}}" for i in range(n)
     )
     return BIG_BASE + "pipeline:\n  stages:\n" + stages + "\n"
 

@@ -203,7 +203,7 @@ def search_placements(
     raw: list[tuple[float, tuple[tuple[str, ...], ...], tuple[int, ...]]] = []
     out_of_time = False
     for part in grouping_candidates(auto, destinations):
-        if len(raw) >= MAX_RAW or time.monotonic() > deadline:
+        if len(raw) >= MAX_RAW or (raw and time.monotonic() > deadline):
             out_of_time = True
             break
         if k > 0 and any(
