@@ -66,11 +66,11 @@ def test_lock_refuses_a_second_run(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with pytest.raises(
-            RecordError, match=rf"in use by another rlplex run \(pid {holder.pid}\)"
+        with (
+            pytest.raises(RecordError, match=rf"in use by another rlplex run \(pid {holder.pid}\)"),
+            claim_record(record),
         ):
-            with claim_record(record):
-                pass
+            pass
     finally:
         holder.kill()
         holder.wait()
