@@ -195,3 +195,9 @@ def test_file_size_limit_is_configurable(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("RLPLEX_MAX_FILE_MB", "1")
     one_line_error(run("validate", path), "over the limit of 1 MB")
     assert os.environ["RLPLEX_MAX_FILE_MB"] == "1"
+
+
+def test_viz_skips_bad_lines_and_counts_them(tmp_path: Path) -> None:
+    result = run("viz", HOSTILE / "record_twice.jsonl", "--skip-bad-lines")
+    assert result.exit_code == 0, result.output
+    assert "24 bad lines skipped in all" in result.stderr
