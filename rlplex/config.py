@@ -320,7 +320,7 @@ def _check_target(ref: str, file: str | None) -> None:
         )
 
 
-def probe_pipeline_function(factory: Any, ref: str, base_dir: Path, file: str | None) -> None:
+def probe_pipeline_function(factory: Any, ref: str, file: str | None) -> None:
     """Call the ``pipeline.python`` function once in a forked child; refuse it if the child dies.
 
     An exception or ``sys.exit`` in user code is caught in-process
@@ -386,7 +386,7 @@ def probe_pipeline_function(factory: Any, ref: str, base_dir: Path, file: str | 
 def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipeline:
     _check_target(ref, file)
     factory = _pipeline_factory(ref, base_dir, file)
-    probe_pipeline_function(factory, ref, base_dir, file)
+    probe_pipeline_function(factory, ref, file)
     return _call_factory(factory, ref, file)
 
 
