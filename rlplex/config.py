@@ -18,7 +18,11 @@ field paths:
   stage seconds, stage memory and GPU roles' states are estimated
   (:mod:`rlplex.estimate`) and listed in :attr:`Config.estimated`;
 - ``pipeline.stages.X.role`` / ``after`` / ``from`` / ``to`` / ``needs``:
-  unknown role, stage or state; duplicate stages; cycles.
+  unknown role, stage or state; duplicate stages; cycles;
+- ``pipeline.max_staleness``: at most the number of stages (:func:`max_useful_staleness`);
+- sizes: at most :data:`MAX_ROLES` roles and :data:`MAX_STAGES` stages, an
+  ``after`` no longer than the stage list, and (in any section) no NaN or
+  infinity, no boolean where a number belongs (strict pydantic numbers).
 
 Roles may share GPUs in async mode too (ROLL's partial-GPU mode): the planner
 runs one compute op at a time on a shared device, so no check is needed here.
@@ -26,6 +30,13 @@ runs one compute op at a time on a shared device, so no check is needed here.
 Facts that are not errors but change what a config means are kept in
 :attr:`Config.warnings` for the CLI to print (async with ``max_staleness 0``
 runs like sync; a model path matched to a preset).
+
+A native file must have a ``cluster`` section: a plan for unstated machines
+would be nonsense printed with confidence. ``cluster: {}`` takes the defaults
+(one node of 8 GPUs of 80 GB) on purpose.
+
+A ``pipeline.python`` target is user code run while reading the config; how
+its crashes are contained is explained at :func:`probe_pipeline_function`.
 """
 
 from __future__ import annotations
@@ -33,19 +44,25 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import inspect
+import math
+import os
+import select
+import signal
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
 from rlplex.dag.pipeline import CycleError, Mode, Pipeline, PipelineError
 from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
 from rlplex.estimate.inputs import Efficiency, OptimizerName, Parallel, Precision, Workload
 from rlplex.resources.cluster import DRIVER, Cluster, Role, StateKind, driver_role
-from rlplex.resources.devices import AUTO, DeviceSpecError, parse_devices
+from rlplex.resources.devices import AUTO, MAX_GPUS, DeviceSpecError, parse_devices
 from rlplex.resources.placement import check_worker_layout
 from rlplex.resources.yaml_io import apply_overrides, load_yaml_file
 
@@ -53,6 +70,15 @@ ConfigFormat = Literal["native", "roll", "rlinf", "verl"]
 FORMATS: tuple[str, ...] = ("native", "roll", "rlinf", "verl")
 
 _M = TypeVar("_M", bound=BaseModel)
+
+MAX_ROLES = 1_000
+"""Roles one config may define (a real RL job has fewer than 10)."""
+MAX_STAGES = 1_000
+"""Stages one step may have (a real RL step has fewer than 20)."""
+MAX_STALENESS = 64
+"""Absolute cap on ``max_staleness``, whatever the pipeline (see :func:`max_useful_staleness`)."""
+PROBE_TIMEOUT_S = 60.0
+"""How long a ``pipeline.python`` function may take to return before it is called hung."""
 
 
 class Config(BaseModel):
@@ -112,12 +138,12 @@ class Config(BaseModel):
 
 
 class _RoleSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    devices: str | int | list[int] | None = None
-    num_gpus_per_worker: int = Field(1, ge=1)
-    world_size: int | None = Field(None, ge=1)
-    states: dict[StateKind, float] = Field(default_factory=dict)
+    devices: str | StrictInt | list[StrictInt] | None = None
+    num_gpus_per_worker: StrictInt = Field(1, ge=1, le=MAX_GPUS)
+    world_size: StrictInt | None = Field(None, ge=1, le=MAX_GPUS)
+    states: dict[StateKind, StrictFloat] = Field(default_factory=dict)
     model: str | None = None
     parallel: Parallel | None = None
     precision: Precision = "bf16"
@@ -125,11 +151,11 @@ class _RoleSpec(BaseModel):
 
 
 class _PipelineSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     mode: Mode = "sync"
-    max_staleness: int = Field(0, ge=0)
-    stages: dict[str, dict[str, Any]] | None = None
+    max_staleness: StrictInt = Field(0, ge=0, le=MAX_STALENESS)
+    stages: dict[str, dict[str, Any] | None] | None = None
     python: str | None = None
 
 
@@ -296,15 +322,15 @@ def import_pipeline_module(ref: str, base_dir: Path, file: str | None = None) ->
                 module = importlib.import_module(module_name)
             finally:
                 sys.path.remove(str(base_dir))
-    except ConfigError:
+    except (ConfigError, KeyboardInterrupt):
         raise
-    except Exception as exc:  # the user's module failed to import: say which and why
+    except BaseException as exc:  # the import failed, or called sys.exit: say which and why
         raise ConfigError(
-            f"cannot import the pipeline module: {type(exc).__name__}: {exc}",
+            f"cannot import the pipeline module {module_name!r}: {_describe(exc)}",
             field="pipeline.python",
             value=ref,
             file=file,
-        ) from None
+        ) from exc
     _PIPELINE_MODULES[key] = module
     return module
 
@@ -313,26 +339,135 @@ _PIPELINE_MODULES: dict[tuple[str, str], Any] = {}
 """Pipeline modules already imported, by (base folder, module name or file)."""
 
 
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _check_target(ref: str, file: str | None) -> None:
+    """Refuse a target that is not user code: a standard-library module (``os:abort``,
+    ``sys:exit``) can only end or corrupt the process, never return a Pipeline."""
+    module_name = ref.partition(":")[0]
+    top = module_name.split(".")[0]
+    if not module_name.endswith(".py") and top in getattr(sys, "stdlib_module_names", ()):
+        raise ConfigError(
+            f"must name a function of your own module, not of the standard library's {top!r}",
+            field="pipeline.python",
+            value=ref,
+            file=file,
+        )
+
+
+def probe_pipeline_function(factory: Any, ref: str, file: str | None) -> None:
+    """Call the ``pipeline.python`` function once in a forked child; refuse it if the child dies.
+
+    An exception or ``sys.exit`` in user code is caught in-process
+    (:func:`_call_factory` catches ``BaseException``), but ``os.abort``,
+    ``os._exit``, a segfault in an extension or an endless loop cannot be:
+    they take the process down or never return. The module is imported
+    in-process first (a second import in a fresh subprocess would cost
+    seconds for a module that imports torch, and a subprocess about a second
+    even without), then the process forks *after* the import, which costs
+    milliseconds: the child calls the function with its output discarded and
+    reports that it returned. A child that dies, or is silent for
+    :data:`PROBE_TIMEOUT_S`, becomes one ConfigError naming the module and
+    function; its Python stack (from :mod:`faulthandler`) is kept for
+    ``--debug``. Not contained: code that kills the process at *import* time
+    (module level). Where ``fork`` does not exist (Windows) the probe is skipped,
+    and rlplex's own pipelines (``rlplex.pipelines.*``) are not probed: they are
+    known to return, and the probe would pay twice for a function that imports
+    torch lazily (a second import of torch in the child).
+    """
+    if not hasattr(os, "fork"):
+        return
+    with tempfile.TemporaryFile() as log:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns, never runs the parent's cleanup
+            try:
+                os.close(read_fd)
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(log.fileno(), 2)
+                import faulthandler
+
+                faulthandler.enable(file=log.fileno())
+                # An ordinary failure (an exception, sys.exit) is reported by the parent's call.
+                with contextlib.suppress(BaseException):
+                    factory()
+                os.write(write_fd, b"1")
+            finally:
+                os._exit(0)
+        os.close(write_fd)
+        try:
+            ready, _, _ = select.select([read_fd], [], [], PROBE_TIMEOUT_S)
+            returned = bool(ready) and os.read(read_fd, 1) == b"1"
+        finally:
+            os.close(read_fd)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        if returned:
+            return
+        log.seek(0)
+        detail = log.read()[-20_000:].decode("utf-8", "replace")
+    if not ready:
+        why = f"did not return within {PROBE_TIMEOUT_S:g} s"
+    elif os.WIFSIGNALED(status):
+        why = f"killed the process with {signal.Signals(os.WTERMSIG(status)).name}"
+    else:
+        why = f"ended the process (exit status {os.waitstatus_to_exitcode(status)})"
+    error = ConfigError(
+        f"the pipeline function {ref!r} {why}", field="pipeline.python", value=ref, file=file
+    )
+    error.debug_detail = detail  # type: ignore[attr-defined]
+    raise error
+
+
 def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipeline:
+    _check_target(ref, file)
+    factory = _pipeline_factory(ref, base_dir, file)
+    if not ref.startswith("rlplex."):  # rlplex's own pipelines are trusted code
+        probe_pipeline_function(factory, ref, file)
+    return _call_factory(factory, ref, file)
+
+
+def _pipeline_factory(ref: str, base_dir: Path, file: str | None) -> Any:
+    """The ``pipeline.python`` function, its module imported in-process."""
     module = import_pipeline_module(ref, base_dir, file)
     module_name, _, func_name = ref.partition(":")
     factory = getattr(module, func_name, None)
-    if not callable(factory):
+    if not callable(factory) or not inspect.isfunction(inspect.unwrap(factory)):
+        if callable(factory):
+            raise ConfigError(
+                f"{module_name}:{func_name} is not a Python function (a builtin or a class"
+                " cannot be checked before it runs)",
+                field="pipeline.python",
+                value=ref,
+                file=file,
+            )
         raise ConfigError(
             f"module {module_name!r} has no function {func_name!r}",
             field="pipeline.python",
             value=ref,
             file=file,
         )
+    return factory
+
+
+def _call_factory(factory: Any, ref: str, file: str | None) -> Pipeline:
     try:
         pipeline = factory()
-    except Exception as exc:  # the user's function failed: name it, no traceback
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's function failed: name it; --debug shows the cause
         raise ConfigError(
-            f"the pipeline function failed: {type(exc).__name__}: {exc}",
+            f"the pipeline function failed: {_describe(exc)}",
             field="pipeline.python",
             value=ref,
             file=file,
-        ) from None
+        ) from exc
     if not isinstance(pipeline, Pipeline):
         raise ConfigError(
             f"the function returned {type(pipeline).__name__}, not a rlplex Pipeline",
@@ -398,6 +533,12 @@ def _build_pipeline(
         return pipeline.model_copy(update=updates) if updates else pipeline
     if not spec.stages:
         raise ConfigError("the pipeline has no stages", field="pipeline.stages", file=file)
+    if len(spec.stages) > MAX_STAGES:
+        raise ConfigError(
+            f"{len(spec.stages):,} stages, more than the limit of {MAX_STAGES:,}",
+            field="pipeline.stages",
+            file=file,
+        )
     stages = []
     for name, body in spec.stages.items():
         field = f"pipeline.stages.{name}"
@@ -492,6 +633,14 @@ def config_from_dict(
             raise ConfigError(
                 f"unknown key (expected one of: {', '.join(_TOP_LEVEL)})", field=str(key), file=file
             )
+    check_finite(data, file)
+    if data.get("cluster") is None:
+        raise ConfigError(
+            "is required: the machines the plan is for (nodes, gpus_per_node, gpu_memory_gb;"
+            " 'cluster: {}' takes the defaults)",
+            field="cluster",
+            file=file,
+        )
     efficiency = (
         validate_model(Efficiency, data["efficiency"], "efficiency", file)
         if data.get("efficiency") is not None
@@ -519,6 +668,12 @@ def config_from_dict(
         raise ConfigError(
             "must be a mapping of role names", field="roles", value=raw_roles, file=file
         )
+    if len(raw_roles) > MAX_ROLES:
+        raise ConfigError(
+            f"{len(raw_roles):,} roles, more than the limit of {MAX_ROLES:,}",
+            field="roles",
+            file=file,
+        )
     roles: dict[str, Role] = {}
     given_states: set[str] = set()
     for name, body in raw_roles.items():
@@ -534,6 +689,7 @@ def config_from_dict(
     pipeline = _build_pipeline(
         pipeline_spec, raw_pipeline or {}, roles, base_dir or Path.cwd(), file, hint
     )
+    check_pipeline_size(pipeline, file)
     notes: tuple[str, ...] = ()
     needs_estimate = any(
         s.seconds is None and not s.is_weight_sync for s in pipeline.stages
@@ -606,6 +762,66 @@ def _device_counts(native: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def check_finite(data: Any, file: str | None, field: str = "") -> None:
+    """Refuse NaN and infinity anywhere in a parsed file, naming the dotted field.
+
+    No config value means "not a number" or "unbounded": YAML's ``.nan`` and
+    ``.inf`` are typos or attacks, and would flow into sums and comparisons
+    that silently turn false (a plan "verified" with NaN sizes). Walks
+    iteratively (nesting is already bounded by the YAML reader).
+    """
+    stack: list[tuple[str, Any]] = [(field, data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError("must be a finite number", field=path or None, value=value, file=file)
+        if isinstance(value, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
+
+
+def max_useful_staleness(pipeline: Pipeline) -> int:
+    """The largest ``max_staleness`` that can still change a plan: the number of stages.
+
+    With staleness k, generation may run k steps ahead, so up to k + 1 steps
+    are in flight. A step in flight is only useful while one of its stages can
+    run; a step has ``len(stages)`` stages, and the cluster runs the stages of
+    the steps in flight on the roles' devices, each device one compute op at a
+    time. So at most ``len(stages)`` steps can each have a stage running at
+    once (one stage each); any extra step in flight only waits, adding
+    memory and planning work (the planner unrolls k + 1 steps) and no speed.
+    """
+    return max(1, len(pipeline.stages))
+
+
+def check_pipeline_size(pipeline: Pipeline, file: str | None) -> None:
+    """Stage count, ``after`` lengths and ``max_staleness`` within their bounds."""
+    if len(pipeline.stages) > MAX_STAGES:
+        raise ConfigError(
+            f"{len(pipeline.stages):,} stages, more than the limit of {MAX_STAGES:,}",
+            field="pipeline.stages",
+            file=file,
+        )
+    for stage in pipeline.stages:
+        if len(stage.after) > len(pipeline.stages):
+            raise ConfigError(
+                f"lists {len(stage.after):,} stages, more than the pipeline has",
+                field=f"pipeline.stages.{stage.name}.after",
+                file=file,
+            )
+    bound = max_useful_staleness(pipeline)
+    if pipeline.staleness > bound:
+        raise ConfigError(
+            f"must be at most {bound}, the number of stages: with k steps of staleness up to"
+            " k+1 steps are in flight, and no more steps than a step has stages can each"
+            " have a stage running at once",
+            field="pipeline.max_staleness",
+            value=pipeline.max_staleness,
+            file=file,
+        )
+
+
 def _convert(
     fmt: str,
     data: dict[str, Any],
@@ -619,7 +835,16 @@ def _convert(
     if fmt == "native":
         return apply_costs(data, costs, costs_file)
     module = importlib.import_module(f"rlplex.resources.importers.{fmt}")
-    return module.to_native(data, file=file, costs=costs, costs_file=costs_file)
+    try:
+        return module.to_native(data, file=file, costs=costs, costs_file=costs_file)
+    except ValidationError as exc:  # a model an importer builds refused a value it read
+        first = exc.errors()[0]
+        raise ConfigError(
+            f"cannot be converted: {_pydantic_message(first)}",
+            field=".".join(str(p) for p in first["loc"]) or None,
+            value=first.get("input"),
+            file=file,
+        ) from None
 
 
 def check_override_targets(native: Mapping[str, Any], overrides: Sequence[str], file: str) -> None:
@@ -629,9 +854,12 @@ def check_override_targets(native: Mapping[str, Any], overrides: Sequence[str], 
     role and leave the intended one unchanged without a word. New fields of
     existing roles and stages (``roles.critic.num_gpus_per_worker=2``) are fine.
     """
+    pipeline = native.get("pipeline")
     containers = {
         ("roles",): native.get("roles") or {},
-        ("pipeline", "stages"): (native.get("pipeline") or {}).get("stages") or {},
+        ("pipeline", "stages"): (
+            (pipeline.get("stages") or {}) if isinstance(pipeline, dict) else {}
+        ),
     }
     for item in overrides:
         parts = item.partition("=")[0].strip().split(".")

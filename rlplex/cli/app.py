@@ -2,7 +2,9 @@
 
 structlog is configured here (and in Ray's worker setup hook), nowhere else.
 Every command is wrapped by :func:`user_errors`: a user-fixable error becomes
-one line on stderr and exit status 2, never a traceback.
+one line on stderr and exit status 2, never a traceback. ``rlplex --debug CMD``
+adds the traceback of what caused it (a ``pipeline.python`` function's own
+exception, or the stack of a crashed pipeline probe).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import functools
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,6 +42,9 @@ console = Console()
 err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_debug = {"on": False}
+"""Set by ``rlplex --debug``: print the cause's traceback under a user error."""
 
 
 def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
@@ -84,9 +90,24 @@ def user_errors(fn: F) -> F:
             # escape: messages quote values like [0, 1] or "[key]" that rich would eat as markup
             message = escape(str(exc))
             err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+            if _debug["on"]:
+                print_cause(exc)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def print_cause(exc: BaseException) -> None:
+    """The traceback behind a user error (``--debug``): its cause, or a crash's stack."""
+    detail = getattr(exc, "debug_detail", None)
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None:
+        text = "".join(traceback.format_exception(cause))
+    elif detail:
+        text = detail
+    else:
+        text = "".join(traceback.format_exception(exc))
+    sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
 def read_config(
@@ -100,7 +121,12 @@ def read_config(
 
 
 @app.callback()
-def _main() -> None:
+def _main(
+    debug: bool = typer.Option(
+        False, "--debug", help="On an error, also print the traceback of its cause."
+    ),
+) -> None:
+    _debug["on"] = debug
     configure_logging()
 
 

@@ -48,7 +48,9 @@ def plan(
     """Plan a step: placement, parallel stages, offload/reload ops, period and bound."""
     from rlplex.plan.report import plan_report
 
-    report = plan_report(options.load(config), auto=auto, baseline=baseline, verify=verify)
+    report = plan_report(
+        options.load(config), auto=auto, baseline=baseline, verify=verify, progress=not json_
+    )
     result, summary = report.plan, report.summary
     if gantt or png or trace:
         written = write_timeline_views(

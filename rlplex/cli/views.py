@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from rlplex.cli.app import app, console, user_errors
+from rlplex.cli.app import app, console, err_console, user_errors
 from rlplex.cli.options import (
     CollapseOpt,
     ConfigStepsOpt,
@@ -16,6 +16,7 @@ from rlplex.cli.options import (
     GanttOpt,
     PngOpt,
     SetOpt,
+    SkipBadOpt,
     TraceOpt,
 )
 from rlplex.cli.render import print_wrote
@@ -36,12 +37,17 @@ def viz(
     title: Annotated[str | None, typer.Option("--title", help="Chart title.")] = None,
     set_: SetOpt = None,
     format_: FormatOpt = None,
+    skip_bad_lines: SkipBadOpt = False,
 ) -> None:
     """Draw a timeline (Gantt HTML/PNG, Perfetto trace) and print time per stage."""
     from rlplex.sim.reports import load_timeline
     from rlplex.viz.views import stage_rich_table, write_views
 
-    record = load_timeline(timeline, steps=steps, overrides=set_, fmt=format_)
+    record = load_timeline(
+        timeline, steps=steps, overrides=set_, fmt=format_, skip_bad_lines=skip_bad_lines
+    )
+    for warning in record.meta.get("read_warnings", ()):
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     written = write_views(
         record, gantt=gantt, png=png, trace=trace, title=title or timeline.name, collapse=collapse
     )

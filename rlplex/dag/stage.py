@@ -5,9 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 StageKindName = Literal["run", "train", "weight_sync"]
+
+MAX_STAGE_SECONDS = 1e7
+"""About 116 days: a longer stage is a unit mistake (milliseconds given as seconds)."""
+MAX_SCALING = 2.0
+"""Scaling exponents past 2 (a super-quadratic speed-up from more GPUs) describe no real stage;
+bounding it also keeps ``(d0 / d) ** s`` finite for any GPU count."""
 
 TRAIN_STAGE_NAMES = frozenset({"train", "critic_train"})
 """Stages of kind ``train`` unless told otherwise: they dirty weights and optimizer."""
@@ -22,7 +28,9 @@ class Stage(BaseModel):
     replay of recorded timings).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False
+    )
 
     name: str
     """Unique stage name, e.g. ``generate``."""
@@ -32,13 +40,13 @@ class Stage(BaseModel):
     """``run``; ``train`` (dirties the role's weights and optimizer); ``weight_sync``."""
     after: tuple[str, ...] = ()
     """Stages of the same step that must finish first."""
-    seconds: float | None = Field(None, ge=0)
+    seconds: StrictFloat | None = Field(None, ge=0, le=MAX_STAGE_SECONDS)
     """Duration measured on ``at_devices`` devices; required except for weight_sync."""
-    at_devices: int | None = Field(None, ge=1)
+    at_devices: StrictInt | None = Field(None, ge=1, le=65_536)
     """Device count ``seconds`` was measured on; default: the role's device count."""
-    scaling: float = Field(1.0, ge=0)
+    scaling: StrictFloat = Field(1.0, ge=0, le=MAX_SCALING)
     """Exponent s: on d devices instead of d0 the stage takes ``seconds * (d0/d)**s``."""
-    memory_gb: float = Field(0.0, ge=0)
+    memory_gb: StrictFloat = Field(0.0, ge=0, le=1e6)
     """Transient memory per device while the stage runs, in GB."""
     needs: tuple[str, ...] | None = None
     """States that must be resident; ``None`` means all of the role's states."""

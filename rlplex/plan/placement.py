@@ -84,7 +84,9 @@ class ResolvedPlacement:
         return self.candidates[0] if self.candidates else None
 
 
-def resolve_placement(config: Config, *, auto: bool = False, top: int = 5) -> ResolvedPlacement:
+def resolve_placement(
+    config: Config, *, auto: bool = False, top: int = 5, progress: bool = False
+) -> ResolvedPlacement:
     """Resolve ``config``'s placement once: explicit devices, ``devices: auto`` roles, or all.
 
     Args:
@@ -92,6 +94,7 @@ def resolve_placement(config: Config, *, auto: bool = False, top: int = 5) -> Re
         auto: search the placement of every GPU role, whatever the config's
             devices say (``rlplex plan --auto``).
         top: candidates to keep (per staleness tried, then merged best first).
+        progress: show the search's progress bar on stderr (long searches).
 
     Raises:
         InfeasibleError: no candidate placement can run the pipeline.
@@ -104,25 +107,29 @@ def resolve_placement(config: Config, *, auto: bool = False, top: int = 5) -> Re
     if not any(r.auto for r in gpu.values()) and not (auto and gpu):
         return ResolvedPlacement(config=config, placement=config_placement(config))
     pipeline = config.pipeline
+    notes: list[str] = []
     if pipeline.mode != "async":
-        found = tuple(Candidate(0, c) for c in search_placements(config, top=top))
+        scored = search_placements(config, top=top, notes=notes, progress=progress)
+        found = tuple(Candidate(0, c) for c in scored)
         return ResolvedPlacement(config=config, placement=dict(found[0].placement),
-                                 candidates=found)  # fmt: skip
-    return _search_async(config, top)
+                                 candidates=found, notes=tuple(notes))  # fmt: skip
+    return _search_async(config, top, progress)
 
 
-def _search_async(config: Config, top: int) -> ResolvedPlacement:
+def _search_async(config: Config, top: int, progress: bool = False) -> ResolvedPlacement:
     """Search placement and staleness k (1..K); the smallest k reaching the best period wins."""
     pipeline = config.pipeline
     high = pipeline.max_staleness or AUTO_MAX_STALENESS
     found: list[tuple[Candidate, Config]] = []
+    search_notes: list[str] = []
     error: RlplexError | None = None
     for k in range(1, high + 1):
         cfg = config.model_copy(
             update={"pipeline": pipeline.model_copy(update={"max_staleness": k})}
         )
         try:
-            found += [(Candidate(k, c), cfg) for c in search_placements(cfg, top=top)]
+            scored = search_placements(cfg, top=top, notes=search_notes, progress=progress)
+            found += [(Candidate(k, c), cfg) for c in scored]
         except RlplexError as exc:  # raised again when no k has a candidate
             error = error or exc
     if not found:
@@ -130,7 +137,7 @@ def _search_async(config: Config, top: int) -> ResolvedPlacement:
         raise error
     found.sort(key=lambda item: (round(item[0].period_s, 9), item[0].staleness))
     best, cfg = found[0]
-    notes = []
+    notes = list(dict.fromkeys(search_notes))
     if pipeline.max_staleness != best.staleness:
         notes.append(f"async: the search picked max_staleness {best.staleness} (tried 1 to {high})")
     return ResolvedPlacement(

@@ -118,7 +118,12 @@ class PlanReport:
 
 
 def plan_report(
-    config: Config, *, auto: bool = False, baseline: str | None = None, verify: bool = False
+    config: Config,
+    *,
+    auto: bool = False,
+    baseline: str | None = None,
+    verify: bool = False,
+    progress: bool = False,
 ) -> PlanReport:
     """Plan ``config`` (searching the placement of every GPU role with ``auto``).
 
@@ -130,7 +135,7 @@ def plan_report(
     from rlplex.plan.planner import make_plan, plan_for_placement
     from rlplex.plan.verify import verify_plan
 
-    resolved = resolve_placement(config, auto=auto)
+    resolved = resolve_placement(config, auto=auto, progress=progress)
     config = resolved.config
     plan = plan_for_placement(config, resolved.placement, baseline=baseline)
     candidates = list(resolved.candidates)

@@ -9,13 +9,27 @@ itself in that order until the bound proves the rest worse (branch and
 bound), then the best is refined by moving GPUs between groups with halving
 steps. Scheduling is per device class, so a candidate on 1,024 GPUs costs the
 same as on 8.
+
+The search is bounded. Every partition of the roles is tried only up to
+:data:`EXHAUSTIVE_ROLES` roles (the Bell numbers grow faster than
+exponentially: 203 partitions of 6 roles, 4,140 of 8, 10^15 of 20); past that,
+:func:`grouping_candidates` proposes a polynomial number of groupings (all
+colocated, contiguous chunks of the config's role order into 2, 3, 4, 8 ...
+groups, and the weight-sync destinations apart from the rest), and groups past
+:data:`FEW_GROUPS` get GPU counts proportional to their work instead of every
+composition. A wall-clock budget (``budget_s``) ends the scoring and the
+refinement early: the best plan found so far is returned, with a note saying
+the budget ended the search, and a progress bar on stderr shows long searches.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 from rlplex.config import Config
 from rlplex.errors import InfeasibleError, RlplexError
@@ -25,6 +39,14 @@ from rlplex.plan.schedule import schedule
 
 MAX_SCORED = 400
 """Most candidates scored by the scheduler in the first pass (the bound prunes the rest)."""
+EXHAUSTIVE_ROLES = 6
+"""Up to this many roles every partition into colocated groups is tried (203 for 6)."""
+FEW_GROUPS = 3
+"""Up to this many groups every composition of GPU counts on the grid is tried."""
+DEFAULT_BUDGET_S = 20.0
+"""Wall-clock seconds the search may take before it returns the best placement so far."""
+MAX_RAW = 20_000
+"""Most candidate placements ranked by the lower bound (each costs one bound)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +77,83 @@ def set_partitions(items: Sequence[str]) -> Iterator[list[list[str]]]:
             yield [*part[:i], [first, *part[i]], *part[i + 1 :]]
 
 
+def _chunks(items: Sequence[str], parts: int) -> list[list[str]]:
+    """``items`` cut into ``parts`` contiguous, near-equal chunks (order kept)."""
+    size, extra = divmod(len(items), parts)
+    out, start = [], 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        out.append(list(items[start:end]))
+        start = end
+    return [c for c in out if c]
+
+
+def grouping_candidates(
+    items: Sequence[str], destinations: Sequence[str] = ()
+) -> Iterator[list[list[str]]]:
+    """Groupings of the roles into colocated groups: all of them for a few roles, else
+    O(log n) structured ones (so 200 roles give about 20 groupings, not 10^275).
+
+    Past :data:`EXHAUSTIVE_ROLES`: contiguous chunks of the config's order into
+    1, 2, 3, 4, 8, 16 ... and n groups (neighbouring stages' roles tend to run
+    one after another and colocate well), and the same with the weight-sync
+    destinations (inference roles) split off first (the disaggregated layout).
+    """
+    if len(items) <= EXHAUSTIVE_ROLES:
+        yield from set_partitions(items)
+        return
+    seen: set[tuple[tuple[str, ...], ...]] = set()
+    counts = sorted({1, 2, 3, 4, len(items)} | {2**i for i in range(len(items).bit_length())})
+    rest = [r for r in items if r not in destinations]
+    dest = [r for r in items if r in destinations]
+    bases: list[tuple[list[list[str]], list[str]]] = [([], list(items))]
+    if dest and rest:
+        bases.append(([dest], rest))
+    for head, body in bases:
+        for parts in counts:
+            if parts > len(body):
+                continue
+            part = head + _chunks(body, parts)
+            key = tuple(tuple(g) for g in part)
+            if key not in seen:
+                seen.add(key)
+                yield part
+
+
+def _proportional(total: int, work: Sequence[float], units: Sequence[int]) -> list[int] | None:
+    """GPU counts proportional to each group's work, multiples of its unit, summing to total."""
+    if sum(units) > total:
+        return None
+    weight = sum(work) or 1.0
+    counts = [max(u, int(total * w / weight) // u * u) for w, u in zip(work, units, strict=True)]
+    # Hand leftover GPUs (or take excess) one unit at a time, biggest groups first.
+    order = sorted(range(len(counts)), key=lambda i: -work[i])
+    guard = 0
+    while sum(counts) != total and guard < 10 * len(counts) * total:
+        guard += 1
+        for i in order:
+            diff = total - sum(counts)
+            if diff == 0:
+                break
+            if diff > 0 and units[i] <= diff:
+                counts[i] += units[i]
+            elif diff < 0 and counts[i] - units[i] >= units[i]:
+                counts[i] -= units[i]
+        else:
+            if all(units[i] > total - sum(counts) for i in order) and sum(counts) < total:
+                return None
+    return counts if sum(counts) == total else None
+
+
+def _role_work(config: Config) -> dict[str, float]:
+    """Stage seconds per role (weight syncs excluded): how much a group needs GPUs."""
+    work: dict[str, float] = {}
+    for stage in config.pipeline.stages:
+        if stage.role and not stage.is_weight_sync:
+            work[stage.role] = work.get(stage.role, 0.0) + (stage.seconds or 0.0)
+    return work
+
+
 def _compositions(total: int, parts: int, step: int, units: Sequence[int]) -> Iterator[list[int]]:
     """Ways to split ``total`` into ``parts`` positive multiples of ``step`` (and of each unit)."""
     if parts == 1:
@@ -68,12 +167,28 @@ def _compositions(total: int, parts: int, step: int, units: Sequence[int]) -> It
             yield [first, *rest]
 
 
-def search_placements(config: Config, top: int = 5) -> list[PlacementCandidate]:
+def search_placements(
+    config: Config,
+    top: int = 5,
+    *,
+    budget_s: float | None = DEFAULT_BUDGET_S,
+    notes: list[str] | None = None,
+    progress: bool = False,
+) -> list[PlacementCandidate]:
     """The ``top`` best placements of the auto roles (all GPU roles if none is marked auto).
+
+    Args:
+        budget_s: wall-clock seconds for the search (None: no limit); when it
+            ends the search, the best placements so far are returned and a
+            note is added to ``notes``.
+        notes: receives what the user should know about the search.
+        progress: show a progress bar on stderr while candidates are scored.
 
     Raises:
         InfeasibleError: no candidate placement can run the pipeline.
     """
+    deadline = time.monotonic() + budget_s if budget_s is not None else math.inf
+    notes = notes if notes is not None else []
     roles = config.gpu_roles
     auto = [n for n, r in roles.items() if r.auto] or list(roles)
     fixed = {n: tuple(r.devices) for n, r in roles.items() if n not in auto}
@@ -82,13 +197,28 @@ def search_placements(config: Config, top: int = 5) -> list[PlacementCandidate]:
     if not pool:
         pool = list(range(config.cluster.num_gpus))
     gpn = config.cluster.gpus_per_node
+    syncs = [(s.from_role, s.to_role) for s in config.pipeline.stages if s.is_weight_sync]
+    destinations = [b for _, b in syncs if b in auto]
+    work = _role_work(config)
     raw: list[tuple[float, tuple[tuple[str, ...], ...], tuple[int, ...]]] = []
-    for part in set_partitions(auto):
+    out_of_time = False
+    for part in grouping_candidates(auto, destinations):
+        if len(raw) >= MAX_RAW or (raw and time.monotonic() > deadline):
+            out_of_time = True
+            break
         if len(part) > len(pool):
             continue
         units = [math.lcm(*(roles[r].num_gpus_per_worker for r in g)) for g in part]
         step = _grid_step(len(pool), gpn, units)
-        for counts in _compositions(len(pool), len(part), step, units):
+        if len(part) <= FEW_GROUPS:
+            options: Any = _compositions(len(pool), len(part), step, units)
+        else:  # compositions of many groups are exponential: proportional counts only
+            aligned = [math.lcm(u, gpn) for u in units]
+            grid = aligned if len(pool) > gpn and sum(aligned) <= len(pool) else units
+            group_work = [sum(work.get(r, 0.0) for r in g) for g in part]
+            share = _proportional(len(pool), group_work, grid)
+            options = [share] if share is not None else []
+        for counts in options:
             order = sorted(range(len(part)), key=lambda i: (-counts[i], i))
             groups = tuple(tuple(part[i]) for i in order)
             cnts = tuple(counts[i] for i in order)
@@ -104,19 +234,49 @@ def search_placements(config: Config, top: int = 5) -> list[PlacementCandidate]:
     raw.sort(key=lambda item: (item[0], item[1], item[2]))
     scored: list[PlacementCandidate] = []
     first_error: RlplexError | None = None
-    for bound, groups, cnts in raw[:MAX_SCORED]:
-        if len(scored) >= top and bound >= scored[top - 1].period_s - 1e-9:
-            break  # the bound proves every remaining candidate no better than the top ones
-        cand = _score(config, groups, cnts, pool, fixed, bound)
-        if isinstance(cand, RlplexError):
-            first_error = first_error or cand
-            continue
-        scored.append(cand)
-        scored.sort(key=_key)
+    with _progress_bar(progress, min(len(raw), MAX_SCORED)) as advance:
+        for bound, groups, cnts in raw[:MAX_SCORED]:
+            if len(scored) >= top and bound >= scored[top - 1].period_s - 1e-9:
+                break  # the bound proves every remaining candidate no better than the top ones
+            if scored and time.monotonic() > deadline:
+                out_of_time = True
+                break
+            cand = _score(config, groups, cnts, pool, fixed, bound)
+            advance()
+            if isinstance(cand, RlplexError):
+                first_error = first_error or cand
+                continue
+            scored.append(cand)
+            scored.sort(key=_key)
     if not scored:
         raise first_error or InfeasibleError("no candidate placement is feasible")
-    scored = _refine(config, scored, pool, fixed, gpn)
+    if time.monotonic() < deadline:
+        scored = _refine(config, scored, pool, fixed, gpn, deadline)
+    out_of_time = out_of_time or time.monotonic() > deadline
+    if out_of_time:
+        notes.append(
+            f"the placement search stopped at its budget of {budget_s:g} s after scoring"
+            f" {len(scored)} candidates: the best plan found so far is shown"
+        )
     return scored[:top]
+
+
+def _progress_bar(show: bool, total: int) -> Any:
+    """A rich progress bar on stderr (transient), or a no-op; yields ``advance()``."""
+    if not show or total < 2:
+        return nullcontext(lambda: None)
+    from contextlib import contextmanager
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    @contextmanager
+    def bar() -> Iterator[Any]:
+        with Progress(console=Console(stderr=True), transient=True) as prog:
+            task = prog.add_task("placement search", total=total)
+            yield lambda: prog.advance(task)
+
+    return bar()
 
 
 def _key(c: PlacementCandidate) -> tuple:
@@ -167,7 +327,7 @@ def _score(config, groups, counts, pool, fixed, bound) -> PlacementCandidate | R
     )
 
 
-def _refine(config, scored, pool, fixed, gpn) -> list[PlacementCandidate]:
+def _refine(config, scored, pool, fixed, gpn, deadline=math.inf) -> list[PlacementCandidate]:
     """Move GPUs between the best candidate's groups with halving steps while it improves."""
     best = scored[0]
     if len(best.groups) < 2:
@@ -190,6 +350,9 @@ def _refine(config, scored, pool, fixed, gpn) -> list[PlacementCandidate]:
                 counts[j] -= step
                 if counts[j] <= 0 or any(c % u for c, u in zip(counts, units, strict=False)):
                     continue
+                if time.monotonic() > deadline:
+                    scored.sort(key=_key)
+                    return scored
                 order = sorted(range(len(counts)), key=lambda x: (-counts[x], x))
                 groups = tuple(best.groups[x] for x in order)
                 cnts = tuple(counts[x] for x in order)

@@ -19,6 +19,7 @@ rule and the op, so a failing plan is easy to debug:
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Mapping, Sequence
 
 from rlplex.config import Config
@@ -37,8 +38,8 @@ class PlanVerificationError(RlplexError):
     """A plan breaks a validity rule.
 
     Attributes:
-        rule: ``deps``, ``compute``, ``transfer``, ``duration``, ``residency``,
-            ``memory`` or ``cyclic``.
+        rule: ``finite``, ``deps``, ``compute``, ``transfer``, ``duration``,
+            ``residency``, ``memory`` or ``cyclic``.
         op: the id of the offending op (None for plan-wide rules).
     """
 
@@ -55,6 +56,7 @@ def verify_plan(plan: Plan, config: Config) -> None:
     Raises:
         PlanVerificationError: naming the rule and the op.
     """
+    _check_finite(plan, config)
     by_id: dict[str, Op] = {}
     for op in plan.ops:
         if op.id in by_id:
@@ -74,6 +76,33 @@ def verify_plan(plan: Plan, config: Config) -> None:
     _check_memory(plan, ops)
     if cyclic:
         residency.check_cyclic()
+
+
+def _check_finite(plan: Plan, config: Config) -> None:
+    """Every size, capacity and time is a finite number >= 0.
+
+    NaN compares false with everything, so a NaN state size would pass every
+    memory check below (and a NaN-sized offload would be "free"): the rules
+    only mean something on finite numbers, so they are checked first.
+    """
+    figures: list[tuple[str, float, str | None]] = [
+        ("capacity_gb", plan.capacity_gb, None),
+        ("gpu_memory_gb", config.cluster.gpu_memory_gb, None),
+        ("period_s", plan.period_s, None),
+        ("makespan_s", plan.makespan_s, None),
+    ]
+    for role, states in plan.states.items():
+        figures += [(f"states.{role}.{state}", gb, None) for state, gb in states.items()]
+    for role in config.roles.values():
+        figures += [(f"roles.{role.name}.states.{s}", gb, None) for s, gb in role.states.items()]
+    for op in plan.ops:
+        figures += [("start_s", op.start_s, op.id), ("end_s", op.end_s, op.id)]
+        figures += [("memory_gb", op.memory_gb or 0.0, op.id), ("gb", op.gb or 0.0, op.id)]
+    for name, value, op_id in figures:
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise PlanVerificationError(
+                "finite", f"{name} is {value!r}, not a finite number >= 0", op_id
+            )
 
 
 def _check_deps(ops: Sequence[Op], by_id: Mapping[str, Op]) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from rlplex.estimate.inputs import OptimizerName, Parallel, Precision
+from rlplex.resources.devices import MAX_GPUS
 
 StateKind = Literal["weights", "optimizer", "grads", "kv_cache"]
 STATE_KINDS: tuple[StateKind, ...] = ("weights", "optimizer", "grads", "kv_cache")
@@ -27,26 +28,40 @@ DRIVER = "driver"
 
 
 class Cluster(BaseModel):
-    """Identical nodes of GPUs and the copy speeds between host and devices."""
+    """Identical nodes of GPUs and the copy speeds between host and devices.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Numbers are strict (a boolean is not a count, NaN and infinity are not
+    speeds) and bounded: at most :data:`~rlplex.resources.devices.MAX_GPUS`
+    GPUs in all, so that ``devices: all`` never builds an absurd rank list.
+    """
 
-    nodes: int = Field(1, ge=1)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    nodes: StrictInt = Field(1, ge=1, le=MAX_GPUS)
     """Number of nodes."""
-    gpus_per_node: int = Field(8, ge=1)
+    gpus_per_node: StrictInt = Field(8, ge=1, le=MAX_GPUS)
     """GPUs per node; global rank r is GPU ``r % gpus_per_node`` of node ``r // gpus_per_node``."""
-    gpu_memory_gb: float = Field(80.0, gt=0)
+    gpu_memory_gb: StrictFloat = Field(80.0, gt=0, le=1e6)
     """Usable memory of one GPU, in GB."""
-    host_gb_per_s: float = Field(25.0, gt=0)
+    host_gb_per_s: StrictFloat = Field(25.0, gt=0, le=1e6)
     """Pinned host<->device copy speed per GPU, in GB/s (offload and reload)."""
-    device_copy_gb_per_s: float = Field(200.0, gt=0)
+    device_copy_gb_per_s: StrictFloat = Field(200.0, gt=0, le=1e6)
     """On-device copy speed, in GB/s (weight sync between colocated roles)."""
-    network_gb_per_s: float = Field(25.0, gt=0)
+    network_gb_per_s: StrictFloat = Field(25.0, gt=0, le=1e6)
     """Speed between devices, in GB/s (weight sync between disjoint device sets)."""
-    dispatch_s: float = Field(0.0, ge=0)
+    dispatch_s: StrictFloat = Field(0.0, ge=0, le=3600)
     """Executor overhead added to every ``run`` and ``weight_sync`` op (``rlplex calibrate``)."""
     gpu: str | None = None
     """A GPU preset (``h100``, ``a100``, ``cpu`` ...) for estimates and unset speeds/memory."""
+
+    @model_validator(mode="after")
+    def _bounded_size(self) -> Cluster:
+        if self.nodes * self.gpus_per_node > MAX_GPUS:
+            raise ValueError(
+                f"nodes x gpus_per_node = {self.nodes * self.gpus_per_node:,} GPUs,"
+                f" more than the {MAX_GPUS:,} rlplex plans for"
+            )
+        return self
 
     @property
     def num_gpus(self) -> int:
@@ -68,7 +83,7 @@ class Role(BaseModel):
     in Python; ``devices`` are already-parsed global ranks.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str
     """The role's name, e.g. ``actor_train``."""

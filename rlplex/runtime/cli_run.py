@@ -50,7 +50,9 @@ def python_setups(config: Config) -> dict[str, Callable[[Any], Any]] | None:
         return None
     try:
         setups = factory()
-    except Exception as exc:  # the user's function failed: name it, no traceback
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's function failed (or sys.exit): name it
         raise ConfigError(
             f"the module's setups() failed: {type(exc).__name__}: {exc}",
             field="pipeline.python",
@@ -101,7 +103,33 @@ def run_plan(
     console: Console,
     setups: Mapping[str, Callable[[Any], Any]] | None = None,
 ) -> dict[str, Any]:
-    """Plan ``config``, run it with the roles' ``setups``, return measured vs predicted figures."""
+    """Plan ``config``, run it with the roles' ``setups``, return measured vs predicted figures.
+
+    Raises:
+        RecordError: the record cannot be written or is in use by another run
+            (checked before Ray starts), or writing it failed mid-run.
+    """
+    from rlplex.runtime.recorder import claim_record
+
+    # The record is checked and locked before anything starts (Ray, workers).
+    with claim_record(record):
+        return _run_claimed(
+            config, steps=steps, record=record, time_scale=time_scale, address=address,
+            timeout_s=timeout_s, console=console, setups=setups,
+        )  # fmt: skip
+
+
+def _run_claimed(
+    config: Config,
+    *,
+    steps: int,
+    record: Path,
+    time_scale: float,
+    address: str | None,
+    timeout_s: float,
+    console: Console,
+    setups: Mapping[str, Callable[[Any], Any]] | None,
+) -> dict[str, Any]:
     from rlplex.plan import make_plan
     from rlplex.runtime import execute
     from rlplex.runtime.report import measured_period, stage_durations

@@ -17,8 +17,10 @@ ObjectRef handed straight to the next stage's workers (shard ``i`` to worker
 ``i`` when both roles have the same world size; otherwise every part goes to
 every worker, which gathers and reshards). Only driver stages fetch values.
 
-Every wait is bounded: an op still running ``timeout_s`` after it was issued
-raises :class:`OpTimeoutError`; a dead worker surfaces as
+Every wait is bounded: an op still running after :meth:`Dispatcher.op_limit_s`
+(``HANG_FACTOR`` times its planned duration, at least ``MIN_HANG_S``, at most
+``timeout_s``) raises :class:`OpTimeoutError`, so a hung worker is noticed in
+a time the plan predicts rather than after a fixed ten minutes; a dead worker surfaces as
 :class:`WorkerDiedError` as soon as Ray reports it; a stage exception as
 :class:`StageFailedError` naming stage, step, role and rank (remote traceback
 in the log). Ctrl-C stops issuing, lets the ops in flight finish, and raises
@@ -55,6 +57,11 @@ from rlplex.runtime.schedule import ExecOp, Schedule
 from rlplex.runtime.worker import run_stage
 
 log = structlog.get_logger("rlplex.runtime")
+
+HANG_FACTOR = 10.0
+"""An op running this many times its planned duration is taken to be hung."""
+MIN_HANG_S = 60.0
+"""Never call an op hung sooner than this (short ops, first calls that compile or load)."""
 
 
 def _first_line(exc: BaseException) -> str:
@@ -231,6 +238,15 @@ class Dispatcher:
             if late:
                 raise self._timeout(late)
 
+    def op_limit_s(self, op: ExecOp) -> float:
+        """How long ``op`` may run: a multiple of its planned (scaled) duration, bounded.
+
+        The plan's durations are estimates (and real stages warm up), so the
+        margin is wide; a worker that is merely slow is not a hung one.
+        """
+        planned = max(0.0, op.planned_end_s - op.planned_start_s) * max(self.time_scale, 1.0)
+        return min(self.timeout_s, max(MIN_HANG_S, HANG_FACTOR * planned))
+
     def _timeout(self, late: Sequence[_InFlight]) -> OpTimeoutError:
         parts = []
         for flight in late:
@@ -242,7 +258,9 @@ class Dispatcher:
             parts.append(f"{flight.op.id} (waiting for {', '.join(waiting) or 'the driver'})")
         first = late[0].op
         return OpTimeoutError(
-            f"op(s) did not finish within {self.timeout_s:g} s of being issued: {'; '.join(parts)}",
+            f"op(s) did not finish within {self.op_limit_s(first):g} s of being issued"
+            f" ({HANG_FACTOR:g}x the planned duration, at least {MIN_HANG_S:g} s, at most"
+            f" --timeout {self.timeout_s:g} s): {'; '.join(parts)}",
             op=first.id,
             step=first.step,
         )
@@ -361,7 +379,7 @@ class Dispatcher:
             workers=workers,
             issued_s=now,
             dispatch_s=dispatch,
-            deadline=time.perf_counter() + self.timeout_s,
+            deadline=time.perf_counter() + self.op_limit_s(op),
             gpus_per_worker=gpus,
             stats=[None] * len(refs),
             left=len(refs),

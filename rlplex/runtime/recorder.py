@@ -10,26 +10,112 @@ calls were issued). A step is written, with its ``step_s`` metric, as soon as
 it and every earlier step are complete, and the file is fsynced, so a crash
 loses at most the steps in flight. The plan is saved beside the record
 (``run.jsonl`` -> ``run.plan.json``).
+
+Output faults are found early and end cleanly: :func:`claim_record` checks,
+before Ray starts, that the record can be written (not a directory, its folder
+a folder and writable, the file not read-only, some disk space free) and takes
+an exclusive lock (``run.jsonl.lock``, ``flock``) so two runs cannot write one
+record; a write that fails mid-run (a full disk) raises :class:`RecordError`
+naming the file and the steps already kept, which stops the run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlplex.errors import RlplexError
 from rlplex.plan.ids import OpKind
 from rlplex.plan.model import Plan
 from rlplex.runtime.schedule import ExecOp, Schedule
 from rlplex.timeline.record import Event, Timeline, TimelineWriter
+
+MIN_FREE_BYTES = 16 * 2**20
+"""Refuse to start a run whose record's disk has less free space than this."""
+
+
+class RecordError(RlplexError):
+    """The record cannot be written (before the run, or mid-run: the run stops)."""
 
 
 def plan_path(record: str | Path) -> Path:
     """Where the plan of a record is saved: ``run.jsonl`` -> ``run.plan.json``."""
     record = Path(record)
     return record.with_name(record.stem + ".plan.json")
+
+
+def check_record_target(record: str | Path) -> Path:
+    """Refuse a record path that cannot be written, before anything starts.
+
+    Raises:
+        RecordError: the path is a directory, a parent is a file, the folder or
+            the file is not writable, or the disk is (nearly) full.
+    """
+    record = Path(record)
+    if record.is_dir():
+        raise RecordError(f"{record}: is a directory; give --record a file path")
+    ancestor = record.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise RecordError(f"{record}: {ancestor} is a file, not a folder")
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RecordError(f"{record}: cannot create its folder: {exc.strerror or exc}") from None
+    for path in (record, plan_path(record)):
+        target = path if path.exists() else path.parent
+        if not os.access(target, os.W_OK):
+            what = "the file is read-only" if path.exists() else "its folder is not writable"
+            raise RecordError(f"{path}: cannot write the record: {what}")
+    if shutil.disk_usage(record.parent).free < MIN_FREE_BYTES:
+        raise RecordError(f"{record}: the disk is full (under {MIN_FREE_BYTES // 2**20} MB free)")
+    return record
+
+
+@contextlib.contextmanager
+def claim_record(record: str | Path) -> Iterator[Path]:
+    """Check the record path and hold an exclusive lock on it for the run.
+
+    The lock is ``flock`` on ``RECORD.lock`` (released by the kernel if the
+    process dies, so a crashed run never blocks the next one).
+
+    Raises:
+        RecordError: the path cannot be written (:func:`check_record_target`), or
+            another run holds the lock (naming its pid).
+    """
+    record = check_record_target(record)
+    lock_path = record.with_name(record.name + ".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise RecordError(f"{lock_path}: cannot create the lock: {exc.strerror or exc}") from None
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): run unlocked
+        fcntl = None  # type: ignore[assignment]
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                raise RecordError(
+                    f"{record}: in use by another rlplex run (pid {owner}); give another --record"
+                ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield record
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock_path)
+        os.close(fd)
 
 
 class Recorder:
@@ -48,9 +134,14 @@ class Recorder:
         self.path = Path(path) if path is not None else None
         self._writer: TimelineWriter | None = None
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            plan_path(self.path).write_text(plan.to_json(), encoding="utf-8")
-            self._writer = TimelineWriter(self.path, meta=self.meta)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                plan_path(self.path).write_text(plan.to_json(), encoding="utf-8")
+                self._writer = TimelineWriter(self.path, meta=self.meta)
+            except OSError as exc:
+                raise RecordError(
+                    f"{self.path}: cannot write the record: {exc.strerror or exc}"
+                ) from None
         self._steps = schedule.steps
         self._remaining: dict[int, int] = defaultdict(int)
         self._planned: dict[int, tuple[float, float]] = {}
@@ -119,11 +210,26 @@ class Recorder:
             step = self._next
             metrics = self._step_metrics(step)
             if self._writer is not None:
-                self._writer.write_step(step, self._events[step], metrics)
+                self._write(step, self._events[step], metrics)
             self.flushed.append(step)
             done.append((step, metrics))
             self._next += 1
         return done
+
+    def _write(self, step: int, events: Sequence[Event], metrics: dict[str, Any] | None) -> None:
+        """Write one step; a failure (disk full) stops the run, keeping the steps written."""
+        assert self._writer is not None
+        try:
+            self._writer.write_step(step, events, metrics)
+        except OSError as exc:
+            kept = f"steps 0-{self.flushed[-1]}" if self.flushed else "no step"
+            writer, self._writer = self._writer, None
+            with contextlib.suppress(OSError):
+                writer.close()
+            raise RecordError(
+                f"{self.path}: writing step {step} failed: {exc.strerror or exc};"
+                f" the record keeps {kept}"
+            ) from None
 
     def _step_metrics(self, step: int) -> dict[str, Any]:
         events = self._events[step]
@@ -146,12 +252,15 @@ class Recorder:
                 continue
             if self._writer is not None and (events or failure):
                 metrics = {"incomplete": True, **({"failure": failure} if failure else {})}
-                self._writer.write_step(step, events, metrics if events or failure else None)
+                self._write(step, events, metrics if events or failure else None)
                 self._metrics[step] = metrics
             failure = None  # the failure is reported once, on the first unfinished step
         if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+            writer, self._writer = self._writer, None
+            try:
+                writer.close()
+            except OSError as exc:
+                raise RecordError(f"{self.path}: closing the record failed: {exc}") from None
 
     def timeline(self) -> Timeline:
         events = tuple(e for step in sorted(self._events) for e in self._events[step])

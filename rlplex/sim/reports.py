@@ -256,10 +256,13 @@ def load_timeline(
     overrides: Sequence[str] | None = None,
     fmt: str | None = None,
     costs: Path | None = None,
+    skip_bad_lines: bool = False,
 ) -> Timeline:
     """A timeline from a JSONL record, an rlplex Perfetto trace, or a config (its plan).
 
-    A rehearsal's record comes back on the plan's time scale (:func:`at_plan_scale`).
+    A record's bad lines are errors (file:line), or with ``skip_bad_lines``
+    skipped and counted in ``meta["read_warnings"]``. A rehearsal's record comes
+    back on the plan's time scale (:func:`at_plan_scale`).
 
     Raises:
         ConfigError: the file is missing, is not one of those, or holds no ops.
@@ -269,12 +272,12 @@ def load_timeline(
     if Path(path).suffix.lower() in CONFIG_SUFFIXES:
         return planned_timeline(path, steps=steps, overrides=overrides, fmt=fmt, costs=costs)
     try:
-        timeline = read_timeline(path)
+        timeline = read_timeline(path, skip_bad_lines=skip_bad_lines)
     except ConfigError as exc:
         if not exc.message.startswith("bad event"):
             raise
         raise ConfigError(
-            f"not an rlplex timeline ({exc.field}: {exc.message}); a verl or ROLL log is"
+            f"not an rlplex timeline ({exc.field or 'event'}: {exc.message}); a verl or ROLL log is"
             " drawn by `rlplex replay LOG --config FILE --gantt F.html`",
             file=exc.file,
             line=exc.line,

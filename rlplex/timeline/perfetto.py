@@ -231,7 +231,7 @@ def is_trace_file(path: str | Path) -> bool:
     return head.lstrip().startswith("{") and '"traceEvents"' in head
 
 
-def read_timeline(path: str | Path) -> Timeline:
+def read_timeline(path: str | Path, skip_bad_lines: bool = False) -> Timeline:
     """A Timeline from a JSONL record or from a trace written by rlplex.
 
     Raises:
@@ -241,7 +241,7 @@ def read_timeline(path: str | Path) -> Timeline:
     try:
         if is_trace_file(path):
             return read_trace(path)
-        return Timeline.read_jsonl(path)
+        return Timeline.read_jsonl(path, skip_bad_lines=skip_bad_lines)
     except UnicodeDecodeError:
         raise ConfigError(
             "not a text file: expected an rlplex timeline (JSONL) or a trace rlplex wrote",

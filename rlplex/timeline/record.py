@@ -16,7 +16,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from rlplex.errors import ConfigError
 
@@ -26,7 +33,7 @@ REQUIRED_EVENT_FIELDS = ("step", "op", "kind", "devices", "start_s", "end_s")
 class Event(BaseModel):
     """One op as it happened: required fields of DESIGN.md plus any extras."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
 
     step: int
     """The RL step."""
@@ -49,6 +56,14 @@ class Event(BaseModel):
     bytes: int = 0
     """Bytes moved per device by a transfer or weight sync."""
 
+    @model_validator(mode="after")
+    def _ends_after_start(self) -> Event:
+        if self.end_s < self.start_s - 1e-9:
+            raise ValueError(
+                f"end_s {self.end_s!r} is before start_s {self.start_s!r}: a negative duration"
+            )
+        return self
+
     @property
     def duration_s(self) -> float:
         return self.end_s - self.start_s
@@ -66,12 +81,25 @@ class Timeline(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
     """Free-form facts about the run: source, config file, device name."""
 
+    _by_step: tuple[tuple[Event, ...], dict[int, tuple[Event, ...]]] | None = PrivateAttr(None)
+
+    def _step_index(self) -> dict[int, tuple[Event, ...]]:
+        """Events per step, built once per events tuple (scanning per step was quadratic)."""
+        cached = self._by_step
+        if cached is None or cached[0] is not self.events:
+            groups: dict[int, list[Event]] = {}
+            for event in self.events:
+                groups.setdefault(event.step, []).append(event)
+            cached = (self.events, {step: tuple(evs) for step, evs in groups.items()})
+            self._by_step = cached
+        return cached[1]
+
     @property
     def steps(self) -> tuple[int, ...]:
-        return tuple(sorted({e.step for e in self.events} | set(self.metrics)))
+        return tuple(sorted(set(self._step_index()) | set(self.metrics)))
 
     def step_events(self, step: int) -> tuple[Event, ...]:
-        return tuple(e for e in self.events if e.step == step)
+        return self._step_index().get(step, ())
 
     def step_span(self, step: int) -> tuple[float, float]:
         """Start of the first and end of the last op of ``step``."""
@@ -89,42 +117,71 @@ class Timeline(BaseModel):
                 writer.write_step(step, by_step.get(step, ()), self.metrics.get(step))
 
     @classmethod
-    def read_jsonl(cls, path: str | Path) -> Timeline:
-        """Read a record; a truncated last line (a crash mid-write) is tolerated."""
+    def read_jsonl(cls, path: str | Path, skip_bad_lines: bool = False) -> Timeline:
+        """Read a record; a truncated last line (a crash mid-write) is tolerated.
+
+        A bad line (not JSON, an event missing a field, a NaN or negative
+        duration, an op of a step seen before) is a ConfigError naming the file
+        and line, or, with ``skip_bad_lines``, skipped and counted; the warnings
+        are in ``meta["read_warnings"]``. Lines are streamed, and event lines go
+        straight from JSON to :class:`Event` in pydantic's parser (most of the
+        time of reading a large record).
+        """
+        from rlplex.timeline.importers.base import Collector, parse_json, read_lines
+
+        out = Collector("rlplex", str(path), skip_bad_lines)
         events: list[Event] = []
         metrics: dict[int, dict[str, Any]] = {}
         meta: dict[str, Any] = {}
-        path = Path(path)
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            raise ConfigError("file not found", file=str(path)) from None
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
+        for number, line, is_last in read_lines(path):
+            out.at(number, line, is_last)
+            if '"metrics"' not in line and '"meta"' not in line:
+                try:
+                    event = Event.model_validate_json(line)
+                except (ValidationError, RecursionError):
+                    pass  # the slow path below says what is wrong
+                else:
+                    if out.first_time((event.step, event.op), f"op {event.op!r}"):
+                        events.append(event)
+                    continue
+            obj, why = parse_json(line)
+            if why is not None or not isinstance(obj, dict):
+                out.bad_line(number, why or "not a JSON object", line, is_last)
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                if number == len(lines):
-                    break
-                raise ConfigError(
-                    "not a JSON object", file=str(path), line=number, value=line[:80]
-                ) from None
-            if not isinstance(obj, dict):
-                raise ConfigError("not a JSON object", file=str(path), line=number, value=line[:80])
+            step = obj.get("step")
             if "meta" in obj and "step" not in obj:
-                meta.update(obj["meta"])
+                if isinstance(obj["meta"], dict):
+                    meta.update(obj["meta"])
+                else:
+                    out.bad_line(number, "'meta' must be an object", line, is_last)
             elif "metrics" in obj and "op" not in obj:
-                metrics.setdefault(int(obj["step"]), {}).update(obj["metrics"])
+                if isinstance(step, bool) or not isinstance(step, int):
+                    out.bad_line(number, "metrics need an integer 'step'", line, is_last)
+                elif not isinstance(obj["metrics"], dict):
+                    out.bad_line(number, "'metrics' must be an object", line, is_last)
+                elif out.first_time(("metrics", step), f"the metrics of step {step}"):
+                    metrics.setdefault(step, {}).update(obj["metrics"])
             else:
                 try:
-                    events.append(Event.model_validate(obj))
+                    event = Event.model_validate(obj)
                 except ValidationError as exc:
                     first = exc.errors()[0]
-                    field = ".".join(str(p) for p in first["loc"])
+                    # A whole-event check (end before start) has no location: name end_s.
+                    field = ".".join(str(p) for p in first["loc"]) or "end_s"
+                    if out.skip_bad_lines or is_last:
+                        out.bad_line(number, f"bad event: {field}: {first['msg']}", line, is_last)
+                        continue
                     raise ConfigError(
-                        f"bad event: {first['msg']}", file=str(path), line=number, field=field
+                        f"bad event: {first['msg']}",
+                        file=str(path),
+                        line=number,
+                        field=field or None,
                     ) from None
+                if out.first_time((event.step, event.op), f"op {event.op!r}"):
+                    events.append(event)
+        warnings = out.result().warnings
+        if warnings:
+            meta = {**meta, "read_warnings": list(warnings)}
         return cls(events=tuple(events), metrics=metrics, meta=meta)
 
 

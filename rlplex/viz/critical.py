@@ -24,6 +24,20 @@ TOLERANCE_S = 1e-6
 """Slack under which an op counts as having started when its predecessor ended."""
 
 
+_CACHE: dict[str, tuple[tuple[Event, ...], object]] = {}
+"""One result per function for the last events tuple seen: a chart and its table ask
+for the same groups and critical path of one timeline (the tuple is immutable)."""
+
+
+def _cached(name: str, events: tuple[Event, ...], compute):  # type: ignore[no-untyped-def]
+    hit = _CACHE.get(name)
+    if hit is not None and hit[0] is events:
+        return hit[1]
+    value = compute()
+    _CACHE[name] = (events, value)
+    return value
+
+
 def device_groups(events: tuple[Event, ...]) -> dict[tuple[int, ...], tuple[int, ...]]:
     """Devices grouped by the exact set of events that touch them.
 
@@ -32,6 +46,10 @@ def device_groups(events: tuple[Event, ...]) -> dict[tuple[int, ...], tuple[int,
     done once per group instead of once per GPU (1,024 GPUs often fall into
     a handful of groups).
     """
+    return _cached("groups", events, lambda: _device_groups(events))
+
+
+def _device_groups(events: tuple[Event, ...]) -> dict[tuple[int, ...], tuple[int, ...]]:
     touching: dict[int, list[int]] = defaultdict(list)
     for index, event in enumerate(events):
         for device in event.devices:
@@ -47,8 +65,10 @@ def _resources(
 ) -> dict[object, list[int]]:
     """Event indices per resource: one per device group, one per CPU role."""
     resources: dict[object, list[int]] = {}
-    for sig in groups:
-        resources[("gpus", sig)] = list(sig)
+    # Keyed by the group's position, not its signature: a signature is a tuple of up to
+    # every event index, and hashing it on each lookup made the walk quadratic.
+    for number, sig in enumerate(groups):
+        resources[("gpus", number)] = list(sig)
     for index, event in enumerate(events):
         if not event.devices:
             resources.setdefault(("cpu", event.role or "?"), []).append(index)
@@ -91,7 +111,7 @@ def predecessors(timeline: Timeline) -> list[int | None]:
     result: list[int | None] = []
     for index, event in enumerate(events):
         candidates: list[int] = []
-        for dep in getattr(event, "deps", None) or ():
+        for dep in (event.__pydantic_extra__ or {}).get("deps") or ():
             found = by_id.get((event.step, dep), by_op.get(dep))
             if found is not None and found != index:
                 candidates.append(found)
@@ -120,6 +140,11 @@ def critical_path(timeline: Timeline) -> tuple[int, ...]:
     events = timeline.events
     if not events:
         return ()
+    return _cached("critical", events, lambda: _critical_path(timeline))
+
+
+def _critical_path(timeline: Timeline) -> tuple[int, ...]:
+    events = timeline.events
     preds = predecessors(timeline)
     last = max(
         range(len(events)),

@@ -29,9 +29,16 @@ def _asset(name: str) -> str:
     return resources.files("rlplex.viz").joinpath(name).read_text(encoding="utf-8")
 
 
-def _event_row(layout: GanttLayout, index: int) -> list[Any]:
+def _event_row(
+    layout: GanttLayout, index: int, device_text: dict[tuple[int, ...], str] | None = None
+) -> list[Any]:
     """One event as the script reads it (see ``gantt.js``, ``fillOf`` and the tooltip)."""
     e = layout.timeline.events[index]
+    if device_text is None:
+        device_text = {}
+    devices = device_text.get(e.devices)
+    if devices is None:  # many events share a device set: format each set once
+        devices = device_text[e.devices] = format_devices(e.devices)
     label = e.stage or e.op.split("/", 1)[-1]
     return [
         e.op,
@@ -40,7 +47,7 @@ def _event_row(layout: GanttLayout, index: int) -> list[Any]:
         e.kind,
         e.role or "",
         e.state or "",
-        format_devices(e.devices),
+        devices,
         round(e.bytes / 2**30, 4),
         round(e.start_s, 6),
         round(e.end_s, 6),
@@ -53,6 +60,7 @@ def panel_data(layout: GanttLayout, title: str | None = None) -> dict[str, Any]:
     """The JSON of one panel: lanes, bars, the events they reference, steps and syncs."""
     used = sorted({b.event for b in layout.bars} | {s[0] for s in layout.syncs})
     local = {index: n for n, index in enumerate(used)}
+    device_text: dict[tuple[int, ...], str] = {}
     return {
         "title": layout.title if title is None else title,
         "t0": layout.t0,
@@ -61,7 +69,7 @@ def panel_data(layout: GanttLayout, title: str | None = None) -> dict[str, Any]:
             [lane.label, lane.group, lane.kind, lane.rows, round(lane.utilisation, 4), lane.count]
             for lane in layout.lanes
         ],
-        "events": [_event_row(layout, i) for i in used],
+        "events": [_event_row(layout, i, device_text) for i in used],
         "bars": [[b.lane, b.row, local[b.event]] for b in layout.bars],
         "syncs": [[local[e], lo, hi] for e, lo, hi in layout.syncs],
         "steps": [[step, round(start, 6)] for step, start in layout.step_starts],

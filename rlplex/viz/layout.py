@@ -53,7 +53,7 @@ class Lane:
         return self.kind == "gpu"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Bar:
     """One op drawn in one lane."""
 
@@ -226,11 +226,12 @@ def build_layout(
         collapse = num_gpus > COLLAPSE_ABOVE
 
     # Utilisation is computed once per group of identical GPUs.
-    group_util = {
-        sig: _busy([events[i] for i in sig if events[i].kind in COMPUTE_KINDS], t0, t1) / span
-        for sig in groups
-    }
-    device_util = {d: group_util[sig] for sig, devs in groups.items() for d in devs}
+    # (Keyed by device, never by signature: hashing a signature of every event index
+    # on each lookup is what made drawing quadratic in the record.)
+    device_util = {}
+    for sig, devs in groups.items():
+        util = _busy([events[i] for i in sig if events[i].kind in COMPUTE_KINDS], t0, t1) / span
+        device_util.update(dict.fromkeys(devs, util))
     device_sig = {d: sig for sig, devs in groups.items() for d in devs}
 
     # (devices, event indices) per GPU lane.
@@ -255,6 +256,9 @@ def build_layout(
     lanes: list[Lane] = []
     lane_events: list[tuple[int, ...]] = []
     bars: list[Bar] = []
+    # Per event once, not per lane: drawn at all (positive length), and its GPU row.
+    drawn = [e.end_s > e.start_s for e in events]
+    gpu_row = [-1 if e.kind in TRANSFER_KINDS else 0 for e in events]
     for devs, indices in gpu_lanes:
         if collapse:
             label = f"gpu {format_devices(devs)}" + (f" ×{len(devs)}" if len(devs) > 1 else "")
@@ -264,10 +268,7 @@ def build_layout(
         lane_index = len(lanes)
         lanes.append(Lane(label, _node_span(devs, gpn), "gpu", devs, 1, sum(utils) / len(utils)))
         lane_events.append(tuple(indices))
-        for i in indices:
-            if events[i].end_s > events[i].start_s:
-                row = -1 if events[i].kind in TRANSFER_KINDS else 0
-                bars.append(Bar(lane_index, row, i))
+        bars.extend(Bar(lane_index, gpu_row[i], i) for i in indices if drawn[i])
 
     cpu_roles: dict[str, list[int]] = {}
     for index, event in enumerate(events):

@@ -297,11 +297,15 @@ def get_path(data: Mapping[str, Any], path: str, default: Any = None) -> Any:
 
 
 def positive_int(value: Any, *, field: str, file: str, hint: str = "") -> int:
-    """An integer >= 1 from an imported file, or a ConfigError naming the field.
+    """An integer in 1..MAX_GPUS from an imported file, or a ConfigError naming the field.
 
     A value that is absent (None, or OmegaConf's ``???``) is reported as
-    missing, with ``hint`` (e.g. where it may live) appended.
+    missing, with ``hint`` (e.g. where it may live) appended. Every count an
+    importer reads (nodes, GPUs per node, parallel sizes) sizes a list of GPUs,
+    so it is bounded before any list is built from it.
     """
+    from rlplex.resources.devices import MAX_GPUS
+
     if value is None or value == "???":
         raise ConfigError(f"is missing{hint}", field=field, file=file)
     if isinstance(value, str) and "${" in value:
@@ -314,6 +318,8 @@ def positive_int(value: Any, *, field: str, file: str, hint: str = "") -> int:
         )
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError("must be an integer >= 1", field=field, value=value, file=file)
+    if value > MAX_GPUS:
+        raise ConfigError(f"must be at most {MAX_GPUS:,}", field=field, value=value, file=file)
     return value
 
 

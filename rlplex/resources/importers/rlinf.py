@@ -126,6 +126,13 @@ def _ranks(text: str, what: str) -> list[int]:
         raise ValueError(
             f"descending {what} range {text.strip()!r}: the start must not exceed the end"
         )
+    from rlplex.resources.devices import MAX_GPUS
+
+    if last >= MAX_GPUS:  # checked before the range is built
+        raise ValueError(
+            f"{what} {text.strip()!r} reaches rank {last}, past the largest cluster rlplex"
+            f" plans ({MAX_GPUS:,} GPUs)"
+        )
     return list(range(first, last + 1))
 
 

@@ -14,12 +14,16 @@ Format detection looks at the first lines that say something:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from rlplex.errors import ConfigError
-from rlplex.timeline.importers.base import RecordedRun, read_lines
+from rlplex.timeline.importers.base import (
+    RecordedRun,
+    check_record_path,
+    parse_json,
+    read_lines,
+)
 from rlplex.timeline.importers.rlplex import import_rlplex
 from rlplex.timeline.importers.roll import MARKER, import_roll
 from rlplex.timeline.importers.verl import import_verl, parse_console_line
@@ -39,11 +43,8 @@ def detect_record_format(path: str | Path) -> str:
     Raises:
         ConfigError: nothing in the first 200 lines looks like any known format.
     """
-    head = (
-        Path(path).read_text(encoding="utf-8", errors="replace")[:2048].lstrip()
-        if Path(path).exists()
-        else ""
-    )
+    with check_record_path(path).open(encoding="utf-8", errors="replace") as handle:
+        head = handle.read(2048).lstrip()
     if head.startswith("{") and '"log_history"' in head:
         return "roll"
     for count, (_, line, _) in enumerate(read_lines(path)):
@@ -53,9 +54,8 @@ def detect_record_format(path: str | Path) -> str:
             return "roll"
         stripped = line.strip()
         if stripped.startswith("{"):
-            try:
-                obj = json.loads(stripped)
-            except json.JSONDecodeError:
+            obj, why = parse_json(stripped)
+            if why is not None:
                 continue
             if isinstance(obj, dict) and "data" in obj:
                 return "verl"
@@ -97,8 +97,7 @@ def import_record(
             field="--format",
             value=format,
         )
-    if not Path(path).exists():
-        raise ConfigError("file not found", file=str(path))
+    check_record_path(path)
     fmt = format or detect_record_format(path)
     return _IMPORTERS[fmt](path, skip_bad_lines=skip_bad_lines)
 

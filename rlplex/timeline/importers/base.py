@@ -6,11 +6,21 @@ seconds each rlplex stage took, the recorded step time, the other metrics, and
 what it could not map. :class:`Collector` holds the rules every importer
 follows for bad input: a malformed *last* line is a crash mid-write and is
 dropped with a warning; any other malformed line is an error naming the file
-and the line, unless the caller asked to skip bad lines.
+and the line, unless the caller asked to skip bad lines (then it is counted and
+the first few are named). The same rules hold for values no run can produce:
+a negative, NaN or infinite duration, and a step or op that appears twice (a
+log concatenated with itself, or two runs' logs interleaved), which would
+otherwise be summed in silence. :func:`read_lines` streams the file (bounded
+line length, a directory or an oversized file refused up front), and
+:func:`parse_json` turns JSON nested past Python's recursion limit into a bad
+line instead of a crash.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +28,54 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlplex.errors import ConfigError
+
+MAX_LINE_CHARS = 2**20
+"""A longer line is a bad line (read no further than this): no logger writes 1 MB lines."""
+NAMED_SKIPS = 3
+"""Skipped lines named one by one in the warnings; the rest are counted."""
+
+
+def max_record_bytes() -> int:
+    """Largest record read: ``RLPLEX_MAX_RECORD_MB`` (default 2,048 MB)."""
+    raw = os.environ.get("RLPLEX_MAX_RECORD_MB")
+    try:
+        megabytes = float(raw) if raw else 2048.0
+    except ValueError:
+        raise ConfigError(
+            "must be a number of MB", field="RLPLEX_MAX_RECORD_MB", value=raw
+        ) from None
+    return int(megabytes * 2**20)
+
+
+def check_record_path(path: str | Path) -> Path:
+    """``path`` as a readable record file, or a ConfigError (missing, a directory, too large)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError("is a directory, not a record file", file=str(path))
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ConfigError("file not found", file=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", file=str(path)) from None
+    limit = max_record_bytes()
+    if size > limit:
+        raise ConfigError(
+            f"the record is {size / 2**20:.0f} MB, over the limit of {limit / 2**20:g} MB"
+            " (RLPLEX_MAX_RECORD_MB raises it)",
+            file=str(path),
+        )
+    return path
+
+
+def parse_json(text: str) -> tuple[Any, str | None]:
+    """(value, None) or (None, why): invalid JSON, or nested too deeply to parse."""
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError:
+        return None, "not valid JSON"
+    except RecursionError:
+        return None, "JSON nested too deeply"
 
 
 class RecordedRun(BaseModel):
@@ -69,13 +127,53 @@ class Collector:
         self.metrics: dict[int, dict[str, Any]] = {}
         self.unknown: set[str] = set()
         self.warnings: list[str] = []
+        self.skipped = 0
+        self.current: tuple[int, str, bool] = (0, "", False)
+        self.first_seen: dict[Any, int] = {}
+
+    def at(self, number: int, text: str, is_last: bool) -> None:
+        """The line being read, for errors found in its values."""
+        self.current = (number, text, is_last)
+
+    def first_time(self, key: Any, what: str) -> bool:
+        """True the first time ``key`` is seen; else a bad line naming both lines.
+
+        A step or op logged twice is a log concatenated with itself or two runs
+        interleaved: summing them would double the recorded time in silence.
+        """
+        number, text, _ = self.current
+        first = self.first_seen.setdefault(key, number)
+        if first == number:
+            return True
+        self.bad_line(  # never excused as a truncated last line: the line is whole
+            number,
+            f"{what} appears twice (first on line {first}): a log repeated, or two runs"
+            " interleaved?",
+            text,
+            False,
+        )
+        return False
+
+    def valid_seconds(self, what: str, seconds: float) -> bool:
+        """A duration no run can have (negative, NaN, infinite) is a bad line."""
+        if math.isfinite(seconds) and seconds >= 0:
+            return True
+        number, text, _ = self.current
+        self.bad_line(
+            number, f"{what}: expected a finite duration >= 0 s, got {seconds!r}", text, False
+        )
+        return False
 
     def stage(self, step: int, name: str, seconds: float) -> None:
+        if not self.valid_seconds(f"stage {name!r} of step {step}", seconds):
+            return
         stages = self.steps.setdefault(step, {})
         # A stage logged twice in one step (two events) took the sum of both.
         stages[name] = stages.get(name, 0.0) + seconds
 
     def transfer(self, step: int, key: str, seconds: float) -> None:
+        if not self.valid_seconds(f"{key} of step {step}", seconds):
+            return
         ops = self.transfers.setdefault(step, {})
         ops[key] = ops.get(key, 0.0) + seconds
 
@@ -88,11 +186,17 @@ class Collector:
             self.warnings.append(f"line {number}: {reason}; a truncated last line, ignored")
             return
         if self.skip_bad_lines:
-            self.warnings.append(f"line {number}: {reason}; skipped")
+            self.skipped += 1
+            if self.skipped <= NAMED_SKIPS:
+                self.warnings.append(f"line {number}: {reason}; skipped")
             return
         raise ConfigError(reason, file=self.file, line=number, value=text[:120])
 
     def result(self) -> RecordedRun:
+        if self.skipped > NAMED_SKIPS:
+            self.warnings.append(
+                f"{self.skipped:,} bad lines skipped in all (the first {NAMED_SKIPS} named above)"
+            )
         if self.unknown:
             self.warnings.append(
                 "timing keys with no rlplex stage (kept in metrics): "
@@ -113,20 +217,33 @@ class Collector:
 
 
 def read_lines(path: str | Path) -> Iterator[tuple[int, str, bool]]:
-    """(1-based number, text, is_last_non_empty_line) for each non-empty line of ``path``."""
+    """(1-based number, text, is_last_non_empty_line) for each non-empty line of ``path``.
+
+    Streams the file with one line of look-ahead; a line longer than
+    :data:`MAX_LINE_CHARS` is cut there (the rest is skipped unread into
+    memory), so it fails to parse as the bad line it is.
+    """
+    path = check_record_path(path)
+    pending: tuple[int, str] | None = None
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise ConfigError("file not found", file=str(path)) from None
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            number = 0
+            while line := handle.readline(MAX_LINE_CHARS + 1):
+                number += 1
+                if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+                    line = line[:MAX_LINE_CHARS] + " ...(cut: a line over 1 MB)"
+                    while (rest := handle.readline(MAX_LINE_CHARS)) and not rest.endswith("\n"):
+                        pass
+                text = line.rstrip("\r\n")
+                if not text.strip():
+                    continue
+                if pending is not None:
+                    yield pending[0], pending[1], False
+                pending = (number, text)
     except OSError as exc:
-        raise ConfigError(f"cannot read the file: {exc}", file=str(path)) from None
-    lines = text.splitlines()
-    last = len(lines)
-    while last and not lines[last - 1].strip():
-        last -= 1
-    for number, line in enumerate(lines[:last], start=1):
-        if line.strip():
-            yield number, line, number == last
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", file=str(path)) from None
+    if pending is not None:
+        yield pending[0], pending[1], True
 
 
 def as_float(value: Any) -> float | None:
@@ -134,5 +251,8 @@ def as_float(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past 1e308
+            return math.inf
     return None

@@ -13,11 +13,16 @@ otherwise be replayed as if they had run.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpId
-from rlplex.timeline.importers.base import Collector, RecordedRun, as_float, read_lines
+from rlplex.timeline.importers.base import (
+    Collector,
+    RecordedRun,
+    as_float,
+    parse_json,
+    read_lines,
+)
 
 
 def import_rlplex(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRun:
@@ -29,10 +34,10 @@ def import_rlplex(path: str | Path, *, skip_bad_lines: bool = False) -> Recorded
     out = Collector("rlplex", str(path), skip_bad_lines)
     spans: dict[int, list[float]] = {}
     for number, line, is_last in read_lines(path):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            out.bad_line(number, "not valid JSON", line, is_last)
+        out.at(number, line, is_last)
+        obj, why = parse_json(line)
+        if why is not None:
+            out.bad_line(number, why, line, is_last)
             continue
         if not isinstance(obj, dict):
             out.bad_line(number, "not a JSON object", line, is_last)
@@ -44,16 +49,27 @@ def import_rlplex(path: str | Path, *, skip_bad_lines: bool = False) -> Recorded
             out.bad_line(number, "has no integer 'step'", line, is_last)
             continue
         if "metrics" in obj and "op" not in obj:
+            if not out.first_time(("metrics", step), f"the metrics of step {step}"):
+                continue
             metrics = obj["metrics"] if isinstance(obj["metrics"], dict) else {}
             for key, value in metrics.items():
-                if key == "step_s" and as_float(value) is not None:
-                    out.step_s[step] = float(value)
+                seconds = as_float(value) if key == "step_s" else None
+                if seconds is not None:
+                    if out.valid_seconds(f"step_s of step {step}", seconds):
+                        out.step_s[step] = seconds
                 else:
                     out.metric(step, key, value)
             continue
         start, end = as_float(obj.get("start_s")), as_float(obj.get("end_s"))
-        if start is None or end is None or "kind" not in obj:
-            out.bad_line(number, "an event needs 'kind', 'start_s' and 'end_s'", line, is_last)
+        if start is None or end is None or not isinstance(obj.get("kind"), str):
+            out.bad_line(number, "an event needs 'kind', 'start_s' and 'end_s'", line,
+                         is_last)  # fmt: skip
+            continue
+        name = obj.get("op") or obj.get("stage")
+        # end - start is NaN or infinite whenever either end is: one check covers both.
+        if not out.valid_seconds(f"op {name!r} of step {step}", end - start):
+            continue
+        if not out.first_time((step, str(name)), f"op {name!r} of step {step}"):
             continue
         span = spans.setdefault(step, [start, end])
         span[0], span[1] = min(span[0], start), max(span[1], end)

@@ -14,13 +14,17 @@ step lines (Ray and vLLM chatter) are ignored.
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from pathlib import Path
 from typing import Any
 
-from rlplex.timeline.importers.base import Collector, RecordedRun, as_float, read_lines
+from rlplex.timeline.importers.base import (
+    Collector,
+    RecordedRun,
+    as_float,
+    parse_json,
+    read_lines,
+)
 
 STAGES: dict[str, str] = {
     "gen": "generate",
@@ -62,10 +66,11 @@ def _add(out: Collector, step: int, key: str, value: Any) -> None:
         if key.startswith(prefix):
             name = key[len(prefix) :]
             seconds = as_float(value)
-            if seconds is None or math.isnan(seconds):
+            if seconds is None:
                 break
             if name == "step":
-                out.step_s[step] = seconds
+                if out.valid_seconds(f"{key} of step {step}", seconds):
+                    out.step_s[step] = seconds
                 return
             stage = STAGES.get(name)
             if stage is not None:
@@ -102,18 +107,20 @@ def import_verl(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRu
     """
     out = Collector("verl", str(path), skip_bad_lines)
     for number, line, is_last in read_lines(path):
+        out.at(number, line, is_last)
         stripped = line.lstrip()
         if stripped.startswith("{"):
-            try:
-                obj = json.loads(stripped)
-            except json.JSONDecodeError:
-                out.bad_line(number, "not valid JSON", line, is_last)
+            obj, why = parse_json(stripped)
+            if why is not None:
+                out.bad_line(number, why, line, is_last)
                 continue
             step, data = obj.get("step") if isinstance(obj, dict) else None, None
             if isinstance(obj, dict):
                 data = obj.get("data")
             if isinstance(step, bool) or not isinstance(step, int) or not isinstance(data, dict):
                 out.bad_line(number, 'expected {"step": N, "data": {...}}', line, is_last)
+                continue
+            if not out.first_time(step, f"step {step}"):
                 continue
             for key, value in data.items():
                 _add(out, step, key, value)
@@ -126,6 +133,8 @@ def import_verl(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRu
         if parsed is None:
             continue
         step, values = parsed
+        if not out.first_time(step, f"step {step}"):
+            continue
         for key, value in values.items():
             _add(out, step, key, value)
     return out.result()
