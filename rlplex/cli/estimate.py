@@ -22,6 +22,7 @@ from rlplex.cli.options import (
     SetOpt,
     SkipBadOpt,
 )
+from rlplex.plan.ids import op_name
 
 
 def _si(value: float, unit: str) -> str:
@@ -282,7 +283,7 @@ def print_plan_memory(peaks: Any, cfg: Any) -> None:
             mark = "*" if cfg.is_estimated(f"roles.{role}.states") else ""
             parts.append(f"{key} {gb:.2f}{mark}")
         if transient:
-            stage = (during or "").split("/")[-1]
+            stage = op_name(during) if during else ""
             mark = "*" if cfg.is_estimated(f"pipeline.stages.{stage}.memory_gb") else ""
             parts.append(f"transient {transient:.2f}{mark}")
         table.add_row(

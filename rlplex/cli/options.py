@@ -12,7 +12,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from rlplex.config import Config
+from rlplex.config import Config, load_config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -85,11 +85,14 @@ class ConfigOptions:
     costs: Path | None = None
     """``--costs FILE``."""
 
-    def load(self, path: Path) -> Config:
-        """The checked config at ``path`` with these options applied; its warnings printed."""
-        from rlplex.cli.app import read_config
+    def load(self, path: Path, *, unless: tuple[str, ...] = ()) -> Config:
+        """The checked config at ``path`` with these options applied; its warnings printed
+        (but those in ``unless``, which the command makes moot)."""
+        from rlplex.cli.app import warn
 
-        return read_config(path, list(self.overrides), self.format, self.costs)
+        config = load_config(path, overrides=self.overrides, format=self.format, costs=self.costs)
+        warn(w for w in config.warnings if w not in unless)
+        return config
 
 
 _CONFIG_PARAMS = (

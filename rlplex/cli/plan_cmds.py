@@ -46,11 +46,12 @@ def plan(
     options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Plan a step: placement, parallel stages, offload/reload ops, period and bound."""
+    from rlplex.config import ASYNC_STALENESS_0
     from rlplex.plan.report import plan_report
 
-    report = plan_report(
-        options.load(config), auto=auto, baseline=baseline, verify=verify, progress=not json_
-    )
+    # --auto searches the staleness too, so "staleness 0 runs like sync" does not apply.
+    cfg = options.load(config, unless=(ASYNC_STALENESS_0,) if auto else ())
+    report = plan_report(cfg, auto=auto, baseline=baseline, verify=verify, progress=not json_)
     result, summary = report.plan, report.summary
     if gantt or png or trace:
         written = write_timeline_views(

@@ -362,17 +362,25 @@ def _placement_label(
 def _outcomes(
     alt: Alternative, work: RecordedWork, exponents: Mapping[str, float]
 ) -> list[Outcome]:
-    from rlplex.plan import plan_for_placement, search_placements
+    from rlplex.plan import plan_for_placement
+    from rlplex.plan.placement import resolve_placement
 
     try:
         if alt.search:
             cfg, modelled = work_config(alt.config, work, exponents, None)
-            found = search_placements(cfg, top=alt.search)
+            # The placement owner searches every GPU role, and in async mode the staleness.
+            resolved = resolve_placement(cfg, auto=True, top=alt.search)
             out = []
-            for i, cand in enumerate(found, start=1):
-                plan = plan_for_placement(cfg, cand.placement)
+            for i, cand in enumerate(resolved.candidates, start=1):
+                here = cfg
+                if cand.staleness and cand.staleness != cfg.pipeline.max_staleness:
+                    pipeline = cfg.pipeline.model_copy(update={"max_staleness": cand.staleness})
+                    here = cfg.model_copy(update={"pipeline": pipeline})
+                plan = plan_for_placement(here, cand.placement)
                 name = f"{alt.label} #{i}: {_placement_label(cand.groups, cand.placement)}"
-                out.append(evaluate(name, cfg, plan, work, modelled))
+                if cand.staleness:
+                    name += f" (k={cand.staleness})"
+                out.append(evaluate(name, here, plan, work, modelled))
             return out
         placement = placement_of(alt.config)
         cfg, modelled = work_config(alt.config, work, exponents, placement)

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rlplex.plan.ids import op_name
 from rlplex.resources.devices import format_devices
 from rlplex.viz.critical import StageRow, format_seconds, stage_table
 from rlplex.viz.layout import GanttLayout, colour_role
@@ -39,7 +40,7 @@ def _event_row(
     devices = device_text.get(e.devices)
     if devices is None:  # many events share a device set: format each set once
         devices = device_text[e.devices] = format_devices(e.devices)
-    label = e.stage or e.op.split("/", 1)[-1]
+    label = e.stage or op_name(e.op)
     return [
         e.op,
         label,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplex.errors import ConfigError
+from rlplex.plan.ids import op_name
 from rlplex.viz.layout import TRANSFER_KINDS, GanttLayout
 
 ROW = 1.0
@@ -84,7 +85,7 @@ def _draw_panel(ax: Any, layout: GanttLayout, origin: float, xmax: float, title:
     seconds_per_char = 4.2 * xmax / max(axes_pt, 1.0)
     for bar in layout.bars:
         event = events[bar.event]
-        label = bar_label(event.stage or event.op.split("/", 1)[-1], event.duration_s,
+        label = bar_label(event.stage or op_name(event.op), event.duration_s,
                           seconds_per_char)  # fmt: skip
         if bar.row < 0 or label is None:
             continue
