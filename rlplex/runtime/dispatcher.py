@@ -6,13 +6,15 @@ order), so the dispatcher is a plain event loop over a ready queue:
 
 1. issue every ready op, earliest planned start first, as remote calls on its
    role's workers (``run`` on every worker, SPMD; ``offload``/``reload`` on the
-   transfer thread of every worker; ``weight_sync`` as export/import through
-   the object store, a broadcast, the user's function, or a rehearsal);
+   transfer thread of every worker; ``weight_sync`` as chained bucket
+   exports/imports shared on the device (``ipc``), a bucketed broadcast, an
+   export/import through the object store, the user's function, or a rehearsal);
 2. wait (``ray.wait``, bounded by the earliest op deadline) for any call to
    finish, fetch its small stats object, and when all calls of an op are done,
    record it and release the ops waiting for it.
 
-Stage results stay in the object store: each worker's result is an
+Stage results stay in the object store (their device tensors on the device
+when every consumer shares the producer's devices): each worker's result is an
 ObjectRef handed straight to the next stage's workers (shard ``i`` to worker
 ``i`` when both roles have the same world size; otherwise every part goes to
 every worker, which gathers and reshards). Only driver stages fetch values.
