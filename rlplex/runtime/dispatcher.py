@@ -133,8 +133,12 @@ class Dispatcher:
         driver_state: Any = None,
         on_step: Callable[[int, dict[str, Any]], None] | None = None,
         on_ops: Callable[[list[str]], None] | None = None,
+        overhead_s: float = 0.0,
     ) -> None:
         self.schedule = schedule
+        # The plan's run ops include the cost model's per-op overhead (cluster.dispatch_s);
+        # a rehearsal sleeps only the work, since the real overhead happens anyway.
+        self.overhead_s = overhead_s
         self.groups = groups
         self.recorder = recorder
         self.bindings = bindings
@@ -422,7 +426,7 @@ class Dispatcher:
             meta = {
                 "stage": stage,
                 "step": op.step,
-                "planned_s": op.planned_s,
+                "planned_s": max(0.0, op.planned_s - self.overhead_s),
                 "memory_gb": op.memory_gb,
                 "inputs": layout,
                 "share_on_device": stage in self._share,
@@ -491,6 +495,7 @@ class Dispatcher:
         timeout = self.timeout_s
         scale = self.time_scale
         state = self.driver_state
+        work_s = max(0.0, op.planned_s - self.overhead_s)
 
         def call() -> tuple[Any, dict[str, Any]]:
             upstream = {
@@ -499,7 +504,7 @@ class Dispatcher:
             }
             ctx = StageContext(step=op.step, stage=stage, info=info, state=state)
             t0 = time.time()
-            result = run_stage(fn, ctx, upstream, rehearse_s=op.planned_s * scale)
+            result = run_stage(fn, ctx, upstream, rehearse_s=work_s * scale)
             t1 = time.time()
             stats: dict[str, Any] = {"worker_s": t1 - t0, "t_start": t0, "t_end": t1, "bytes": 0}
             if ctx.metrics:
