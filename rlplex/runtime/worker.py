@@ -395,7 +395,11 @@ class RoleWorker:
         from rlplex.stages.weight_sync import load_shared
 
         t0 = time.time()
-        moved = load_shared(shared, self._weight_loader())
+        engine_load = getattr(self.state, "load_shared", None)
+        if callable(engine_load):  # e.g. vLLM: the handle goes to its own worker processes
+            moved = int(engine_load(shared))
+        else:
+            moved = load_shared(shared, self._weight_loader())
         return self._stats(t0, time.time(), moved)
 
     @ray.method(num_returns=2, concurrency_group="compute")
