@@ -51,6 +51,10 @@ bench: setup
 	$(PY) bench/import_records.py
 	$(PY) bench/replay.py
 	RAY_AUTH_MODE=disabled $(PY) bench/executor.py
+	# GPU checks: each prints "no CUDA: not measured" without CUDA.
+	$(PY) bench/gpu_offload.py
+	RAY_AUTH_MODE=disabled $(PY) bench/gpu_weight_sync.py
+	RAY_AUTH_MODE=disabled $(PY) bench/gpu_grpo.py
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache

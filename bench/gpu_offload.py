@@ -178,6 +178,13 @@ def _llama_step(model: torch.nn.Module, optimizer: Any, step: int) -> float:
 
 
 def part_llama(device: torch.device, small: bool) -> dict[str, Any]:
+    try:
+        return _part_llama(device, small)
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def _part_llama(device: torch.device, small: bool) -> dict[str, Any]:
     from rlplex.stages.offload_torch import TorchOffload
 
     copy_on_cpu = device.type == "cpu"
@@ -248,9 +255,9 @@ def part_llama(device: torch.device, small: bool) -> dict[str, Any]:
 def _deepspeed_engine(device: torch.device, small: bool, stage: int) -> Any:
     from rlplex.stages.optim import DeepSpeedTrainer, OptimConfig
 
-    model = _llama(device, small, seed=1)
-    if not small:  # about 440M parameters
-        model = None
+    if small:
+        model = _llama(device, small, seed=1)
+    else:  # about 440M parameters
         from transformers import LlamaConfig, LlamaForCausalLM
 
         torch.manual_seed(1)

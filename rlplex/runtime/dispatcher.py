@@ -6,13 +6,15 @@ order), so the dispatcher is a plain event loop over a ready queue:
 
 1. issue every ready op, earliest planned start first, as remote calls on its
    role's workers (``run`` on every worker, SPMD; ``offload``/``reload`` on the
-   transfer thread of every worker; ``weight_sync`` as export/import through
-   the object store, a broadcast, the user's function, or a rehearsal);
+   transfer thread of every worker; ``weight_sync`` as chained bucket
+   exports/imports shared on the device (``ipc``), a bucketed broadcast, an
+   export/import through the object store, the user's function, or a rehearsal);
 2. wait (``ray.wait``, bounded by the earliest op deadline) for any call to
    finish, fetch its small stats object, and when all calls of an op are done,
    record it and release the ops waiting for it.
 
-Stage results stay in the object store: each worker's result is an
+Stage results stay in the object store (their device tensors on the device
+when every consumer shares the producer's devices): each worker's result is an
 ObjectRef handed straight to the next stage's workers (shard ``i`` to worker
 ``i`` when both roles have the same world size; otherwise every part goes to
 every worker, which gathers and reshards). Only driver stages fetch values.
@@ -139,8 +141,12 @@ class Dispatcher:
         driver_state: Any = None,
         on_step: Callable[[int, dict[str, Any]], None] | None = None,
         on_ops: Callable[[list[str]], None] | None = None,
+        overhead_s: float = 0.0,
     ) -> None:
         self.schedule = schedule
+        # The plan's run ops include the cost model's per-op overhead (cluster.dispatch_s);
+        # a rehearsal sleeps only the work, since the real overhead happens anyway.
+        self.overhead_s = overhead_s
         self.groups = groups
         self.recorder = recorder
         self.bindings = bindings
@@ -439,7 +445,7 @@ class Dispatcher:
             meta = {
                 "stage": stage,
                 "step": op.step,
-                "planned_s": op.planned_s,
+                "planned_s": max(0.0, op.planned_s - self.overhead_s),
                 "memory_gb": op.memory_gb,
                 "inputs": layout,
                 "share_on_device": stage in self._share,
@@ -508,6 +514,7 @@ class Dispatcher:
         timeout = self.timeout_s
         scale = self.time_scale
         state = self.driver_state
+        work_s = max(0.0, op.planned_s - self.overhead_s)
 
         def call() -> tuple[Any, dict[str, Any]]:
             upstream = {
@@ -516,7 +523,7 @@ class Dispatcher:
             }
             ctx = StageContext(step=op.step, stage=stage, info=info, state=state)
             t0 = time.time()
-            result = run_stage(fn, ctx, upstream, rehearse_s=op.planned_s * scale)
+            result = run_stage(fn, ctx, upstream, rehearse_s=work_s * scale)
             t1 = time.time()
             stats: dict[str, Any] = {"worker_s": t1 - t0, "t_start": t0, "t_end": t1, "bytes": 0}
             if ctx.metrics:

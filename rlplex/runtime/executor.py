@@ -103,7 +103,8 @@ def execute(
         on_step: called with ``(step, metrics)`` as each step is recorded.
         on_ops: called with the ids of the ops in flight whenever they change.
         weight_sync: ``auto`` (``ipc`` when the two roles hold the same
-            devices, ``broadcast`` otherwise), ``ipc`` (buckets shared on the
+            devices split alike into workers, ``broadcast`` when they share
+            none, ``store`` otherwise), ``ipc`` (buckets shared on the
             device: CUDA IPC, or shared memory on CPU), ``store`` (Ray's object
             store, through host memory) or ``broadcast`` (buckets over a process
             group: NCCL, gloo on CPU); used when the source offers
@@ -154,6 +155,7 @@ def execute(
             driver_state=session.driver_state,
             on_step=on_step,
             on_ops=on_ops,
+            overhead_s=config.cluster.dispatch_s,
         )
         failure: str | None = None
         try:
@@ -300,13 +302,21 @@ class SyncOptions:
     """Largest bucket, in bytes."""
 
 
-def ipc_pairs(src: Any, dst: Any) -> dict[int, tuple[int, ...]]:
-    """Source rank -> destination ranks it feeds by IPC: the source holding each one's first GPU.
+def ipc_pairs(src: Any, dst: Any, *, exact: bool = True) -> dict[int, tuple[int, ...]]:
+    """Source rank -> destination ranks it feeds by IPC.
+
+    A bucket lives on its source worker's first GPU, so (``exact``) each
+    destination worker pairs with the source worker whose first GPU is its own
+    first GPU; otherwise with the source worker holding that GPU at all (fine
+    for CPU tensors in shared memory).
 
     Raises:
-        ExecutionError: a destination worker's first GPU belongs to no source worker.
+        ExecutionError: a destination worker has no such source worker.
     """
-    owner = {d: rank for rank, info in enumerate(src.infos) for d in info.devices}
+    owner: dict[int, int] = {}
+    for rank, info in enumerate(src.infos):
+        for d in info.devices[:1] if exact else info.devices:
+            owner.setdefault(d, rank)
     pairs: dict[int, list[int]] = defaultdict(list)
     for rank, info in enumerate(dst.infos):
         first = info.devices[0] if info.devices else None
@@ -315,10 +325,28 @@ def ipc_pairs(src: Any, dst: Any) -> dict[int, tuple[int, ...]]:
             continue
         if first not in owner:
             raise ExecutionError(
-                f"ipc weight sync: GPU {first} of {dst.role}[{rank}] holds no {src.role} worker"
+                f"ipc weight sync: GPU {first} of {dst.role}[{rank}] is the first GPU of no"
+                f" {src.role} worker"
             )
         pairs[owner[first]].append(rank)
     return {k: tuple(v) for k, v in sorted(pairs.items())}
+
+
+def choose_sync_method(
+    requested: str, src_gpus: set[int], dst_gpus: set[int], *, split_alike: bool
+) -> str:
+    """The weight-sync method ``auto`` resolves to (any other request is kept).
+
+    ``ipc`` when both roles hold the same GPUs and split them alike into
+    workers (each bucket is read on the GPU it lies on), ``broadcast`` when
+    they share no GPU, and ``store`` when they share some: NCCL cannot put two
+    ranks of one group on the same GPU.
+    """
+    if requested != "auto":
+        return requested
+    if src_gpus == dst_gpus:
+        return "ipc" if split_alike else "store"
+    return "store" if src_gpus & dst_gpus else "broadcast"
 
 
 def _bindings(
@@ -373,8 +401,17 @@ def _prepare_sync(
     """Pick the method of weight sync ``name``; lay out its buckets and join its group once."""
     import ray
 
-    same = sorted(plan.placement.get(src.role, ())) == sorted(plan.placement.get(dst.role, ()))
-    method = options.method if options.method != "auto" else ("ipc" if same else "broadcast")
+    try:
+        ipc_pairs(src, dst)
+        alike = True
+    except ExecutionError:
+        alike = False
+    method = choose_sync_method(
+        options.method,
+        set(plan.placement.get(src.role, ())),
+        set(plan.placement.get(dst.role, ())),
+        split_alike=alike,
+    )
     extra: dict[str, Any] = {}
     if method == "store":
         return method, extra
@@ -383,7 +420,10 @@ def _prepare_sync(
     ray.get([a.prepare_sync.remote(name, buckets) for a in actors], timeout=timeout_s)
     extra["buckets"] = len(buckets)
     if method == "ipc":
-        extra["pairs"] = ipc_pairs(src, dst)
+        try:
+            extra["pairs"] = ipc_pairs(src, dst)
+        except ExecutionError:  # asked for ipc: pair by any shared GPU (CPU tensors)
+            extra["pairs"] = ipc_pairs(src, dst, exact=False)
     else:
         # One process group per pair of roles, made once, whatever stages use it.
         key = f"{src.role}->{dst.role}"

@@ -23,15 +23,23 @@ Setup. ``setups[role]`` is called once per worker, on the worker, as
 If it is an :class:`~rlplex.stages.offload.Offloadable` (or has an
 ``offloader`` attribute holding one) the worker calls it for the plan's
 offload/reload ops; otherwise a :class:`~rlplex.stages.offload.BookkeepingOffload`
-keeps residency. For weight sync, the state (or its offloader) may offer
-``named_weights() -> dict[str, Tensor]``: the source's are sent to the
-destination's, which are overwritten in place.
+keeps residency. For weight sync, the source's state (or its offloader) offers
+``named_weights() -> dict[str, Tensor]``; the destination takes them through
+its engine's ``load_weights(items)`` (``(name, tensor)`` pairs, as vLLM's) or,
+failing that, by an in-place copy into its own ``named_weights()``. They move
+in buckets (:mod:`rlplex.stages.weight_sync`): shared on the device between
+colocated roles (CUDA IPC; shared memory on CPU), broadcast between device sets.
 
 Data parallelism. A role with several workers, a setup and a stage of kind
 ``train`` gets a process group among its workers before its setup runs
 (``info.group``, see :meth:`RoleWorker.join_role_group`); the setup hands it to
 its trainer, which all-reduces gradients over it
 (:class:`~rlplex.stages.optim.TorchTrainer`).
+
+Results. When every consumer of a stage runs on this worker's devices, its
+device tensors stay there (:func:`rlplex.runtime.data.share_on_device`): the
+consumers get a handle and copy once on the device; the buffer is freed when
+the step is recorded (:meth:`RoleWorker.release_step`).
 
 Rehearsal. A stage with no implementation sleeps its planned seconds times
 ``time_scale``; with a real GPU it also holds its planned ``memory_gb`` while
@@ -387,7 +395,11 @@ class RoleWorker:
         from rlplex.stages.weight_sync import load_shared
 
         t0 = time.time()
-        moved = load_shared(shared, self._weight_loader())
+        engine_load = getattr(self.state, "load_shared", None)
+        if callable(engine_load):  # e.g. vLLM: the handle goes to its own worker processes
+            moved = int(engine_load(shared))
+        else:
+            moved = load_shared(shared, self._weight_loader())
         return self._stats(t0, time.time(), moved)
 
     @ray.method(num_returns=2, concurrency_group="compute")

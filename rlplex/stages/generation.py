@@ -155,6 +155,17 @@ def _load_weights_on_worker(worker: Any, weights: list[tuple[str, Any]]) -> None
     worker.model_runner.model.load_weights(weights=weights)
 
 
+def _load_shared_on_worker(worker: Any, shared: Any) -> int:
+    """Runs inside each vLLM worker: map a shared weight bucket (CUDA IPC) and load it by name.
+
+    Only the handle crosses into vLLM's worker processes; the bytes are read
+    where they lie, on the device.
+    """
+    from rlplex.stages.weight_sync import load_shared
+
+    return load_shared(shared, lambda items: worker.model_runner.model.load_weights(weights=items))
+
+
 class VLLMGenerator:
     """Sampling with a vLLM engine (``vllm.LLM`` or anything with its interface).
 
@@ -199,6 +210,11 @@ class VLLMGenerator:
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         weights = [(name, t.detach()) for name, t in named_tensors]
         self.engine.collective_rpc(_load_weights_on_worker, args=(weights,))
+
+    def load_shared(self, shared: Any) -> int:
+        """Load a shared weight bucket (:mod:`rlplex.stages.weight_sync`) in every vLLM worker."""
+        self.engine.collective_rpc(_load_shared_on_worker, args=(shared,))
+        return int(shared.bucket.payload_bytes)
 
     def sleep(self, level: int = 1) -> None:
         self.engine.sleep(level=level)

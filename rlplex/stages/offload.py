@@ -6,10 +6,12 @@ exact places; the executor calls them on the role's workers through
 backends cover the usual engines:
 
 - :class:`~rlplex.stages.offload_torch.TorchOffload`: plain torch modules and
-  optimizers (preallocated pinned host buffers, flat byte copies on a side CUDA
-  stream, device storage freed, ``torch.cuda.empty_cache()``);
+  optimizers (weights and optimizer state flattened into one buffer per dtype,
+  pinned host buffers allocated once and kept, byte copies on a side CUDA
+  stream, device storage freed, one ``torch.cuda.empty_cache()`` per call);
 - :class:`~rlplex.stages.offload_deepspeed.DeepSpeedOffload`: a DeepSpeed engine
-  (``engine.offload_states(include=...)`` / ``engine.reload_states()``);
+  (ZeRO 0-2: its flat partitions moved by the same kept pinned buffers; grads
+  and ZeRO-3 through ``engine.offload_states(include=...)`` / ``engine.reload_states()``);
 - :class:`~rlplex.stages.offload_vllm.VllmOffload`: a vLLM engine
   (``sleep(level=1|2)``, ``wake_up(tags=["weights"])`` then ``["kv_cache"]``);
 - :class:`BookkeepingOffload`: tracks residency only (rehearsals, CPU roles).

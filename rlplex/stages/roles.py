@@ -140,6 +140,15 @@ class RolloutState:
         """Take new weights through the engine's own API (vLLM ``load_weights``, HF in place)."""
         self.generator.update_weights(named_tensors)
 
+    def load_shared(self, shared: Any) -> int:
+        """Take a shared weight bucket: vLLM maps it in its own workers; HF copies in place."""
+        engine_load = getattr(self.generator, "load_shared", None)
+        if callable(engine_load):
+            return int(engine_load(shared))
+        from rlplex.stages.weight_sync import load_shared
+
+        return load_shared(shared, self.load_weights)
+
 
 def make_hf_rollout(
     model_config: ModelConfig, tokenizer: Any, device: torch.device, settings: Any = None

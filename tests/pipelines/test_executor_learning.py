@@ -5,7 +5,8 @@ split (one logical GPU per role, weight sync by broadcast) and async
 one-step-off (generation of step t+1 overlaps training of step t). Each runs
 the full acceptance run of 60 steps; the toy model is tiny, so a step takes a
 fraction of a second. A DeepSpeed ZeRO-2 policy under the colocated plan
-checks that the plan's offloads reach ``offload_states``/``reload_states``.
+checks that the plan's offloads reach the engine's buffers (its flat
+partitions by rlplex's mover, its gradients by ``offload_states``).
 """
 
 from __future__ import annotations

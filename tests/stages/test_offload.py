@@ -223,3 +223,15 @@ def test_torch_offload_clean_state_is_freed_without_copy_and_comes_back() -> Non
     assert backend.offload(["weights"], dead=True) == 0
     assert backend.reload(["weights"]) == 0
     assert model.lm_head.weight.untyped_storage().nbytes() > 0
+
+
+def test_a_stand_in_engine_is_never_measured_with_cuda_counters(monkeypatch) -> None:
+    """On a CUDA machine the stand-in reports its sizes, not CUDA's allocation deltas."""
+    import rlplex.stages.offload_deepspeed as ods
+
+    readings = iter(range(0, 10**9, 7))
+    monkeypatch.setattr(ods, "_allocated", lambda: next(readings))  # as if CUDA were there
+    backend = DeepSpeedOffload(FakeDeepSpeedEngine(), sizes={"weights": 100, "optimizer": 300})
+    assert backend.mover == "deepspeed"
+    assert backend.offload(["optimizer"]) == 300
+    assert backend.reload(["optimizer"]) == 300

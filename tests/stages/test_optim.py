@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -206,3 +208,19 @@ def test_deepspeed_with_several_workers_is_refused_naming_the_size():
     model = M.build_causal_lm(M.ModelConfig())
     with pytest.raises(ValueError, match="2 data-parallel workers"):
         O.make_trainer(model, O.OptimConfig(backend="deepspeed"), 1, group=Group())
+
+
+@pytest.mark.slow
+def test_a_cpu_model_gets_deepspeeds_cpu_accelerator_even_with_cuda(monkeypatch):
+    """DeepSpeed picks CUDA where it exists; a CPU model must still get the CPU accelerator."""
+    pytest.importorskip("deepspeed")
+    for var in ("DS_ACCELERATOR", "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    deepspeed = O.init_deepspeed("cpu")
+    from deepspeed.accelerator import get_accelerator
+
+    assert os.environ["DS_ACCELERATOR"] == "cpu"
+    assert get_accelerator().device_name() == "cpu"
+    assert deepspeed.comm.get_world_size() == 1

@@ -215,3 +215,20 @@ def test_rollout_loads_through_its_engine_api_hf_in_place_and_vllm_by_name() -> 
     vllm_model = engine.worker.model_runner.model
     assert checksum(dict(vllm_model.model.named_parameters())) == checksum(src)
     assert sorted(vllm_model.loaded) == sorted(src)
+
+    # The colocated path: only the handle reaches vLLM's worker, which maps and loads it.
+    engine2 = StandInLLM()
+    vllm2 = RolloutState(VLLMGenerator(engine2, 0, 2, sampling_params_cls=dict), None, None)
+    hf2_model = build_causal_lm(ModelConfig(seed=9))
+    hf2 = RolloutState(HFGenerator(hf2_model, 0, 2), hf2_model, None)
+    for bucket in W.buckets_of(src, 8 * 1024):
+        shared, _flat = W.share_packed(src, bucket)
+        try:
+            assert vllm2.load_shared(shared) == bucket.payload_bytes
+            assert hf2.load_shared(shared) == bucket.payload_bytes
+        finally:
+            W.release(shared)
+    model2 = engine2.worker.model_runner.model
+    assert checksum(dict(model2.model.named_parameters())) == checksum(src)
+    assert sorted(model2.loaded) == sorted(src)
+    assert checksum(dict(hf2_model.named_parameters())) == checksum(src)
