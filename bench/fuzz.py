@@ -453,6 +453,7 @@ def config_task(path: Path) -> Callable[[], dict[str, Any]]:
         plan = _run_cli(["plan", str(path), "--verify"])
         result = {"validate": validate, "plan": plan}
         result["clean"] = validate["clean"] and plan["clean"]
+        result["torch"] = "torch" in sys.modules  # imported by the pipeline function?
         result["accepted"] = validate["code"] == 0
         if result["accepted"]:
             try:
@@ -472,6 +473,7 @@ def record_task(path: Path, config: str, out_dir: Path) -> Callable[[], dict[str
             "viz": _run_cli(["viz", str(path), "--gantt", str(out_dir / "g.html")]),
         }
         runs["clean"] = all(r["clean"] for r in runs.values() if isinstance(r, dict))
+        runs["accepted"] = runs["replay"]["code"] == 0
         return runs
 
     return task
@@ -528,6 +530,7 @@ def timed_command(args: list[str]) -> tuple[float, int, str]:
 def summarise(kind: str, results: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     crashes = [(label, r) for label, r in results if not r.get("clean")]
     slow = [(label, r["wall_s"]) for label, r in results if r["wall_s"] > SLOW_S]
+    slow_torch = [label for label, r in results if r["wall_s"] > SLOW_S and r.get("torch")]
     accepted = [r for _, r in results if r.get("accepted")]
     invalid = [(label, r["invalid"]) for label, r in results if r.get("invalid")]
     return {
@@ -535,6 +538,7 @@ def summarise(kind: str, results: list[tuple[str, dict[str, Any]]]) -> dict[str,
         "mutants": len(results),
         "not clean": crashes,
         "slow": slow,
+        "slow importing torch": slow_torch,
         "accepted": len(accepted),
         "invalid accepted": invalid,
         "peak_mb": max(r["rss_mb"] for _, r in results),
@@ -615,6 +619,12 @@ def main() -> int:
     print(
         f"- `rlplex plan --auto` with {args.auto_roles} GPU roles: {auto_s:.2f} s (exit {auto_rc})"
     )
+    for s in summaries:
+        if s["slow"]:
+            print(
+                f"- {s['kind']}: {len(s['slow importing torch'])} of the {len(s['slow'])} runs"
+                " over 5 s imported torch (a pipeline function that builds its stages with it)"
+            )
     failed = False
     for s in summaries:
         for label, r in s["not clean"][: args.show]:

@@ -59,7 +59,7 @@ def _event_row(
 
 def panel_data(layout: GanttLayout, title: str | None = None) -> dict[str, Any]:
     """The JSON of one panel: lanes, bars, the events they reference, steps and syncs."""
-    used = sorted({b.event for b in layout.bars} | {s[0] for s in layout.syncs})
+    used = sorted({event for _, _, event in layout.bars} | {s[0] for s in layout.syncs})
     local = {index: n for n, index in enumerate(used)}
     device_text: dict[tuple[int, ...], str] = {}
     return {
@@ -71,7 +71,7 @@ def panel_data(layout: GanttLayout, title: str | None = None) -> dict[str, Any]:
             for lane in layout.lanes
         ],
         "events": [_event_row(layout, i, device_text) for i in used],
-        "bars": [[b.lane, b.row, local[b.event]] for b in layout.bars],
+        "bars": [[lane, row, local[event]] for lane, row, event in layout.bars],
         "syncs": [[local[e], lo, hi] for e, lo, hi in layout.syncs],
         "steps": [[step, round(start, 6)] for step, start in layout.step_starts],
     }

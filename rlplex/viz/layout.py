@@ -13,6 +13,7 @@ figures (period, lower bound, gap, offload/reload seconds, utilisation).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from rlplex.dag.export import role_colour
 from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpKind
@@ -53,9 +54,8 @@ class Lane:
         return self.kind == "gpu"
 
 
-@dataclass(frozen=True, slots=True)
-class Bar:
-    """One op drawn in one lane."""
+class Bar(NamedTuple):
+    """One op drawn in one lane (a named tuple: a large chart has millions of them)."""
 
     lane: int
     """Index into :attr:`GanttLayout.lanes`."""
@@ -200,6 +200,9 @@ def _rows(events: tuple[Event, ...], indices: list[int]) -> tuple[dict[int, int]
     return rows, max(len(row_end), 1)
 
 
+_new_bar = tuple.__new__
+
+
 def _node_span(devices: tuple[int, ...], gpus_per_node: int) -> str:
     nodes = sorted({d // gpus_per_node for d in devices})
     text = format_devices(nodes)
@@ -268,7 +271,8 @@ def build_layout(
         lane_index = len(lanes)
         lanes.append(Lane(label, _node_span(devs, gpn), "gpu", devs, 1, sum(utils) / len(utils)))
         lane_events.append(tuple(indices))
-        bars.extend(Bar(lane_index, gpu_row[i], i) for i in indices if drawn[i])
+        # tuple.__new__ skips the named tuple's Python-level __new__ (a million bars).
+        bars.extend(_new_bar(Bar, (lane_index, gpu_row[i], i)) for i in indices if drawn[i])
 
     cpu_roles: dict[str, list[int]] = {}
     for index, event in enumerate(events):
