@@ -9,7 +9,7 @@ own Timeline, verl's and ROLL's logs) and fits, on the record's first steps:
   factor; then a per-stage factor (``efficiency.stages``) for what the kind's
   factor leaves;
 - for each stage whose ``seconds`` the config gives (toy configs, imported
-  defaults, CPU stages): its mean measured seconds;
+  defaults, CPU stages): its median measured seconds (robust to a slow step);
 - ``cluster.dispatch_s``: the per-op overhead that makes the planned period
   equal the measured one (what the stage durations do not explain: driver
   work between ops, Ray calls, data loading), solved by the secant method on
@@ -273,8 +273,14 @@ def calibrate(
     def mean_over(stage: str, steps: Sequence[int]) -> float | None:
         return _mean([run.steps[s][stage] for s in steps if stage in run.steps.get(s, {})])
 
+    def median_over(stage: str, steps: Sequence[int]) -> float | None:
+        values = [run.steps[s][stage] for s in steps if stage in run.steps.get(s, {})]
+        return statistics.median(values) if values else None
+
     before = {s.name: stage_work_seconds(cfg, s, placement) for s in cfg.pipeline.stages}
-    measured = {s.name: mean_over(s.name, fit) for s in cfg.pipeline.stages}
+    # The fit takes each stage's median over the fitted steps: one step slowed by the
+    # machine (a shared CPU, a garbage collection) must not move the whole fit.
+    measured = {s.name: median_over(s.name, fit) for s in cfg.pipeline.stages}
     # Estimated stages: efficiency per kind, then per stage.
     eff = cfg.efficiency
     by_kind: dict[str, list[str]] = {}
