@@ -77,6 +77,17 @@ def _resources(
 
 def predecessors(timeline: Timeline) -> list[int | None]:
     """For each event, the index of the event that released it (None: nothing did)."""
+    release = predecessor_finder(timeline)
+    return [release(index) for index in range(len(timeline.events))]
+
+
+def predecessor_finder(timeline: Timeline):  # type: ignore[no-untyped-def]
+    """A function ``index -> the event that released it`` (None: nothing did).
+
+    The indexes are built once; each question then costs a few bisections, so
+    the critical path (a walk back from the last op) asks only about the ops
+    on it instead of every op of a long record.
+    """
     events = timeline.events
     by_id: dict[tuple[int, str], int] = {}
     by_op: dict[str, int] = {}
@@ -108,8 +119,8 @@ def predecessors(timeline: Timeline) -> list[int | None]:
             pos -= 1
         return None
 
-    result: list[int | None] = []
-    for index, event in enumerate(events):
+    def release(index: int) -> int | None:
+        event = events[index]
         candidates: list[int] = []
         for dep in (event.__pydantic_extra__ or {}).get("deps") or ():
             found = by_id.get((event.step, dep), by_op.get(dep))
@@ -127,8 +138,9 @@ def predecessors(timeline: Timeline) -> list[int | None]:
                 fallback is not None and events[fallback].end_s >= event.start_s - TOLERANCE_S
             ) or best is None:
                 best = fallback
-        result.append(best)
-    return result
+        return best
+
+    return release
 
 
 def critical_path(timeline: Timeline) -> tuple[int, ...]:
@@ -145,14 +157,14 @@ def critical_path(timeline: Timeline) -> tuple[int, ...]:
 
 def _critical_path(timeline: Timeline) -> tuple[int, ...]:
     events = timeline.events
-    preds = predecessors(timeline)
+    release = predecessor_finder(timeline)
     last = max(
         range(len(events)),
         key=lambda i: (events[i].end_s, events[i].kind in COMPUTE_KINDS, -i),
     )
     path = [last]
     seen = {last}
-    while (prev := preds[path[-1]]) is not None and prev not in seen:
+    while (prev := release(path[-1])) is not None and prev not in seen:
         path.append(prev)
         seen.add(prev)
     return tuple(reversed(path))
@@ -209,6 +221,12 @@ def stage_table(timeline: Timeline, critical: tuple[int, ...] | None = None) -> 
     """One row per stage and transfer kind, in order of first start."""
     if critical is None:
         critical = critical_path(timeline)
+    # The chart and the printed table ask for the same rows of one timeline.
+    key = f"stages/{hash(critical)}"
+    return _cached(key, timeline.events, lambda: _stage_table(timeline, critical))
+
+
+def _stage_table(timeline: Timeline, critical: tuple[int, ...]) -> list[StageRow]:
     on_path = {event_label(timeline.events[i]) for i in critical}
     steps = max(len({e.step for e in timeline.events}), 1)
     totals: dict[str, float] = {}

@@ -23,6 +23,9 @@ from rlplex.viz.critical import critical_path, device_groups, period_of
 
 COLLAPSE_ABOVE = 32
 """GPU lanes beyond which identical lanes collapse into bands (auto mode)."""
+COLLAPSE_BARS_ABOVE = 200_000
+"""GPU bars (an op times the GPUs it runs on) beyond which identical lanes collapse too:
+a long record on 8 GPUs draws each op 8 times, which no one reads and which costs seconds."""
 MAX_BANDS = 48
 """Bands beyond which GPUs are grouped by the roles they host instead of by identical ops."""
 DRIVER = "driver"
@@ -153,7 +156,9 @@ class GanttLayout:
 def colour_role(event: Event) -> str:
     """The role whose colour an event takes: the source of a weight sync, else its role."""
     if event.kind == OpKind.WEIGHT_SYNC:
-        return getattr(event, "from_role", None) or event.role or ""
+        # An extra field: read the extras directly (pydantic's attribute fallback is slow
+        # on a record of 300,000 ops).
+        return (event.__pydantic_extra__ or {}).get("from_role") or event.role or ""
     return event.role or ""
 
 
@@ -217,7 +222,8 @@ def build_layout(
     collapse: bool | None = None,
     colours: dict[str, str] | None = None,
 ) -> GanttLayout:
-    """Lay out ``timeline``; ``collapse=None`` collapses past :data:`COLLAPSE_ABOVE` GPUs."""
+    """Lay out ``timeline``; ``collapse=None`` collapses past :data:`COLLAPSE_ABOVE` GPUs
+    or :data:`COLLAPSE_BARS_ABOVE` GPU bars."""
     events = timeline.events
     gpn = int(gpus_per_node or timeline.meta.get("gpus_per_node") or 8)
     t0 = min((e.start_s for e in events), default=0.0)
@@ -226,7 +232,8 @@ def build_layout(
     groups = device_groups(events)
     num_gpus = sum(len(d) for d in groups.values())
     if collapse is None:
-        collapse = num_gpus > COLLAPSE_ABOVE
+        bars = sum(len(e.devices) for e in events)
+        collapse = num_gpus > COLLAPSE_ABOVE or bars > COLLAPSE_BARS_ABOVE
 
     # Utilisation is computed once per group of identical GPUs.
     # (Keyed by device, never by signature: hashing a signature of every event index
