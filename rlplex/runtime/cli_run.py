@@ -1,7 +1,8 @@
-"""The body of ``rlplex run``: plan, execute with a progress bar, compare with the prediction.
+"""``rlplex run`` as a library call: plan, execute, compare with the prediction.
 
-Kept out of :mod:`rlplex.cli` so the CLI module stays a thin list of commands
-and importing it never touches Ray.
+:class:`RunOptions` holds the run's settings in one object and
+:func:`run_plan` returns a :class:`RunReport`; the CLI draws the progress bar
+from its callbacks and renders the report. Importing it never touches Ray.
 
 Role state for a YAML config. A config whose pipeline comes from Python
 (``pipeline: {python: "module:function"}``) names stage callables that read
@@ -15,16 +16,14 @@ module also has a function ``setups()`` returning ``{role: setup(info) -> state}
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rlplex.config import Config, import_pipeline_module
 from rlplex.errors import ConfigError
-from rlplex.plan.ids import op_name
 
 log = structlog.get_logger("rlplex.run")
 
@@ -92,102 +91,92 @@ def predicted_period(plan: Any, config: Config, steps: int, time_scale: float) -
     return _simulated_period(plan, config, steps, lambda _step, stage: scaled.get(stage))
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How ``rlplex run`` runs a plan: the settings that travel from the CLI to the executor."""
+
+    steps: int = 1
+    """RL steps to run."""
+    record: Path = Path("run.jsonl")
+    """Where the run's timeline is written, step by step (locked while the run lasts)."""
+    time_scale: float = 1.0
+    """Rehearsed stages and transfers sleep their planned seconds times this."""
+    address: str | None = None
+    """Ray cluster to join (None: ``RAY_ADDRESS`` or a local Ray)."""
+    timeout_s: float = 600.0
+    """Longest one op may run before the run stops (a hung op is noticed sooner, from
+    its planned duration)."""
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What one run measured, next to what the plan predicted (``rlplex run --json``)."""
+
+    steps: int
+    measured_period_s: float | None
+    """Steady-state seconds per step, measured."""
+    predicted_period_s: float | None
+    """The simulator's period for the plan, rehearsed stages scaled by the time scale."""
+    replayed_period_s: float | None
+    """The plan replayed with the measured stage times (what the schedule itself costs)."""
+    dispatch_median_ms: float | None
+    """Median delay from an op's dependencies ending to its start."""
+    record: str
+    """The record written."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 def run_plan(
     config: Config,
+    options: RunOptions,
     *,
-    steps: int,
-    record: Path,
-    time_scale: float,
-    address: str | None,
-    timeout_s: float,
-    console: Console,
     setups: Mapping[str, Callable[[Any], Any]] | None = None,
-) -> dict[str, Any]:
+    on_start: Callable[[Any], None] | None = None,
+    on_step: Callable[[int, dict[str, Any]], None] | None = None,
+    on_ops: Callable[[list[str]], None] | None = None,
+) -> RunReport:
     """Plan ``config``, run it with the roles' ``setups``, return measured vs predicted figures.
+
+    ``on_start(plan)``, ``on_step(step, metrics)`` and ``on_ops(running op ids)``
+    report progress (the CLI draws its bar with them).
 
     Raises:
         RecordError: the record cannot be written or is in use by another run
             (checked before Ray starts), or writing it failed mid-run.
     """
-    from rlplex.runtime.recorder import claim_record
-
-    # The record is checked and locked before anything starts (Ray, workers).
-    with claim_record(record):
-        return _run_claimed(
-            config, steps=steps, record=record, time_scale=time_scale, address=address,
-            timeout_s=timeout_s, console=console, setups=setups,
-        )  # fmt: skip
-
-
-def _run_claimed(
-    config: Config,
-    *,
-    steps: int,
-    record: Path,
-    time_scale: float,
-    address: str | None,
-    timeout_s: float,
-    console: Console,
-    setups: Mapping[str, Callable[[Any], Any]] | None,
-) -> dict[str, Any]:
     from rlplex.plan import make_plan
     from rlplex.runtime import execute
+    from rlplex.runtime.recorder import claim_record
     from rlplex.runtime.report import measured_period, stage_durations
 
-    plan = make_plan(config)
-    log.debug("plan", mode=plan.mode, period_s=plan.period_s, ops=len(plan.ops), steps=steps)
-    progress = Progress(
-        TextColumn("[bold]step"),
-        MofNCompleteColumn(),
-        BarColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        console=console,
-        transient=False,
-    )
-    with progress:
-        task = progress.add_task("starting workers", total=steps)
-
-        def on_step(step: int, metrics: dict[str, Any]) -> None:
-            # One figure per step on the bar, both on the run's time scale; the full
-            # metrics go to the record and, with RLPLEX_LOG=debug, to the log.
-            progress.advance(task)
-            measured, planned = metrics.get("step_s"), metrics.get("planned_step_s")
-            if isinstance(measured, float) and isinstance(planned, float):
-                progress.update(
-                    task, description=f"last step {measured:.3g} s (plan {planned:.3g} s)"
-                )
-            log.debug(
-                "step",
-                step=step,
-                **{k: v for k, v in metrics.items() if isinstance(v, (int, float))},
-            )
-
-        def on_ops(running: list[str]) -> None:
-            stages = sorted({op_name(op) for op in running})
-            progress.update(
-                task, description=", ".join(stages[:4]) + (" ..." if len(stages) > 4 else "")
-            )
-
+    # The record is checked and locked before anything starts (Ray, workers).
+    with claim_record(options.record):
+        plan = make_plan(config)
+        log.debug("plan", mode=plan.mode, period_s=plan.period_s, ops=len(plan.ops),
+                  steps=options.steps)  # fmt: skip
+        if on_start is not None:
+            on_start(plan)
         timeline = execute(
             plan,
             config,
-            steps=steps,
-            record=record,
-            time_scale=time_scale,
-            address=address,
-            timeout_s=timeout_s,
+            steps=options.steps,
+            record=options.record,
+            time_scale=options.time_scale,
+            address=options.address,
+            timeout_s=options.timeout_s,
             on_step=on_step,
             on_ops=on_ops,
             setups=setups,
             meta={"config": config.source},
         )
-    measured = measured_period(timeline)
-    return {
-        "steps": steps,
-        "measured_period_s": measured,
-        "predicted_period_s": predicted_period(plan, config, steps, time_scale),
-        "replayed_period_s": _simulated_period(plan, config, steps, stage_durations(timeline)),
-        "dispatch_median_ms": timeline.meta.get("dispatch_median_ms"),
-        "record": str(record),
-    }
+    steps = options.steps
+    return RunReport(
+        steps=steps,
+        measured_period_s=measured_period(timeline),
+        predicted_period_s=predicted_period(plan, config, steps, options.time_scale),
+        replayed_period_s=_simulated_period(plan, config, steps, stage_durations(timeline)),
+        dispatch_median_ms=timeline.meta.get("dispatch_median_ms"),
+        record=str(options.record),
+    )
