@@ -10,17 +10,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlplex.cli.app import app, console, err_console, read_config, user_errors
+from rlplex.cli.app import app, console, err_console, user_errors
 from rlplex.cli.options import (
-    ConfigFormatOpt,
-    CostsOpt,
-    FormatOpt,
+    NO_OPTIONS,
+    NO_RECORD_OPTIONS,
+    ConfigOptions,
     JsonOpt,
     RecordArg,
     RecordConfigOpt,
-    RecordFormatOpt,
+    RecordOptions,
     SetOpt,
-    SkipBadOpt,
+    config_options,
+    record_options,
 )
 from rlplex.plan.ids import op_name
 
@@ -64,17 +65,16 @@ def _list_presets() -> None:
 
 @app.command()
 @user_errors
+@config_options
 def estimate(
     config: Annotated[
         Path | None, typer.Argument(help="Config file: native, ROLL, RLinf or verl-style YAML.")
     ] = None,
     json_: JsonOpt = False,
-    set_: SetOpt = None,
-    format_: FormatOpt = None,
-    costs: CostsOpt = None,
     list_presets: Annotated[
         bool, typer.Option("--list-presets", help="List the model and GPU presets and exit.")
     ] = False,
+    options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Estimate stage seconds and state GB from the model, the workload and the GPU.
 
@@ -90,7 +90,7 @@ def estimate(
         return
     if config is None:
         raise ConfigError("give a CONFIG file (or --list-presets)", field="CONFIG")
-    cfg = read_config(config, set_, format_, costs)
+    cfg = options.load(config)
     result = estimate_config(cfg)
     _warn(w for w in dict.fromkeys(result.warnings) if w not in cfg.warnings)
     if json_:
@@ -177,6 +177,7 @@ def _pct(value: float | None) -> str:
 
 @app.command()
 @user_errors
+@record_options
 def calibrate(
     record: RecordArg,
     config: RecordConfigOpt,
@@ -194,10 +195,7 @@ def calibrate(
     ] = None,
     json_: JsonOpt = False,
     set_: SetOpt = None,
-    format_: RecordFormatOpt = None,
-    skip_bad_lines: SkipBadOpt = False,
-    config_format: ConfigFormatOpt = None,
-    costs: CostsOpt = None,
+    options: RecordOptions = NO_RECORD_OPTIONS,
 ) -> None:
     """Fit efficiency factors, given stages' seconds and dispatch_s to a record.
 
@@ -210,9 +208,9 @@ def calibrate(
     from rlplex.estimate.calibrate import calibrate as fit
 
     result, doc = fit(
-        record, config, overrides=set_ or (), config_format=config_format, costs=costs,
-        record_format=format_, skip_bad_lines=skip_bad_lines, fit_steps=fit_steps,
-        warmup=warmup,
+        record, config, overrides=set_ or (), config_format=options.config_format,
+        costs=options.costs, record_format=options.record_format,
+        skip_bad_lines=options.skip_bad_lines, fit_steps=fit_steps, warmup=warmup,
     )  # fmt: skip
     _warn(result.warnings)
     if out is not None:

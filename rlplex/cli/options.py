@@ -37,6 +37,13 @@ CostsOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+BaselineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline",
+        help="Plan a baseline instead: sequential or naive-colocate (same cost model).",
+    ),
+]
 
 GanttOpt = Annotated[
     Path | None, typer.Option("--gantt", help="Write a self-contained HTML Gantt chart here.")
@@ -95,42 +102,84 @@ class ConfigOptions:
         return config
 
 
-_CONFIG_PARAMS = (
-    inspect.Parameter("set_", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=SetOpt),
-    inspect.Parameter(
-        "format_", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=FormatOpt
-    ),
-    inspect.Parameter("costs", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=CostsOpt),
-)
+def _keyword(name: str, annotation: Any, default: Any = None) -> inspect.Parameter:
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+    )
 
 
-def config_options(fn: F) -> F:
-    """Give a command ``--set``, ``--format`` and ``--costs``, passed as ``options: ConfigOptions``.
+def grouped_options(
+    params: tuple[inspect.Parameter, ...], build: Callable[..., Any]
+) -> Callable[[F], F]:
+    """A decorator that adds ``params`` to a command and passes them as one object.
 
-    The three options are declared here once instead of in every command's
-    signature; the command takes one ``options`` parameter.
+    The command declares ``options: T`` (with a default); the decorator removes
+    it from what Typer sees, adds ``params`` instead, and calls the command with
+    ``options=build(**those params)``. Options shared by several commands are
+    thus declared once, here.
     """
-    hints = typing.get_type_hints(fn, include_extras=True)
-    signature = inspect.signature(fn)
-    kept = [
-        p.replace(annotation=hints.get(p.name, p.annotation))
-        for p in signature.parameters.values()
-        if p.name != "options"
-    ]
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, set_: Any = None, format_: Any = None, costs: Any = None,
-                **kwargs: Any) -> Any:  # fmt: skip
-        options = ConfigOptions(tuple(set_ or ()), format_, costs)
-        return fn(*args, options=options, **kwargs)
+    def decorate(fn: F) -> F:
+        hints = typing.get_type_hints(fn, include_extras=True)
+        signature = inspect.signature(fn)
+        kept = [
+            p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in signature.parameters.values()
+            if p.name != "options"
+        ]
 
-    wrapper.__signature__ = signature.replace(parameters=[*kept, *_CONFIG_PARAMS])  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {
-        **{k: v for k, v in hints.items() if k != "options"},
-        **{p.name: p.annotation for p in _CONFIG_PARAMS},
-    }
-    return wrapper  # type: ignore[return-value]
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            given = {p.name: kwargs.pop(p.name, p.default) for p in params}
+            return fn(*args, options=build(**given), **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=[*kept, *params])  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {
+            **{k: v for k, v in hints.items() if k != "options"},
+            **{p.name: p.annotation for p in params},
+        }
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+config_options = grouped_options(
+    (_keyword("set_", SetOpt), _keyword("format_", FormatOpt), _keyword("costs", CostsOpt)),
+    lambda set_, format_, costs: ConfigOptions(tuple(set_ or ()), format_, costs),
+)
+"""``--set``, ``--format`` and ``--costs``, passed as ``options: ConfigOptions``."""
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """How to read a record and the config it ran with (``replay``, ``whatif``, ``calibrate``)."""
+
+    record_format: str | None = None
+    """``--format``: rlplex, verl or roll; None: detected."""
+    skip_bad_lines: bool = False
+    """``--skip-bad-lines``: skip malformed log lines (counted) instead of refusing the file."""
+    config_format: str | None = None
+    """``--config-format``: native, roll, rlinf or verl; None: detected."""
+    costs: Path | None = None
+    """``--costs FILE``, merged into every config read."""
+
+
+record_options = grouped_options(
+    (
+        _keyword("format_", RecordFormatOpt),
+        _keyword("skip_bad_lines", SkipBadOpt, False),
+        _keyword("config_format", ConfigFormatOpt),
+        _keyword("costs", CostsOpt),
+    ),
+    lambda format_, skip_bad_lines, config_format, costs: RecordOptions(
+        format_, skip_bad_lines, config_format, costs
+    ),
+)
+"""``--format``, ``--skip-bad-lines``, ``--config-format`` and ``--costs`` of a record command,
+passed as ``options: RecordOptions``."""
 
 
 NO_OPTIONS = ConfigOptions()
 """The default of a command's ``options`` parameter (the decorator always passes one)."""
+NO_RECORD_OPTIONS = RecordOptions()
+"""Likewise for the record commands."""

@@ -13,6 +13,7 @@ from rich.table import Table
 from rlplex.cli.app import app, console, user_errors
 from rlplex.cli.options import (
     NO_OPTIONS,
+    BaselineOpt,
     ConfigArg,
     ConfigOptions,
     GanttOpt,
@@ -32,10 +33,7 @@ def plan(
     auto: Annotated[
         bool, typer.Option("--auto", help="Search the placement of every GPU role.")
     ] = False,
-    baseline: Annotated[
-        str | None,
-        typer.Option("--baseline", help="Print a baseline: sequential or naive-colocate."),
-    ] = None,
+    baseline: BaselineOpt = None,
     verify: Annotated[
         bool, typer.Option("--verify", help="Check every validity rule of the plan.")
     ] = False,
@@ -99,10 +97,7 @@ def simulate(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write the timeline JSONL here.")
     ] = None,
-    baseline: Annotated[
-        str | None,
-        typer.Option("--baseline", help="Simulate a baseline: sequential or naive-colocate."),
-    ] = None,
+    baseline: BaselineOpt = None,
     jitter: Annotated[
         float, typer.Option("--jitter", min=0.0, help="Relative jitter of stage times.")
     ] = 0.0,

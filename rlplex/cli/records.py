@@ -12,31 +12,28 @@ from rich.table import Table
 
 from rlplex.cli.app import app, console, user_errors, warn
 from rlplex.cli.options import (
-    ConfigFormatOpt,
-    CostsOpt,
+    NO_RECORD_OPTIONS,
     GanttOpt,
     JsonOpt,
     RecordArg,
     RecordConfigOpt,
-    RecordFormatOpt,
+    RecordOptions,
     SetOpt,
-    SkipBadOpt,
+    record_options,
 )
 from rlplex.cli.render import write_timeline_views
 
 
 @app.command()
 @user_errors
+@record_options
 def replay(
     record: RecordArg,
     config: RecordConfigOpt,
     json_: JsonOpt = False,
     gantt: GanttOpt = None,
     set_: SetOpt = None,
-    format_: RecordFormatOpt = None,
-    skip_bad_lines: SkipBadOpt = False,
-    config_format: ConfigFormatOpt = None,
-    costs: CostsOpt = None,
+    options: RecordOptions = NO_RECORD_OPTIONS,
 ) -> None:
     """Replay recorded stage timings through the config's plan: recorded vs predicted per step.
 
@@ -45,7 +42,8 @@ def replay(
     """
     from rlplex.sim.reports import GANTT_STEPS, RecordSource, replay_report
 
-    source = RecordSource(record, config, format_, skip_bad_lines, config_format, costs)
+    source = RecordSource(record, config, options.record_format, options.skip_bad_lines,
+                          options.config_format, options.costs)  # fmt: skip
     report = replay_report(source, set_ or ())
     warn(report.warnings)
     if gantt is not None:
@@ -70,6 +68,7 @@ def replay(
 
 @app.command()
 @user_errors
+@record_options
 def whatif(
     record: RecordArg,
     config: RecordConfigOpt,
@@ -117,10 +116,7 @@ def whatif(
     ] = None,
     json_: JsonOpt = False,
     gantt: GanttOpt = None,
-    format_: RecordFormatOpt = None,
-    skip_bad_lines: SkipBadOpt = False,
-    config_format: ConfigFormatOpt = None,
-    costs: CostsOpt = None,
+    options: RecordOptions = NO_RECORD_OPTIONS,
 ) -> None:
     """Replay the recorded work under other placements, modes or GPU counts; best first.
 
@@ -133,7 +129,8 @@ def whatif(
     """
     from rlplex.sim.reports import RecordSource, whatif_report
 
-    source = RecordSource(record, config, format_, skip_bad_lines, config_format, costs)
+    source = RecordSource(record, config, options.record_format, options.skip_bad_lines,
+                          options.config_format, options.costs)  # fmt: skip
     report = whatif_report(source, overrides=set_ or (), alts=alt or (),
                            alt_configs=alt_config or (), auto=auto, scaling=scaling or (),
                            fit_from=fit_from or ())  # fmt: skip
