@@ -109,13 +109,13 @@ def _keyword(name: str, annotation: Any, default: Any = None) -> inspect.Paramet
 
 
 def grouped_options(
-    params: tuple[inspect.Parameter, ...], build: Callable[..., Any]
+    params: tuple[inspect.Parameter, ...], build: Callable[..., Any], name: str = "options"
 ) -> Callable[[F], F]:
     """A decorator that adds ``params`` to a command and passes them as one object.
 
-    The command declares ``options: T`` (with a default); the decorator removes
+    The command declares ``{name}: T`` (with a default); the decorator removes
     it from what Typer sees, adds ``params`` instead, and calls the command with
-    ``options=build(**those params)``. Options shared by several commands are
+    ``{name}=build(**those params)``. Options shared by several commands are
     thus declared once, here.
     """
 
@@ -125,17 +125,17 @@ def grouped_options(
         kept = [
             p.replace(annotation=hints.get(p.name, p.annotation))
             for p in signature.parameters.values()
-            if p.name != "options"
+            if p.name != name
         ]
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             given = {p.name: kwargs.pop(p.name, p.default) for p in params}
-            return fn(*args, options=build(**given), **kwargs)
+            return fn(*args, **{name: build(**given)}, **kwargs)
 
         wrapper.__signature__ = signature.replace(parameters=[*kept, *params])  # type: ignore[attr-defined]
         wrapper.__annotations__ = {
-            **{k: v for k, v in hints.items() if k != "options"},
+            **{k: v for k, v in hints.items() if k != name},
             **{p.name: p.annotation for p in params},
         }
         return wrapper  # type: ignore[return-value]
@@ -183,3 +183,28 @@ NO_OPTIONS = ConfigOptions()
 """The default of a command's ``options`` parameter (the decorator always passes one)."""
 NO_RECORD_OPTIONS = RecordOptions()
 """Likewise for the record commands."""
+
+
+@dataclass(frozen=True)
+class ViewPaths:
+    """Where to draw a timeline: ``--gantt`` HTML, ``--png``, ``--trace`` (Perfetto JSON)."""
+
+    gantt: Path | None = None
+    """Self-contained HTML Gantt chart."""
+    png: Path | None = None
+    """PNG Gantt chart."""
+    trace: Path | None = None
+    """Perfetto / Chrome trace."""
+
+    def __bool__(self) -> bool:
+        return any((self.gantt, self.png, self.trace))
+
+
+view_options = grouped_options(
+    (_keyword("gantt", GanttOpt), _keyword("png", PngOpt), _keyword("trace", TraceOpt)),
+    ViewPaths,
+    name="views",
+)
+"""``--gantt``, ``--png`` and ``--trace``, passed as ``views: ViewPaths``."""
+NO_VIEWS = ViewPaths()
+"""The default of a command's ``views`` parameter."""

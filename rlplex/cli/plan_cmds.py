@@ -13,14 +13,14 @@ from rich.table import Table
 from rlplex.cli.app import app, console, user_errors
 from rlplex.cli.options import (
     NO_OPTIONS,
+    NO_VIEWS,
     BaselineOpt,
     ConfigArg,
     ConfigOptions,
-    GanttOpt,
     JsonOpt,
-    PngOpt,
-    TraceOpt,
+    ViewPaths,
     config_options,
+    view_options,
 )
 from rlplex.cli.render import placement_table, print_device_grid, print_wrote, write_timeline_views
 
@@ -28,6 +28,7 @@ from rlplex.cli.render import placement_table, print_device_grid, print_wrote, w
 @app.command()
 @user_errors
 @config_options
+@view_options
 def plan(
     config: ConfigArg,
     auto: Annotated[
@@ -37,10 +38,8 @@ def plan(
     verify: Annotated[
         bool, typer.Option("--verify", help="Check every validity rule of the plan.")
     ] = False,
-    gantt: GanttOpt = None,
-    png: PngOpt = None,
-    trace: TraceOpt = None,
     json_: JsonOpt = False,
+    views: ViewPaths = NO_VIEWS,
     options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Plan a step: placement, parallel stages, offload/reload ops, period and bound."""
@@ -51,9 +50,14 @@ def plan(
     cfg = options.load(config, unless=(ASYNC_STALENESS_0,) if auto else ())
     report = plan_report(cfg, auto=auto, baseline=baseline, verify=verify, progress=not json_)
     result, summary = report.plan, report.summary
-    if gantt or png or trace:
+    if views:
         written = write_timeline_views(
-            report.timeline(), report.config, gantt=gantt, png=png, trace=trace, title=config.name
+            report.timeline(),
+            report.config,
+            gantt=views.gantt,
+            png=views.png,
+            trace=views.trace,
+            title=config.name,
         )
         if not json_:
             print_wrote(*written)
@@ -91,6 +95,7 @@ def plan(
 @app.command()
 @user_errors
 @config_options
+@view_options
 def simulate(
     config: ConfigArg,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Steps to simulate.")] = 10,
@@ -102,10 +107,8 @@ def simulate(
         float, typer.Option("--jitter", min=0.0, help="Relative jitter of stage times.")
     ] = 0.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the jitter.")] = 0,
-    gantt: GanttOpt = None,
-    png: PngOpt = None,
-    trace: TraceOpt = None,
     json_: JsonOpt = False,
+    views: ViewPaths = NO_VIEWS,
     options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Simulate N steps of the plan: per-step times and the steady-state period."""
@@ -117,9 +120,9 @@ def simulate(
     timeline = run_simulation(result, cfg, steps=steps, jitter=jitter, seed=seed)
     if out is not None:
         timeline.write_jsonl(out)
-    if gantt or png or trace:
+    if views:
         written = write_timeline_views(
-            timeline, cfg, gantt=gantt, png=png, trace=trace, title=config.name
+            timeline, cfg, gantt=views.gantt, png=views.png, trace=views.trace, title=config.name
         )
         if not json_:
             print_wrote(*written)
