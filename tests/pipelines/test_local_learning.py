@@ -136,3 +136,21 @@ def test_pipeline_runs_from_a_local_checkpoint(tmp_path):
     m = _run(grpo, cfg, 3)
     assert all(0.0 <= s["reward/mean"] <= 1.0 for s in m)
     assert m[2]["response_length/mean"] > 0
+
+
+def test_planning_a_toy_config_imports_neither_torch_nor_ray():
+    """DESIGN.md: planning stays free of torch (issue 14: toy configs took 8 s to validate)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from rlplex.config import load_config\n"
+        "from rlplex.plan import make_plan\n"
+        "for name in ('toy_grpo', 'toy_ppo'):\n"
+        "    cfg = load_config(f'examples/{name}.yaml')\n"
+        "    make_plan(cfg).verify(cfg)\n"
+        "print('torch' in sys.modules, 'ray' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"], out.stderr
