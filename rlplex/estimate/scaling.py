@@ -24,24 +24,10 @@ def estimator_exponents(config: object, stages: Iterable[str] | None = None) -> 
     Empty when the config lacks the estimator's inputs or the estimate fails
     (then the caller keeps its own default).
     """
-    from rlplex.estimate.estimator import Inputs, estimate, missing_inputs
+    from rlplex.estimate.estimator import estimate
 
-    cfg = config
-    base = Inputs(
-        cluster=cfg.cluster,  # type: ignore[attr-defined]
-        roles={  # states filled by the loader are re-estimated at each size
-            n: r.model_copy(update={"states": {}})
-            if cfg.is_estimated(f"roles.{n}.states")  # type: ignore[attr-defined]
-            else r
-            for n, r in cfg.roles.items()  # type: ignore[attr-defined]
-        },
-        pipeline=cfg.pipeline,  # type: ignore[attr-defined]
-        model=cfg.model,  # type: ignore[attr-defined]
-        workload=cfg.workload,  # type: ignore[attr-defined]
-        efficiency=cfg.efficiency,  # type: ignore[attr-defined]
-        file=cfg.source,  # type: ignore[attr-defined]
-    )
-    if missing_inputs(base) or any(r.auto for r in base.roles.values()):
+    base = _inputs(config)
+    if base is None:
         return {}
     wanted = set(stages) if stages is not None else None
     doubled = {
@@ -63,3 +49,58 @@ def estimator_exponents(config: object, stages: Iterable[str] | None = None) -> 
         if t0 and t1 and t0 > 0 and t1 > 0:
             exponents[name] = round(max(0.0, math.log2(t0 / t1)), 4)
     return exponents
+
+
+def _inputs(config: object) -> object | None:
+    """The estimator's inputs of ``config`` as placed (states it filled re-estimated)."""
+    from rlplex.estimate.estimator import Inputs, missing_inputs
+
+    cfg = config
+    inputs = Inputs(
+        cluster=cfg.cluster,  # type: ignore[attr-defined]
+        roles={
+            n: r.model_copy(update={"states": {}})
+            if cfg.is_estimated(f"roles.{n}.states")  # type: ignore[attr-defined]
+            else r
+            for n, r in cfg.roles.items()  # type: ignore[attr-defined]
+        },
+        pipeline=cfg.pipeline,  # type: ignore[attr-defined]
+        model=cfg.model,  # type: ignore[attr-defined]
+        workload=cfg.workload,  # type: ignore[attr-defined]
+        efficiency=cfg.efficiency,  # type: ignore[attr-defined]
+        file=cfg.source,  # type: ignore[attr-defined]
+    )
+    if missing_inputs(inputs) or any(r.auto for r in inputs.roles.values()):
+        return None
+    return inputs
+
+
+def estimator_ratios(
+    recorded: object, alternative: object, stages: Iterable[str]
+) -> dict[str, float]:
+    """For each of ``stages``: its estimated seconds under ``alternative`` over under ``recorded``.
+
+    Both configs as placed, each with its own GPU counts *and* parallel sizes, so
+    a what-if that changes tensor parallelism (``num_gpus_per_worker``,
+    ``parallel.tp``) or the model is priced by the estimator, which a device-count
+    exponent cannot do. Empty when either config lacks the estimator's inputs,
+    has roles still to be placed, or cannot be estimated; only stages the
+    estimator computes (train, log-prob and value passes, generation) are given.
+    """
+    from rlplex.estimate.estimator import estimate
+
+    before, after = _inputs(recorded), _inputs(alternative)
+    if before is None or after is None:
+        return {}
+    try:
+        at_recorded, at_alternative = estimate(before), estimate(after)
+    except RlplexError:
+        return {}
+    ratios: dict[str, float] = {}
+    for name in stages:
+        a, b = at_recorded.stages.get(name), at_alternative.stages.get(name)
+        if a is None or b is None or a.kind not in ("train", "forward", "generate"):
+            continue
+        if a.seconds and b.seconds and a.seconds > 0 and b.seconds > 0:
+            ratios[name] = b.seconds / a.seconds
+    return ratios

@@ -107,6 +107,9 @@ class Outcome:
     """Scale factor (d0 / d) ** s applied to each recorded stage."""
     modelled: tuple[str, ...] = ()
     """Recorded stages priced by the model instead (weight syncs on other devices)."""
+    estimated: tuple[str, ...] = ()
+    """Recorded stages scaled by the estimator's ratio (GPU counts, TP, model) instead of
+    a device-count exponent."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -279,13 +282,17 @@ def work_config(
     work: RecordedWork,
     exponents: Mapping[str, float],
     placement: Mapping[str, Sequence[int]] | None,
+    ratios: Mapping[str, float] | None = None,
 ) -> tuple[Config, tuple[str, ...]]:
     """``config`` with the recorded work as its stage costs; and the weight syncs left modelled.
 
     Every recorded stage gets ``seconds`` = its recorded mean, ``at_devices`` =
     the device count it was recorded on, and ``scaling`` = ``exponents[stage]``
-    when given. A recorded weight sync is kept only when ``placement`` (None:
-    not known yet) puts both of its roles on the recorded devices.
+    when given. A stage in ``ratios`` (the estimator's time here over its time in
+    the recorded config) instead takes ``seconds`` = mean x ratio, fixed
+    (``scaling`` 0): the estimate already priced its GPUs and parallel sizes.
+    A recorded weight sync is kept only when ``placement`` (None: not known
+    yet) puts both of its roles on the recorded devices.
     """
     stages = []
     modelled = []
@@ -307,6 +314,10 @@ def work_config(
             else:
                 stages.append(stage)
                 modelled.append(stage.name)
+            continue
+        if ratios and stage.name in ratios:
+            update = {"seconds": mean * ratios[stage.name], "scaling": 0.0}
+            stages.append(stage.model_copy(update=update))
             continue
         update: dict[str, Any] = {"seconds": mean}
         if stage.name in work.devices:
@@ -360,7 +371,11 @@ def _placement_label(
 
 
 def _outcomes(
-    alt: Alternative, work: RecordedWork, exponents: Mapping[str, float]
+    alt: Alternative,
+    work: RecordedWork,
+    exponents: Mapping[str, float],
+    recorded: Config | None = None,
+    explicit: frozenset[str] = frozenset(),
 ) -> list[Outcome]:
     from rlplex.plan import plan_for_placement
     from rlplex.plan.placement import resolve_placement
@@ -383,8 +398,19 @@ def _outcomes(
                 out.append(evaluate(name, here, plan, work, modelled))
             return out
         placement = placement_of(alt.config)
-        cfg, modelled = work_config(alt.config, work, exponents, placement)
-        return [evaluate(alt.label, cfg, plan_for_placement(cfg, placement), work, modelled)]
+        ratios: dict[str, float] = {}
+        if recorded is not None:  # the estimator prices GPU counts, TP and the model at once
+            from rlplex.estimate.scaling import estimator_ratios
+
+            placed = alt.config.model_copy(update={"roles": {
+                n: r.with_devices(tuple(placement[n])) if n in placement else r
+                for n, r in alt.config.roles.items()
+            }})  # fmt: skip
+            wanted = [n for n in work.means if n not in explicit]
+            ratios = estimator_ratios(recorded, placed, wanted)
+        cfg, modelled = work_config(alt.config, work, exponents, placement, ratios)
+        outcome = evaluate(alt.label, cfg, plan_for_placement(cfg, placement), work, modelled)
+        return [replace(outcome, estimated=tuple(sorted(ratios)))]
     except RlplexError as exc:
         return [Outcome(label=alt.label, period_s=None, error=str(exc))]
 
@@ -441,7 +467,7 @@ def whatif(
     baseline = replace(first, speedup=1.0 if base else None)
     done = [baseline]
     for alt in alternatives:
-        for o in _outcomes(alt, work, exponents):
+        for o in _outcomes(alt, work, exponents, config, frozenset({**fitted, **given})):
             done.append(replace(o, speedup=base / o.period_s if o.period_s and base else None))
     done.sort(key=lambda o: (o.period_s is None, o.period_s or 0.0, o.label))
     notes.append(
@@ -454,6 +480,12 @@ def whatif(
         notes.append(
             f"the record's mean step time is {mean:.4g} s; '{BASELINE_LABEL}' replays it at"
             f" {base:.4g} s (time no recorded stage explains is in no prediction)"
+        )
+    by_estimate = sorted({s for o in done for s in o.estimated})
+    if by_estimate:
+        notes.append(
+            f"{', '.join(by_estimate)}: scaled by the estimator's time in the alternative over"
+            " its time in the recorded config (GPU counts, tensor parallel and model alike)"
         )
     modelled_syncs = sorted({s for o in done for s in o.modelled})
     if modelled_syncs:

@@ -234,3 +234,29 @@ def test_parse_scaling(verl) -> None:
                          ("train=-1", ">= 0"), ("train=x", "STAGE=EXPONENT")]:  # fmt: skip
         with pytest.raises(ConfigError, match=message):
             parse_scaling([bad], cfg)
+
+
+def test_a_tensor_parallel_change_is_priced_by_the_estimator() -> None:
+    """Issue 10: a what-if that changes TP uses the estimator, not a device-count exponent."""
+    from rlplex.estimate.scaling import estimator_ratios
+    from rlplex.timeline.importers import import_record
+
+    record = EXAMPLES / "records" / "verl_quickstart.jsonl"
+    config = EXAMPLES / "estimate_verl_quickstart.yaml"
+    run, cfg = import_record(record), load_config(config)
+    eight = ["cluster.gpus_per_node=8"] + [
+        f"roles.{r}.devices=0-7" for r in ("actor_train", "actor_infer", "reference", "critic")
+    ]
+    tp1 = load_config(config, overrides=eight)
+    tp4 = load_config(config, overrides=[*eight, "roles.actor_infer.num_gpus_per_worker=4"])
+    r1 = estimator_ratios(cfg, tp1, ["generate", "train"])
+    r4 = estimator_ratios(cfg, tp4, ["generate", "train"])
+    assert r1["train"] == pytest.approx(r4["train"])  # the trainer did not change
+    assert r4["generate"] != pytest.approx(r1["generate"])  # the rollout's TP did
+    result = whatif(run, cfg, [Alternative("tp1", tp1), Alternative("tp4", tp4)])
+    periods = {o.label: o.period_s for o in result.alternatives}
+    assert periods["tp1"] != pytest.approx(periods["tp4"])
+    assert "generate" in outcome(result, "tp4").estimated
+    # Without the estimator's inputs nothing is estimated: the exponent rule applies.
+    grpo = load_config(EXAMPLES / "grpo.yaml")
+    assert estimator_ratios(grpo, grpo, ["generate"]) == {}
