@@ -339,6 +339,18 @@ _PIPELINE_MODULES: dict[tuple[str, str], Any] = {}
 """Pipeline modules already imported, by (base folder, module name or file)."""
 
 
+def _where(exc: BaseException) -> str:
+    """`` at FILE:LINE`` of the innermost frame of the user's code that raised ``exc``."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    here = str(Path(__file__).resolve())
+    user = [f for f in frames if str(Path(f.filename).resolve()) != here]
+    if not user:
+        return ""
+    return f" at {user[-1].filename}:{user[-1].lineno} (in {user[-1].name})"
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
         return f"it called sys.exit({exc.code!r})"
@@ -463,7 +475,7 @@ def _call_factory(factory: Any, ref: str, file: str | None) -> Pipeline:
         raise
     except BaseException as exc:  # the user's function failed: name it; --debug shows the cause
         raise ConfigError(
-            f"the pipeline function failed: {_describe(exc)}",
+            f"the pipeline function failed{_where(exc)}: {_describe(exc)}",
             field="pipeline.python",
             value=ref,
             file=file,

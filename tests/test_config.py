@@ -217,7 +217,12 @@ def test_python_pipeline_errors(tmp_path: Path) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as info:
         load_config(path)
-    assert "pipeline.python: the pipeline function failed: RuntimeError: boom" in str(info.value)
+    # Issue 13 defect 7: the file and line of the user's code are named.
+    broken = tmp_path / "broken.py"
+    assert (
+        f"pipeline.python: the pipeline function failed at {broken}:2 (in make): RuntimeError: boom"
+        in str(info.value)
+    )
     path = write(tmp_path, text.replace("make", "absent"))
     with pytest.raises(ConfigError, match="has no function 'absent'"):
         load_config(path)

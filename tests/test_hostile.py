@@ -41,7 +41,7 @@ CONFIGS: dict[str, str] = {
     "python_os_abort.yaml": "not of the standard library's 'os'",
     "python_sys_exit.yaml": "not of the standard library's 'sys'",
     "python_user_abort.yaml": "'hostile_targets.py:abort_process' killed the process with SIGABRT",
-    "python_user_exit.yaml": "the pipeline function failed: it called sys.exit(3)",
+    "python_user_exit.yaml": ": it called sys.exit(3)",
     "python_reexported_abort.yaml": "hostile_targets.py:abort is not a Python function",
     "verl_nnodes_huge.yaml": "trainer.nnodes: must be at most 65,536",
     "verl_nnodes_float.yaml": "trainer.nnodes: must be an integer >= 1",
