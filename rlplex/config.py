@@ -962,10 +962,18 @@ def load_config(
             )
     check_override_targets(native, native_overrides, file)
     native = apply_overrides(native, native_overrides)
-    return config_from_dict(
+    defaults_note = None
+    if fmt != "native" and not (native.get("pipeline") or {}).get("python"):
+        from rlplex.resources.importers.common import use_estimates
+
+        native, defaults_note = use_estimates(native, cost_data)
+    config = config_from_dict(
         native,
         file=file,
         base_dir=Path(path).resolve().parent,
         fmt=fmt,
         file_devices=file_devices,
     )
+    if defaults_note:
+        return config.model_copy(update={"warnings": (*config.warnings, defaults_note)})
+    return config

@@ -456,7 +456,7 @@ def to_native(
         roles[name] = role
     mode, staleness = _mode(data, file)
     native: dict[str, Any] = {
-        "cluster": {**cluster.model_dump(), **native_cluster},
+        "cluster": {**cluster.model_dump(exclude_unset=True), **native_cluster},
         "roles": roles,
         "pipeline": default_pipeline(roles, mode, staleness),
     }

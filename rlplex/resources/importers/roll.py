@@ -343,7 +343,7 @@ def to_native(
         )
     mode, staleness = ("async", max(1, math.ceil(ratio))) if ratio > 0 else ("sync", 0)
     native: dict[str, Any] = {
-        "cluster": cluster.model_dump(),
+        "cluster": cluster.model_dump(exclude_unset=True),
         "roles": roles,
         "pipeline": default_pipeline(
             roles, mode, staleness, reward_roles or None, teachers or None

@@ -388,7 +388,7 @@ def to_native(
                 file=file,
             )
     native: dict[str, Any] = {
-        "cluster": cluster.model_dump(),
+        "cluster": cluster.model_dump(exclude_unset=True),
         "roles": roles,
         "pipeline": default_pipeline(roles, mode, staleness),
     }

@@ -1,0 +1,47 @@
+"""Imported configs feed the estimator, and never keep a default cost in silence (issue 10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlplex.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+VERL = ROOT / "tests" / "fixtures" / "importers" / "verl" / "grpo.yaml"
+
+
+def test_defaults_are_said_with_what_is_missing() -> None:
+    cfg = load_config(ROOT / "examples" / "verl.yaml")
+    (note,) = [w for w in cfg.warnings if "rlplex's defaults" in w]
+    assert "lacks workload, cluster.gpu" in note
+    assert not cfg.is_estimated("pipeline.stages.generate.seconds")
+
+
+def test_a_gpu_preset_fills_an_imported_cluster() -> None:
+    cfg = load_config(ROOT / "examples" / "verl.yaml", overrides=["cluster.gpu=h200"])
+    assert cfg.cluster.gpu_memory_gb == 141.0
+    assert cfg.is_estimated("cluster.gpu_memory_gb")
+
+
+def test_an_imported_file_with_model_workload_and_gpu_is_estimated() -> None:
+    small = load_config(VERL, overrides=["cluster.gpu=h100"])
+    assert small.is_estimated("pipeline.stages.generate.seconds")
+    assert small.is_estimated("roles.actor_train.states")
+    assert not any("rlplex's defaults" in w for w in small.warnings)
+    # The CPU reward stage keeps the importer's figure: the estimator has no formula for it.
+    assert not small.is_estimated("pipeline.stages.reward.seconds")
+    bigger = load_config(
+        VERL,
+        overrides=[
+            "cluster.gpu=h100",
+            "actor_rollout_ref.model.path=Qwen/Qwen2.5-14B-Instruct",
+            "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+        ],
+    )
+    assert (
+        bigger.roles["actor_infer"].states["weights"]
+        > small.roles["actor_infer"].states["weights"] / 2
+    )  # a model twice the size, on twice the TP
+    assert (
+        bigger.pipeline.stage("train").seconds > small.pipeline.stage("train").seconds
+    )  # the model changed the plan's inputs, not nothing
