@@ -45,3 +45,11 @@ def test_an_imported_file_with_model_workload_and_gpu_is_estimated() -> None:
     assert (
         bigger.pipeline.stage("train").seconds > small.pipeline.stage("train").seconds
     )  # the model changed the plan's inputs, not nothing
+
+
+def test_verl_roles_without_a_strategy_run_fsdp() -> None:
+    """verl's trainer config defaults actor, ref and critic to FSDP; so does the importer."""
+    cfg = load_config(ROOT / "tests" / "fixtures" / "importers" / "verl" / "self_first.yaml")
+    for role in ("actor_train", "critic"):
+        parallel = cfg.roles[role].parallel
+        assert parallel is not None and parallel.fsdp, role

@@ -303,7 +303,10 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
             pp=r.get(f"{base}.megatron.pipeline_model_parallel_size"),
             recompute=recompute,
         )
-    return parallel(fsdp=strategy in ("fsdp", "fsdp2"), recompute=recompute)
+    # verl's trainer config sets `strategy: fsdp` for actor, ref and critic
+    # (verl/trainer/config/ppo_trainer.yaml and its actor/critic groups): a file that
+    # does not say otherwise runs FSDP.
+    return parallel(fsdp=strategy in ("fsdp", "fsdp2", None), recompute=recompute)
 
 
 def to_native(
