@@ -118,6 +118,13 @@ class Timeline(BaseModel):
         straight from JSON to :class:`Event` in pydantic's parser (most of the
         time of reading a large record).
         """
+        from rlplex.bulk import gc_paused
+
+        with gc_paused():
+            return cls._read_jsonl(path, skip_bad_lines)
+
+    @classmethod
+    def _read_jsonl(cls, path: str | Path, skip_bad_lines: bool) -> Timeline:
         from rlplex.timeline.importers.base import Collector, parse_json, read_lines
 
         out = Collector("rlplex", str(path), skip_bad_lines)

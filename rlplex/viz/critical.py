@@ -13,6 +13,7 @@ stands in for the missing edges.
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import pairwise
@@ -50,13 +51,30 @@ def device_groups(events: tuple[Event, ...]) -> dict[tuple[int, ...], tuple[int,
 
 
 def _device_groups(events: tuple[Event, ...]) -> dict[tuple[int, ...], tuple[int, ...]]:
-    touching: dict[int, list[int]] = defaultdict(list)
+    # Events grouped by device set first: a record has a handful of sets, so each
+    # device's event list is a merge of a few lists, not an append per event and GPU.
+    by_set: dict[tuple[int, ...], list[int]] = {}
     for index, event in enumerate(events):
-        for device in event.devices:
-            touching[device].append(index)
+        if event.devices:
+            by_set.setdefault(event.devices, []).append(index)
+    sets_of_device: dict[int, list[int]] = defaultdict(list)
+    for number, devices in enumerate(by_set):
+        for device in dict.fromkeys(devices):
+            sets_of_device[device].append(number)
+    lists = list(by_set.values())
     groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
-    for device in sorted(touching):
-        groups[tuple(touching[device])].append(device)
+    signature_of: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for device in sorted(sets_of_device):
+        member = tuple(sets_of_device[device])
+        sig = signature_of.get(member)
+        if sig is None:
+            merged = (
+                lists[member[0]]
+                if len(member) == 1
+                else sorted(index for number in member for index in lists[number])
+            )
+            sig = signature_of[member] = tuple(merged)
+        groups[sig].append(device)
     return {sig: tuple(devs) for sig, devs in groups.items()}
 
 
@@ -86,57 +104,91 @@ def predecessor_finder(timeline: Timeline):  # type: ignore[no-untyped-def]
 
     The indexes are built once; each question then costs a few bisections, so
     the critical path (a walk back from the last op) asks only about the ops
-    on it instead of every op of a long record.
+    on it instead of every op of a long record. Times are read into plain
+    lists first: on a 300,000-op record, attribute reads were most of the walk.
     """
     events = timeline.events
+    starts = [event.start_s for event in events]
+    ends = [event.end_s for event in events]
+    # Built on first use: measured records have no deps, and most questions are
+    # answered by a resource without the fallback over every op.
     by_id: dict[tuple[int, str], int] = {}
     by_op: dict[str, int] = {}
-    for index, event in enumerate(events):
-        by_id[(event.step, event.op)] = index
-        by_op.setdefault(event.op, index)
+    every: list[int] = []
+    every_ends: list[float] = []
+
+    def index_ids() -> None:
+        for index, event in enumerate(events):
+            by_id[(event.step, event.op)] = index
+            by_op.setdefault(event.op, index)
+
+    def index_ends() -> None:
+        every.extend(sorted(range(len(events)), key=ends.__getitem__))
+        every_ends.extend(ends[i] for i in every)
+
     groups = device_groups(events)
-    member: dict[int, list[object]] = defaultdict(list)
     # Each resource as (ends sorted, indices in that order) for bisecting.
     lanes: dict[object, tuple[list[float], list[int]]] = {}
     for key, indices in _resources(events, groups).items():
-        ordered = sorted(indices, key=lambda i: events[i].end_s)
-        lanes[key] = ([events[i].end_s for i in ordered], ordered)
-        for i in indices:
-            member[i].append(key)
-    every = sorted(range(len(events)), key=lambda i: events[i].end_s)
-    every_ends = [events[i].end_s for i in every]
+        ordered = sorted(indices, key=ends.__getitem__)
+        lanes[key] = ([ends[i] for i in ordered], ordered)
+    # The resources of an event depend only on its device set (or CPU role): a record
+    # has a handful of those, so they are resolved once per set, not once per event.
+    group_of_device = {
+        device: ("gpus", number) for number, devs in enumerate(groups.values()) for device in devs
+    }
+    lanes_of_devices: dict[tuple[int, ...], tuple[tuple[list[float], list[int]], ...]] = {}
 
-    def latest_before(ends: list[float], order: list[int], t: float, me: int) -> int | None:
-        pos = bisect.bisect_right(ends, t + TOLERANCE_S) - 1
+    def lanes_of(event: Event) -> tuple[tuple[list[float], list[int]], ...]:
+        if not event.devices:
+            return (lanes[("cpu", event.role or "?")],)
+        found = lanes_of_devices.get(event.devices)
+        if found is None:
+            keys = dict.fromkeys(group_of_device[d] for d in event.devices)
+            found = lanes_of_devices[event.devices] = tuple(lanes[k] for k in keys)
+        return found
+
+    def latest_before(lane_ends: list[float], order: list[int], me: int) -> int | None:
+        start = starts[me]
+        instant_me = start == ends[me]
+        pos = bisect.bisect_right(lane_ends, start + TOLERANCE_S) - 1
         while pos >= 0:
             candidate = order[pos]
             # Skip the event itself, and a zero-length op at the very instant
             # a zero-length op happens: their order is unknowable.
-            cand, ev = events[candidate], events[me]
-            instant = cand.start_s == cand.end_s == ev.start_s == ev.end_s
-            if candidate != me and cand.start_s <= ev.start_s and not instant:
+            cand_start = starts[candidate]
+            instant = instant_me and cand_start == ends[candidate] == start
+            if candidate != me and cand_start <= start and not instant:
                 return candidate
             pos -= 1
         return None
 
     def release(index: int) -> int | None:
         event = events[index]
-        candidates: list[int] = []
-        for dep in (event.__pydantic_extra__ or {}).get("deps") or ():
+        # The candidate that ended last (ties: the later index) wins.
+        best: int | None = None
+        best_end = -math.inf
+        extra = event.__pydantic_extra__
+        for dep in extra.get("deps") or () if extra else ():
+            if not by_op:
+                index_ids()
             found = by_id.get((event.step, dep), by_op.get(dep))
             if found is not None and found != index:
-                candidates.append(found)
-        for key in member[index]:
-            ends, order = lanes[key]
-            found = latest_before(ends, order, event.start_s, index)
+                end = ends[found]
+                if end > best_end or (end == best_end and found > best):  # type: ignore[operator]
+                    best, best_end = found, end
+        for lane_ends, order in lanes_of(event):
+            found = latest_before(lane_ends, order, index)
             if found is not None:
-                candidates.append(found)
-        best = max(candidates, key=lambda i: (events[i].end_s, i), default=None)
-        if best is None or events[best].end_s < event.start_s - TOLERANCE_S:
-            fallback = latest_before(every_ends, every, event.start_s, index)
-            if (
-                fallback is not None and events[fallback].end_s >= event.start_s - TOLERANCE_S
-            ) or best is None:
+                end = ends[found]
+                if end > best_end or (end == best_end and found > best):  # type: ignore[operator]
+                    best, best_end = found, end
+        start = starts[index]
+        if best is None or best_end < start - TOLERANCE_S:
+            if not every:
+                index_ends()
+            fallback = latest_before(every_ends, every, index)
+            if (fallback is not None and ends[fallback] >= start - TOLERANCE_S) or best is None:
                 best = fallback
         return best
 
@@ -158,9 +210,11 @@ def critical_path(timeline: Timeline) -> tuple[int, ...]:
 def _critical_path(timeline: Timeline) -> tuple[int, ...]:
     events = timeline.events
     release = predecessor_finder(timeline)
-    last = max(
-        range(len(events)),
-        key=lambda i: (events[i].end_s, events[i].kind in COMPUTE_KINDS, -i),
+    # The op that ends last; on ties a compute op, then the earliest recorded.
+    t_end = max(event.end_s for event in events)
+    last = min(
+        (i for i, event in enumerate(events) if event.end_s == t_end),
+        key=lambda i: (events[i].kind not in COMPUTE_KINDS, i),
     )
     path = [last]
     seen = {last}
@@ -221,8 +275,9 @@ def stage_table(timeline: Timeline, critical: tuple[int, ...] | None = None) -> 
     """One row per stage and transfer kind, in order of first start."""
     if critical is None:
         critical = critical_path(timeline)
-    # The chart and the printed table ask for the same rows of one timeline.
-    key = f"stages/{hash(critical)}"
+    # The chart and the printed table ask for the same rows of one timeline, one with
+    # the path in walk order and one sorted: only membership matters.
+    key = f"stages/{hash(tuple(sorted(critical)))}"
     return _cached(key, timeline.events, lambda: _stage_table(timeline, critical))
 
 

@@ -6,6 +6,15 @@
 (function () {
   "use strict";
   var D = JSON.parse(document.getElementById("rlplex-data").textContent);
+  // Events travel as [op, step, start, end, critical] with each op described once in
+  // p.ops; expand them to the row every drawing and the tooltip read:
+  // [op name, label, step, kind, role, state, devices, GB, start, end, critical, colour role].
+  D.panels.forEach(function (p) {
+    p.events = p.events.map(function (r) {
+      var o = p.ops[r[0]];
+      return [o[0], o[1], r[1], o[2], o[3], o[4], o[5], o[6], r[2], r[3], r[4], o[7]];
+    });
+  });
   var NS = "http://www.w3.org/2000/svg";
   var LABEL_W = 200, ROW_H = 18, COPY_H = 7, LANE_GAP = 3, GROUP_H = 15, AXIS_H = 22,
     TITLE_H = 18, PANEL_GAP = 14, RIGHT = 12;

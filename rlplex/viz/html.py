@@ -30,38 +30,53 @@ def _asset(name: str) -> str:
     return resources.files("rlplex.viz").joinpath(name).read_text(encoding="utf-8")
 
 
-def _event_row(
-    layout: GanttLayout, index: int, device_text: dict[tuple[int, ...], str] | None = None
-) -> list[Any]:
-    """One event as the script reads it (see ``gantt.js``, ``fillOf`` and the tooltip)."""
-    e = layout.timeline.events[index]
-    if device_text is None:
-        device_text = {}
-    devices = device_text.get(e.devices)
-    if devices is None:  # many events share a device set: format each set once
-        devices = device_text[e.devices] = format_devices(e.devices)
-    label = e.stage or op_name(e.op)
-    return [
-        e.op,
-        label,
-        e.step,
-        e.kind,
-        e.role or "",
-        e.state or "",
-        devices,
-        round(e.bytes / 2**30, 4),
-        round(e.start_s, 6),
-        round(e.end_s, 6),
-        1 if index in layout.critical else 0,
-        colour_role(e),
-    ]
+def _events_json(layout: GanttLayout, used: list[int]) -> tuple[list[list[Any]], list[list[Any]]]:
+    """The events the chart references, as ``(ops, events)``.
+
+    What an op is (its name without the step, label, kind, role, state,
+    devices, GB, colour role) repeats every step, so it is written once in
+    ``ops``; each event is then ``[op, step, start, end, critical]``.
+    ``gantt.js`` expands them back into one row per event (see ``fillOf`` and
+    the tooltip), and the page stays a few bytes per event on records of
+    300,000 ops.
+    """
+    events = layout.timeline.events
+    critical = layout.critical
+    ops: list[list[Any]] = []
+    op_number: dict[tuple[Any, ...], int] = {}
+    rows: list[list[Any]] = []
+    for index in used:
+        e = events[index]
+        colour = colour_role(e)
+        # A stage names its op; a transfer is named by its id (without the step).
+        stage = e.stage or op_name(e.op)
+        key = (stage, e.kind, e.role, e.state, e.devices, e.bytes, colour)
+        number = op_number.get(key)
+        if number is None:
+            number = op_number[key] = len(ops)
+            ops.append(
+                [
+                    op_name(e.op),
+                    stage,
+                    e.kind,
+                    e.role or "",
+                    e.state or "",
+                    format_devices(e.devices),
+                    round(e.bytes / 2**30, 4),
+                    colour,
+                ]
+            )
+        rows.append(
+            [number, e.step, round(e.start_s, 6), round(e.end_s, 6), 1 if index in critical else 0]
+        )
+    return ops, rows
 
 
 def panel_data(layout: GanttLayout, title: str | None = None) -> dict[str, Any]:
     """The JSON of one panel: lanes, bars, the events they reference, steps and syncs."""
     used = sorted({event for _, _, event in layout.bars} | {s[0] for s in layout.syncs})
     local = {index: n for n, index in enumerate(used)}
-    device_text: dict[tuple[int, ...], str] = {}
+    ops, events = _events_json(layout, used)
     return {
         "title": layout.title if title is None else title,
         "t0": layout.t0,
@@ -70,7 +85,8 @@ def panel_data(layout: GanttLayout, title: str | None = None) -> dict[str, Any]:
             [lane.label, lane.group, lane.kind, lane.rows, round(lane.utilisation, 4), lane.count]
             for lane in layout.lanes
         ],
-        "events": [_event_row(layout, i, device_text) for i in used],
+        "ops": ops,
+        "events": events,
         "bars": [[lane, row, local[event]] for lane, row, event in layout.bars],
         "syncs": [[local[e], lo, hi] for e, lo, hi in layout.syncs],
         "steps": [[step, round(start, 6)] for step, start in layout.step_starts],

@@ -165,8 +165,11 @@ def colour_role(event: Event) -> str:
 def role_colour_map(timeline: Timeline, colours: dict[str, str] | None = None) -> dict[str, str]:
     """The colour of every role in ``timeline``: ``colours`` first, then by role name alone."""
     out = dict(colours or {})
+    # Roles in first-seen order; only weight syncs need a look at each event's extras.
+    roles: dict[str, None] = {}
     for event in timeline.events:
-        role = colour_role(event)
+        roles[colour_role(event) if event.kind == OpKind.WEIGHT_SYNC else event.role or ""] = None
+    for role in roles:
         if role and role not in out:
             out[role] = role_colour(role)
     return out
@@ -310,8 +313,12 @@ def build_layout(
             if touched:
                 syncs.append((index, min(touched), max(touched)))
 
-    steps = sorted({e.step for e in events})
-    step_starts = tuple((s, timeline.step_span(s)[0]) for s in steps)
+    first_start: dict[int, float] = {}
+    for event in events:
+        if event.step not in first_start or event.start_s < first_start[event.step]:
+            first_start[event.step] = event.start_s
+    steps = sorted(first_start)
+    step_starts = tuple((s, first_start[s]) for s in steps)
     path = critical_path(timeline)
 
     period = period_of(timeline)

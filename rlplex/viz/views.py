@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlplex.bulk import gc_paused
 from rlplex.timeline.record import Timeline
 from rlplex.viz.critical import StageRow, critical_path, format_seconds, stage_table
 from rlplex.viz.layout import GanttLayout, build_layout
@@ -37,6 +38,20 @@ def write_views(
         from rlplex.viz.png import check_png_path
 
         check_png_path(png)  # before anything is written
+    with gc_paused():
+        return _write_views(timeline, gantt, png, trace, title, collapse, colours, gpus_per_node)
+
+
+def _write_views(
+    timeline: Timeline,
+    gantt: str | Path | None,
+    png: str | Path | None,
+    trace: str | Path | None,
+    title: str,
+    collapse: bool | None,
+    colours: dict[str, str] | None,
+    gpus_per_node: int | None,
+) -> list[Path]:
     written: list[Path] = []
     layout: GanttLayout | None = None
     if gantt is not None or png is not None:
@@ -60,7 +75,8 @@ def write_views(
 
 def stage_rows(timeline: Timeline) -> list[StageRow]:
     """The per-stage table of ``timeline`` with its critical path."""
-    return stage_table(timeline, critical_path(timeline))
+    with gc_paused():
+        return stage_table(timeline, critical_path(timeline))
 
 
 def stage_rich_table(timeline: Timeline, title: str = "time per stage") -> Any:

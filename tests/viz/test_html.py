@@ -7,8 +7,10 @@ import re
 import numpy as np
 from matplotlib.image import imread
 
+from rlplex.plan.ids import op_name
+from rlplex.resources.devices import format_devices
 from rlplex.viz.html import gantt_html, panel_data, write_html
-from rlplex.viz.layout import build_layout
+from rlplex.viz.layout import build_layout, colour_role
 
 
 def test_html_is_self_contained(colocated_plan):
@@ -48,6 +50,38 @@ def test_html_renders_bars_in_chromium_without_network(colocated_plan, tmp_path,
     # Lanes: 8 GPUs, the rewards CPU role, the driver.
     for label in ("gpu 0", "gpu 7", "rewards (cpu)", "driver"):
         assert f">{label}<" in dom
+    # Bar labels come from the expanded events (op described once, events refer to it).
+    for stage in ("generate", "train"):
+        assert re.search(rf'class="bar-label"[^>]*>{stage}<', dom)
+    # The critical path's bars, read from each event's own flag.
+    crit = sum(1 for b in layout.bars if b.event in layout.critical)
+    assert len(re.findall(r'class="bar[^"]* crit"', dom)) == crit > 0
+
+
+def test_panel_events_describe_each_op_once(colocated_plan):
+    layout = build_layout(colocated_plan, title="ppo")
+    data = panel_data(layout)
+    events = layout.timeline.events
+    used = sorted({b.event for b in layout.bars} | {s[0] for s in layout.syncs})
+    assert len(data["events"]) == len(used)
+    # One description per op of a step, not one per event: a longer record adds no ops.
+    assert len(data["ops"]) == len({(op_name(events[i].op), events[i].devices) for i in used})
+    assert len(data["ops"]) < len(data["events"])
+    for index, (op, step, start, end, critical) in zip(used, data["events"], strict=True):
+        event = events[index]
+        expected = [
+            op_name(event.op),
+            event.stage or op_name(event.op),
+            event.kind,
+            event.role or "",
+            event.state or "",
+            format_devices(event.devices),
+            round(event.bytes / 2**30, 4),
+            colour_role(event),
+        ]
+        assert data["ops"][op] == expected
+        assert (step, start, end) == (event.step, round(event.start_s, 6), round(event.end_s, 6))
+        assert critical == (index in layout.critical)
 
 
 def test_html_screenshot_is_not_blank(colocated_plan, tmp_path, chromium):
