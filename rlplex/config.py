@@ -371,25 +371,27 @@ def _check_target(ref: str, file: str | None) -> None:
         )
 
 
-def probe_pipeline_function(factory: Any, ref: str, file: str | None) -> None:
-    """Call the ``pipeline.python`` function once in a forked child; refuse it if the child dies.
+def probe_pipeline_function(ref: str, base_dir: Path, file: str | None) -> None:
+    """Import the ``pipeline.python`` module and call its function once in a forked
+    child; refuse it if the child dies.
 
     An exception or ``sys.exit`` in user code is caught in-process
-    (:func:`_call_factory` catches ``BaseException``), but ``os.abort``,
-    ``os._exit``, a segfault in an extension or an endless loop cannot be:
-    they take the process down or never return. The module is imported
-    in-process first (a second import in a fresh subprocess would cost
-    seconds for a module that imports torch, and a subprocess about a second
-    even without), then the process forks *after* the import, which costs
-    milliseconds: the child calls the function with its output discarded and
-    reports that it returned. A child that dies, or is silent for
+    (:func:`import_pipeline_module` and :func:`_call_factory` catch
+    ``BaseException``), but ``os.abort``, ``os._exit``, a segfault in an
+    extension or an endless loop cannot be: they take the process down or
+    never return, at import time (module-level code) as well as in the
+    function. So the child imports the module and calls the function, with
+    its output discarded, and reports that both returned; only then does this
+    process import the module itself. A child that dies, or is silent for
     :data:`PROBE_TIMEOUT_S`, becomes one ConfigError naming the module and
     function; its Python stack (from :mod:`faulthandler`) is kept for
-    ``--debug``. Not contained: code that kills the process at *import* time
-    (module level). Where ``fork`` does not exist (Windows) the probe is skipped,
-    and rlplex's own pipelines (``rlplex.pipelines.*``) are not probed: they are
-    known to return, and the probe would pay twice for a function that imports
-    torch lazily (a second import of torch in the child).
+    ``--debug``. The price: module-level code runs twice (once in the child,
+    whose writes to stdout are discarded), and a module that imports torch
+    pays for that import twice (forking after the import, as first written,
+    left import-time crashes uncontained). A module already imported is not
+    imported again in the child. Where ``fork`` does not exist (Windows) the
+    probe is skipped, and rlplex's own pipelines (``rlplex.pipelines.*``) are
+    not probed: they are known to return.
     """
     if not hasattr(os, "fork"):
         return
@@ -405,9 +407,10 @@ def probe_pipeline_function(factory: Any, ref: str, file: str | None) -> None:
                 import faulthandler
 
                 faulthandler.enable(file=log.fileno())
-                # An ordinary failure (an exception, sys.exit) is reported by the parent's call.
+                # An ordinary failure (an exception, sys.exit) is reported by the parent's
+                # own import and call, which catch them.
                 with contextlib.suppress(BaseException):
-                    factory()
+                    _pipeline_factory(ref, base_dir, file)()
                 os.write(write_fd, b"1")
             finally:
                 os._exit(0)
@@ -439,9 +442,9 @@ def probe_pipeline_function(factory: Any, ref: str, file: str | None) -> None:
 
 def _load_python_pipeline(ref: str, base_dir: Path, file: str | None) -> Pipeline:
     _check_target(ref, file)
-    factory = _pipeline_factory(ref, base_dir, file)
     if not ref.startswith("rlplex."):  # rlplex's own pipelines are trusted code
-        probe_pipeline_function(factory, ref, file)
+        probe_pipeline_function(ref, base_dir, file)
+    factory = _pipeline_factory(ref, base_dir, file)
     return _call_factory(factory, ref, file)
 
 

@@ -42,6 +42,8 @@ CONFIGS: dict[str, str] = {
     "python_sys_exit.yaml": "not of the standard library's 'sys'",
     "python_user_abort.yaml": "'hostile_targets.py:abort_process' killed the process with SIGABRT",
     "python_user_exit.yaml": ": it called sys.exit(3)",
+    "python_import_abort.yaml": "'import_abort_target.py:pipeline' killed the process with SIGABRT",
+    "python_import_exit.yaml": "'import_exit_target.py:pipeline' ended the process (exit status 7)",
     "python_reexported_abort.yaml": "hostile_targets.py:abort is not a Python function",
     "verl_nnodes_huge.yaml": "trainer.nnodes: must be at most 65,536",
     "verl_nnodes_float.yaml": "trainer.nnodes: must be an integer >= 1",
