@@ -10,6 +10,7 @@ their import path, so stage functions defined in test modules unpickle there.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,3 +114,36 @@ def run_bench() -> Any:
             pytest.fail(f"bench/{command} exited {proc.returncode}:\n{text}\n{proc.stderr[-4000:]}")
 
     return run
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Any]:
+    """A factory of real small file systems: ``small_disk("20m")`` mounts a tmpfs of that size
+    (``read_only=True``: mounted read-only after ``files`` are written) and returns its folder.
+
+    A full or read-only disk is then the kernel's, not a patched write. Mounting needs root
+    with CAP_SYS_ADMIN (CI's machine); elsewhere the test is skipped with that reason.
+    """
+    mounted: list[Path] = []
+
+    def mount(size: str, read_only: bool = False, files: dict[str, str] | None = None) -> Path:
+        folder = tmp_path / f"disk{len(mounted)}"
+        folder.mkdir()
+        proc = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs (needs root with CAP_SYS_ADMIN): {proc.stderr}")
+        mounted.append(folder)
+        for name, text in (files or {}).items():
+            (folder / name).write_text(text)
+        if read_only:
+            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        return folder
+
+    yield mount
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], check=False)

@@ -10,6 +10,7 @@ most the step in flight.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable
@@ -205,22 +206,38 @@ def _positive(event: Event, out: Any) -> bool:
 
 
 class TimelineWriter:
-    """Appends a record step by step, flushing and syncing after each step."""
+    """Appends a record step by step, flushing and syncing after each step.
+
+    A step is written whole or not at all: its lines go to the file in one
+    write, and a write that fails (a full disk) truncates the file back to
+    the end of the last step written before the error is raised, so a record
+    never ends in half a step.
+    """
 
     def __init__(self, path: str | Path, meta: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] = self.path.open("w", encoding="utf-8")
+        self._file: IO[bytes] = self.path.open("wb", buffering=0)
+        self._size = 0
         if meta:
-            self._write({"meta": meta})
-            self._flush()
+            self._append([{"meta": meta}])
 
-    def _write(self, obj: dict[str, Any]) -> None:
-        self._file.write(json.dumps(obj, separators=(", ", ": ")) + "\n")
-
-    def _flush(self) -> None:
-        self._file.flush()
-        os.fsync(self._file.fileno())
+    def _append(self, objects: Iterable[dict[str, Any]]) -> None:
+        data = "".join(json.dumps(obj, separators=(", ", ": ")) + "\n" for obj in objects)
+        encoded = data.encode("utf-8")
+        view = memoryview(encoded)
+        fd = self._file.fileno()
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError:
+            # Drop the part of this write that made it (truncating frees space on a full disk).
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, self._size)
+                os.lseek(fd, self._size, os.SEEK_SET)
+            raise
+        self._size += len(encoded)
 
     def write_step(
         self,
@@ -228,19 +245,17 @@ class TimelineWriter:
         events: Iterable[Event | dict[str, Any]],
         metrics: dict[str, Any] | None = None,
     ) -> None:
-        """Write one step's events (and metrics, if any) and flush them to disk."""
-        for event in events:
-            if isinstance(event, Event):
-                self._write(event.model_dump(mode="json", exclude_none=True))
-            else:
-                self._write(event)
+        """Write one step's events (and metrics, if any), whole, and sync them to disk."""
+        objects = [
+            event.model_dump(mode="json", exclude_none=True) if isinstance(event, Event) else event
+            for event in events
+        ]
         if metrics is not None:
-            self._write({"step": step, "metrics": metrics})
-        self._flush()
+            objects.append({"step": step, "metrics": metrics})
+        self._append(objects)
 
     def close(self) -> None:
         if not self._file.closed:
-            self._flush()
             self._file.close()
 
     def __enter__(self) -> TimelineWriter:

@@ -117,3 +117,27 @@ def test_hang_limit_follows_the_plan() -> None:
     assert limit(30.0) == HANG_FACTOR * 30.0
     assert limit(100.0) == 600.0  # never past --timeout
     assert limit(2.0, timeout=5.0) == 5.0
+
+
+def test_record_on_a_read_only_disk(small_disk) -> None:
+    """Also as root (who writes through a file's mode bits): the file system refuses."""
+    disk = small_disk("1m", read_only=True, files={"run.jsonl": ""})
+    with pytest.raises(
+        RecordError, match=r"run\.jsonl: cannot write the record: the file is read-only"
+    ):
+        check_record_target(disk / "run.jsonl")
+    with pytest.raises(
+        RecordError, match=r"new\.jsonl: cannot write the record: its folder is not"
+    ):
+        check_record_target(disk / "new.jsonl")
+
+
+def test_record_on_a_full_disk_is_refused_before_the_run(small_disk) -> None:
+    disk = small_disk("64k")
+    result = CliRunner().invoke(
+        app, ["run", str(EXAMPLES / "grpo.yaml"), "--record", str(disk / "r.jsonl")]
+    )
+    assert result.exit_code == 2
+    assert (
+        result.stderr.strip() == f"error: {disk / 'r.jsonl'}: the disk is full (under 16 MB free)"
+    )

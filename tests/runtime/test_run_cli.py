@@ -120,3 +120,40 @@ def test_run_trains_the_toy_grpo_example_with_the_modules_setups(
     # The colocated logical GPU is too small for every state: real offloads moved bytes.
     moved = [e for e in timeline.events if e.kind in ("offload", "reload") and e.bytes > 0]
     assert moved
+
+
+@pytest.mark.slow
+def test_a_disk_that_fills_mid_run_stops_it_and_keeps_the_steps(
+    tmp_path: Path, address: str, small_disk
+) -> None:
+    """A real full disk (a 20 MB tmpfs filled while the run records), not a patched write."""
+    import time
+
+    disk = small_disk("20m")
+    record = disk / "run.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "rlplex.cli", "run", str(ROOT / "examples" / "toy_grpo.yaml"),
+         "--steps", "1000", "--time-scale", "0.05", "--record", str(record),
+         "--address", address],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 150
+        while '"metrics"' not in (record.read_text() if record.exists() else ""):
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1]
+            time.sleep(0.2)
+        # Take every byte that is left (unbuffered: nothing left to flush at close).
+        with (disk / "filler").open("wb", buffering=0) as filler, pytest.raises(OSError):
+            while True:
+                filler.write(b"\0" * 2**20)
+        _, stderr = run.communicate(timeout=150)
+    finally:
+        run.kill()
+    assert run.returncode == 2, stderr[-3000:]
+    assert "Traceback" not in stderr
+    error = stderr.strip().splitlines()[-1]
+    assert "No space left on device; the record keeps steps 0-" in error, stderr[-3000:]
+    kept = int(error.rsplit("-", 1)[1].split()[0].rstrip(".;"))
+    (disk / "filler").unlink()  # room to read what was kept
+    assert Timeline.read_jsonl(record).steps == tuple(range(kept + 1))
