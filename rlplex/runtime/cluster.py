@@ -281,31 +281,49 @@ def reserve(
 
 
 def probe_gpu_ids(reservation: Reservation, gpus_per_node: int, timeout_s: float) -> dict[int, str]:
-    """Physical GPU id of every bundle, read by a tiny task in it with ``ray.get_gpu_ids()``."""
+    """Physical GPU id of every bundle, read with ``ray.get_gpu_ids()`` by a probe in it.
+
+    The probes are tiny *actors*, stopped with ``ray.kill`` once they answer,
+    not tasks. A task that asks for a GPU runs with ``max_calls=1`` (Ray's
+    default for GPU tasks), so each probe task's worker process exited right
+    after returning, through Ray's graceful worker shutdown; under CPU load
+    that shutdown sometimes frees the core worker's state while one of its
+    threads still uses it, and the worker dies with SIGABRT ("Mutex corrupt:
+    both reader and writer lock held", with the freed memory's bytes in the
+    message). Found in ``rlplex run`` (1 run in 4 under load; Ray retried the
+    task) and reproduced alone: 1 abort in 240 probe tasks at load 9, none in
+    240 probe actors. ``ray.kill`` ends an actor's process at once, without
+    that shutdown, as the run's role actors end too.
+    """
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     @ray.remote(num_cpus=0, num_gpus=0.001)
-    def gpu_id() -> str:
-        return str(ray.get_gpu_ids()[0])
+    class GpuIdProbe:
+        def gpu_id(self) -> str:
+            return str(ray.get_gpu_ids()[0])
 
-    refs = {}
+    probes = {}
     for planned, group in reservation.groups.items():
         for bundle in range(len(group.bundle_specs)):
             strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle)
-            refs[planned * gpus_per_node + bundle] = gpu_id.options(
+            probes[planned * gpus_per_node + bundle] = GpuIdProbe.options(  # type: ignore[attr-defined]
                 scheduling_strategy=strategy
             ).remote()
     try:
-        values = ray.get(list(refs.values()), timeout=timeout_s)
+        values = ray.get([probe.gpu_id.remote() for probe in probes.values()], timeout=timeout_s)
     except ray.exceptions.GetTimeoutError:
         raise OpTimeoutError(
-            f"Ray did not start a task in each of the {len(refs)} reserved GPU bundles within"
+            f"Ray did not start a probe in each of the {len(probes)} reserved GPU bundles within"
             f" {timeout_s:g} s: the machine cannot start that many Ray worker processes in time"
             " (a local Ray runs one process per planned worker); run a smaller config or join"
             " a cluster with --address"
         ) from None
-    reservation.gpu_ids = dict(zip(refs, values, strict=True))
+    finally:
+        for probe in probes.values():
+            with contextlib.suppress(Exception):  # already gone
+                ray.kill(probe, no_restart=True)
+    reservation.gpu_ids = dict(zip(probes, values, strict=True))
     return reservation.gpu_ids
 
 
