@@ -153,14 +153,24 @@ def connect(address: str | None, num_gpus: int, num_cpus: int | None = None) -> 
     return True
 
 
-def check_reachable(address: str, timeout_s: float = 10.0) -> None:
-    """Fail fast when ``host:port`` (or ``ray://host:port``) accepts no connection.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""An HTTP/2 client's first bytes: the connection preface and an empty SETTINGS frame."""
 
-    Ray itself retries an unreachable GCS for many minutes; a TCP connect
-    answers in seconds. ``auto`` and addresses without a port are left to Ray.
+
+def check_reachable(address: str, timeout_s: float = 10.0, answer_s: float = 5.0) -> None:
+    """Fail fast unless a Ray cluster answers at ``host:port`` (or ``ray://host:port``).
+
+    Ray itself retries a GCS that does not answer for minutes, printing a
+    warning every few seconds. A TCP connect tells in seconds whether anything
+    listens; then, since Ray's GCS and Ray Client servers speak gRPC, the HTTP/2
+    preface is sent and the server's SETTINGS frame must come back within
+    ``answer_s`` (another service on that port answers otherwise or not at
+    all). ``auto``, addresses without a port and TLS clusters
+    (``RAY_USE_TLS``) get only what Ray itself checks.
 
     Raises:
-        ExecutionError: nothing listens at the address (names it and why).
+        ExecutionError: nothing listens at the address, or what listens is not
+            Ray (names the address and why).
     """
     import socket
 
@@ -169,14 +179,28 @@ def check_reachable(address: str, timeout_s: float = 10.0) -> None:
     if not sep or not host or not port.isdigit():
         return
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            pass
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as conn:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return
+            conn.sendall(HTTP2_PREFACE)
+            conn.settimeout(answer_s)
+            reply = b""
+            with contextlib.suppress(OSError):
+                while len(reply) < 9 and (chunk := conn.recv(9 - len(reply))):
+                    reply += chunk
     except OSError as exc:
         raise ExecutionError(
             f"cannot reach the Ray cluster at {address!r} ({exc.strerror or exc}): start it"
             " with `ray start --head`, or leave out --address and RAY_ADDRESS to run on a"
             " local Ray"
         ) from None
+    if len(reply) < 9 or reply[3] != 4:  # frame type 4: SETTINGS
+        heard = f"it answered {reply[:16]!r}" if reply else f"no answer within {answer_s:g} s"
+        raise ExecutionError(
+            f"something listens at {address!r} but it is not a Ray cluster ({heard}): give"
+            " the GCS address that `ray start --head` prints (port 6379 by default), or"
+            " ray://HOST:10001 for Ray Client"
+        )
 
 
 def alive_gpu_nodes() -> list[RayNode]:
