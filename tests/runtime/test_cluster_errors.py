@@ -85,16 +85,21 @@ def test_a_port_where_something_else_listens_is_refused_quickly(
         assert time.monotonic() - t0 < 5
 
 
-def test_run_at_a_port_that_is_not_ray_exits_2_with_one_message() -> None:
+def run_at(address: str) -> subprocess.CompletedProcess[str]:
+    """``rlplex run examples/grpo.yaml --address ADDRESS`` in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
     env.pop("RAY_ADDRESS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "rlplex.cli", "run", "examples/grpo.yaml", "--steps", "1",
+         "--record", os.devnull, "--address", address],
+        capture_output=True, text=True, env=env, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+
+
+def test_run_at_a_port_that_is_not_ray_exits_2_with_one_message() -> None:
     with listener(None) as port:
         t0 = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, "-m", "rlplex.cli", "run", "examples/grpo.yaml", "--steps", "1",
-             "--record", os.devnull, "--address", f"127.0.0.1:{port}"],
-            capture_output=True, text=True, env=env, timeout=120, cwd=ROOT,
-        )  # fmt: skip
+        proc = run_at(f"127.0.0.1:{port}")
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and "gcs_client" not in proc.stderr  # no Ray noise
     assert proc.stderr.strip().splitlines()[-1:] == [
@@ -110,14 +115,8 @@ def test_a_real_ray_cluster_answers(ray_session) -> None:
 
 
 def test_run_with_an_unreachable_address_exits_2_with_one_message() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
-    env.pop("RAY_ADDRESS", None)
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlplex.cli", "run", "examples/grpo.yaml", "--steps", "1",
-         "--record", os.devnull, "--address", f"127.0.0.1:{closed_port()}"],
-        capture_output=True, text=True, env=env, timeout=120, cwd=ROOT,
-    )  # fmt: skip
+    proc = run_at(f"127.0.0.1:{closed_port()}")
     assert proc.returncode == 2, proc.stderr
     assert "cannot reach the Ray cluster" in proc.stderr
     assert "Traceback" not in proc.stderr
