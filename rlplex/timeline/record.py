@@ -132,19 +132,27 @@ class Timeline(BaseModel):
         events: list[Event] = []
         metrics: dict[int, dict[str, Any]] = {}
         meta: dict[str, Any] = {}
+        validate = Event.__pydantic_validator__.validate_json
+        seen = out.first_seen
         for number, line, is_last in read_lines(path):
-            out.at(number, line, is_last)
             if '"metrics"' not in line and '"meta"' not in line:
+                # The fast path of a well-formed event (nearly every line of a large record):
+                # the bookkeeping of the checks is paid only by a line that fails one.
                 try:
-                    event = Event.model_validate_json(line)
+                    event = validate(line)
                 except (ValidationError, RecursionError):
                     pass  # the slow path below says what is wrong
                 else:
-                    if _positive(event, out) and out.first_time(
-                        (event.step, event.op), f"op {event.op!r}"
-                    ):
+                    key = (event.step, event.op)
+                    if event.end_s >= event.start_s - 1e-9 and key not in seen:
+                        seen[key] = number
+                        events.append(event)
+                        continue
+                    out.at(number, line, is_last)
+                    if _positive(event, out) and out.first_time(key, f"op {event.op!r}"):
                         events.append(event)
                     continue
+            out.at(number, line, is_last)
             obj, why = parse_json(line)
             if why is not None or not isinstance(obj, dict):
                 out.bad_line(number, why or "not a JSON object", line, is_last)

@@ -282,15 +282,16 @@ def stage_table(timeline: Timeline, critical: tuple[int, ...] | None = None) -> 
 
 
 def _stage_table(timeline: Timeline, critical: tuple[int, ...]) -> list[StageRow]:
-    on_path = {event_label(timeline.events[i]) for i in critical}
+    labels = [event_label(event) for event in timeline.events]
+    on_path = {labels[i] for i in critical}
     steps = max(len({e.step for e in timeline.events}), 1)
     totals: dict[str, float] = {}
     first: dict[str, tuple[float, Event]] = {}
-    for event in timeline.events:
-        name = event_label(event)
-        totals[name] = totals.get(name, 0.0) + event.duration_s
-        if name not in first or event.start_s < first[name][0]:
-            first[name] = (event.start_s, event)
+    for event, name in zip(timeline.events, labels, strict=True):
+        start = event.start_s
+        totals[name] = totals.get(name, 0.0) + (event.end_s - start)
+        if name not in first or start < first[name][0]:
+            first[name] = (start, event)
     rows = []
     work = sum(totals.values())
     for name in sorted(first, key=lambda n: (first[n][0], n)):

@@ -175,17 +175,17 @@ def role_colour_map(timeline: Timeline, colours: dict[str, str] | None = None) -
     return out
 
 
-def _busy(events: list[Event], t0: float, t1: float) -> float:
-    """Length of the union of the compute intervals, clipped to [t0, t1]."""
-    intervals = sorted((max(e.start_s, t0), min(e.end_s, t1)) for e in events)
+def _busy(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of the (start, end) intervals."""
+    intervals.sort()
     total, cur_start, cur_end = 0.0, None, None
     for start, end in intervals:
         if cur_end is None or start > cur_end:
             if cur_end is not None and cur_start is not None:
                 total += cur_end - cur_start
             cur_start, cur_end = start, end
-        else:
-            cur_end = max(cur_end, end)
+        elif end > cur_end:
+            cur_end = end
     if cur_end is not None and cur_start is not None:
         total += cur_end - cur_start
     return total
@@ -229,13 +229,18 @@ def build_layout(
     or :data:`COLLAPSE_BARS_ABOVE` GPU bars."""
     events = timeline.events
     gpn = int(gpus_per_node or timeline.meta.get("gpus_per_node") or 8)
-    t0 = min((e.start_s for e in events), default=0.0)
-    t1 = max((e.end_s for e in events), default=0.0)
+    # Plain lists read once: a record can hold 300,000 ops.
+    starts = [e.start_s for e in events]
+    ends = [e.end_s for e in events]
+    compute = [e.kind in COMPUTE_KINDS for e in events]
+    t0 = min(starts, default=0.0)
+    t1 = max(ends, default=0.0)
     span = max(t1 - t0, 1e-12)
     groups = device_groups(events)
     num_gpus = sum(len(d) for d in groups.values())
     if collapse is None:
-        bars = sum(len(e.devices) for e in events)
+        # Each event is drawn once per GPU it ran on: once per device of its group.
+        bars = sum(len(sig) * len(devs) for sig, devs in groups.items())
         collapse = num_gpus > COLLAPSE_ABOVE or bars > COLLAPSE_BARS_ABOVE
 
     # Utilisation is computed once per group of identical GPUs.
@@ -243,7 +248,7 @@ def build_layout(
     # on each lookup is what made drawing quadratic in the record.)
     device_util = {}
     for sig, devs in groups.items():
-        util = _busy([events[i] for i in sig if events[i].kind in COMPUTE_KINDS], t0, t1) / span
+        util = _busy([(starts[i], ends[i]) for i in sig if compute[i]]) / span
         device_util.update(dict.fromkeys(devs, util))
     device_sig = {d: sig for sig, devs in groups.items() for d in devs}
 
@@ -270,7 +275,7 @@ def build_layout(
     lane_events: list[tuple[int, ...]] = []
     bars: list[Bar] = []
     # Per event once, not per lane: drawn at all (positive length), and its GPU row.
-    drawn = [e.end_s > e.start_s for e in events]
+    drawn = [end > start for start, end in zip(starts, ends, strict=True)]
     gpu_row = [-1 if e.kind in TRANSFER_KINDS else 0 for e in events]
     for devs, indices in gpu_lanes:
         if collapse:
@@ -292,14 +297,12 @@ def build_layout(
         indices = cpu_roles[role]
         rows, count = _rows(events, indices)
         kind = "driver" if role == DRIVER else "cpu"
-        util = _busy([events[i] for i in indices], t0, t1) / span
+        util = _busy([(starts[i], ends[i]) for i in indices]) / span
         lane_index = len(lanes)
         label = DRIVER if role == DRIVER else f"{role} (cpu)"
         lanes.append(Lane(label, "cpu", kind, (), count, util))
         lane_events.append(tuple(indices))
-        for i in indices:
-            if events[i].end_s > events[i].start_s:
-                bars.append(Bar(lane_index, rows[i], i))
+        bars.extend(_new_bar(Bar, (lane_index, rows[i], i)) for i in indices if drawn[i])
 
     # Weight syncs: the first and last lane holding one of their devices.
     lanes_of_device: dict[int, int] = {}
@@ -314,9 +317,19 @@ def build_layout(
                 syncs.append((index, min(touched), max(touched)))
 
     first_start: dict[int, float] = {}
-    for event in events:
-        if event.step not in first_start or event.start_s < first_start[event.step]:
-            first_start[event.step] = event.start_s
+    offload_s = reload_s = 0.0
+    moved_bytes = 0
+    for event, start, end in zip(events, starts, ends, strict=True):
+        step = event.step
+        if step not in first_start or start < first_start[step]:
+            first_start[step] = start
+        kind = event.kind
+        if kind == OpKind.OFFLOAD:
+            offload_s += end - start
+        elif kind == OpKind.RELOAD:
+            reload_s += end - start
+        if event.bytes:
+            moved_bytes += event.bytes * (len(event.devices) or 1)
     steps = sorted(first_start)
     step_starts = tuple((s, first_start[s]) for s in steps)
     path = critical_path(timeline)
@@ -329,9 +342,9 @@ def build_layout(
         period_s=period,
         lower_bound_s=lower_bound,
         gap=(period / lower_bound - 1.0) if lower_bound else None,
-        offload_s=sum(e.duration_s for e in events if e.kind == OpKind.OFFLOAD),
-        reload_s=sum(e.duration_s for e in events if e.kind == OpKind.RELOAD),
-        moved_gb=sum(e.bytes * max(len(e.devices), 1) for e in events) / 2**30,
+        offload_s=offload_s,
+        reload_s=reload_s,
+        moved_gb=moved_bytes / 2**30,
         utilisation_mean=sum(utils_all) / len(utils_all),
         utilisation_min=min(utils_all),
         utilisation_max=max(utils_all),
