@@ -124,8 +124,9 @@ def run_by_hand(session: Any, schedule: Schedule) -> float:
             }
             refs = [actor.run.remote(meta)[1] for actor in groups[role].actors]
         else:
+            # The kind as plain text, as the dispatcher sends it (an enum costs more to pickle).
             refs = [
-                a.transfer.remote(op.kind, [op.state], op.dead, op.planned_s)
+                a.transfer.remote(str(op.kind), [op.state], op.dead, op.planned_s)
                 for a in groups[op.role].actors
             ]
         ray.get(refs, timeout=60)
