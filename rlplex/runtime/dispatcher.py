@@ -9,9 +9,17 @@ order), so the dispatcher is a plain event loop over a ready queue:
    transfer thread of every worker; ``weight_sync`` as chained bucket
    exports/imports shared on the device (``ipc``), a bucketed broadcast, an
    export/import through the object store, the user's function, or a rehearsal);
-2. wait (``ray.wait``, bounded by the earliest op deadline) for any call to
-   finish, fetch its small stats object, and when all calls of an op are done,
-   record it and release the ops waiting for it.
+2. wait (``ray.wait``, bounded by the earliest op deadline and by ``POLL_S``)
+   until as many calls are done as the op closest to done still needs, fetch
+   their small stats objects, and when all calls of an op are done, release
+   the ops waiting for it;
+3. record the finished ops once the ops they released are issued, so the
+   record (and the caller's ``on_step``) never delays a dispatch.
+
+Dispatch is the driver's critical path: per-op bookkeeping is made once per
+schedule (positions, dependency counts, successor lists), an op's calls share
+one argument object, and arguments are plain values (cheap for Ray to
+serialize). What is left is Ray's own cost per ``.remote`` call.
 
 Stage results stay in the object store (their device tensors on the device
 when every consumer shares the producer's devices): each worker's result is an
@@ -23,7 +31,7 @@ Every wait is bounded: an op still running after :meth:`Dispatcher.op_limit_s`
 (``HANG_FACTOR`` times its planned duration, at least ``MIN_HANG_S``, at most
 ``timeout_s``) raises :class:`OpTimeoutError`, so a hung worker is noticed in
 a time the plan predicts rather than after a fixed ten minutes; a dead worker surfaces as
-:class:`WorkerDiedError` as soon as Ray reports it; a stage exception as
+:class:`WorkerDiedError` within ``POLL_S`` of Ray reporting it; a stage exception as
 :class:`StageFailedError` naming stage, step, role and rank (remote traceback
 in the log). Ctrl-C stops issuing, lets the ops in flight finish, and raises
 :class:`RunInterrupted`; a second Ctrl-C stops at once.
