@@ -9,9 +9,17 @@ order), so the dispatcher is a plain event loop over a ready queue:
    transfer thread of every worker; ``weight_sync`` as chained bucket
    exports/imports shared on the device (``ipc``), a bucketed broadcast, an
    export/import through the object store, the user's function, or a rehearsal);
-2. wait (``ray.wait``, bounded by the earliest op deadline) for any call to
-   finish, fetch its small stats object, and when all calls of an op are done,
-   record it and release the ops waiting for it.
+2. wait (``ray.wait``, bounded by the earliest op deadline and by ``POLL_S``)
+   until as many calls are done as the op closest to done still needs, fetch
+   their small stats objects, and when all calls of an op are done, release
+   the ops waiting for it;
+3. record the finished ops once the ops they released are issued, so the
+   record (and the caller's ``on_step``) never delays a dispatch.
+
+Dispatch is the driver's critical path: per-op bookkeeping is made once per
+schedule (positions, dependency counts, successor lists), an op's calls share
+one argument object, and arguments are plain values (cheap for Ray to
+serialize). What is left is Ray's own cost per ``.remote`` call.
 
 Stage results stay in the object store (their device tensors on the device
 when every consumer shares the producer's devices): each worker's result is an
@@ -23,7 +31,7 @@ Every wait is bounded: an op still running after :meth:`Dispatcher.op_limit_s`
 (``HANG_FACTOR`` times its planned duration, at least ``MIN_HANG_S``, at most
 ``timeout_s``) raises :class:`OpTimeoutError`, so a hung worker is noticed in
 a time the plan predicts rather than after a fixed ten minutes; a dead worker surfaces as
-:class:`WorkerDiedError` as soon as Ray reports it; a stage exception as
+:class:`WorkerDiedError` within ``POLL_S`` of Ray reporting it; a stage exception as
 :class:`StageFailedError` naming stage, step, role and rank (remote traceback
 in the log). Ctrl-C stops issuing, lets the ops in flight finish, and raises
 :class:`RunInterrupted`; a second Ctrl-C stops at once.
@@ -32,9 +40,10 @@ in the log). Ctrl-C stops issuing, lets the ops in flight finish, and raises
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import heapq
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +73,10 @@ HANG_FACTOR = 10.0
 """An op running this many times its planned duration is taken to be hung."""
 MIN_HANG_S = 60.0
 """Never call an op hung sooner than this (short ops, first calls that compile or load)."""
+POLL_S = 0.05
+"""Longest wait between looks at the calls in flight (a failed call is seen this soon)."""
+DRIVER_POLL_S = 0.001
+"""The same while a driver stage runs beside worker calls (its end is seen this soon)."""
 
 
 def _first_line(exc: BaseException) -> str:
@@ -71,9 +84,10 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-@dataclass
+@dataclass(slots=True)
 class _InFlight:
     op: ExecOp
+    index: int
     workers: list[tuple[str, int]]
     issued_s: float
     dispatch_s: float
@@ -155,17 +169,26 @@ class Dispatcher:
         self.driver_state = driver_state
         self.on_step = on_step
         self.on_ops = on_ops
-        self._ops = schedule.by_id()
-        self._priority = {op.id: i for i, op in enumerate(schedule.ops)}
-        self._waiting = {op.id: len(op.deps) for op in schedule.ops}
-        self._dependents: dict[str, list[str]] = defaultdict(list)
-        for op in schedule.ops:
+        # Per-op bookkeeping by position in the schedule (its dispatch priority), made
+        # once: completing an op is then list arithmetic, not dict and tuple churn.
+        self._ops: tuple[ExecOp, ...] = tuple(schedule.ops)
+        self._index = {op.id: i for i, op in enumerate(self._ops)}
+        self._waiting = [len(op.deps) for op in self._ops]
+        dependents: list[list[int]] = [[] for _ in self._ops]
+        for i, op in enumerate(self._ops):
             for dep in op.deps:
-                self._dependents[dep].append(op.id)
-        self._ready: list[tuple[int, str]] = []
-        self._ready_at: dict[str, float] = {}
+                j = self._index.get(dep)
+                if j is not None:  # an unknown dependency never finishes: the op never starts
+                    dependents[j].append(i)
+        self._dependents = [tuple(d) for d in dependents]
+        self._ready: list[int] = []
+        self._ready_at = [0.0] * len(self._ops)
         self._in_flight: dict[str, _InFlight] = {}
-        self._ref_owner: dict[Any, tuple[str, int]] = {}
+        self._ref_owner: dict[Any, tuple[_InFlight, int]] = {}
+        self._finished: deque[tuple[_InFlight, float]] = deque()
+        """Ops done and released but not yet recorded (recorded after the next issue)."""
+        self._methods: dict[tuple[str, str], list[Any]] = {}
+        self._workers: dict[str, list[tuple[str, int]]] = {}
         self._results: dict[tuple[int, str], tuple[str, Any]] = {}
         self._share = _share_on_device(schedule, bindings, groups)
         self._share_roles = sorted(
@@ -182,20 +205,27 @@ class Dispatcher:
     def run(self) -> None:
         """Run every op; raises on the first failure, after Ctrl-C, or on a timeout."""
         now = self.recorder.now()
-        for op in self.schedule.ops:
+        for i, op in enumerate(self._ops):
             if not op.deps:
-                heapq.heappush(self._ready, (self._priority[op.id], op.id))
-                self._ready_at[op.id] = now
+                heapq.heappush(self._ready, i)
+                self._ready_at[i] = now
         stopping = False
-        total = len(self.schedule.ops)
+        total = len(self._ops)
+        shown: list[str] | None = None
         try:
             while self._done < total:
                 try:
                     if not stopping:
                         while self._ready:
-                            self._issue(self._ops[heapq.heappop(self._ready)[1]])
-                        if self.on_ops is not None:
-                            self.on_ops(sorted(self._in_flight))
+                            self._issue(self._ops[heapq.heappop(self._ready)])
+                    # Ops that finished are recorded once their successors are issued:
+                    # the record (and the user's on_step) is off the critical path.
+                    self._record_finished()
+                    if self.on_ops is not None and not stopping:
+                        running = sorted(self._in_flight)
+                        if running != shown:
+                            shown = running
+                            self.on_ops(running)
                     if not self._in_flight:
                         if stopping:
                             break
@@ -212,30 +242,42 @@ class Dispatcher:
                         "interrupted: finishing the ops in flight",
                         in_flight=sorted(self._in_flight),
                     )
+            self._record_finished()
             if stopping:
                 raise RunInterrupted(
                     f"interrupted by the user after {self._done} of {total} ops;"
                     f" {len(self.recorder.flushed)} complete step(s) recorded"
                 )
+        except BaseException:
+            # Keep every op that finished before the failure; the failure itself wins.
+            with contextlib.suppress(Exception):
+                self._record_finished()
+            raise
         finally:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _wait_some(self) -> None:
-        refs = list(self._ref_owner)
-        futures = [f.future for f in self._in_flight.values() if f.future is not None]
-        deadline = min(f.deadline for f in self._in_flight.values())
+        flights = self._in_flight.values()
+        deadline = min(f.deadline for f in flights)
         timeout = max(0.0, deadline - time.perf_counter())
-        if refs:
-            # With driver stages running too, poll so their completion is seen quickly.
-            wait_s = min(timeout, 0.001) if futures else timeout
-            ready, rest = ray.wait(refs, num_returns=1, timeout=wait_s)
+        if self._ref_owner:
+            refs = list(self._ref_owner)
+            futures = any(f.future is not None for f in flights)
+            # No op can finish before `least` more of its calls are done, so wait for that
+            # many at once (one wake-up per op, like a plain ray.get of its calls). A failed
+            # or dead worker's call is ready too; waking at least every POLL_S sees it while
+            # the rest of its op still runs. With driver stages running, poll faster.
+            least = min(f.left for f in flights if f.future is None and f.left > 0)
+            wait_s = min(timeout, DRIVER_POLL_S if futures else POLL_S)
+            ready, rest = ray.wait(refs, num_returns=least, timeout=wait_s)
             if ready and rest:
                 more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
                 ready.extend(more)
             if ready:
                 self._collect(ready)
-        elif futures:
-            cf.wait(futures, timeout=timeout, return_when=cf.FIRST_COMPLETED)
+        else:
+            futures_ = [f.future for f in flights if f.future is not None]
+            cf.wait(futures_, timeout=timeout, return_when=cf.FIRST_COMPLETED)
         for flight in list(self._in_flight.values()):
             if flight.future is not None and flight.future.done():
                 self._finish_driver(flight)
@@ -282,11 +324,10 @@ class Dispatcher:
                 try:
                     values.append(ray.get(ref))
                 except Exception as exc:
-                    op_id, index = self._ref_owner[ref]
-                    raise self._failure(self._in_flight[op_id], index, exc) from None
+                    flight, index = self._ref_owner[ref]
+                    raise self._failure(flight, index, exc) from None
         for ref, stats in zip(ready, values, strict=True):
-            op_id, index = self._ref_owner.pop(ref)
-            flight = self._in_flight[op_id]
+            flight, index = self._ref_owner.pop(ref)
             flight.stats[index] = stats
             flight.left -= 1
             if flight.left == 0:
@@ -346,42 +387,66 @@ class Dispatcher:
         self._complete(flight)
 
     def _complete(self, flight: _InFlight) -> None:
-        op = flight.op
+        """Release the ops waiting for this one; it is recorded after they are issued."""
         end = self.recorder.now()
-        del self._in_flight[op.id]
+        del self._in_flight[flight.op.id]
         self._done += 1
-        finished = self.recorder.add(
-            op,
-            flight.issued_s,
-            end,
-            [s for s in flight.stats if s is not None],
-            gpus_per_worker=flight.gpus_per_worker,
-            dispatch_s=flight.dispatch_s,
-        )
-        for dep in self._dependents.get(op.id, ()):
-            self._waiting[dep] -= 1
-            if self._waiting[dep] == 0:
-                heapq.heappush(self._ready, (self._priority[dep], dep))
+        waiting = self._waiting
+        for dep in self._dependents[flight.index]:
+            waiting[dep] -= 1
+            if waiting[dep] == 0:
+                heapq.heappush(self._ready, dep)
                 self._ready_at[dep] = end
-        for step, metrics in finished:
-            for key in [k for k in self._results if k[0] == step]:
-                del self._results[key]
-            for role in self._share_roles:
-                for actor in self.groups[role].actors:
-                    actor.release_step.remote(step)  # no reply needed
-            if self.on_step is not None:
-                self.on_step(step, metrics)
+        self._finished.append((flight, end))
+
+    def _record_finished(self) -> None:
+        """Record the ops done so far; finish the steps that completes."""
+        while self._finished:
+            # Taken off first: an op whose record fails (a full disk) is not tried again.
+            flight, end = self._finished.popleft()
+            finished = self.recorder.add(
+                flight.op,
+                flight.issued_s,
+                end,
+                [s for s in flight.stats if s is not None],
+                gpus_per_worker=flight.gpus_per_worker,
+                dispatch_s=flight.dispatch_s,
+            )
+            for step, metrics in finished:
+                for key in [k for k in self._results if k[0] == step]:
+                    del self._results[key]
+                for role in self._share_roles:
+                    for actor in self.groups[role].actors:
+                        actor.release_step.remote(step)  # no reply needed
+                if self.on_step is not None:
+                    self.on_step(step, metrics)
 
     # -- issuing ------------------------------------------------------------------
 
+    def _methods_of(self, group: WorkerGroup, name: str) -> list[Any]:
+        """``actor.<name>`` of every worker of ``group``, looked up once."""
+        key = (group.role, name)
+        methods = self._methods.get(key)
+        if methods is None:
+            methods = self._methods[key] = [getattr(a, name) for a in group.actors]
+        return methods
+
+    def _workers_of(self, group: WorkerGroup) -> list[tuple[str, int]]:
+        workers = self._workers.get(group.role)
+        if workers is None:
+            workers = self._workers[group.role] = [(group.role, r) for r in range(group.world_size)]
+        return workers
+
     def _track(
         self, op: ExecOp, refs: Sequence[Any], workers: list[tuple[str, int]], gpus: int
-    ) -> None:
+    ) -> _InFlight:
         now = self.recorder.now()
-        dispatch = now - self._ready_at.get(op.id, now)
+        index = self._index[op.id]
+        dispatch = now - self._ready_at[index]
         self.dispatch_latencies.append(dispatch)
         flight = _InFlight(
             op=op,
+            index=index,
             workers=workers,
             issued_s=now,
             dispatch_s=dispatch,
@@ -391,71 +456,82 @@ class Dispatcher:
             left=len(refs),
         )
         self._in_flight[op.id] = flight
-        for index, ref in enumerate(refs):
-            self._ref_owner[ref] = (op.id, index)
+        owner = self._ref_owner
+        for i, ref in enumerate(refs):
+            owner[ref] = (flight, i)
+        return flight
 
     def _issue(self, op: ExecOp) -> None:
-        if op.kind == OpKind.RUN:
-            if op.role not in self.groups:
+        kind = op.kind
+        if kind == OpKind.RUN:
+            group = self.groups.get(op.role or "")
+            if group is None:
                 self._issue_driver(op)
             else:
-                self._issue_run(op, self.groups[op.role], op.stage or "")
-        elif op.kind in TRANSFER_KINDS:
+                self._issue_run(op, group, op.stage or "")
+        elif kind in TRANSFER_KINDS:
             group = self.groups[op.role or ""]
-            refs = [
-                a.transfer.remote(op.kind, [op.state], op.dead, op.planned_s) for a in group.actors
-            ]
-            self._track(
-                op, refs, [(group.role, r) for r in range(group.world_size)], group.gpus_per_worker
-            )
-        elif op.kind == OpKind.WEIGHT_SYNC:
+            # Plain values (the kind as text, not the enum) serialize fastest, once per op.
+            args = (str(kind), [op.state], op.dead, op.planned_s)
+            refs = [m.remote(*args) for m in self._methods_of(group, "transfer")]
+            self._track(op, refs, self._workers_of(group), group.gpus_per_worker)
+        elif kind == OpKind.WEIGHT_SYNC:
             self._issue_sync(op)
         else:  # pragma: no cover - the plan model allows no other kind
             raise PlanScheduleError(f"unknown op kind {op.kind!r}", op=op.id)
 
     def _inputs(
-        self, op: ExecOp, stage: str, world: int
-    ) -> list[tuple[list[tuple[str, int, bool]], list[Any]]]:
-        """Per worker: the (name, count, whole) layout and the positional inputs."""
-        per_worker: list[tuple[list[tuple[str, int, bool]], list[Any]]] = [
-            ([], []) for _ in range(world)
-        ]
-        for name in self.bindings.get(stage, StageBinding()).upstream:
+        self, op: ExecOp, upstream: Sequence[str], world: int
+    ) -> tuple[list[tuple[str, int, bool]], list[list[Any]] | None]:
+        """The (name, count, whole) layout, the same on every rank, and each rank's inputs.
+
+        ``None`` for the inputs when the stage takes none.
+        """
+        layout: list[tuple[str, int, bool]] = []
+        per_worker: list[list[Any]] | None = None
+        for name in upstream:
             found = self._results.get((op.step, name))
             if found is None:
                 continue
+            if per_worker is None:
+                per_worker = [[] for _ in range(world)]
             kind, value = found
-            for rank, (layout, args) in enumerate(per_worker):
-                if kind == "value":
-                    layout.append((name, 1, False))
+            if kind == "value":
+                layout.append((name, 1, False))
+                for rank, args in enumerate(per_worker):
                     args.append(shard(value, rank, world))
-                elif len(value) == world:
-                    layout.append((name, 1, False))
+            elif len(value) == world:
+                layout.append((name, 1, False))
+                for rank, args in enumerate(per_worker):
                     args.append(value[rank])
-                else:
-                    # Another world size (one upstream part included): the worker reshards.
-                    layout.append((name, len(value), True))
+            else:
+                # Another world size (one upstream part included): the worker reshards.
+                layout.append((name, len(value), True))
+                for args in per_worker:
                     args.extend(value)
-        return per_worker
+        return layout, per_worker
 
     def _issue_run(self, op: ExecOp, group: WorkerGroup, stage: str) -> None:
-        inputs = self._inputs(op, stage, group.world_size)
-        results, refs = [], []
-        for actor, (layout, args) in zip(group.actors, inputs, strict=True):
-            meta = {
-                "stage": stage,
-                "step": op.step,
-                "planned_s": max(0.0, op.planned_s - self.overhead_s),
-                "memory_gb": op.memory_gb,
-                "inputs": layout,
-                "share_on_device": stage in self._share,
-            }
-            result, stats = actor.run.remote(meta, *args)
-            results.append(result)
-            refs.append(stats)
-        self._results[(op.step, stage)] = ("refs", results)
+        world = group.world_size
+        binding = self.bindings.get(stage)
+        layout, inputs = self._inputs(op, binding.upstream if binding else (), world)
+        # One meta for every worker (the input layout is the same on every rank).
+        meta = {
+            "stage": stage,
+            "step": op.step,
+            "planned_s": max(0.0, op.planned_s - self.overhead_s),
+            "memory_gb": op.memory_gb,
+            "inputs": layout,
+            "share_on_device": stage in self._share,
+        }
+        methods = self._methods_of(group, "run")
+        if inputs is None:
+            pairs = [m.remote(meta) for m in methods]
+        else:
+            pairs = [m.remote(meta, *args) for m, args in zip(methods, inputs, strict=True)]
+        self._results[(op.step, stage)] = ("refs", [result for result, _ in pairs])
         self._track(
-            op, refs, [(group.role, r) for r in range(group.world_size)], group.gpus_per_worker
+            op, [stats for _, stats in pairs], self._workers_of(group), group.gpus_per_worker
         )
 
     def _issue_sync(self, op: ExecOp) -> None:
@@ -530,7 +606,6 @@ class Dispatcher:
                 stats["metrics"] = dict(ctx.metrics)
             return result, stats
 
-        self._track(op, [], [("driver", 0)], 1)
-        flight = self._in_flight[op.id]
+        flight = self._track(op, [], [("driver", 0)], 1)
         flight.stats = [None]
         flight.future = self._pool.submit(call)
