@@ -543,6 +543,7 @@ def summarise(kind: str, results: list[tuple[str, dict[str, Any]]]) -> dict[str,
         "invalid accepted": invalid,
         "peak_mb": max(r["rss_mb"] for _, r in results),
         "max_wall_s": max(r["wall_s"] for _, r in results),
+        "slowest": max(results, key=lambda item: item[1]["wall_s"])[0],
         "exit codes": Counter(
             str(r.get("validate", r.get("replay", {})).get("code")) for _, r in results
         ),
@@ -620,6 +621,7 @@ def main() -> int:
         f"- `rlplex plan --auto` with {args.auto_roles} GPU roles: {auto_s:.2f} s (exit {auto_rc})"
     )
     for s in summaries:
+        print(f"- slowest {s['kind']} mutant: {s['slowest']} ({s['max_wall_s']:.2f} s)")
         if s["slow"]:
             print(
                 f"- {s['kind']}: {len(s['slow importing torch'])} of the {len(s['slow'])} runs"
