@@ -131,10 +131,12 @@ def test_a_disk_that_fills_mid_run_stops_it_and_keeps_the_steps(
 
     disk = small_disk("20m")
     record = disk / "run.jsonl"
+    config = tmp_path / "c.yaml"  # a rehearsal: no model to load, steps of about 0.1 s
+    config.write_text(CONFIG.replace("NODES", "1").replace("DEVICES", '"0-1"'))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
     run = subprocess.Popen(
-        [sys.executable, "-m", "rlplex.cli", "run", str(ROOT / "examples" / "toy_grpo.yaml"),
-         "--steps", "1000", "--time-scale", "0.05", "--record", str(record),
+        [sys.executable, "-m", "rlplex.cli", "run", str(config),
+         "--steps", "1000", "--time-scale", "0.02", "--record", str(record),
          "--address", address],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
     )  # fmt: skip
