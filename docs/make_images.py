@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlplex.sim.reports import planned_timeline
+from rlplex.reports.records import planned_timeline
 from rlplex.viz.views import write_views
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -60,9 +60,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Valid
 from rlplex.dag.pipeline import CycleError, Mode, Pipeline, PipelineError
 from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
-from rlplex.estimate.inputs import Efficiency, OptimizerName, Parallel, Precision, Workload
 from rlplex.resources.cluster import DRIVER, Cluster, Role, StateKind, driver_role
 from rlplex.resources.devices import AUTO, MAX_GPUS, DeviceSpecError, parse_devices
+from rlplex.resources.inputs import Efficiency, OptimizerName, Parallel, Precision, Workload
 from rlplex.resources.placement import check_worker_layout
 from rlplex.resources.yaml_io import apply_overrides, load_yaml_file
 
@@ -967,7 +967,7 @@ def load_config(
     native = apply_overrides(native, native_overrides)
     defaults_note = None
     if fmt != "native" and not (native.get("pipeline") or {}).get("python"):
-        from rlplex.resources.importers.common import use_estimates
+        from rlplex.estimate.fill import use_estimates
 
         native, defaults_note = use_estimates(native, cost_data)
     config = config_from_dict(

@@ -205,7 +205,7 @@ def calibrate(
     """
     import yaml
 
-    from rlplex.estimate.calibrate import calibrate as fit
+    from rlplex.reports.calibrate import calibrate as fit
 
     result, doc = fit(
         record, config, overrides=set_ or (), config_format=options.config_format,
@@ -259,7 +259,7 @@ def calibrate(
 def print_plan_memory(peaks: Any, cfg: Any) -> None:
     """``rlplex plan``'s memory table: peak GB and headroom per GPU, and what is estimated.
 
-    ``peaks``: :attr:`rlplex.plan.report.PlanReport.memory`. GPUs with the same
+    ``peaks``: :attr:`rlplex.reports.plan.PlanReport.memory`. GPUs with the same
     peak, moment and residents share one row.
     """
     from rlplex.resources.devices import format_devices

@@ -22,7 +22,13 @@ from rlplex.cli.options import (
     config_options,
     view_options,
 )
-from rlplex.cli.render import placement_table, print_device_grid, print_wrote, write_timeline_views
+from rlplex.cli.render import (
+    placement_table,
+    print_device_grid,
+    print_wrote,
+    search_progress,
+    write_timeline_views,
+)
 
 
 @app.command()
@@ -44,11 +50,12 @@ def plan(
 ) -> None:
     """Plan a step: placement, parallel stages, offload/reload ops, period and bound."""
     from rlplex.config import ASYNC_STALENESS_0
-    from rlplex.plan.report import plan_report
+    from rlplex.reports.plan import plan_report
 
     # --auto searches the staleness too, so "staleness 0 runs like sync" does not apply.
     cfg = options.load(config, unless=(ASYNC_STALENESS_0,) if auto else ())
-    report = plan_report(cfg, auto=auto, baseline=baseline, verify=verify, progress=not json_)
+    with search_progress(show=not json_) as progress:
+        report = plan_report(cfg, auto=auto, baseline=baseline, verify=verify, progress=progress)
     result, summary = report.plan, report.summary
     if views:
         written = write_timeline_views(

@@ -40,7 +40,7 @@ def replay(
     Unattributed time is the recorded step time that the recorded stages do not
     explain (driver overhead, data loading, logging). --set overrides the config.
     """
-    from rlplex.sim.reports import GANTT_STEPS, RecordSource, replay_report
+    from rlplex.reports.records import GANTT_STEPS, RecordSource, replay_report
 
     source = RecordSource(record, config, options.record_format, options.skip_bad_lines,
                           options.config_format, options.costs)  # fmt: skip
@@ -127,7 +127,7 @@ def whatif(
     Example: --alt "4/12 async: roles.actor_infer.devices=0-3 roles.actor_train.devices=4-15
     pipeline.mode=async pipeline.max_staleness=1"
     """
-    from rlplex.sim.reports import RecordSource, whatif_report
+    from rlplex.reports.records import RecordSource, whatif_report
 
     source = RecordSource(record, config, options.record_format, options.skip_bad_lines,
                           options.config_format, options.costs)  # fmt: skip

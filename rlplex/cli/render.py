@@ -1,15 +1,20 @@
-"""Rendering helpers shared by commands: the device grid, role tables, "wrote" lines."""
+"""Rendering helpers shared by commands: the device grid, role tables, "wrote" lines, bars."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
 from rlplex.cli.app import console
 from rlplex.config import Config
+
+if TYPE_CHECKING:
+    from rlplex.timeline.record import Timeline
 
 
 def roles_json(cfg: Config) -> dict[str, Any]:
@@ -122,4 +127,54 @@ def placement_table(candidates: list[Any]) -> Table:
         k = [str(cand.staleness)] if async_search else []
         table.add_row(str(rank), groups, *k, f"{cand.period_s:.2f} s",
                       f"{cand.lower_bound_s:.2f} s")  # fmt: skip
+    return table
+
+
+@contextmanager
+def search_progress(show: bool = True) -> Iterator[Callable[[int, int], None] | None]:
+    """A transient progress bar on stderr fed by the placement search's ``progress(done, total)``.
+
+    Yields the callback (None when ``show`` is false). The bar appears once a
+    search has at least two candidates to score; a later search (the next
+    staleness of an async search) restarts it with its own total.
+    """
+    if not show:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = None
+
+        def advance(done: int, total: int) -> None:
+            nonlocal task
+            if total < 2:
+                return
+            if task is None:
+                task = bar.add_task("placement search", total=total)
+            bar.update(task, completed=done, total=total)
+
+        yield advance
+
+
+def stage_rich_table(timeline: Timeline, title: str = "time per stage") -> Table:
+    """A rich Table: stage, role, seconds per step, share of the step, on the critical path."""
+    from rlplex.viz.critical import format_seconds
+    from rlplex.viz.views import stage_rows  # lazy: the other commands need no viz
+
+    table = Table(title=title)
+    for column, justify in (("stage", "left"), ("role", "left"), ("time / step", "right"),
+                            ("share of work", "right"), ("critical", "center")):  # fmt: skip
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in stage_rows(timeline):
+        if row.seconds <= 0 and row.kind in ("offload", "reload"):
+            continue  # free transfers (dropped or clean state) only add noise
+        table.add_row(
+            row.name,
+            row.role,
+            format_seconds(row.seconds),
+            f"{row.share * 100:.1f} %",
+            "[bold]yes[/]" if row.critical else "",
+        )
     return table

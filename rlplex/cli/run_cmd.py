@@ -56,8 +56,8 @@ def run(
     ``rlplex.pipelines.grpo`` and ``rlplex.pipelines.ppo`` have), it is called
     and its setups build the roles' state on the workers.
     """
+    from rlplex.reports.run import RunOptions, python_setups, run_plan
     from rlplex.runtime import RunInterrupted
-    from rlplex.runtime.cli_run import RunOptions, python_setups, run_plan
 
     cfg = options.load(config)
     settings = RunOptions(steps, record, time_scale, address, timeout)

@@ -19,7 +19,7 @@ from rlplex.cli.options import (
     SkipBadOpt,
     TraceOpt,
 )
-from rlplex.cli.render import print_wrote
+from rlplex.cli.render import print_wrote, stage_rich_table
 
 
 @app.command()
@@ -40,8 +40,8 @@ def viz(
     skip_bad_lines: SkipBadOpt = False,
 ) -> None:
     """Draw a timeline (Gantt HTML/PNG, Perfetto trace) and print time per stage."""
-    from rlplex.sim.reports import load_timeline
-    from rlplex.viz.views import stage_rich_table, write_views
+    from rlplex.reports.records import load_timeline
+    from rlplex.viz.views import write_views
 
     record = load_timeline(
         timeline, steps=steps, overrides=set_, fmt=format_, skip_bad_lines=skip_bad_lines
@@ -76,7 +76,7 @@ def compare(
 ) -> None:
     """Two timelines side by side on one time axis, with the difference in period."""
     from rlplex.errors import ConfigError
-    from rlplex.sim.reports import load_timeline, planned_timeline
+    from rlplex.reports.records import load_timeline, planned_timeline
     from rlplex.viz.compare import write_comparison
 
     if (b is None) == (baseline is None):

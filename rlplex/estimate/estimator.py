@@ -31,9 +31,9 @@ from rlplex.dag.pipeline import Pipeline
 from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
 from rlplex.estimate import formulas as f
-from rlplex.estimate.inputs import Efficiency, Workload
 from rlplex.estimate.specs import GpuSpec, ModelSpec, efficiency_defaults, gpu_spec, resolve_model
 from rlplex.resources.cluster import Cluster, Role
+from rlplex.resources.inputs import Efficiency, Workload
 
 StageKind = Literal["train", "forward", "generate", "weight_sync", "cpu"]
 Bound = Literal["compute", "memory", "latency", "link", "given"]

@@ -17,14 +17,6 @@ from rlplex.plan.planner import BASELINES, make_plan, plan_for_placement
 from rlplex.plan.search import PlacementCandidate, search_placements
 from rlplex.plan.verify import PlanVerificationError, verify_plan
 
-
-def _verify(self: Plan, config) -> None:
-    """Check every validity rule of DESIGN.md (see :func:`verify_plan`)."""
-    verify_plan(self, config)
-
-
-Plan.verify = _verify  # type: ignore[attr-defined]
-
 __all__ = [
     "BASELINES",
     "Bound",

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from rlplex.config import Config
 from rlplex.errors import RlplexError
 from rlplex.plan.costs import config_placement
-from rlplex.plan.search import PlacementCandidate, search_placements
+from rlplex.plan.search import PlacementCandidate, SearchProgress, search_placements
 
 AUTO_MAX_STALENESS = 2
 """Largest k an async search tries when the config's ``max_staleness`` is 0."""
@@ -85,7 +85,7 @@ class ResolvedPlacement:
 
 
 def resolve_placement(
-    config: Config, *, auto: bool = False, top: int = 5, progress: bool = False
+    config: Config, *, auto: bool = False, top: int = 5, progress: SearchProgress | None = None
 ) -> ResolvedPlacement:
     """Resolve ``config``'s placement once: explicit devices, ``devices: auto`` roles, or all.
 
@@ -94,7 +94,7 @@ def resolve_placement(
         auto: search the placement of every GPU role, whatever the config's
             devices say (``rlplex plan --auto``).
         top: candidates to keep (per staleness tried, then merged best first).
-        progress: show the search's progress bar on stderr (long searches).
+        progress: called as ``progress(scored, total)`` while candidates are scored.
 
     Raises:
         InfeasibleError: no candidate placement can run the pipeline.
@@ -116,7 +116,9 @@ def resolve_placement(
     return _search_async(config, top, progress)
 
 
-def _search_async(config: Config, top: int, progress: bool = False) -> ResolvedPlacement:
+def _search_async(
+    config: Config, top: int, progress: SearchProgress | None = None
+) -> ResolvedPlacement:
     """Search placement and staleness k (1..K); the smallest k reaching the best period wins."""
     pipeline = config.pipeline
     high = pipeline.max_staleness or AUTO_MAX_STALENESS

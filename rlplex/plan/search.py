@@ -19,15 +19,15 @@ groups, and the weight-sync destinations apart from the rest), and groups past
 :data:`FEW_GROUPS` get GPU counts proportional to their work instead of every
 composition. A wall-clock budget (``budget_s``) ends the scoring and the
 refinement early: the best plan found so far is returned, with a note saying
-the budget ended the search, and a progress bar on stderr shows long searches.
+the budget ended the search, and a ``progress`` callback reports each scored
+candidate (the CLI draws the bar; nothing here prints).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,9 @@ from rlplex.errors import InfeasibleError, RlplexError
 from rlplex.plan.bound import lower_bound
 from rlplex.plan.policy import plan_options
 from rlplex.plan.schedule import schedule
+
+SearchProgress = Callable[[int, int], None]
+"""Called as ``progress(scored, total)`` while the search scores candidates."""
 
 MAX_SCORED = 400
 """Most candidates scored by the scheduler in the first pass (the bound prunes the rest)."""
@@ -173,7 +176,7 @@ def search_placements(
     *,
     budget_s: float | None = DEFAULT_BUDGET_S,
     notes: list[str] | None = None,
-    progress: bool = False,
+    progress: SearchProgress | None = None,
 ) -> list[PlacementCandidate]:
     """The ``top`` best placements of the auto roles (all GPU roles if none is marked auto).
 
@@ -182,7 +185,8 @@ def search_placements(
             ends the search, the best placements so far are returned and a
             note is added to ``notes``.
         notes: receives what the user should know about the search.
-        progress: show a progress bar on stderr while candidates are scored.
+        progress: called as ``progress(scored, total)`` after each candidate is
+            scored (the CLI draws its bar with it; library code prints nothing).
 
     Raises:
         InfeasibleError: no candidate placement can run the pipeline.
@@ -234,20 +238,23 @@ def search_placements(
     raw.sort(key=lambda item: (item[0], item[1], item[2]))
     scored: list[PlacementCandidate] = []
     first_error: RlplexError | None = None
-    with _progress_bar(progress, min(len(raw), MAX_SCORED)) as advance:
-        for bound, groups, cnts in raw[:MAX_SCORED]:
-            if len(scored) >= top and bound >= scored[top - 1].period_s - 1e-9:
-                break  # the bound proves every remaining candidate no better than the top ones
-            if scored and time.monotonic() > deadline:
-                out_of_time = True
-                break
-            cand = _score(config, groups, cnts, pool, fixed, bound)
-            advance()
-            if isinstance(cand, RlplexError):
-                first_error = first_error or cand
-                continue
-            scored.append(cand)
-            scored.sort(key=_key)
+    total = min(len(raw), MAX_SCORED)
+    done = 0
+    for bound, groups, cnts in raw[:MAX_SCORED]:
+        if len(scored) >= top and bound >= scored[top - 1].period_s - 1e-9:
+            break  # the bound proves every remaining candidate no better than the top ones
+        if scored and time.monotonic() > deadline:
+            out_of_time = True
+            break
+        cand = _score(config, groups, cnts, pool, fixed, bound)
+        done += 1
+        if progress is not None:
+            progress(done, total)
+        if isinstance(cand, RlplexError):
+            first_error = first_error or cand
+            continue
+        scored.append(cand)
+        scored.sort(key=_key)
     if not scored:
         raise first_error or InfeasibleError("no candidate placement is feasible")
     if time.monotonic() < deadline:
@@ -259,24 +266,6 @@ def search_placements(
             f" {len(scored)} candidates: the best plan found so far is shown"
         )
     return scored[:top]
-
-
-def _progress_bar(show: bool, total: int) -> Any:
-    """A rich progress bar on stderr (transient), or a no-op; yields ``advance()``."""
-    if not show or total < 2:
-        return nullcontext(lambda: None)
-    from contextlib import contextmanager
-
-    from rich.console import Console
-    from rich.progress import Progress
-
-    @contextmanager
-    def bar() -> Iterator[Any]:
-        with Progress(console=Console(stderr=True), transient=True) as prog:
-            task = prog.add_task("placement search", total=total)
-            yield lambda: prog.advance(task)
-
-    return bar()
 
 
 def _key(c: PlacementCandidate) -> tuple:

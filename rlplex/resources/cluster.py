@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
-from rlplex.estimate.inputs import OptimizerName, Parallel, Precision
 from rlplex.resources.devices import MAX_GPUS
+from rlplex.resources.inputs import OptimizerName, Parallel, Precision
 
 StateKind = Literal["weights", "optimizer", "grads", "kv_cache"]
 STATE_KINDS: tuple[StateKind, ...] = ("weights", "optimizer", "grads", "kv_cache")

@@ -4,7 +4,7 @@
 :mod:`rlplex.runtime.executor`). Stage callables read the state that the roles'
 ``setups`` build on the workers; ``rlplex run`` takes them from the pipeline
 module's ``setups()`` function when the config says
-``pipeline: {python: "module:function"}`` (:mod:`~rlplex.runtime.cli_run`).
+``pipeline: {python: "module:function"}`` (:mod:`~rlplex.reports.run`).
 Modules, one idea each:
 
 - :mod:`~rlplex.runtime.schedule`: unroll a plan into a run's ops with complete deps;
@@ -14,7 +14,6 @@ Modules, one idea each:
 - :mod:`~rlplex.runtime.dispatcher`: the plan-following event loop;
 - :mod:`~rlplex.runtime.recorder`: the Timeline record, flushed step by step;
 - :mod:`~rlplex.runtime.data`: splitting batches across workers and gathering results;
-- :mod:`~rlplex.runtime.cli_run`: the body of ``rlplex run``.
 
 Importing this package does not import Ray or torch.
 """

@@ -93,7 +93,7 @@ def execute(
             (``driver`` too); see :mod:`rlplex.runtime.worker`. A pipeline module
             offers them as ``setups()`` next to its pipeline function; ``rlplex
             run`` calls it for ``pipeline: {python: "module:function"}``
-            (:func:`rlplex.runtime.cli_run.python_setups`).
+            (:func:`rlplex.reports.run.python_setups`).
         record: JSONL file to write step by step (the plan goes beside it).
         time_scale: rehearsed stages and transfers sleep planned seconds times this.
         address: a Ray cluster to join; default ``RAY_ADDRESS``, a running

@@ -8,7 +8,7 @@ path. Light to import: matplotlib is loaded only when a PNG is drawn.
 from rlplex.viz.compare import Comparison, compare, write_comparison
 from rlplex.viz.critical import StageRow, critical_path, stage_table
 from rlplex.viz.layout import GanttLayout, build_layout
-from rlplex.viz.views import stage_rich_table, write_views
+from rlplex.viz.views import stage_rows, write_views
 
 __all__ = [
     "Comparison",
@@ -17,7 +17,7 @@ __all__ = [
     "build_layout",
     "compare",
     "critical_path",
-    "stage_rich_table",
+    "stage_rows",
     "stage_table",
     "write_comparison",
     "write_views",

@@ -3,17 +3,16 @@
 ``rlplex plan``, ``rlplex simulate`` and ``rlplex viz`` all end the same way:
 draw the timeline as HTML and/or PNG, export a Perfetto trace, and print the
 per-stage table with the critical path. :func:`write_views` and
-:func:`stage_rich_table` are that shared ending.
+:func:`stage_rows` are that shared ending (the CLI renders the rows).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from rlplex.bulk import gc_paused
 from rlplex.timeline.record import Timeline
-from rlplex.viz.critical import StageRow, critical_path, format_seconds, stage_table
+from rlplex.viz.critical import StageRow, critical_path, stage_table
 from rlplex.viz.layout import GanttLayout, build_layout
 
 
@@ -77,24 +76,3 @@ def stage_rows(timeline: Timeline) -> list[StageRow]:
     """The per-stage table of ``timeline`` with its critical path."""
     with gc_paused():
         return stage_table(timeline, critical_path(timeline))
-
-
-def stage_rich_table(timeline: Timeline, title: str = "time per stage") -> Any:
-    """A rich Table: stage, role, seconds per step, share of the step, on the critical path."""
-    from rich.table import Table
-
-    table = Table(title=title)
-    for column, justify in (("stage", "left"), ("role", "left"), ("time / step", "right"),
-                            ("share of work", "right"), ("critical", "center")):  # fmt: skip
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for row in stage_rows(timeline):
-        if row.seconds <= 0 and row.kind in ("offload", "reload"):
-            continue  # free transfers (dropped or clean state) only add noise
-        table.add_row(
-            row.name,
-            row.role,
-            format_seconds(row.seconds),
-            f"{row.share * 100:.1f} %",
-            "[bold]yes[/]" if row.critical else "",
-        )
-    return table

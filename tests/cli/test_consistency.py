@@ -84,8 +84,8 @@ def test_compare_puts_a_rehearsal_back_on_the_plans_time_scale(tmp_path: Path) -
     """Defect 3: compare ignored a rehearsal's time_scale ("97.85x as fast")."""
     from rlplex.config import load_config
     from rlplex.plan import make_plan
+    from rlplex.reports.records import load_timeline
     from rlplex.sim import simulate
-    from rlplex.sim.reports import load_timeline
 
     cfg = load_config(ROOT / "examples" / "grpo.yaml")
     sim = simulate(make_plan(cfg), cfg, steps=3)

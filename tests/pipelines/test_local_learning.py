@@ -146,10 +146,10 @@ def test_planning_a_toy_config_imports_neither_torch_nor_ray():
     code = (
         "import sys\n"
         "from rlplex.config import load_config\n"
-        "from rlplex.plan import make_plan\n"
+        "from rlplex.plan import make_plan, verify_plan\n"
         "for name in ('toy_grpo', 'toy_ppo'):\n"
         "    cfg = load_config(f'examples/{name}.yaml')\n"
-        "    make_plan(cfg).verify(cfg)\n"
+        "    verify_plan(make_plan(cfg), cfg)\n"
         "print('torch' in sys.modules, 'ray' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

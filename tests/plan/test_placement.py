@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlplex.config import ASYNC_STALENESS_0, load_config
-from rlplex.plan import make_plan, plan_for_placement, search_placements
+from rlplex.plan import make_plan, plan_for_placement, search_placements, verify_plan
 from rlplex.plan.placement import AUTO_MAX_STALENESS, resolve_placement
 
 GRPO = "examples/grpo.yaml"
@@ -46,7 +46,7 @@ def test_auto_searches_an_async_colocated_config_instead_of_refusing() -> None:
     are, and the search scores colocated and split candidates alike.
     """
     cfg = load_config(GRPO, overrides=ASYNC_K1)
-    make_plan(cfg).verify(cfg)  # the file's colocated devices, asked as they are
+    verify_plan(make_plan(cfg), cfg)  # the file's colocated devices, asked as they are
     resolved = resolve_placement(cfg, auto=True)
     assert resolved.searched and resolved.config.pipeline.staleness == 1
     assert any(

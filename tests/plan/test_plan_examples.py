@@ -24,7 +24,6 @@ def test_example_plans_verify_and_simulate(path):
     cfg = load_config(path)
     plan = make_plan(cfg)
     verify_plan(plan, cfg)
-    plan.verify(cfg)
     assert plan.period_s >= plan.lower_bound_s - 1e-9
     for name in BASELINES:
         base = make_plan(cfg, baseline=name)

@@ -82,3 +82,13 @@ def test_search_on_a_thousand_gpus_respects_nodes():
     for c in cands:
         for devices in c.placement.values():
             assert len(devices) % 8 == 0 and devices[0] % 8 == 0
+
+
+def test_search_reports_progress_through_its_callback_and_prints_nothing(capsys):
+    """DESIGN.md: only the CLI draws progress; the search calls ``progress(done, total)``."""
+    calls: list[tuple[int, int]] = []
+    search_placements(_cfg(), top=3, progress=lambda done, total: calls.append((done, total)))
+    assert calls, "the search scored candidates without reporting them"
+    assert [done for done, _ in calls] == list(range(1, len(calls) + 1))
+    assert {total for _, total in calls} == {calls[0][1]} and calls[-1][0] <= calls[0][1]
+    assert capsys.readouterr() == ("", "")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlplex.errors import ConfigError
-from rlplex.sim.reports import planned_timeline
+from rlplex.reports.records import planned_timeline
 from rlplex.timeline.perfetto import (
     CPU_PID,
     read_timeline,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlplex.sim.reports import planned_timeline
+from rlplex.reports.records import planned_timeline
 from rlplex.timeline.record import Timeline
 from rlplex.viz.synthetic import synthetic_timeline
 

@@ -56,8 +56,8 @@ from typing import Any, NoReturn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlplex.errors import ConfigError
-from rlplex.estimate.inputs import Efficiency
 from rlplex.resources.cluster import STATE_KINDS
+from rlplex.resources.inputs import Efficiency
 
 DEFAULT_STATES: dict[str, dict[str, float]] = {
     "actor_train": {"weights": 4.0, "optimizer": 8.0, "grads": 4.0},
@@ -387,75 +387,3 @@ def refuse_non_rl(what: str, *, file: str, field: str | None = None) -> NoReturn
         field=field,
         file=file,
     )
-
-
-def use_estimates(
-    native: dict[str, Any], costs: Mapping[str, Any] | None
-) -> tuple[dict, str | None]:
-    """An imported config's default costs replaced by estimates where the estimator can work.
-
-    Importers fill every stage's ``seconds``/``memory_gb`` and every GPU role's
-    ``states`` with this module's 7B defaults (a ROLL, RLinf or verl file says
-    where roles live, not what a step costs). When the file (or ``--set``) names
-    a ``model``, a ``workload`` and ``cluster.gpu``, those defaults are dropped so
-    that the estimator fills them from the model instead; figures a ``--costs``
-    file gives are kept. Otherwise the defaults stay, and the second value is the
-    warning that says so and what is missing (never a silent default).
-    """
-    costs = costs or {}
-    cluster = native.get("cluster") if isinstance(native.get("cluster"), dict) else {}
-    missing = [
-        name
-        for name, present in (
-            ("model", native.get("model")),
-            ("workload", native.get("workload")),
-            ("cluster.gpu", cluster.get("gpu")),
-        )
-        if not present
-    ]
-    stages = dict((native.get("pipeline") or {}).get("stages") or {})
-    cost_stages = costs.get("stages") or {}
-    cost_states = costs.get("states") or {}
-    if missing:
-        uncovered = [n for n, b in stages.items() if b.get("kind") != "weight_sync"
-                     and "seconds" not in cost_stages.get(n, {})]  # fmt: skip
-        if not uncovered:
-            return native, None
-        return native, (
-            "stage times and state sizes are rlplex's defaults for a 7B model"
-            " (docs/importers.md), not estimates: the config lacks "
-            + ", ".join(missing)
-            + " (give them with --set, e.g. --set cluster.gpu=h100, or a --costs FILE)"
-        )
-    for name, body in stages.items():
-        if not _estimable(name, body, native.get("roles") or {}):
-            continue  # CPU and driver stages keep their figures: the estimator has no formula
-        given = cost_stages.get(name, {})
-        stages[name] = {k: v for k, v in body.items()
-                        if k not in ("seconds", "memory_gb") or k in given}  # fmt: skip
-    roles = {}
-    for name, body in (native.get("roles") or {}).items():
-        if isinstance(body, dict) and "states" in body and body.get("devices") is not None:
-            given = cost_states.get(name)
-            body = {k: v for k, v in body.items() if k != "states"}
-            if given:
-                body["states"] = dict(given)
-        roles[name] = body
-    pipeline = {**(native.get("pipeline") or {}), "stages": stages}
-    return {**native, "roles": roles, "pipeline": pipeline}, None
-
-
-def _estimable(name: str, body: Mapping[str, Any], roles: Mapping[str, Any]) -> bool:
-    """Whether the estimator computes stage ``name`` (train, log-prob, value, generate on GPUs)."""
-    from rlplex.dag.stage import Stage
-    from rlplex.estimate.estimator import stage_kind
-    from rlplex.resources.cluster import Role
-
-    role_body = roles.get(body.get("role") or "")
-    on_gpu = isinstance(role_body, dict) and role_body.get("devices") is not None
-    try:
-        stage = Stage.model_validate({"name": name, **body})
-    except ValueError:
-        return False  # reported by the config check with its field
-    role = Role(name=str(body.get("role")), devices=(0,)) if on_gpu else None
-    return stage_kind(stage, role) in ("train", "forward", "generate")

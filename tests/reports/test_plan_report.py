@@ -8,7 +8,7 @@ import pytest
 
 from rlplex import load_config
 from rlplex.plan import make_plan
-from rlplex.plan.report import placed_config
+from rlplex.reports.plan import placed_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

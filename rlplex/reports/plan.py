@@ -10,10 +10,16 @@ table, the JSON and the pictures all render it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from rlplex.config import Config
+from rlplex.plan.costs import is_gpu_role, reference_devices
 from rlplex.plan.model import Plan
+from rlplex.plan.peaks import DeviceMemory, peak_memory_by_device
+from rlplex.plan.placement import Candidate, resolve_placement
+from rlplex.plan.planner import make_plan, plan_for_placement
+from rlplex.plan.search import SearchProgress
+from rlplex.plan.verify import verify_plan
+from rlplex.timeline.record import Timeline, timeline_from_plan
 
 
 @dataclass(frozen=True)
@@ -75,8 +81,6 @@ def placed_config(config: Config, plan: Plan) -> Config:
     (``at_devices`` is pinned before the roles move), so planning the placed
     config prices stages exactly as the plan did.
     """
-    from rlplex.plan.costs import is_gpu_role, reference_devices
-
     stages = tuple(
         stage.model_copy(update={"at_devices": reference_devices(config, stage)})
         if not stage.is_weight_sync and is_gpu_role(config, stage.role or "")
@@ -101,19 +105,17 @@ class PlanReport:
     """The plan (the planner's, or the baseline asked for)."""
     summary: PlanSummary
     """Its figures, with the sequential baseline's period."""
-    candidates: tuple[Any, ...] = ()
+    candidates: tuple[Candidate, ...] = ()
     """The placements the search scored, best first (empty without a search)."""
     notes: tuple[str, ...] = ()
     """What the placement search decided that the user should know (the staleness it picked)."""
     verified: bool = False
     """Whether every validity rule was checked (and held)."""
-    memory: dict[int, Any] = field(default_factory=dict)
+    memory: dict[int, DeviceMemory] = field(default_factory=dict)
     """Each GPU's peak memory over the step: when, what is resident, the headroom."""
 
-    def timeline(self) -> Any:
+    def timeline(self) -> Timeline:
         """The plan's ops as a Timeline, for the pictures."""
-        from rlplex.timeline.record import timeline_from_plan
-
         return timeline_from_plan(self.plan)
 
 
@@ -123,7 +125,7 @@ def plan_report(
     auto: bool = False,
     baseline: str | None = None,
     verify: bool = False,
-    progress: bool = False,
+    progress: SearchProgress | None = None,
 ) -> PlanReport:
     """Plan ``config`` (searching the placement of every GPU role with ``auto``).
 
@@ -131,10 +133,6 @@ def plan_report(
         InfeasibleError: no placement can run the pipeline.
         PlanVerificationError: ``verify`` and a validity rule is broken.
     """
-    from rlplex.plan.placement import resolve_placement
-    from rlplex.plan.planner import make_plan, plan_for_placement
-    from rlplex.plan.verify import verify_plan
-
     resolved = resolve_placement(config, auto=auto, progress=progress)
     config = resolved.config
     plan = plan_for_placement(config, resolved.placement, baseline=baseline)
@@ -143,8 +141,6 @@ def plan_report(
         verify_plan(plan, config)
     placed = placed_config(config, plan)
     sequential = plan if baseline == "sequential" else make_plan(placed, baseline="sequential")
-    from rlplex.estimate.memory import peak_memory_by_device
-
     return PlanReport(
         memory=peak_memory_by_device(plan),
         config=placed,

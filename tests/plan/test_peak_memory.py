@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from rlplex.cli import app
 from rlplex.config import load_config
-from rlplex.estimate.memory import peak_memory_by_device
 from rlplex.plan import make_plan
+from rlplex.plan.peaks import peak_memory_by_device
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from rlplex.cli import app
 from rlplex.config import load_config
-from rlplex.estimate.calibrate import calibrate
 from rlplex.plan import make_plan
+from rlplex.reports.calibrate import calibrate
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "examples" / "records"

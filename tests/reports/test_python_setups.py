@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlplex.config import load_config
-from rlplex.runtime.cli_run import python_setups
+from rlplex.reports.run import python_setups
 
 MODULE = """
 import builtins
