@@ -29,7 +29,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rlplex.config import _convert, config_from_dict, detect_format  # noqa: E402
+from rlplex.config import config_from_dict, detect_format, to_native  # noqa: E402
 from rlplex.estimate.estimator import estimate_config  # noqa: E402
 from rlplex.plan import make_plan  # noqa: E402
 from rlplex.resources.yaml_io import load_yaml_file  # noqa: E402
@@ -92,7 +92,7 @@ def big_config(path: Path) -> None:
 def native_form(path: Path) -> dict:
     """The config as the native dict the checker reads, with estimator inputs added."""
     data = load_yaml_file(path)
-    native = _convert(detect_format(data), data, str(path), None)
+    native = to_native(detect_format(data), data, str(path), None)
     native.setdefault("model", MODEL)
     native.setdefault("workload", WORKLOAD)
     cluster = native.get("cluster") or {}

@@ -272,3 +272,15 @@ def test_set_may_add_fields_to_existing_roles_and_stages() -> None:
     )
     assert cfg.roles["critic"].num_gpus_per_worker == 2
     assert cfg.pipeline.stage("train").scaling == 0.5
+
+
+def test_every_format_has_an_importer_and_a_name_in_the_type() -> None:
+    """The format registry is the one list: ``--format`` choices, the type and the importers."""
+    from typing import get_args
+
+    from rlplex.config import FORMATS, IMPORTERS, ConfigFormat, to_native
+
+    assert FORMATS[0] == "native" and FORMATS[1:] == tuple(IMPORTERS)
+    assert set(FORMATS) == set(get_args(ConfigFormat))
+    native = {"cluster": {}, "roles": {}, "pipeline": {"stages": {}}}
+    assert to_native("native", native, "f.yaml", None) == native

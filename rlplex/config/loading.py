@@ -1,0 +1,135 @@
+"""Reading a config file: its format, ``--set`` routed to the file or the native form, ``--costs``.
+
+:func:`load_config` is the one entry point: read the YAML, detect the format
+(:mod:`rlplex.config.formats`), apply the overrides that name the file's own
+keys, convert, apply the others, then build and check
+(:mod:`rlplex.config.build`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rlplex.config.build import config_from_dict
+from rlplex.config.checks import check_override_targets
+from rlplex.config.formats import FORMATS, detect_format, to_native
+from rlplex.config.schema import TOP_LEVEL_KEYS, Config
+from rlplex.errors import ConfigError
+from rlplex.resources.cluster import Cluster
+from rlplex.resources.devices import DeviceSpecError, parse_devices
+from rlplex.resources.yaml_io import apply_overrides, load_yaml_file
+
+
+def device_counts(native: Mapping[str, Any]) -> dict[str, int]:
+    """GPU count of each role of a native dict whose devices parse (others left out)."""
+    try:
+        cluster = Cluster.model_validate(native.get("cluster") or {})
+    except ValidationError:
+        return {}
+    out: dict[str, int] = {}
+    roles = native.get("roles")
+    for name, body in roles.items() if isinstance(roles, dict) else ():
+        spec = body.get("devices") if isinstance(body, dict) else None
+        if spec is None:
+            continue
+        try:
+            devices = parse_devices(spec, cluster.num_gpus)
+        except (DeviceSpecError, TypeError, ValueError):
+            continue
+        if isinstance(devices, tuple) and devices:
+            out[str(name)] = len(devices)
+    return out
+
+
+def load_config(
+    path: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    format: str | None = None,
+    costs: str | Path | None = None,
+) -> Config:
+    """Read, convert, override and check a config file.
+
+    Args:
+        path: a native, ROLL, RLinf or verl-style YAML file.
+        overrides: ``KEY=VALUE`` strings with dotted keys. A key whose first part
+            is in the file, or (for a ROLL / RLinf / verl file) is not one of
+            ``cluster``, ``roles``, ``pipeline``, applies to the file as
+            written; any other applies to the native form (so
+            ``pipeline.mode=async`` works on a ROLL file).
+        format: ``native``, ``roll``, ``rlinf`` or ``verl``; detected when None.
+        costs: a YAML file with ``stages:`` costs (and optional ``states:`` and
+            ``cluster:``) merged over an imported config's defaults, or over a
+            native file's own values.
+
+    Raises:
+        ConfigError: anything wrong, naming the file, the field and the value.
+    """
+    file = str(path)
+    data = load_yaml_file(path)
+    if not isinstance(data, dict):
+        raise ConfigError("the config must be a mapping", value=data, file=file)
+    if format is not None and format not in FORMATS:
+        raise ConfigError(
+            f"unknown format (expected one of: {', '.join(FORMATS)})",
+            field="--format",
+            value=format,
+        )
+    detected = format or detect_format(data)
+    if detected == "native" and "defaults" in data:
+        # A Hydra file (verl, ROLL, RLinf) may get its telling keys from its defaults.
+        from rlplex.resources.importers.compose import compose
+
+        detected = detect_format(compose(data, file).data)
+    imported = detected != "native"
+
+    def to_file(override: str) -> bool:
+        # A key the file has applies to it as written; so does any key that is not
+        # native (cluster/roles/pipeline) when the file is another framework's.
+        head = override.partition("=")[0].strip().split(".")[0]
+        return head in data or (imported and head not in TOP_LEVEL_KEYS)
+
+    file_overrides = [o for o in overrides if to_file(o)]
+    native_overrides = [o for o in overrides if not to_file(o)]
+    if not imported:
+        check_override_targets(data, file_overrides, file)
+    written = data
+    data = apply_overrides(data, file_overrides)
+    fmt = format or (detect_format(data) if detected == "native" else detected)
+    cost_data = None
+    if costs is not None:
+        from rlplex.resources.importers.common import check_costs
+
+        cost_data = check_costs(load_yaml_file(costs), str(costs))
+    costs_file = str(costs) if costs is not None else None
+    native = to_native(fmt, data, file, cost_data, costs_file)
+    file_devices = device_counts(native)
+    if overrides:
+        # Stage seconds are measured on the devices the file gives (DESIGN: at_devices
+        # defaults to the role's device count in the config), not those of --set.
+        with contextlib.suppress(ConfigError):  # a file fixed by its overrides
+            file_devices = device_counts(
+                to_native(format or detect_format(written), written, file, cost_data, costs_file)
+            )
+    check_override_targets(native, native_overrides, file)
+    native = apply_overrides(native, native_overrides)
+    defaults_note = None
+    if fmt != "native" and not (native.get("pipeline") or {}).get("python"):
+        from rlplex.estimate.fill import use_estimates
+
+        native, defaults_note = use_estimates(native, cost_data)
+    config = config_from_dict(
+        native,
+        file=file,
+        base_dir=Path(path).resolve().parent,
+        fmt=fmt,
+        file_devices=file_devices,
+    )
+    if defaults_note:
+        return config.model_copy(update={"warnings": (*config.warnings, defaults_note)})
+    return config
