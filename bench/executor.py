@@ -37,7 +37,7 @@ from rlplex.runtime.dispatcher import Dispatcher  # noqa: E402
 from rlplex.runtime.executor import open_session  # noqa: E402
 from rlplex.runtime.recorder import Recorder  # noqa: E402
 from rlplex.runtime.report import measured_period, stage_durations  # noqa: E402
-from rlplex.runtime.schedule import Schedule, expand_plan  # noqa: E402
+from rlplex.runtime.schedule import RunSchedule, expand_plan  # noqa: E402
 from rlplex.runtime.worker import rehearse  # noqa: E402
 from rlplex.sim import simulate  # noqa: E402
 
@@ -92,7 +92,7 @@ def config(seconds: float, memory_gb: float = 80.0) -> Any:
 
 
 def run_rlplex(
-    session: Any, plan: Any, schedule: Schedule, time_scale: float
+    session: Any, plan: Any, schedule: RunSchedule, time_scale: float
 ) -> tuple[float, list[float], Any]:
     recorder = Recorder(schedule, plan)
     dispatcher = Dispatcher(
@@ -103,7 +103,7 @@ def run_rlplex(
     return time.perf_counter() - t0, dispatcher.dispatch_latencies, recorder.timeline()
 
 
-def run_by_hand(session: Any, schedule: Schedule) -> tuple[float, list[float]]:
+def run_by_hand(session: Any, schedule: RunSchedule) -> tuple[float, list[float]]:
     """The same remote calls, issued in the same order, one op at a time.
 
     Also returns, per op, the same interval as rlplex's dispatch latency: from

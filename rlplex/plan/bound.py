@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from rlplex.config import Config
 from rlplex.plan.costs import stage_seconds
-from rlplex.plan.layout import build_layout
+from rlplex.plan.layout import group_device_classes
 from rlplex.resources.cluster import DRIVER
 
 
@@ -52,7 +52,7 @@ def lower_bound(
     """
     pipeline = config.pipeline
     k = pipeline.staleness if staleness is None else staleness
-    layout = build_layout(placement)
+    layout = group_device_classes(placement)
     dur = {s.name: stage_seconds(config, s, layout.placement) for s in pipeline.stages}
     order = pipeline.topological_order()
     finish: dict[str, float] = {}

@@ -17,7 +17,7 @@ from rlplex.plan.problem import Pair
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
+class EvictionCandidate:
     """A resident state that could be evicted, with what the policy weighs."""
 
     pair: Pair
@@ -32,7 +32,7 @@ class Candidate:
     """Definition order of the pair: the last tie-break (determinism)."""
 
 
-def victim_key(cand: Candidate, deficit_gb: float) -> tuple:
+def victim_key(cand: EvictionCandidate, deficit_gb: float) -> tuple:
     """Sort key of a candidate: the smallest is evicted first."""
     enough = cand.size_gb >= deficit_gb - 1e-9
     return (
@@ -44,9 +44,9 @@ def victim_key(cand: Candidate, deficit_gb: float) -> tuple:
     )
 
 
-def choose_victim(candidates: Iterable[Candidate], deficit_gb: float) -> Pair | None:
+def choose_victim(candidates: Iterable[EvictionCandidate], deficit_gb: float) -> Pair | None:
     """The state to evict to free ``deficit_gb`` GB per device; None when there is none."""
-    best: Candidate | None = None
+    best: EvictionCandidate | None = None
     best_key: tuple | None = None
     for cand in candidates:
         key = victim_key(cand, deficit_gb)

@@ -37,7 +37,7 @@ class Layout:
         return tuple(sorted(d for c in classes for d in self.classes[c]))
 
 
-def build_layout(placement: Mapping[str, Sequence[int]]) -> Layout:
+def group_device_classes(placement: Mapping[str, Sequence[int]]) -> Layout:
     """Group the devices of ``placement`` (role -> devices) into classes."""
     roles = list(placement)
     masks: dict[int, int] = {}

@@ -1,7 +1,7 @@
 """What the scheduler produces: internal ops and the schedule with its steady state.
 
 :class:`SOp` is the internal form of a plan op (devices as device classes,
-dependencies as indices); :class:`Schedule` holds one scheduling run's ops
+dependencies as indices); :class:`PlanSchedule` holds one scheduling run's ops
 and residencies, and knows its makespan, its period and (async) which
 unrolled step repeats in the steady state (see :mod:`rlplex.plan.steady`).
 :func:`rlplex.plan.planner.to_plan` turns it into a :class:`~rlplex.plan.model.Plan`.
@@ -50,7 +50,7 @@ class SOp:
 
 
 @dataclass
-class Schedule:
+class PlanSchedule:
     """Result of one scheduling run."""
 
     layout: Layout
@@ -128,7 +128,7 @@ class Schedule:
                 lanes.setdefault(key, []).append(entry)
         return list(lanes.values())
 
-    def with_steady_state(self) -> Schedule:
+    def with_steady_state(self) -> PlanSchedule:
         """This schedule with its pattern step and exact period (async; sync is unchanged)."""
         if self.steps <= 2:
             return self

@@ -32,7 +32,7 @@ AUTO_MAX_STALENESS = 2
 
 
 @dataclass(frozen=True)
-class Candidate:
+class ScoredPlacement:
     """One placement (and, async, staleness) the search scored."""
 
     staleness: int
@@ -69,7 +69,7 @@ class ResolvedPlacement:
     """The config to plan with: the input, with the chosen ``max_staleness`` (async search)."""
     placement: dict[str, tuple[int, ...]]
     """Devices of each GPU role."""
-    candidates: tuple[Candidate, ...] = ()
+    candidates: tuple[ScoredPlacement, ...] = ()
     """Every candidate scored, best first (empty when nothing was searched)."""
     notes: tuple[str, ...] = field(default=())
     """What the resolution decided that the user should know (the staleness picked)."""
@@ -80,7 +80,7 @@ class ResolvedPlacement:
         return bool(self.candidates)
 
     @property
-    def best(self) -> Candidate | None:
+    def best(self) -> ScoredPlacement | None:
         return self.candidates[0] if self.candidates else None
 
 
@@ -110,7 +110,7 @@ def resolve_placement(
     notes: list[str] = []
     if pipeline.mode != "async":
         scored = search_placements(config, top=top, notes=notes, progress=progress)
-        found = tuple(Candidate(0, c) for c in scored)
+        found = tuple(ScoredPlacement(0, c) for c in scored)
         return ResolvedPlacement(config=config, placement=dict(found[0].placement),
                                  candidates=found, notes=tuple(notes))  # fmt: skip
     return _search_async(config, top, progress)
@@ -122,7 +122,7 @@ def _search_async(
     """Search placement and staleness k (1..K); the smallest k reaching the best period wins."""
     pipeline = config.pipeline
     high = pipeline.max_staleness or AUTO_MAX_STALENESS
-    found: list[tuple[Candidate, Config]] = []
+    found: list[tuple[ScoredPlacement, Config]] = []
     search_notes: list[str] = []
     error: RlplexError | None = None
     for k in range(1, high + 1):
@@ -131,7 +131,7 @@ def _search_async(
         )
         try:
             scored = search_placements(cfg, top=top, notes=search_notes, progress=progress)
-            found += [(Candidate(k, c), cfg) for c in scored]
+            found += [(ScoredPlacement(k, c), cfg) for c in scored]
         except RlplexError as exc:  # raised again when no k has a candidate
             error = error or exc
     if not found:

@@ -14,7 +14,7 @@ from rlplex.config import Config
 from rlplex.plan.bound import lower_bound
 from rlplex.plan.ids import format_id, shift_id
 from rlplex.plan.model import Op, Plan
-from rlplex.plan.ops import Schedule
+from rlplex.plan.ops import PlanSchedule
 from rlplex.plan.placement import resolve_placement
 from rlplex.plan.policy import BASELINES, default_unroll, plan_options
 from rlplex.plan.problem import Options
@@ -74,7 +74,7 @@ def _repeat(options: Options, steps: int | None) -> int:
 
 def to_plan(
     config: Config,
-    sched: Schedule,
+    sched: PlanSchedule,
     lower_bound_s: float,
     options: Options,
     baseline: str | None = None,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from rlplex.config import Config
 from rlplex.plan.costs import stage_dirties, stage_needs, stage_seconds
 from rlplex.plan.ids import OpKind
-from rlplex.plan.layout import build_layout
+from rlplex.plan.layout import group_device_classes
 from rlplex.resources.cluster import DRIVER
 
 Pair = tuple[str, str]
@@ -77,7 +77,7 @@ class Problem:
     def __init__(self, config: Config, placement: Mapping[str, Sequence[int]], options: Options):
         self.config = config
         self.options = options
-        self.layout = build_layout(placement)
+        self.layout = group_device_classes(placement)
         self.capacity = config.cluster.gpu_memory_gb
         pipeline = config.pipeline
         lay = self.layout

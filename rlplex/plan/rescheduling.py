@@ -9,7 +9,7 @@ every interior step places its stages in the same order.
 
 from __future__ import annotations
 
-from rlplex.plan.ops import Schedule
+from rlplex.plan.ops import PlanSchedule
 from rlplex.plan.problem import Pair, Problem
 from rlplex.plan.scheduler import Scheduler
 
@@ -18,7 +18,7 @@ EPS = 1e-9
 
 def unrolled_schedule(
     problem: Problem, resident: dict[Pair, bool], dirty: dict[Pair, bool]
-) -> Schedule:
+) -> PlanSchedule:
     """Schedule unrolled (async) steps so that one step's ops repeat in the steady state.
 
     The earliest-start list schedule usually settles into a repeating step.
@@ -41,7 +41,7 @@ def unrolled_schedule(
     return best
 
 
-def priorities(problem: Problem, first: Schedule) -> list[list[float]]:
+def priorities(problem: Problem, first: PlanSchedule) -> list[list[float]]:
     """Fixed task orders for rescheduling: ``step * pace + offset of the stage``.
 
     ``pace`` is the first schedule's time per step. The offsets are the stage's

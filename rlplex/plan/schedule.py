@@ -14,14 +14,16 @@ from collections.abc import Mapping, Sequence
 
 from rlplex.config import Config
 from rlplex.plan.fit import all_fit, check_fits
-from rlplex.plan.ops import Schedule
+from rlplex.plan.ops import PlanSchedule
 from rlplex.plan.problem import Options, Problem
 from rlplex.plan.rescheduling import unrolled_schedule
 from rlplex.plan.scheduler import Scheduler
 from rlplex.resources.cluster import COPIED_STATES
 
 
-def schedule(config: Config, placement: Mapping[str, Sequence[int]], options: Options) -> Schedule:
+def schedule(
+    config: Config, placement: Mapping[str, Sequence[int]], options: Options
+) -> PlanSchedule:
     """Schedule ``config`` on ``placement``; sync steps are made steady-state cyclic.
 
     Raises:

@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 
 from rlplex.errors import InfeasibleError
 from rlplex.plan.costs import transfer_seconds
-from rlplex.plan.eviction import Candidate, choose_victim
+from rlplex.plan.eviction import EvictionCandidate, choose_victim
 from rlplex.plan.fit import span
 from rlplex.plan.ids import OpKind, transfer_name
 from rlplex.plan.memory import MemoryProfile
-from rlplex.plan.ops import Schedule, SOp
+from rlplex.plan.ops import PlanSchedule, SOp
 from rlplex.plan.problem import Pair, Problem, Task
 from rlplex.resources.cluster import COPIED_STATES
 
@@ -192,7 +192,7 @@ class Scheduler:
         """The victim of :func:`rlplex.plan.eviction.choose_victim` among class ``c``'s states."""
         p = self.p
         candidates = [
-            Candidate(
+            EvictionCandidate(
                 pair=pair,
                 cost_s=self.offload_cost(pair) + self.reload_cost(pair),
                 size_gb=p.sizes[pair],
@@ -281,7 +281,7 @@ class Scheduler:
                         if self.resident.get((role, state)):
                             self.offload((role, state), task.step)
 
-    def run(self, priority: Sequence[float] | None = None) -> Schedule:
+    def run(self, priority: Sequence[float] | None = None) -> PlanSchedule:
         """List-schedule every task; by earliest start, or in a fixed ``priority`` order.
 
         With ``priority`` (one number per task, lower first) the order in which
@@ -329,8 +329,8 @@ class Scheduler:
             if target.get(pair) and not self.resident.get(pair):
                 self.reload(pair, step, end)
 
-    def result(self) -> Schedule:
-        return Schedule(
+    def result(self) -> PlanSchedule:
+        return PlanSchedule(
             layout=self.p.layout,
             ops=self.ops,
             initial=self.initial,

@@ -15,7 +15,7 @@ from rlplex.config import Config
 from rlplex.plan.costs import is_gpu_role, reference_devices
 from rlplex.plan.model import Plan
 from rlplex.plan.peaks import DeviceMemory, peak_memory_by_device
-from rlplex.plan.placement import Candidate, resolve_placement
+from rlplex.plan.placement import ScoredPlacement, resolve_placement
 from rlplex.plan.planner import make_plan, plan_for_placement
 from rlplex.plan.search import SearchProgress
 from rlplex.plan.verify import verify_plan
@@ -105,7 +105,7 @@ class PlanReport:
     """The plan (the planner's, or the baseline asked for)."""
     summary: PlanSummary
     """Its figures, with the sequential baseline's period."""
-    candidates: tuple[Candidate, ...] = ()
+    candidates: tuple[ScoredPlacement, ...] = ()
     """The placements the search scored, best first (empty without a search)."""
     notes: tuple[str, ...] = ()
     """What the placement search decided that the user should know (the staleness it picked)."""

@@ -64,7 +64,7 @@ from rlplex.runtime.errors import (
 )
 from rlplex.runtime.groups import WorkerGroup
 from rlplex.runtime.recorder import Recorder
-from rlplex.runtime.schedule import ExecOp, Schedule
+from rlplex.runtime.schedule import ExecOp, RunSchedule
 from rlplex.runtime.worker import run_stage
 
 log = structlog.get_logger("rlplex.runtime")
@@ -117,7 +117,7 @@ class StageBinding:
 
 
 def _share_on_device(
-    schedule: Schedule, bindings: Mapping[str, StageBinding], groups: Mapping[str, WorkerGroup]
+    schedule: RunSchedule, bindings: Mapping[str, StageBinding], groups: Mapping[str, WorkerGroup]
 ) -> set[str]:
     """Stages run by a role whose every consumer runs on a role with the same devices."""
     devices: dict[str, set[tuple[int, ...]]] = defaultdict(set)
@@ -141,11 +141,11 @@ def _share_on_device(
 
 
 class Dispatcher:
-    """Runs a :class:`Schedule` on worker groups and feeds a :class:`Recorder`."""
+    """Runs a :class:`RunSchedule` on worker groups and feeds a :class:`Recorder`."""
 
     def __init__(
         self,
-        schedule: Schedule,
+        schedule: RunSchedule,
         groups: Mapping[str, WorkerGroup],
         recorder: Recorder,
         bindings: Mapping[str, StageBinding],

@@ -33,7 +33,7 @@ from typing import Any
 from rlplex.errors import RlplexError
 from rlplex.plan.ids import OpKind
 from rlplex.plan.model import Plan
-from rlplex.runtime.schedule import ExecOp, Schedule
+from rlplex.runtime.schedule import ExecOp, RunSchedule
 from rlplex.timeline.record import Event, Timeline, TimelineWriter
 
 MIN_FREE_BYTES = 16 * 2**20
@@ -123,7 +123,7 @@ class Recorder:
 
     def __init__(
         self,
-        schedule: Schedule,
+        schedule: RunSchedule,
         plan: Plan,
         path: str | Path | None = None,
         meta: Mapping[str, Any] | None = None,

@@ -39,7 +39,7 @@ from rlplex.plan.model import Plan
 from rlplex.plan.pattern import StepPatternError, is_dead_offload, lane_of, step_pattern
 from rlplex.runtime.errors import PlanScheduleError
 
-__all__ = ["ExecOp", "Schedule", "expand_plan", "is_dead_offload", "split_id"]
+__all__ = ["ExecOp", "RunSchedule", "expand_plan", "is_dead_offload", "split_id"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,7 @@ class ExecOp:
 
 
 @dataclass(frozen=True)
-class Schedule:
+class RunSchedule:
     """The ops of an N-step run in dispatch order, with per-lane planned orders."""
 
     ops: tuple[ExecOp, ...]
@@ -115,7 +115,7 @@ def split_id(op_id: str, step: int) -> tuple[int, str]:
     return parsed.step, parsed.name
 
 
-def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> Schedule:
+def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> RunSchedule:
     """The ops of a ``steps``-step run following ``plan``.
 
     Args:
@@ -199,7 +199,7 @@ def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> Sche
                 lane_deps[op.id].add(lane[-1])
             lane.append(op.id)
     ops = [_with_deps(op, lane_deps.get(op.id, ())) for op in ops]
-    return Schedule(
+    return RunSchedule(
         ops=tuple(ops),
         steps=steps,
         lanes={key: tuple(v) for key, v in lanes.items()},

@@ -8,7 +8,7 @@ import pytest
 from plan_cases import make_config
 
 from rlplex.errors import InfeasibleError
-from rlplex.plan.eviction import Candidate, choose_victim
+from rlplex.plan.eviction import EvictionCandidate, choose_victim
 from rlplex.plan.fit import all_fit, check_fits, crowded_classes, crowded_roles
 from rlplex.plan.memory import MemoryProfile
 from rlplex.plan.problem import Options, Problem
@@ -24,8 +24,8 @@ def test_memory_profile_finds_when_an_amount_fits_for_good() -> None:
     assert mem.earliest_fit(0.0, 60.0, capacity=80.0)[0] == math.inf
 
 
-def _cand(pair, cost=0.0, size=1.0, next_use=1.0, order=0) -> Candidate:
-    return Candidate(pair=pair, cost_s=cost, size_gb=size, next_use=next_use, order=order)
+def _cand(pair, cost=0.0, size=1.0, next_use=1.0, order=0) -> EvictionCandidate:
+    return EvictionCandidate(pair=pair, cost_s=cost, size_gb=size, next_use=next_use, order=order)
 
 
 def test_eviction_prefers_free_then_furthest_next_use_then_enough() -> None:
