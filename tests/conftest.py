@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkout_guard import pytest_sessionfinish, pytest_sessionstart
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+__all__ = ["pytest_sessionfinish", "pytest_sessionstart"]  # the checkout guard's hooks
 
 # CI runs the property tests with a fixed seed so a red build is reproducible;
 # locally they draw new examples on every run (HYPOTHESIS_PROFILE=dev).
