@@ -36,10 +36,11 @@ from rlplex.plan import make_plan  # noqa: E402
 from rlplex.runtime.dispatcher import Dispatcher  # noqa: E402
 from rlplex.runtime.executor import open_session  # noqa: E402
 from rlplex.runtime.recorder import Recorder  # noqa: E402
-from rlplex.runtime.report import measured_period, stage_durations  # noqa: E402
+from rlplex.runtime.report import stage_durations  # noqa: E402
 from rlplex.runtime.schedule import RunSchedule, expand_plan  # noqa: E402
 from rlplex.runtime.worker import rehearse  # noqa: E402
 from rlplex.sim import simulate  # noqa: E402
+from rlplex.timeline.periods import measured_period  # noqa: E402
 
 
 def config(seconds: float, memory_gb: float = 80.0) -> Any:

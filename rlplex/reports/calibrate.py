@@ -35,6 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlplex.config import Config, load_config
 from rlplex.errors import ConfigError
 from rlplex.timeline.importers import RecordedRun, import_record
+from rlplex.timeline.periods import period_over_steps, step_ends
+from rlplex.timeline.record import Timeline
 
 _KIND_KEYS = {"train": ("train",), "forward": ("forward",), "generate": ("prefill", "decode")}
 
@@ -183,26 +185,16 @@ def split_steps(
     return tuple(usable[:fit_steps]), tuple(usable[fit_steps:])
 
 
-def _step_ends(path: str) -> dict[int, float]:
-    from rlplex.timeline.record import Timeline
-
-    ends: dict[int, float] = {}
-    for event in Timeline.read_jsonl(path).events:
-        ends[event.step] = max(ends.get(event.step, event.end_s), event.end_s)
-    return ends
-
-
-def measured_period(run: RecordedRun, steps: Sequence[int]) -> float | None:
+def recorded_period(run: RecordedRun, steps: Sequence[int]) -> float | None:
     """Mean step period over ``steps``.
 
-    An rlplex record: the time between the ends of consecutive steps (as
-    ``rlplex run`` measures it); other logs: their recorded step time.
+    An rlplex record: :func:`~rlplex.timeline.periods.period_over_steps` of its
+    step ends; other logs: their recorded step time.
     """
     if run.format == "rlplex" and run.source:
-        ends = _step_ends(run.source)
-        gaps = [ends[s] - ends[s - 1] for s in steps if s in ends and s - 1 in ends]
-        if gaps:
-            return statistics.fmean(gaps)
+        period = period_over_steps(step_ends(Timeline.read_jsonl(run.source)), steps)
+        if period is not None:
+            return period
     values = [run.step_s[s] for s in steps if s in run.step_s]
     return _mean(values)
 
@@ -324,7 +316,7 @@ def calibrate(
     if missing:
         warnings.append("not in the record (kept as the config has them): " + ", ".join(missing))
     # dispatch_s: the planned period must equal the measured one over the fitting steps.
-    target = measured_period(run, fit)
+    target = recorded_period(run, fit)
     period_before = _plan_period(cfg)
     draft = Calibration(
         record=str(record), format=run.format, fit_steps=fit, check_steps=check, stages=(),
@@ -359,7 +351,7 @@ def calibrate(
     result = final.model_copy(
         update={
             "stages": fits,
-            "measured_period_s": measured_period(run, check_or_fit) or 0.0,
+            "measured_period_s": recorded_period(run, check_or_fit) or 0.0,
             "period_after_s": _plan_period(cfg_after),
             "warnings": tuple(warnings),
         }

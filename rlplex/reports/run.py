@@ -149,7 +149,8 @@ def run_plan(
     from rlplex.plan import make_plan
     from rlplex.runtime import execute
     from rlplex.runtime.recorder import claim_record
-    from rlplex.runtime.report import measured_period, stage_durations
+    from rlplex.runtime.report import stage_durations
+    from rlplex.timeline.periods import measured_period
 
     # The record is checked and locked before anything starts (Ray, workers).
     with claim_record(options.record):

@@ -1,11 +1,9 @@
-"""Compare a run with its plan: measured period, per-stage durations, replay.
+"""Compare a run with its plan: per-stage durations, to replay it.
 
-The simulator reports ``period_s`` as the mean time between the ends of
-consecutive steps over the second half of a run; :func:`measured_period`
-computes the same figure from a recorded Timeline, so predicted and measured
-periods compare like with like. :func:`stage_durations` extracts what each
-stage and transfer took, step by step, to replay the plan with measured durations
-(``rlplex.sim.simulate(plan, config, steps=N, durations=...)``).
+:func:`stage_durations` extracts what each stage and transfer took, step by
+step, to replay the plan with measured durations
+(``rlplex.sim.simulate(plan, config, steps=N, durations=...)``). The measured
+period is :func:`rlplex.timeline.periods.measured_period`.
 """
 
 from __future__ import annotations
@@ -14,27 +12,6 @@ from collections import defaultdict
 
 from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, op_name
 from rlplex.timeline.record import Timeline
-
-
-def step_ends(timeline: Timeline) -> list[float]:
-    """End of the last op of each step, in step order."""
-    ends: dict[int, float] = defaultdict(float)
-    for event in timeline.events:
-        ends[event.step] = max(ends[event.step], event.end_s)
-    return [ends[s] for s in sorted(ends)]
-
-
-def measured_period(timeline: Timeline) -> float:
-    """Mean time between consecutive step ends over the second half of the run."""
-    ends = step_ends(timeline)
-    if not ends:
-        return 0.0
-    steps = len(ends)
-    half = steps // 2
-    if half == 0:
-        start = min(e.start_s for e in timeline.events)
-        return ends[0] - start
-    return (ends[-1] - ends[half - 1]) / (steps - half)
 
 
 def stage_durations(timeline: Timeline) -> dict[int, dict[str, float]]:

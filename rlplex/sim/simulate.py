@@ -14,7 +14,7 @@ under a second.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rlplex.config import Config
@@ -41,6 +41,7 @@ __all__ = [
     "steady_period",
     "step_gaps",
 ]
+from rlplex.timeline.periods import steady_period, step_gaps
 from rlplex.timeline.record import Event, Timeline
 
 Durations = Callable[[int, str], "float | None"] | Mapping[int, Mapping[str, float]]
@@ -293,16 +294,6 @@ def run_pattern(
     return starts, ends, step_end
 
 
-def step_gaps(step_end: Sequence[float]) -> list[float]:
-    """Step times: the time between the ends of consecutive steps (a step never ends earlier)."""
-    out, prev = [], 0.0
-    for end in step_end:
-        end = max(end, prev)
-        out.append(end - prev)
-        prev = end
-    return out
-
-
 def drain_steps(plan: Plan) -> int:
     """Last steps of an async run that drain the pipeline: k + 1 (0 in sync mode).
 
@@ -314,17 +305,6 @@ def drain_steps(plan: Plan) -> int:
     if plan.mode == "sync" or plan.unrolled_steps <= 1:
         return 0
     return plan.staleness + 1
-
-
-def steady_period(times: Sequence[float], drain: int = 0) -> float:
-    """Mean step time over the second half of a run, without its last ``drain`` steps.
-
-    This is the simulator's ``period_s`` (with ``drain`` =
-    :func:`drain_steps`); a run too short to leave out the drain keeps them.
-    """
-    start, end = len(times) // 2, len(times) - drain
-    tail = list(times[start:end] if end > start else times[start:]) or [0.0]
-    return sum(tail) / len(tail)
 
 
 def _duration_lookup(durations: Durations | None) -> Callable[[int, str], float | None] | None:

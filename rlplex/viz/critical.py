@@ -16,9 +16,9 @@ import bisect
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from itertools import pairwise
 
 from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, op_name
+from rlplex.timeline.periods import median_period
 from rlplex.timeline.record import Event, Timeline
 
 TOLERANCE_S = 1e-6
@@ -253,22 +253,13 @@ class StageRow:
 def period_of(timeline: Timeline) -> float:
     """Steady-state seconds per step: the recorded ``period_s`` or an estimate.
 
-    Without ``meta["period_s"]`` it is the median time between the ends of
-    successive steps (a single step: its span). A Ray record's meta is never
-    trusted for it: records written before ``meta["plan"]`` existed carried the
-    plan's prediction there, not a measurement.
+    Without ``meta["period_s"]`` it is :func:`~rlplex.timeline.periods.median_period`.
+    A Ray record's meta is never trusted for it: records written before
+    ``meta["plan"]`` existed carried the plan's prediction there, not a measurement.
     """
     if timeline.meta.get("period_s") and timeline.meta.get("source") != "ray":
         return float(timeline.meta["period_s"])
-    steps = [s for s in timeline.steps if timeline.step_events(s)]
-    if not steps:
-        return 0.0
-    ends = [timeline.step_span(s)[1] for s in steps]
-    if len(ends) == 1:
-        start, end = timeline.step_span(steps[0])
-        return end - start
-    diffs = sorted(b - a for a, b in pairwise(ends))
-    return diffs[len(diffs) // 2]
+    return median_period(timeline)
 
 
 def stage_table(timeline: Timeline, critical: tuple[int, ...] | None = None) -> list[StageRow]:

@@ -6,8 +6,9 @@ import pytest
 
 from rlplex.config import config_from_dict
 from rlplex.plan import make_plan
-from rlplex.runtime.report import measured_period, stage_durations
+from rlplex.runtime.report import stage_durations
 from rlplex.sim import simulate
+from rlplex.timeline.periods import measured_period
 
 CONFIG = {
     "cluster": {"nodes": 1, "gpus_per_node": 1, "gpu_memory_gb": 4, "host_gb_per_s": 2},
