@@ -46,13 +46,18 @@ def is_gpu_role(config: Config, role: str) -> bool:
     return r is not None and r.is_gpu
 
 
-def stage_seconds(config: Config, stage: Stage, placement: Placement) -> float:
+def stage_seconds(
+    config: Config, stage: Stage, placement: Placement, work_scale: float = 1.0
+) -> float:
     """Duration of a run or weight-sync op on ``placement`` per the cost model.
 
-    The stage's work (:func:`stage_work_seconds`) plus ``cluster.dispatch_s``,
-    the executor's per-op overhead, which every ``run`` and ``weight_sync`` op pays.
+    The stage's work (:func:`stage_work_seconds`, times ``work_scale``: a
+    rehearsal sleeps the work scaled) plus ``cluster.dispatch_s``, the
+    executor's per-op overhead, which every ``run`` and ``weight_sync`` op pays
+    unscaled. This is the one place the overhead is added: a plan records it
+    (:attr:`rlplex.plan.model.Plan.dispatch_s`) and its ops give their work apart.
     """
-    return stage_work_seconds(config, stage, placement) + config.cluster.dispatch_s
+    return stage_work_seconds(config, stage, placement) * work_scale + config.cluster.dispatch_s
 
 
 def stage_work_seconds(config: Config, stage: Stage, placement: Placement) -> float:

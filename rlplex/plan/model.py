@@ -101,6 +101,9 @@ class Plan(BaseModel):
     """The step whose ops repeat in the steady state (what the simulator replays)."""
     baseline: str | None = None
     """``sequential`` or ``naive-colocate`` for a baseline plan; None for the planner's."""
+    dispatch_s: float = 0.0
+    """Seconds of every ``run`` and ``weight_sync`` op's duration that are the executor's
+    per-op overhead (``cluster.dispatch_s``), not the stage's work."""
 
     def to_json(self, indent: int | None = 2) -> str:
         """The machine-readable form printed by ``rlplex plan --json``."""

@@ -136,6 +136,7 @@ def to_plan(
         unrolled_steps=steps,
         pattern_step=sched.pattern_step if sched.steps > 1 else 0,
         baseline=baseline,
+        dispatch_s=config.cluster.dispatch_s,
     )
 
 

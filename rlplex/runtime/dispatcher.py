@@ -155,12 +155,8 @@ class Dispatcher:
         driver_state: Any = None,
         on_step: Callable[[int, dict[str, Any]], None] | None = None,
         on_ops: Callable[[list[str]], None] | None = None,
-        overhead_s: float = 0.0,
     ) -> None:
         self.schedule = schedule
-        # The plan's run ops include the cost model's per-op overhead (cluster.dispatch_s);
-        # a rehearsal sleeps only the work, since the real overhead happens anyway.
-        self.overhead_s = overhead_s
         self.groups = groups
         self.recorder = recorder
         self.bindings = bindings
@@ -519,7 +515,8 @@ class Dispatcher:
         meta = {
             "stage": stage,
             "step": op.step,
-            "planned_s": max(0.0, op.planned_s - self.overhead_s),
+            # A rehearsal sleeps only the work: the real overhead happens anyway.
+            "planned_s": op.work_s,
             "memory_gb": op.memory_gb,
             "inputs": layout,
             "share_on_device": stage in self._share,
@@ -590,7 +587,7 @@ class Dispatcher:
         timeout = self.timeout_s
         scale = self.time_scale
         state = self.driver_state
-        work_s = max(0.0, op.planned_s - self.overhead_s)
+        work_s = op.work_s
 
         def call() -> tuple[Any, dict[str, Any]]:
             upstream = {

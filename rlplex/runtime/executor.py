@@ -155,7 +155,6 @@ def execute(
             driver_state=session.driver_state,
             on_step=on_step,
             on_ops=on_ops,
-            overhead_s=config.cluster.dispatch_s,
         )
         failure: str | None = None
         try:

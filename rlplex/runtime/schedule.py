@@ -34,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from rlplex.plan.ids import OpId, format_id
+from rlplex.plan.ids import COMPUTE_KINDS, OpId, format_id
 from rlplex.plan.model import Plan
 from rlplex.plan.pattern import StepPatternError, is_dead_offload, lane_of, step_pattern
 from rlplex.runtime.errors import PlanScheduleError
@@ -78,10 +78,18 @@ class ExecOp:
     """An offload of a dead state: dropped, not copied (vLLM sleep level 2)."""
     plan_deps: tuple[str, ...] = ()
     """The dependencies written in the plan (renumbered), a subset of ``deps``."""
+    overhead_s: float = 0.0
+    """Seconds of ``planned_s`` that are the executor's per-op overhead, not work
+    (the plan's ``dispatch_s``, for run and weight_sync ops)."""
 
     @property
     def planned_s(self) -> float:
         return self.planned_end_s - self.planned_start_s
+
+    @property
+    def work_s(self) -> float:
+        """The planned seconds of the stage's own work: what a rehearsal sleeps (scaled)."""
+        return max(0.0, self.planned_s - self.overhead_s)
 
     @property
     def lane(self) -> str:
@@ -164,6 +172,7 @@ def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> RunS
                     gb=op.gb,
                     memory_gb=op.memory_gb,
                     dead=op.dead,
+                    overhead_s=plan.dispatch_s if op.kind in COMPUTE_KINDS else 0.0,
                 )
             )
     dropped: tuple[str, ...] = ()

@@ -56,7 +56,7 @@ def test_a_rehearsal_sleeps_the_work_not_the_modelled_dispatch_overhead() -> Non
     )
     schedule = expand_plan(make_plan(cfg), 1, staleness=0)
     (op,) = [o for o in schedule.ops if o.kind == "run"]
-    assert op.planned_s == 1.25
+    assert op.planned_s == 1.25 and op.work_s == 1.0  # the plan says which part is overhead
 
     calls: list[dict] = []
 
@@ -68,9 +68,7 @@ def test_a_rehearsal_sleeps_the_work_not_the_modelled_dispatch_overhead() -> Non
     actor = SimpleNamespace(run=Run())
     group = WorkerGroup(role="actor_train", actors=[actor], infos=[])
     recorder = SimpleNamespace(now=lambda: 0.0)
-    dispatcher = Dispatcher(
-        schedule, {"actor_train": group}, recorder, {}, timeout_s=10, overhead_s=0.25
-    )
+    dispatcher = Dispatcher(schedule, {"actor_train": group}, recorder, {}, timeout_s=10)
     dispatcher._issue_run(op, group, "train")
     assert calls[0]["planned_s"] == 1.0
 
