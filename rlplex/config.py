@@ -60,7 +60,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Valid
 from rlplex.dag.pipeline import CycleError, Mode, Pipeline, PipelineError
 from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
-from rlplex.estimate.inputs import Efficiency, OptimizerName, Parallel, Precision, Workload
+from rlplex.estimate.inputs import (
+    Efficiency,
+    OptimizerName,
+    Parallel,
+    Precision,
+    Rollout,
+    Workload,
+)
 from rlplex.resources.cluster import DRIVER, Cluster, Role, StateKind, driver_role
 from rlplex.resources.devices import AUTO, MAX_GPUS, DeviceSpecError, parse_devices
 from rlplex.resources.placement import check_worker_layout
@@ -148,6 +155,7 @@ class _RoleSpec(BaseModel):
     parallel: Parallel | None = None
     precision: Precision = "bf16"
     optimizer: OptimizerName = "adamw"
+    rollout: Rollout | None = None
 
 
 class _PipelineSpec(BaseModel):
@@ -284,6 +292,7 @@ def _estimate_fields(spec: _RoleSpec) -> dict[str, Any]:
         "parallel": spec.parallel,
         "precision": spec.precision,
         "optimizer": spec.optimizer,
+        "rollout": spec.rollout,
     }
 
 

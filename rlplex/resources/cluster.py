@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
-from rlplex.estimate.inputs import OptimizerName, Parallel, Precision
+from rlplex.estimate.inputs import OptimizerName, Parallel, Precision, Rollout
 from rlplex.resources.devices import MAX_GPUS
 
 StateKind = Literal["weights", "optimizer", "grads", "kv_cache"]
@@ -105,6 +105,9 @@ class Role(BaseModel):
     """Precision of weights and compute (estimates)."""
     optimizer: OptimizerName = "adamw"
     """Optimizer of a trained role: AdamW keeps fp32 master weights and two moments."""
+    rollout: Rollout | None = None
+    """Inference-engine settings of a generating role (estimates): max_num_seqs, memory share,
+    CUDA graphs."""
 
     @property
     def is_gpu(self) -> bool:
