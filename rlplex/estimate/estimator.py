@@ -21,7 +21,7 @@ Which formula a stage gets follows from its kind and name:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -591,6 +591,23 @@ def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> f
     return floor
 
 
+def _weight_reader(spec: ModelSpec, precision: str, group: int) -> Callable[[float], float]:
+    """Bytes one device reads per decode step of ``b`` sequences (computed once per role)."""
+    if not spec.is_moe:
+        dense = f.decode_weight_bytes(spec, 1, precision) / group
+        return lambda b: dense
+    everything = f.decode_weight_bytes(spec, 1e9, precision)
+    one = f.decode_weight_bytes(spec, 1, precision)
+    touched_one = f.expected_experts_touched(spec, 1)
+    per_expert = (everything - one) / max(spec.num_experts - touched_one, 1e-9)
+    base = one - touched_one * per_expert
+
+    def read(b: float) -> float:
+        return (base + f.expected_experts_touched(spec, b) * per_expert) / group
+
+    return read
+
+
 def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> StageEstimate:
     """Prefill (compute-bound) plus decode under continuous batching (:mod:`decode`).
 
@@ -630,7 +647,7 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
     kv_slots = int(kv_gb * f.GB // max(running_context * per_token, 1.0))
     slots = max(1, min(rollout.max_num_seqs, kv_slots))
     costs = StepCosts(
-        weight_bytes=lambda b: f.decode_weight_bytes(spec, b, role.precision) / group,
+        weight_bytes=_weight_reader(spec, role.precision, group),
         kv_bytes_per_token=per_token,
         flops_per_token=2.0 * f.active_params(spec) / group,
         attention_flops_per_context=2.0 * f.attention_width(spec) * spec.num_layers / group,

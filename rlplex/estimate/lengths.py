@@ -22,8 +22,10 @@ Everything is closed form for shape 2, so no SciPy is needed.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from rlplex.errors import ConfigError
 
@@ -44,18 +46,14 @@ def _partial_mean(x: float, theta: float) -> float:
     return theta * (2.0 - math.exp(-u) * (u * u + 2.0 * u + 2.0))
 
 
-def _quantile(p: float, theta: float, upper: float) -> float:
-    """The length below which a share ``p`` of the (uncapped) gamma lies, at most ``upper``."""
-    lo, hi = 0.0, upper
-    if _cdf(hi, theta) <= p:
-        return upper
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if _cdf(mid, theta) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+def _partial_square(x: float, theta: float) -> float:
+    """``∫₀ˣ t² f(t) dt`` for the shape-2 gamma of scale ``theta``."""
+    u = x / theta
+    return theta * theta * (6.0 - math.exp(-u) * (u**3 + 3.0 * u * u + 6.0 * u + 6.0))
+
+
+TABLE_POINTS = 1024
+"""Grid points of the tabulated CDF that quantiles are read from (linear in between)."""
 
 
 @dataclass(frozen=True)
@@ -72,9 +70,20 @@ class LengthDistribution:
     theta: float
     given_clip: bool
 
+    @cached_property
+    def _table(self) -> tuple[list[float], list[float]]:
+        """(lengths, CDF at them) on a grid up to the cap, for fast quantiles."""
+        xs = [self.cap * i / TABLE_POINTS for i in range(TABLE_POINTS + 1)]
+        return xs, [_cdf(x, self.theta) for x in xs]
+
     def body_quantile(self, p: float) -> float:
         """Length at share ``p`` of the responses below the cap (``0 <= p < 1``)."""
-        return _quantile(p * _cdf(self.cap, self.theta), self.theta, self.cap)
+        xs, cs = self._table
+        target = p * cs[-1]
+        i = min(max(bisect.bisect_left(cs, target), 1), len(cs) - 1)
+        lo, hi = cs[i - 1], cs[i]
+        w = (target - lo) / (hi - lo) if hi > lo else 0.0
+        return xs[i - 1] + w * (xs[i] - xs[i - 1])
 
     def lengths(self, n: int) -> list[float]:
         """``n`` representative response lengths in arrival order.
@@ -104,9 +113,10 @@ class LengthDistribution:
         return self.body_quantile(p / body_share)
 
     def mean_square(self) -> float:
-        """``E[L²]`` of the capped distribution (numerically, over 512 quantiles)."""
-        ls = self.lengths(512)
-        return sum(x * x for x in ls) / len(ls)
+        """``E[L²]`` of the capped distribution (closed form)."""
+        below = _cdf(self.cap, self.theta)
+        body = _partial_square(self.cap, self.theta) / below if below > 0 else 0.0
+        return (1.0 - self.clip_ratio) * body + self.clip_ratio * self.cap**2
 
 
 def response_lengths(
