@@ -450,9 +450,16 @@ def _pass_terms(
     offload_s = 0.0
     if par is not None and par.offload_params:
         offload_s += weights_gb / host * (2.0 if backward else 1.0)
+    if spec.is_moe:
+        # The busiest expert rank sets the pace of the expert matmuls.
+        expert_share = _expert_flop_share(spec, head)
+        compute_s *= 1.0 + expert_share * (
+            efficiency_value(ctx.inputs.efficiency, "moe_imbalance") - 1
+        )
+    a2a_s = _expert_all_to_all_s(ctx, spec, role, tokens * epochs / est.devices, passes)
     terms = {
         "compute": compute_s,
-        "communication": 0.0,
+        "communication": a2a_s,
         "latency": bubble_s,
         "memory": 0.0,
         "overhead": overhead_s + offload_s,
@@ -461,9 +468,33 @@ def _pass_terms(
         "devices": est.devices, "efficiency": eff, "tokens": tokens * epochs, "passes": passes,
         "micro_batch_tokens": mb_tokens, "micro_batches_per_rank": micro_batches,
         "pipeline_bubble_s": bubble_s, "launch_overhead_s": overhead_s,
-        "param_offload_s": offload_s, "flops": flops,
+        "param_offload_s": offload_s, "flops": flops, "expert_all_to_all_s": a2a_s,
     }  # fmt: skip
     return terms, detail, micro_batches
+
+
+def _expert_flop_share(spec: ModelSpec, head: f.Head) -> float:
+    """Share of a token's matmul FLOPs spent in its routed experts."""
+    routed = (
+        spec.moe_layers * spec.experts_per_token * 3 * spec.hidden_size * spec.moe_intermediate_size
+    )
+    return routed / f.active_params(spec, head)
+
+
+def _expert_all_to_all_s(
+    ctx: _Ctx, spec: ModelSpec, role: Role, tokens_per_device: float, passes: float
+) -> float:
+    """Expert-parallel dispatch and combine: each token's hidden state to its k experts' ranks
+    and back, per MoE layer and pass, the share that leaves the rank, over the EP group's link."""
+    ep = role.parallel.ep if role.parallel else 1
+    if not spec.is_moe or ep <= 1:
+        return 0.0
+    b = f.BYTES_PER_ELEMENT[role.precision if role.precision != "fp8" else "bf16"]
+    per_layer = 2 * tokens_per_device * spec.experts_per_token * spec.hidden_size * b
+    sent = per_layer * spec.moe_layers * passes * (ep - 1) / ep
+    c = ctx.inputs.cluster
+    speed = c.network_gb_per_s if ep > c.gpus_per_node else c.device_copy_gb_per_s
+    return sent / (speed * f.GB)
 
 
 def _step_overhead_stage(ctx: _Ctx) -> str | None:
@@ -519,7 +550,7 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
             comm += (3 if recompute else 2) * grad_bytes * ring * micro_batches
     comm_s = comm / (_link_gb_per_s(ctx, role) * f.GB)
     # Gathers prefetch behind compute: only what exceeds it shows.
-    terms["communication"] = max(0.0, comm_s - terms["compute"])
+    terms["communication"] += max(0.0, comm_s - terms["compute"])
     # Optimizer step: read and write weights, grads and optimizer state once per step.
     states_gb = sum(est.states.get(k, 0.0) for k in ("weights", "grads", "optimizer"))
     host = ctx.inputs.cluster.host_gb_per_s

@@ -154,6 +154,9 @@ class Efficiency(BaseModel):
     step_overhead_s: float | None = Field(None, ge=0, le=3600, allow_inf_nan=False)
     """Per-step framework overhead on the trainer's critical path (batch transfer between
     workers, reward dispatch, logging, checkpoint-free bookkeeping)."""
+    moe_imbalance: float | None = Field(None, ge=1, le=100, allow_inf_nan=False)
+    """Load of the busiest expert rank over the mean (MoE): the expert matmuls take this much
+    longer than under uniform routing."""
     sequence_overhead_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Controller seconds per sequence per step outside the GPU stages (rule rewards,
     collation, moving samples between workers)."""

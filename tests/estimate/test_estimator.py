@@ -232,3 +232,23 @@ def test_network_speed_across_nodes(base: dict[str, Any]) -> None:
     cfg = config_from_dict(base, file="t.yaml")
     assert cfg.cluster.network_gb_per_s == pytest.approx(50 * 0.8)  # one 400 Gb/s NIC per GPU
     assert cfg.cluster.device_copy_gb_per_s == pytest.approx(450 * 0.8)
+
+
+def test_moe_imbalance_and_expert_all_to_all(base: dict[str, Any]) -> None:
+    base["model"] = "qwen3-30b-a3b"
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    uniform = dict(base, efficiency={"moe_imbalance": 1.0})
+    flat = estimate_config(config_from_dict(uniform, file="t.yaml")).stages["ref_logprob"]
+    skewed = estimate_config(config_from_dict(base, file="t.yaml")).stages["ref_logprob"]
+    spec = model_presets()["qwen3-30b-a3b"]
+    routed = spec.moe_layers * spec.experts_per_token * 3 * spec.hidden_size
+    share = routed * spec.moe_intermediate_size / f.active_params(spec)
+    assert skewed.terms["compute"] == pytest.approx(flat.terms["compute"] * (1 + 0.25 * share))
+    base["roles"]["reference"]["parallel"] = {"fsdp": True, "ep": 4}
+    cfg = config_from_dict(base, file="t.yaml")
+    ep = estimate_config(cfg).stages["ref_logprob"]
+    tokens = ep.detail["tokens"] / 8  # per device
+    sent = 2 * tokens * 8 * spec.hidden_size * 2 * spec.moe_layers * 3 / 4  # k=8, ep 4
+    assert ep.terms["communication"] == pytest.approx(
+        sent / (cfg.cluster.device_copy_gb_per_s * 1e9)
+    )
