@@ -97,10 +97,11 @@ def estimate(
         print(json.dumps(result.to_json(), indent=2))
         return
     stages = Table(title=f"estimated stages of {escape(str(config))}")
-    for column in ("stage", "kind", "seconds", "plan uses", "FLOP", "bytes", "bound"):
+    term_names = ("compute", "memory", "latency", "communication", "overhead")
+    for column in ("stage", "kind", "seconds", "plan uses", *term_names, "bound"):
         stages.add_column(
-            column,
-            justify="right" if column in ("seconds", "plan uses", "FLOP", "bytes") else "left",
+            column if column not in ("communication",) else "comm",
+            justify="left" if column in ("stage", "kind", "bound") else "right",
             no_wrap=column != "plan uses",
         )
     for stage in cfg.pipeline.stages:
@@ -115,10 +116,11 @@ def estimate(
         shown = f"{est.seconds:.2f} s" if est.seconds is not None else "-"
         if est.kind == "cpu":
             shown = "-"
-        stages.add_row(
-            stage.name, est.kind, shown, uses, _si(est.flops, ""), _si(est.bytes, "B"),
-            est.bound,
-        )  # fmt: skip
+        terms = [
+            f"{est.terms[t]:.2f}" if t in est.terms and est.kind != "cpu" else "-"
+            for t in term_names
+        ]
+        stages.add_row(stage.name, est.kind, shown, uses, *terms, est.bound)
     console.print(stages)
     roles = Table(title="estimated memory per GPU (GB)")
     kinds = ("weights", "optimizer", "grads", "kv_cache")
@@ -155,20 +157,45 @@ def _print_assumptions(a: dict[str, Any]) -> None:
         "efficiency: "
         + ", ".join(f"{k} {v:g}" for k, v in eff.items() if not isinstance(v, dict))
         + (f"; per stage {eff['stages']}" if "stages" in eff else ""),
-        f"dispatch_s: {a['dispatch_s']:g} s per op; KV cache up to"
-        f" {a['kv_memory_fraction']:g} of a GPU; decode batch <= {a['max_decode_batch']};"
-        f" prefill chunk {a['prefill_chunk_tokens']} tokens",
+        f"dispatch_s: {a['dispatch_s']:g} s per op; prefill chunk"
+        f" {a['prefill_chunk_tokens']} tokens",
     ]
+    length = a.get("response_length")
+    if length:
+        lines.append(
+            f"response length: mean {length['mean']:g}, max {length['max']},"
+            f" {length['clip_ratio'] * 100:.2f}% truncated at the max"
+            + (" (given)" if length["clip_ratio_given"] else " (from the default shape)")
+            + f"; {length['shape']}"
+        )
+    for role, r in a.get("rollout", {}).items():
+        lines.append(
+            f"{role} engine: max_num_seqs {r['max_num_seqs']}, gpu_memory_utilization"
+            f" {r['gpu_memory_utilization']:g}, "
+            + ("CUDA graphs" if r["cuda_graphs"] else "eager (no CUDA graphs)")
+        )
     for role, m in a["models"].items():
         lines.append(
             f"{role}: {m['model']} {m['params_b']:g}B, {m['precision']}, tp {m['tp']} pp {m['pp']}"
             f" dp {m['dp']}, sharding {m['sharding']}"
             + (f", optimizer {m['optimizer']}" if m["optimizer"] else "")
             + (", recompute" if m["recompute"] else "")
+            + _parallel_extras(m.get("parallel"))
         )
     console.print("[bold]assumptions[/] (docs/cost-model.md):", highlight=False)
     for line in lines:
         console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _parallel_extras(par: dict[str, Any] | None) -> str:
+    if not par:
+        return ""
+    extras = [f"ep {par['ep']}" if par.get("ep", 1) > 1 else "",
+              f"sp {par['sp']}" if par.get("sp", 1) > 1 else "",
+              "param offload" if par.get("offload_params") else "",
+              "optimizer offload" if par.get("offload_optimizer") else "",
+              "CPU optimizer" if par.get("cpu_optimizer") else ""]  # fmt: skip
+    return "".join(f", {e}" for e in extras if e)
 
 
 def _pct(value: float | None) -> str:

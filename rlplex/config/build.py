@@ -103,6 +103,7 @@ def _estimate_fields(spec: RoleSpec) -> dict[str, Any]:
         "parallel": spec.parallel,
         "precision": spec.precision,
         "optimizer": spec.optimizer,
+        "rollout": spec.rollout,
     }
 
 

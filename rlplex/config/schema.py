@@ -15,7 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 from rlplex.dag.pipeline import Mode, Pipeline
 from rlplex.resources.cluster import DRIVER, Cluster, Role, StateKind, driver_role
 from rlplex.resources.devices import MAX_GPUS
-from rlplex.resources.inputs import Efficiency, OptimizerName, Parallel, Precision, Workload
+from rlplex.resources.inputs import (
+    Efficiency,
+    OptimizerName,
+    Parallel,
+    Precision,
+    Rollout,
+    Workload,
+)
 
 MAX_ROLES = 1_000
 """Roles one config may define (a real RL job has fewer than 10)."""
@@ -96,6 +103,7 @@ class RoleSpec(BaseModel):
     parallel: Parallel | None = None
     precision: Precision = "bf16"
     optimizer: OptimizerName = "adamw"
+    rollout: Rollout | None = None
 
 
 class PipelineSpec(BaseModel):

@@ -21,7 +21,7 @@ Which formula a stage gets follows from its kind and name:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,17 +31,16 @@ from rlplex.dag.pipeline import Pipeline
 from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
 from rlplex.estimate import formulas as f
+from rlplex.estimate.decode import StepCosts, simulate_decode
+from rlplex.estimate.lengths import LengthDistribution, response_lengths
 from rlplex.estimate.specs import GpuSpec, ModelSpec, efficiency_defaults, gpu_spec, resolve_model
 from rlplex.resources.cluster import Cluster, Role
-from rlplex.resources.inputs import Efficiency, Workload
+from rlplex.resources.inputs import Efficiency, Rollout, Workload
 
 StageKind = Literal["train", "forward", "generate", "weight_sync", "cpu"]
-Bound = Literal["compute", "memory", "latency", "link", "given"]
+Bound = Literal["compute", "memory", "latency", "communication", "overhead", "given"]
+"""The named cost terms of an estimated stage (see docs/cost-model.md, "Terms")."""
 
-KV_MEMORY_FRACTION = 0.9
-"""Share of a GPU the inference engine may fill (vLLM's default ``gpu_memory_utilization``)."""
-MAX_DECODE_BATCH = 1024
-"""Most sequences one replica decodes at once (verl's rollout ``max_num_seqs`` default)."""
 PREFILL_CHUNK_TOKENS = 8192
 """Tokens of one prefill chunk (vLLM's ``max_num_batched_tokens`` for chunked prefill)."""
 
@@ -61,7 +60,11 @@ class StageEstimate(BaseModel):
     """Bytes moved: read from device memory (decode), sent (weight sync), communicated
     (data-parallel gradient reduction and ZeRO-3/FSDP gathers, per device)."""
     bound: Bound = "compute"
-    """What limits it: compute, memory bandwidth, the longest response's latency, a link."""
+    """The largest of its terms: compute, memory traffic, per-step latency floor,
+    communication, fixed overhead (or ``given`` seconds)."""
+    terms: dict[str, float] = Field(default_factory=dict)
+    """Seconds of each named term; the stage's seconds are their sum (a roofline of memory
+    and compute is taken step by step inside generation and reported split)."""
     memory_gb: float = 0.0
     """Transient GB per device while it runs (activations of the largest micro-batch)."""
     detail: dict[str, Any] = Field(default_factory=dict)
@@ -305,12 +308,13 @@ def kv_cache_gb(ctx: _Ctx, role: Role, spec: ModelSpec, weights_gb: float) -> fl
     per_token = f.kv_bytes_per_token(spec, role.precision, tp, pp)
     need = per_replica * longest * per_token / f.GB
     transient = generate_transient_gb(spec, role.precision, tp, pp)
-    room = KV_MEMORY_FRACTION * ctx.inputs.cluster.gpu_memory_gb - weights_gb - transient
+    fraction = (role.rollout or Rollout()).gpu_memory_utilization
+    room = fraction * ctx.inputs.cluster.gpu_memory_gb - weights_gb - transient
     if room <= longest * per_token / f.GB:
         raise ConfigError(
             f"cannot fit: {weights_gb:.1f} GB of weights per GPU (tp={tp}, pp={pp}) leave no room"
             f" for the KV cache of one {longest}-token sequence within"
-            f" {KV_MEMORY_FRACTION:g} x {ctx.inputs.cluster.gpu_memory_gb:g} GB;"
+            f" {fraction:g} x {ctx.inputs.cluster.gpu_memory_gb:g} GB;"
             f" raise roles.{role.name}.num_gpus_per_worker (tensor parallel)",
             field=f"roles.{role.name}.states.kv_cache",
             value=round(room, 2),
@@ -334,153 +338,416 @@ def _stage_factor(eff: Efficiency | None, stage: str) -> float:
     return eff.stages.get(stage, 1.0) if eff is not None else 1.0
 
 
-def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> StageEstimate:
+REFERENCE_TFLOPS = 989.5
+"""Peak of the GPU the size factors are stated for (H100 SXM): a small kernel's fixed
+latency costs a GPU in proportion to its peak, so the halves scale with it."""
+
+
+def _width_factor(ctx: _Ctx, spec: ModelSpec) -> float:
+    """Matmul efficiency of a model of this width relative to a very wide one."""
+    half = efficiency_value(ctx.inputs.efficiency, "width_half")
+    half *= ctx.gpu.peak_tflops / REFERENCE_TFLOPS
+    return spec.hidden_size / (spec.hidden_size + half)
+
+
+def _tokens_factor(ctx: _Ctx, tokens: float) -> float:
+    """Matmul efficiency of a micro-batch of ``tokens`` tokens per GPU relative to a large one."""
+    half = efficiency_value(ctx.inputs.efficiency, "tokens_half")
+    half *= ctx.gpu.peak_tflops / REFERENCE_TFLOPS
+    return tokens / (tokens + half) if tokens > 0 else 0.0
+
+
+def _lengths(ctx: _Ctx) -> LengthDistribution:
+    w = ctx.inputs.workload
+    assert w is not None
+    r = w.response_tokens
+    return response_lengths(
+        min(r.mean, r.max), r.max, r.clip_ratio, field="workload.response_tokens",
+        file=ctx.inputs.file,
+    )  # fmt: skip
+
+
+def _sequence_tokens(ctx: _Ctx) -> tuple[float, float]:
+    """(sum of tokens, sum of squared tokens) over one step's sequences, prompt + response.
+
+    Packed sequences cost their own length; padded ones (``packing: false``)
+    cost the longest prompt plus the longest response, as frameworks pad them.
+    """
+    w = ctx.inputs.workload
+    assert w is not None
+    n, _, longest = _tokens(w)
+    if not w.packing:
+        return n * longest, n * longest**2
+    dist = _lengths(ctx)
+    p = w.prompt_tokens.mean
+    mean_square = p * p + 2 * p * dist.mean + dist.mean_square()
+    return n * (p + dist.mean), n * mean_square
+
+
+def _pass_flops(ctx: _Ctx, spec: ModelSpec, head: f.Head) -> float:
+    """FLOPs of one forward pass over the step's sequences (matmuls + causal attention)."""
+    tokens, squares = _sequence_tokens(ctx)
+    return (
+        2.0 * f.active_params(spec, head) * tokens
+        + f.attention_width(spec) * spec.num_layers * squares
+    )
+
+
+def _spans_nodes(ctx: _Ctx, group: int) -> bool:
+    return group > ctx.inputs.cluster.gpus_per_node
+
+
+def _link_gb_per_s(ctx: _Ctx, role: Role) -> float:
+    """Collective bandwidth per device among the role's devices (NVLink; network across nodes)."""
+    c = ctx.inputs.cluster
+    nodes = len(role.nodes(c)) if role.devices else max(1, ctx.devices(role) // c.gpus_per_node)
+    return c.network_gb_per_s if nodes > 1 else c.device_copy_gb_per_s
+
+
+def _pass_terms(
+    ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate, *, backward: bool
+) -> tuple[dict[str, float], dict[str, Any], float]:
+    """Terms shared by train and log-prob passes: (terms, detail, micro-batches per rank)."""
     w = ctx.inputs.workload
     assert w is not None
     spec = ctx.spec(role)
     head = _role_head(role.name, ctx.stages_of.get(role.name, []))
-    n, mean_len, longest = _tokens(w)
-    recompute = bool(role.parallel and role.parallel.recompute)
-    passes = 4.0 if recompute else 3.0  # forward + backward (2x) [+ forward again]
-    flops = passes * f.forward_flops(spec, mean_len, head) * n * w.epochs
-    eff = efficiency_value(ctx.inputs.efficiency, "train") * _stage_factor(
-        ctx.inputs.efficiency, stage.name
+    par = role.parallel
+    recompute = bool(par and par.recompute) and backward
+    sp = par.sp if par else 1
+    _, mean_len, longest = _tokens(w)
+    tokens, _ = _sequence_tokens(ctx)
+    passes = (4.0 if recompute else 3.0) if backward else 1.0
+    epochs = w.epochs if backward else 1
+    flops = passes * _pass_flops(ctx, spec, head) * epochs
+    kind_key = "train" if backward else "forward"
+    if w.micro_batch_tokens is not None and w.packing:
+        mb_tokens = float(w.micro_batch_tokens)
+    else:
+        mb_tokens = w.micro_batch_size * (mean_len if w.packing else longest)
+    mb_tokens_per_gpu = mb_tokens / sp
+    eff = (
+        efficiency_value(ctx.inputs.efficiency, kind_key)
+        * _stage_factor(ctx.inputs.efficiency, stage.name)
+        * _width_factor(ctx, spec)
+        * _tokens_factor(ctx, mb_tokens_per_gpu)
     )
     peak = ctx.gpu.peak_tflops * 1e12
-    seconds = flops / (est.devices * peak * eff)
-    b = f.BYTES_PER_ELEMENT[role.precision]
-    grad_bytes = est.params * b / (est.tp * est.pp)
+    compute_s = flops / (est.devices * peak * eff)
+    groups = max(1, est.devices // (est.tp * est.pp * sp))
+    micro_batches = math.ceil(tokens * epochs / groups / mb_tokens)
+    # Pipeline bubble: (pp - 1) idle slots per optimizer step of m micro-batches (1F1B).
+    bubble_s = 0.0
+    if est.pp > 1:
+        per_step = max(1.0, micro_batches / max(1, w.mini_batches if backward else 1))
+        bubble_s = compute_s * (est.pp - 1) / per_step
+    launches = efficiency_value(ctx.inputs.efficiency, "layer_s") * spec.num_layers / est.pp
+    overhead_s = micro_batches * launches * passes
+    # Parameters offloaded between passes are loaded for each one (and the trained ones
+    # written back); the host link is the role's per-device share.
+    host = ctx.inputs.cluster.host_gb_per_s
+    weights_gb = est.states.get("weights", 0.0)
+    offload_s = 0.0
+    if par is not None and par.offload_params:
+        offload_s += weights_gb / host * (2.0 if backward else 1.0)
+    if spec.is_moe:
+        # The busiest expert rank sets the pace of the expert matmuls.
+        expert_share = _expert_flop_share(spec, head)
+        compute_s *= 1.0 + expert_share * (
+            efficiency_value(ctx.inputs.efficiency, "moe_imbalance") - 1
+        )
+    a2a_s = _expert_all_to_all_s(ctx, spec, role, tokens * epochs / est.devices, passes)
+    terms = {
+        "compute": compute_s,
+        "communication": a2a_s,
+        "latency": bubble_s,
+        "memory": 0.0,
+        "overhead": overhead_s + offload_s,
+    }
+    detail = {
+        "devices": est.devices, "efficiency": eff, "tokens": tokens * epochs, "passes": passes,
+        "micro_batch_tokens": mb_tokens, "micro_batches_per_rank": micro_batches,
+        "pipeline_bubble_s": bubble_s, "launch_overhead_s": overhead_s,
+        "param_offload_s": offload_s, "flops": flops, "expert_all_to_all_s": a2a_s,
+    }  # fmt: skip
+    return terms, detail, micro_batches
+
+
+def _expert_flop_share(spec: ModelSpec, head: f.Head) -> float:
+    """Share of a token's matmul FLOPs spent in its routed experts."""
+    routed = (
+        spec.moe_layers * spec.experts_per_token * 3 * spec.hidden_size * spec.moe_intermediate_size
+    )
+    return routed / f.active_params(spec, head)
+
+
+def _expert_all_to_all_s(
+    ctx: _Ctx, spec: ModelSpec, role: Role, tokens_per_device: float, passes: float
+) -> float:
+    """Expert-parallel dispatch and combine: each token's hidden state to its k experts' ranks
+    and back, per MoE layer and pass, the share that leaves the rank, over the EP group's link."""
+    ep = role.parallel.ep if role.parallel else 1
+    if not spec.is_moe or ep <= 1:
+        return 0.0
+    b = f.BYTES_PER_ELEMENT[role.precision if role.precision != "fp8" else "bf16"]
+    per_layer = 2 * tokens_per_device * spec.experts_per_token * spec.hidden_size * b
+    sent = per_layer * spec.moe_layers * passes * (ep - 1) / ep
+    c = ctx.inputs.cluster
+    speed = c.network_gb_per_s if ep > c.gpus_per_node else c.device_copy_gb_per_s
+    return sent / (speed * f.GB)
+
+
+def _step_overhead_stage(ctx: _Ctx) -> str | None:
+    """The train stage that carries the per-step framework overhead (the trained policy's)."""
+    stages = ctx.inputs.pipeline.stages
+    sources = {s.from_role for s in stages if s.is_weight_sync}
+    trains = [s for s in stages if s.kind == "train"]
+    for s in trains:
+        if s.role in sources:
+            return s.name
+    return trains[0].name if trains else None
+
+
+def _combine(
+    stage: Stage, kind: StageKind, terms: dict[str, float], **fields: Any
+) -> StageEstimate:
+    """A stage estimate whose seconds are the sum of its terms, bound by the largest."""
+    kept = {k: v for k, v in terms.items() if v > 0}
+    bound = max(kept, key=kept.__getitem__) if kept else "compute"
+    return StageEstimate(
+        stage=stage.name, kind=kind, seconds=sum(kept.values()), bound=bound,  # type: ignore[arg-type]
+        terms=kept, **fields,
+    )  # fmt: skip
+
+
+def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> StageEstimate:
+    """Forward + backward (+ recomputation) over the step's tokens, and the optimizer steps.
+
+    Terms: compute (FLOPs at an efficiency that falls for narrow models and small
+    micro-batches), communication (data-parallel gradient reduction and FSDP/ZeRO-3
+    gathers not hidden behind compute), latency (pipeline bubbles), memory (the
+    optimizer step reading and writing every state), overhead (per-layer launches,
+    parameter/optimizer offload, a CPU optimizer, the per-step framework overhead).
+    """
+    w = ctx.inputs.workload
+    assert w is not None
+    spec = ctx.spec(role)
+    head = _role_head(role.name, ctx.stages_of.get(role.name, []))
+    terms, detail, micro_batches = _pass_terms(ctx, stage, role, est, backward=True)
+    _, _, longest = _tokens(w)
     par = role.parallel
+    recompute = bool(par and par.recompute)
+    b = f.BYTES_PER_ELEMENT[role.precision]
+    shard_params = est.params / (est.tp * est.pp)
+    grad_bytes = shard_params * b
     sharded = par is not None and (par.fsdp or par.zero >= 3)
+    steps = w.mini_batches * w.epochs
     comm = 0.0
     if est.dp > 1:
-        comm = 2 * grad_bytes * (est.dp - 1) / est.dp  # ring all-reduce or reduce-scatter
-        if sharded:
-            comm += 2 * grad_bytes * (est.dp - 1) / est.dp  # gather for forward and backward
+        ring = (est.dp - 1) / est.dp
+        comm = 2 * grad_bytes * ring * steps  # all-reduce or reduce-scatter per optimizer step
+        if sharded:  # gather the weights for forward, backward (and recomputation)
+            comm += (3 if recompute else 2) * grad_bytes * ring * micro_batches
+    comm_s = comm / (_link_gb_per_s(ctx, role) * f.GB)
+    # Gathers prefetch behind compute: only what exceeds it shows.
+    terms["communication"] += max(0.0, comm_s - terms["compute"])
+    # Optimizer step: read and write weights, grads and optimizer state once per step.
+    states_gb = sum(est.states.get(k, 0.0) for k in ("weights", "grads", "optimizer"))
+    host = ctx.inputs.cluster.host_gb_per_s
+    opt_s = 0.0
+    if par is not None and par.cpu_optimizer:
+        per_node = efficiency_value(ctx.inputs.efficiency, "cpu_adam_params_per_s")
+        gpn = ctx.inputs.cluster.gpus_per_node
+        ranks_per_node = min(gpn, est.devices)
+        params_per_device = est.params / (est.tp * est.pp) / (est.dp if sharded or par.zero else 1)
+        cpu_s = params_per_device * ranks_per_node / per_node
+        copy_s = 2 * est.states.get("grads", 0.0) / host  # grads down, weights up
+        opt_s = (cpu_s + copy_s) * steps
+        terms["overhead"] += opt_s
+    else:
+        terms["memory"] = 2 * states_gb * f.GB / (ctx.gpu.memory_gb_per_s * 1e9) * steps
+        if par is not None and par.offload_optimizer:
+            terms["overhead"] += 2 * est.states.get("optimizer", 0.0) / host
+    if _step_overhead_stage(ctx) == stage.name:
+        n, _, _ = _tokens(w)
+        step_s = efficiency_value(ctx.inputs.efficiency, "step_overhead_s") + n * (
+            efficiency_value(ctx.inputs.efficiency, "sequence_overhead_s")
+        )
+        terms["overhead"] += step_s
+        detail["step_overhead_s"] = step_s
     tokens_mb = w.micro_batch_size * longest
     act = f.activation_bytes(
-        spec, tokens_mb, precision=role.precision, tp=est.tp, pp=est.pp,
-        recompute=recompute, backward=True, head=head,
+        spec, min(tokens_mb, detail["micro_batch_tokens"]) if w.packing else tokens_mb,
+        precision=role.precision, tp=est.tp, pp=est.pp, recompute=recompute, backward=True,
+        head=head,
     ) / f.GB  # fmt: skip
-    return StageEstimate(
-        stage=stage.name, kind="train", seconds=seconds, flops=flops, bytes=comm,
-        bound="compute", memory_gb=act,
-        detail={"devices": est.devices, "efficiency": eff, "tokens": n * mean_len * w.epochs,
-                "passes": passes, "micro_batch_tokens": tokens_mb},
-    )  # fmt: skip
+    detail.update({"optimizer_steps": steps, "comm_s": comm_s, "cpu_optimizer_s": opt_s})
+    flops = detail.pop("flops")
+    return _combine(stage, "train", terms, flops=flops, bytes=comm, memory_gb=act, detail=detail)
 
 
 def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> StageEstimate:
+    """One forward pass over the step's tokens (log-probs, values, reward scores)."""
     w = ctx.inputs.workload
     assert w is not None
     spec = ctx.spec(role)
     head = _role_head(role.name, ctx.stages_of.get(role.name, []))
-    n, mean_len, longest = _tokens(w)
-    flops = f.forward_flops(spec, mean_len, head) * n
-    eff = efficiency_value(ctx.inputs.efficiency, "forward") * _stage_factor(
-        ctx.inputs.efficiency, stage.name
-    )
-    seconds = flops / (est.devices * ctx.gpu.peak_tflops * 1e12 * eff)
+    terms, detail, _ = _pass_terms(ctx, stage, role, est, backward=False)
+    _, _, longest = _tokens(w)
     tokens_mb = w.micro_batch_size * longest
-    act = (
-        f.activation_bytes(
-            spec,
-            tokens_mb,
-            precision=role.precision,
-            tp=est.tp,
-            pp=est.pp,
-            backward=False,
-            head=head,
-        )
-        / f.GB
-    )
-    return StageEstimate(
-        stage=stage.name, kind="forward", seconds=seconds, flops=flops, bytes=0.0,
-        bound="compute", memory_gb=act,
-        detail={"devices": est.devices, "efficiency": eff, "tokens": n * mean_len},
-    )  # fmt: skip
+    act = f.activation_bytes(
+        spec, tokens_mb, precision=role.precision, tp=est.tp, pp=est.pp, backward=False,
+        head=head,
+    ) / f.GB  # fmt: skip
+    flops = detail.pop("flops")
+    return _combine(stage, "forward", terms, flops=flops, memory_gb=act, detail=detail)
+
+
+def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> float:
+    """Fixed seconds of one decode step: scheduling and sampling, eager launches, all-reduces."""
+    eff = ctx.inputs.efficiency
+    rollout = role.rollout or Rollout()
+    floor = efficiency_value(eff, "decode_step_s")
+    if not rollout.cuda_graphs:
+        floor += efficiency_value(eff, "eager_layer_s") * spec.num_layers / pp
+    group = tp * pp
+    key = "allreduce_inter_node_s" if _spans_nodes(ctx, group) else "allreduce_s"
+    if tp > 1:
+        floor += 2 * spec.num_layers / pp * efficiency_value(eff, key)
+    if pp > 1:
+        floor += pp * efficiency_value(eff, key)
+    ep = role.parallel.ep if role.parallel else 1
+    if spec.is_moe and ep > 1:  # dispatch and combine all-to-all per MoE layer
+        floor += 2 * spec.moe_layers / pp * efficiency_value(eff, key)
+    return floor
+
+
+def _weight_reader(spec: ModelSpec, precision: str, group: int) -> Callable[[float], float]:
+    """Bytes one device reads per decode step of ``b`` sequences (computed once per role)."""
+    if not spec.is_moe:
+        dense = f.decode_weight_bytes(spec, 1, precision) / group
+        return lambda b: dense
+    everything = f.decode_weight_bytes(spec, 1e9, precision)
+    one = f.decode_weight_bytes(spec, 1, precision)
+    touched_one = f.expected_experts_touched(spec, 1)
+    per_expert = (everything - one) / max(spec.num_experts - touched_one, 1e-9)
+    base = one - touched_one * per_expert
+
+    def read(b: float) -> float:
+        return (base + f.expected_experts_touched(spec, b) * per_expert) / group
+
+    return read
 
 
 def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> StageEstimate:
-    """Prefill (compute-bound) plus decode (memory-bound, batch capped by the KV cache).
+    """Prefill (compute-bound) plus decode under continuous batching (:mod:`decode`).
 
-    Decode lasts the larger of the throughput-bound time (all response tokens
-    at the batch the KV cache holds) and the latency of the longest response
-    (``response.max`` steps, each reading at least the weights).
+    The replica that gets the step's longest response decides when the stage
+    ends. Terms: compute (prefill, and decode steps bound by FLOPs), memory
+    (decode steps bound by reading weights and KV cache), latency (the per-step
+    floor over every decode step), overhead (host time per running sequence).
     """
     w = ctx.inputs.workload
     assert w is not None
     spec = ctx.spec(role)
     eff_in = ctx.inputs.efficiency
+    rollout = role.rollout or Rollout()
     factor = _stage_factor(eff_in, stage.name)
-    eff_prefill = efficiency_value(eff_in, "prefill") * factor
+    width = _width_factor(ctx, spec)
+    eff_prefill = efficiency_value(eff_in, "prefill") * factor * width
     eff_decode = efficiency_value(eff_in, "decode") * factor
     tp, pp = est.tp, est.pp
     group = tp * pp
     replicas = _replicas(ctx, role)
     n, _, _ = _tokens(w)
     per_replica = math.ceil(n / replicas)
-    prompt, response = w.prompt_tokens, w.response_tokens
     peak = ctx.gpu.peak_tflops * 1e12
     bandwidth = ctx.gpu.memory_gb_per_s * 1e9
-    # Prefill: every prompt once, compute-bound over the replica's GPUs.
+    prompt = w.prompt_tokens
     prefill_flops = f.forward_flops(spec, prompt.mean) * per_replica
     prefill_s = prefill_flops / (group * peak * eff_prefill)
-    # Decode: the batch the KV cache holds at the mean context.
+    dist = _lengths(ctx)
+    lengths = dist.lengths(per_replica)
+    # The slowest replica holds the step's longest response.
+    longest = dist.longest_of(n)
+    if lengths and longest > max(lengths):
+        lengths[lengths.index(max(lengths))] = longest
     per_token = f.kv_bytes_per_token(spec, role.precision, tp, pp)
     kv_gb = role.states.get("kv_cache", est.states.get("kv_cache", 0.0))
-    footprint = (prompt.mean + response.mean) * per_token
-    batch = max(1, min(per_replica, MAX_DECODE_BATCH, int(kv_gb * f.GB // max(footprint, 1.0))))
-    context = prompt.mean + response.mean / 2
-
-    def step(b: int) -> tuple[float, float, float]:
-        read = f.decode_weight_bytes(spec, b, role.precision) / group + b * context * per_token
-        flops = b * f.decode_token_flops(spec, context) / group
-        return max(read / (bandwidth * eff_decode), flops / (peak * eff_prefill)), read, flops
-
-    t_batch, read_batch, flops_batch = step(batch)
-    steps = per_replica * response.mean / batch
-    throughput_s = steps * t_batch
-    t_one, _, _ = step(1)
-    latency_s = response.max * t_one
-    decode_s = max(throughput_s, latency_s)
-    if latency_s > throughput_s:
-        bound: Bound = "latency"
-    else:
-        bound = (
-            "memory"
-            if read_batch / (bandwidth * eff_decode) >= flops_batch / (peak * eff_prefill)
-            else "compute"
-        )
-    return StageEstimate(
-        stage=stage.name,
-        kind="generate",
-        seconds=prefill_s + decode_s,
-        flops=(prefill_flops + steps * flops_batch * group) * replicas,
-        bytes=steps * read_batch * group * replicas,
-        bound=bound,
+    running_context = prompt.mean + dist.mean_square() / (2 * max(dist.mean, 1.0))
+    kv_slots = int(kv_gb * f.GB // max(running_context * per_token, 1.0))
+    slots = max(1, min(rollout.max_num_seqs, kv_slots))
+    costs = StepCosts(
+        weight_bytes=_weight_reader(spec, role.precision, group),
+        kv_bytes_per_token=per_token,
+        flops_per_token=2.0 * f.active_params(spec) / group,
+        attention_flops_per_context=2.0 * f.attention_width(spec) * spec.num_layers / group,
+        bandwidth=bandwidth * eff_decode,
+        flop_rate=peak * eff_prefill,
+        floor_s=_decode_floor(ctx, spec, role, tp, pp),
+        per_sequence_s=efficiency_value(eff_in, "decode_sequence_s"),
+    )
+    dec = simulate_decode(lengths, prompt.mean, slots, costs)
+    terms = {
+        "compute": prefill_s + dec.compute_s,
+        "memory": dec.memory_s,
+        "latency": dec.floor_s,
+        "overhead": dec.host_s,
+    }
+    response_tokens = sum(lengths)
+    return _combine(
+        stage, "generate", terms,
+        flops=(prefill_flops + response_tokens * costs.flops_per_token * group) * replicas,
+        bytes=dec.steps * costs.weight_bytes(dec.mean_batch) * group * replicas,
         memory_gb=generate_transient_gb(spec, role.precision, tp, pp),
         detail={
             "replicas": replicas, "tp": tp, "pp": pp, "sequences_per_replica": per_replica,
-            "batch": batch, "prefill_s": prefill_s, "decode_throughput_s": throughput_s,
-            "decode_latency_s": latency_s, "eff_prefill": eff_prefill, "eff_decode": eff_decode,
+            "slots": dec.slots, "kv_slots": kv_slots, "mean_batch": round(dec.mean_batch, 2),
+            "decode_steps": dec.steps, "longest_response": longest,
+            "clip_ratio": round(dist.clip_ratio, 6), "prefill_s": prefill_s,
+            "decode_s": dec.total_s, "step_floor_s": costs.floor_s,
+            "eff_prefill": eff_prefill, "eff_decode": eff_decode,
         },
     )  # fmt: skip
 
 
 def estimate_weight_sync(inputs: Inputs, stage: Stage, roles: Mapping[str, Role]) -> StageEstimate:
-    """The cost model's rule: destination weights over the device copy or network speed."""
+    """Move the trained weights into the inference engine.
+
+    Disjoint devices: the destination's weights per device over the network
+    (the cost model's rule; NCCL broadcast). Shared devices (colocated): the
+    cost model's device copy, plus resharding the trainer's shards into the
+    engine's layout at ``reshard_gb_s`` and waking and sleeping the engine
+    (``engine_switch_s``), which a colocated engine pays every step.
+    """
     src, dst = roles.get(stage.from_role or ""), roles.get(stage.to_role or "")
     gb = dst.states.get("weights", 0.0) if dst is not None else 0.0
     same = src is not None and dst is not None and sorted(src.devices) == sorted(dst.devices)
+    shared = src is not None and dst is not None and bool(set(src.devices) & set(dst.devices))
     speed = inputs.cluster.device_copy_gb_per_s if same else inputs.cluster.network_gb_per_s
-    seconds = float(stage.seconds) if stage.seconds is not None else gb / speed
-    return StageEstimate(
-        stage=stage.name, kind="weight_sync", seconds=seconds, bytes=gb * f.GB,
-        bound="given" if stage.seconds is not None else "link",
+    terms = {"communication": gb / speed}
+    if (
+        shared
+        and dst is not None
+        and any(s.is_weight_sync is False and s.role == dst.name for s in inputs.pipeline.stages)
+    ):
+        eff = inputs.efficiency
+        terms["overhead"] = gb / efficiency_value(eff, "reshard_gb_s") + efficiency_value(
+            eff, "engine_switch_s"
+        )
+    if stage.seconds is not None:
+        return StageEstimate(
+            stage=stage.name, kind="weight_sync", seconds=float(stage.seconds), bytes=gb * f.GB,
+            bound="given", terms={"given": float(stage.seconds)},
+            detail={"gb_per_device": gb, "gb_per_s": speed},
+        )  # fmt: skip
+    est = StageEstimate(
+        stage=stage.name, kind="weight_sync", seconds=sum(terms.values()), bytes=gb * f.GB,
+        bound=max(terms, key=terms.__getitem__), terms=terms,
         detail={"gb_per_device": gb, "gb_per_s": speed,
                 "path": "device copy" if same else "network"},
     )  # fmt: skip
+    return est
 
 
 def estimate(inputs: Inputs) -> Estimate:
@@ -578,10 +845,7 @@ def assumptions(ctx: _Ctx, roles: Mapping[str, RoleEstimate]) -> dict[str, Any]:
     """Every input and default the estimate used, for ``rlplex estimate`` to print."""
     inputs = ctx.inputs
     w = inputs.workload
-    eff = {
-        key: efficiency_value(inputs.efficiency, key)
-        for key in ("train", "forward", "prefill", "decode", "host_copy", "link")
-    }
+    eff = {key: efficiency_value(inputs.efficiency, key) for key in efficiency_defaults()}
     if inputs.efficiency is not None and inputs.efficiency.stages:
         eff["stages"] = dict(inputs.efficiency.stages)
     return {
@@ -606,14 +870,34 @@ def assumptions(ctx: _Ctx, roles: Mapping[str, RoleEstimate]) -> dict[str, Any]:
                 "recompute": bool(
                     inputs.roles[name].parallel and inputs.roles[name].parallel.recompute
                 ),
+                "parallel": (
+                    inputs.roles[name].parallel.model_dump()
+                    if inputs.roles[name].parallel
+                    else None
+                ),
             }
             for name, est in roles.items()
         },
         "efficiency": eff,
         "dispatch_s": inputs.cluster.dispatch_s,
-        "kv_memory_fraction": KV_MEMORY_FRACTION,
         "prefill_chunk_tokens": PREFILL_CHUNK_TOKENS,
-        "max_decode_batch": MAX_DECODE_BATCH,
+        "rollout": {
+            name: (inputs.roles[name].rollout or Rollout()).model_dump()
+            for name, est in roles.items()
+            if "kv_cache" in est.states
+        },
+        "response_length": _length_assumption(ctx) if w is not None else None,
+    }
+
+
+def _length_assumption(ctx: _Ctx) -> dict[str, Any]:
+    dist = _lengths(ctx)
+    return {
+        "mean": dist.mean,
+        "max": dist.cap,
+        "clip_ratio": round(dist.clip_ratio, 6),
+        "clip_ratio_given": dist.given_clip,
+        "shape": "gamma(2) body, truncated at max (docs/cost-model.md)",
     }
 
 

@@ -3,11 +3,16 @@
 ``rlplex calibrate RECORD --config CONFIG`` reads any record rlplex reads (its
 own Timeline, verl's and ROLL's logs) and fits, on the record's first steps:
 
-- for each stage whose ``seconds`` the estimator filled: the efficiency factor
-  of its kind (``train``, ``forward``, ``prefill`` + ``decode``), the ratio of
-  estimated to measured time summed over the kind's stages, times the current
-  factor; then a per-stage factor (``efficiency.stages``) for what the kind's
-  factor leaves;
+- for each stage whose ``seconds`` the estimator filled: the physical
+  parameters of its kind, one time ratio per kind (never a factor per stage):
+  the efficiencies (``train``, ``forward``, ``prefill`` + ``decode``) divided
+  by it and generation's per-step floors (``decode_step_s``,
+  ``decode_sequence_s``, ``eager_layer_s``) multiplied by it, so that the terms
+  they price (compute, memory traffic, latency floor) add up to the measured
+  time summed over the kind's stages once the terms they do not price
+  (communication, offload, the per-step overhead) are taken off. Parameters
+  of the hardware and the model, not of one run, so the fit carries to other
+  placements, GPU counts and modes;
 - for each stage whose ``seconds`` the config gives (toy configs, imported
   defaults, CPU stages): its median measured seconds (robust to a slow step);
 - ``cluster.dispatch_s``: the per-op overhead that makes the planned period
@@ -39,6 +44,16 @@ from rlplex.timeline.periods import period_over_steps, step_ends
 from rlplex.timeline.record import Timeline
 
 _KIND_KEYS = {"train": ("train",), "forward": ("forward",), "generate": ("prefill", "decode")}
+"""Rate parameters of each estimated kind: fitted by dividing by the time ratio."""
+_KIND_TIMES = {"generate": ("decode_step_s", "decode_sequence_s", "eager_layer_s")}
+"""Time parameters of each kind: fitted by multiplying by the time ratio."""
+_SCALED_TERMS = {
+    "train": ("compute", "latency"),
+    "forward": ("compute", "latency"),
+    "generate": ("compute", "memory", "latency", "overhead"),
+}
+"""The terms of each kind that the fitted parameters scale (the rest stays as estimated:
+communication, offload, the per-step overhead)."""
 
 
 class StageFit(BaseModel):
@@ -199,6 +214,13 @@ def recorded_period(run: RecordedRun, steps: Sequence[int]) -> float | None:
     return _mean(values)
 
 
+def _estimated_terms(cfg: Config) -> dict[str, dict[str, float]]:
+    """Each estimated stage's named terms as the config's placement prices them."""
+    from rlplex.estimate.estimator import estimate_config
+
+    return {name: dict(est.terms) for name, est in estimate_config(cfg).stages.items()}
+
+
 def _plan_period(cfg: Config) -> float:
     from rlplex.plan import make_plan
 
@@ -282,25 +304,33 @@ def calibrate(
             if kind in _KIND_KEYS:
                 by_kind.setdefault(kind, []).append(stage.name)
     efficiency: dict[str, Any] = {}
-    stage_factors = dict(eff.stages) if eff is not None else {}
     after = dict(before)
+    terms = _estimated_terms(cfg) if by_kind else {}
     for kind, names in by_kind.items():
-        ratio = sum(before[n] for n in names) / sum(measured[n] or 0.0 for n in names)
+        # Physical parameters only, one ratio per kind: the time of the terms they scale
+        # must become what was measured once the unscaled terms are taken off.
+        scaled = {n: sum(terms[n].get(t, 0.0) for t in _SCALED_TERMS[kind]) for n in names}
+        fixed = {n: max(0.0, before[n] - scaled[n]) for n in names}
+        want = sum((measured[n] or 0.0) - fixed[n] for n in names)
+        have = sum(scaled.values())
+        if have <= 0 or want <= 0:
+            warnings.append(
+                f"{kind} stages ({', '.join(names)}): the measured time is below the estimated"
+                " communication and overhead alone; not fitted"
+            )
+            continue
+        ratio = want / have
         for key in _KIND_KEYS[kind]:
-            efficiency[key] = round(efficiency_value(eff, key) * ratio, 6)
+            efficiency[key] = round(efficiency_value(eff, key) / ratio, 6)
+        for key in _KIND_TIMES.get(kind, ()):
+            efficiency[key] = round(efficiency_value(eff, key) * ratio, 9)
         for n in names:
-            kind_time = before[n] / ratio
-            factor = kind_time / (measured[n] or kind_time)
-            if abs(factor - 1.0) > 0.005:
-                stage_factors[n] = round(stage_factors.get(n, 1.0) * factor, 6)
-            after[n] = kind_time / factor
+            after[n] = fixed[n] + scaled[n] * ratio
     if any(v > 1.0 for k, v in efficiency.items() if k in ("train", "forward", "prefill")):
         warnings.append(
             "a fitted efficiency exceeds 1 (more than the GPU preset's peak): the preset's"
             " figures are too low for this machine (expected with the nominal 'cpu' preset)"
         )
-    if stage_factors:
-        efficiency["stages"] = stage_factors
     # Given stages (and weight syncs the record has): their measured seconds.
     stage_seconds: dict[str, float] = {}
     for stage in cfg.pipeline.stages:

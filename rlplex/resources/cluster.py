@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from rlplex.resources.devices import MAX_GPUS
-from rlplex.resources.inputs import OptimizerName, Parallel, Precision
+from rlplex.resources.inputs import OptimizerName, Parallel, Precision, Rollout
 
 StateKind = Literal["weights", "optimizer", "grads", "kv_cache"]
 STATE_KINDS: tuple[StateKind, ...] = ("weights", "optimizer", "grads", "kv_cache")
@@ -105,6 +105,9 @@ class Role(BaseModel):
     """Precision of weights and compute (estimates)."""
     optimizer: OptimizerName = "adamw"
     """Optimizer of a trained role: AdamW keeps fp32 master weights and two moments."""
+    rollout: Rollout | None = None
+    """Inference-engine settings of a generating role (estimates): max_num_seqs, memory share,
+    CUDA graphs."""
 
     @property
     def is_gpu(self) -> bool:

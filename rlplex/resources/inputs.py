@@ -23,8 +23,11 @@ class TokenLength(BaseModel):
 
     mean: float = Field(gt=0, allow_inf_nan=False)
     """Mean tokens per sequence."""
-    max: int = Field(ge=1)
+    max: int = Field(ge=1, le=10_000_000)
     """Longest sequence allowed (the framework's max length), in tokens."""
+    clip_ratio: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
+    """Share of sequences cut at ``max`` (verl's ``response_length/clip_ratio``); default: what
+    the documented length distribution puts beyond ``max`` (``docs/cost-model.md``)."""
 
 
 class Workload(BaseModel):
@@ -44,6 +47,14 @@ class Workload(BaseModel):
     """Sequences per micro-batch per GPU in training and log-prob passes (activations)."""
     epochs: int = Field(1, ge=1)
     """Passes over the step's batch in each train stage (PPO epochs)."""
+    mini_batches: int = Field(1, ge=1)
+    """Optimizer steps per train stage per epoch (verl: train batch / ``ppo_mini_batch_size``)."""
+    packing: bool = True
+    """Sequences packed without padding (verl ``use_remove_padding``, NeMo sequence packing,
+    dynamic token budgets); ``false`` pads every micro-batch to its longest sequence."""
+    micro_batch_tokens: int | None = Field(None, ge=1)
+    """Token budget of one micro-batch per GPU with packing (verl ``ppo_max_token_len_per_gpu``);
+    default: ``micro_batch_size`` x the longest sequence."""
 
 
 class Parallel(BaseModel):
@@ -63,6 +74,33 @@ class Parallel(BaseModel):
     """FSDP full sharding (weights, grads and optimizer state over dp, like ZeRO-3)."""
     recompute: bool = False
     """Activation recomputation (checkpointing): 8x instead of 6x params x tokens to train."""
+    ep: int = Field(1, ge=1)
+    """Expert-parallel size (MoE): experts split over this many ranks, tokens sent by all-to-all."""
+    sp: int = Field(1, ge=1)
+    """Sequence / context parallel size (verl's Ulysses ``ulysses_sequence_parallel_size``,
+    Megatron's ``context_parallel_size``): each sequence split over this many ranks."""
+    offload_params: bool = False
+    """Parameters kept in host memory between passes and loaded for each one (verl
+    ``param_offload``, Megatron ``param_offload``): the load is paid inside every pass."""
+    offload_optimizer: bool = False
+    """Optimizer state kept in host memory and loaded for each optimizer step (verl
+    ``optimizer_offload``)."""
+    cpu_optimizer: bool = False
+    """The optimizer step runs on the CPU (DeepSpeed ZeRO-Offload's CPU Adam, Megatron's
+    ``optimizer_cpu_offload``): gradients go to the host, updated weights come back."""
+
+
+class Rollout(BaseModel):
+    """How a generating role's inference engine runs (vLLM / SGLang settings)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_num_seqs: int = Field(1024, ge=1, le=1_000_000)
+    """Most sequences one engine decodes at once (vLLM ``max_num_seqs``; verl's default 1024)."""
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, allow_inf_nan=False)
+    """Share of each GPU the engine fills with weights, activations and KV cache."""
+    cuda_graphs: bool = True
+    """Decode steps replay CUDA graphs (``false``: eager, verl's ``enforce_eager``)."""
 
 
 class Efficiency(BaseModel):
@@ -87,5 +125,42 @@ class Efficiency(BaseModel):
     """Offload/reload: fraction of the host link (fills ``cluster.host_gb_per_s``)."""
     link: float | None = Field(None, gt=0, allow_inf_nan=False)
     """Weight sync: fraction of NVLink/network (fills the cluster's copy speeds)."""
+    width_half: float | None = Field(None, ge=0, le=1e6, allow_inf_nan=False)
+    """Hidden size at which matmul efficiency is half its ceiling: a pass runs at
+    ``train`` (or ``forward``, ``prefill``) x ``h / (h + width_half)`` of peak."""
+    tokens_half: float | None = Field(None, ge=0, le=1e9, allow_inf_nan=False)
+    """Tokens per micro-batch at which a pass runs at half its efficiency (small micro-batches
+    cannot fill the GPU): efficiency x ``tokens / (tokens + tokens_half)``."""
+    layer_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Fixed seconds per layer per micro-batch of a train or log-prob pass (kernel launches,
+    FSDP hooks, Python), forward only; backward counts twice."""
+    decode_step_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Floor of every decode step: scheduling, sampling, output processing (CUDA graphs on)."""
+    eager_layer_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Extra seconds per layer per decode step without CUDA graphs (eager launches)."""
+    decode_sequence_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Host seconds per running sequence per decode step."""
+    allreduce_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Latency of one small all-reduce within a node (two per layer per tensor-parallel
+    decode step)."""
+    allreduce_inter_node_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Latency of one small all-reduce whose ranks span nodes."""
+    engine_switch_s: float | None = Field(None, ge=0, le=3600, allow_inf_nan=False)
+    """Seconds to wake a colocated inference engine and put it back to sleep, per step, besides
+    moving its weights and cache (allocations, cache re-initialisation, CUDA graph warm-up)."""
+    reshard_gb_s: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False)
+    """GB/s at which a colocated weight sync gathers the trainer's shards and loads them into
+    the engine's layout, per device (tensor-by-tensor, through the framework)."""
+    step_overhead_s: float | None = Field(None, ge=0, le=3600, allow_inf_nan=False)
+    """Per-step framework overhead on the trainer's critical path (batch transfer between
+    workers, reward dispatch, logging, checkpoint-free bookkeeping)."""
+    moe_imbalance: float | None = Field(None, ge=1, le=100, allow_inf_nan=False)
+    """Load of the busiest expert rank over the mean (MoE): the expert matmuls take this much
+    longer than under uniform routing."""
+    sequence_overhead_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Controller seconds per sequence per step outside the GPU stages (rule rewards,
+    collation, moving samples between workers)."""
+    cpu_adam_params_per_s: float | None = Field(None, gt=0, le=1e15, allow_inf_nan=False)
+    """Parameters per second one node's CPU optimizer updates (CPU Adam)."""
     stages: dict[str, float] = Field(default_factory=dict)
     """Per-stage factor relative to the stage's kind default (1.0: as the kind says)."""

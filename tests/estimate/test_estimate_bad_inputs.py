@@ -172,3 +172,35 @@ def test_stage_that_cannot_fit_even_with_the_rest_offloaded(base: dict[str, Any]
     base["workload"]["micro_batch_size"] = 1
     again = _error(base)
     assert again.value < err.value
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "field"),
+    [
+        ("efficiency", "decode_step_s", -0.001, "efficiency.decode_step_s"),
+        ("efficiency", "moe_imbalance", 0.5, "efficiency.moe_imbalance"),
+        ("response", "clip_ratio", 1.5, "workload.response_tokens.clip_ratio"),
+        ("response", "clip_ratio", 0.9, "workload.response_tokens.clip_ratio"),
+        (
+            "rollout",
+            "gpu_memory_utilization",
+            1.2,
+            "roles.actor_infer.rollout.gpu_memory_utilization",
+        ),
+        ("parallel", "ep", 0, "roles.actor_train.parallel.ep"),
+    ],
+)
+def test_bad_cost_term_inputs_name_the_key(
+    base: dict[str, Any], section: str, key: str, value: float, field: str
+) -> None:
+    """A negative floor, a share truncated above 1 (or one the mean cannot hold), ..."""
+    if section == "efficiency":
+        base["efficiency"] = {key: value}
+    elif section == "response":
+        base["workload"]["response_tokens"][key] = value
+    elif section == "rollout":
+        base["roles"]["actor_infer"]["rollout"] = {key: value}
+    else:
+        base["roles"]["actor_train"]["parallel"][key] = value
+    err = _error(base)
+    assert (err.field, err.value) == (field, value)

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from rlplex.config import load_config
 from rlplex.estimate.scaling import estimator_exponents
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_compute_bound_stages_scale_ideally_and_latency_bound_generation_barely() -> None:
+def test_passes_scale_below_ideal_and_latency_bound_generation_barely() -> None:
     exps = estimator_exponents(load_config(ROOT / "examples" / "estimate_verl_quickstart.yaml"))
-    assert exps["train"] == pytest.approx(1.0)
-    assert exps["values"] == pytest.approx(1.0)
+    # Compute shrinks with the GPUs; per-step overhead, launches and the optimizer do not.
+    assert 0.5 < exps["values"] <= 1.0
+    assert 0.0 < exps["train"] < exps["values"]
     assert 0.0 <= exps["generate"] < 0.5  # 256 responses wait for the longest one
     assert "advantage" not in exps  # a driver stage: not estimated
 

@@ -53,3 +53,36 @@ def test_verl_roles_without_a_strategy_run_fsdp() -> None:
     for role in ("actor_train", "critic"):
         parallel = cfg.roles[role].parallel
         assert parallel is not None and parallel.fsdp, role
+
+
+def test_verl_run_settings_reach_the_estimator() -> None:
+    """The knobs real verl runs set (issue 18): engine, sequence parallel, offload, batching."""
+    cfg = load_config(
+        VERL,
+        overrides=[
+            "cluster.gpu=h100",
+            "actor_rollout_ref.rollout.max_num_seqs=256",
+            "actor_rollout_ref.rollout.gpu_memory_utilization=0.7",
+            "actor_rollout_ref.rollout.enforce_eager=true",
+            "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
+            "actor_rollout_ref.actor.fsdp_config.param_offload=true",
+            "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
+            "actor_rollout_ref.actor.use_dynamic_bsz=true",
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384",
+            "actor_rollout_ref.model.use_remove_padding=true",
+        ],
+    )
+    engine = cfg.roles["actor_infer"].rollout
+    assert engine is not None
+    assert (engine.max_num_seqs, engine.gpu_memory_utilization, engine.cuda_graphs) == (
+        256,
+        0.7,
+        False,
+    )
+    par = cfg.roles["actor_train"].parallel
+    assert par is not None and par.sp == 2 and par.offload_params and par.offload_optimizer
+    assert cfg.workload is not None
+    assert cfg.workload.micro_batch_tokens == 16384 * 2
+    assert cfg.workload.packing is True
+    prompts = cfg.workload.prompts_per_step
+    assert cfg.workload.mini_batches >= 1 and prompts % cfg.workload.mini_batches == 0

@@ -337,11 +337,16 @@ def workload(
     prompt_max: Any,
     response_max: Any,
     micro_batch: Any = None,
+    mini_batch_prompts: Any = None,
+    packing: Any = None,
+    micro_batch_tokens: Any = None,
 ) -> dict[str, Any] | None:
     """The native ``workload`` section from a framework's numbers, or None if one is missing.
 
     Frameworks give maximum lengths only: the mean is set to half the maximum
-    (an assumption the estimator prints).
+    (an assumption the estimator prints). ``mini_batch_prompts`` (prompts per
+    optimizer step) gives ``mini_batches``; ``packing`` and ``micro_batch_tokens``
+    are set only when the file sets them.
     """
     values = [optional_int(v) for v in (prompts, prompt_max, response_max)]
     if any(v is None for v in values):
@@ -354,7 +359,22 @@ def workload(
         "prompt_tokens": {"mean": p_max / 2, "max": p_max},
         "response_tokens": {"mean": r_max / 2, "max": r_max},
         "micro_batch_size": optional_int(micro_batch) or 1,
-    }
+    } | _training_batches(n_prompts, mini_batch_prompts, packing, micro_batch_tokens)
+
+
+def _training_batches(
+    prompts: int, mini_batch_prompts: Any, packing: Any, micro_batch_tokens: Any
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    mini = optional_int(mini_batch_prompts)
+    if mini and prompts >= mini:
+        out["mini_batches"] = prompts // mini
+    if isinstance(packing, bool):
+        out["packing"] = packing
+    tokens = optional_int(micro_batch_tokens)
+    if tokens:
+        out["micro_batch_tokens"] = tokens
+    return out
 
 
 def parallel(
@@ -364,9 +384,24 @@ def parallel(
     zero: Any = None,
     fsdp: bool = False,
     recompute: bool = False,
+    ep: Any = None,
+    sp: Any = None,
+    offload_params: Any = None,
+    offload_optimizer: Any = None,
+    cpu_optimizer: Any = None,
 ) -> dict[str, Any] | None:
     """The native per-role ``parallel`` section from what a file says (None if it says nothing)."""
     out: dict[str, Any] = {}
+    for key, value in (("ep", ep), ("sp", sp)):
+        if (optional_int(value) or 1) > 1:
+            out[key] = value
+    for key, flag in (
+        ("offload_params", offload_params),
+        ("offload_optimizer", offload_optimizer),
+        ("cpu_optimizer", cpu_optimizer),
+    ):
+        if flag is True:
+            out[key] = True
     if optional_int(tp):
         out["tp"] = tp
     if optional_int(pp):
@@ -377,6 +412,21 @@ def parallel(
         out["fsdp"] = True
     if recompute:
         out["recompute"] = True
+    return out or None
+
+
+def rollout(
+    *, max_num_seqs: Any = None, gpu_memory_utilization: Any = None, enforce_eager: Any = None
+) -> dict[str, Any] | None:
+    """The native per-role ``rollout`` section (inference-engine settings) a file gives."""
+    out: dict[str, Any] = {}
+    if optional_int(max_num_seqs):
+        out["max_num_seqs"] = max_num_seqs
+    share = gpu_memory_utilization
+    if isinstance(share, int | float) and not isinstance(share, bool) and 0 < share <= 1:
+        out["gpu_memory_utilization"] = float(share)
+    if isinstance(enforce_eager, bool):
+        out["cuda_graphs"] = not enforce_eager
     return out or None
 
 

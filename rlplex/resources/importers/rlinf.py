@@ -92,6 +92,7 @@ from rlplex.resources.importers.common import (
     parallel,
     positive_int,
     refuse_non_rl,
+    rollout,
     workload,
 )
 from rlplex.resources.importers.compose import compose
@@ -453,6 +454,15 @@ def to_native(
         spec = _parallel(data, component)
         if spec:
             role["parallel"] = spec
+        engine = data.get("rollout") if name == "actor_infer" else None
+        if isinstance(engine, Mapping):
+            settings = rollout(
+                max_num_seqs=engine.get("max_running_requests", engine.get("max_num_seqs")),
+                gpu_memory_utilization=engine.get("gpu_memory_utilization"),
+                enforce_eager=engine.get("enforce_eager"),
+            )
+            if settings:
+                role["rollout"] = settings
         roles[name] = role
     mode, staleness = _mode(data, file)
     native: dict[str, Any] = {

@@ -86,6 +86,7 @@ from rlplex.resources.importers.common import (
     parallel,
     positive_int,
     refuse_non_rl,
+    rollout,
     workload,
 )
 from rlplex.resources.importers.compose import compose
@@ -317,6 +318,15 @@ def to_native(
         spec = _parallel(block, trains=name in ("actor_train", "critic"))
         if spec:
             role["parallel"] = spec
+        engine = get_path(block, "strategy_args.strategy_config")
+        if name == "actor_infer" and isinstance(engine, Mapping):
+            settings = rollout(
+                max_num_seqs=engine.get("max_num_seqs"),
+                gpu_memory_utilization=engine.get("gpu_memory_utilization"),
+                enforce_eager=engine.get("enforce_eager"),
+            )
+            if settings:
+                role["rollout"] = settings
         roles[name] = role
     ratio = data.get("async_generation_ratio", 0) or 0
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or ratio < 0:

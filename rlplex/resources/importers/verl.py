@@ -84,9 +84,11 @@ from rlplex.resources.importers.common import (
     default_pipeline,
     get_path,
     gpu_role,
+    optional_int,
     parallel,
     positive_int,
     refuse_non_rl,
+    rollout,
     workload,
 )
 from rlplex.resources.importers.compose import compose
@@ -279,13 +281,29 @@ def _workload(r: _Reader) -> dict[str, Any] | None:
         prompt_max=r.get("data.max_prompt_length"),
         response_max=r.get("data.max_response_length"),
         micro_batch=r.get("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
+        mini_batch_prompts=r.get("actor_rollout_ref.actor.ppo_mini_batch_size"),
+        packing=r.get("actor_rollout_ref.model.use_remove_padding"),
+        micro_batch_tokens=_token_budget(r),
     )
+
+
+def _token_budget(r: _Reader) -> int | None:
+    """Tokens per micro-batch of a dynamic-batch actor: the per-GPU budget times Ulysses SP."""
+    actor = "actor_rollout_ref.actor"
+    budget = r.get(f"{actor}.ppo_max_token_len_per_gpu")
+    if r.get(f"{actor}.use_dynamic_bsz") is not True or not optional_int(budget):
+        return None
+    return int(budget) * (optional_int(r.get(f"{actor}.ulysses_sequence_parallel_size")) or 1)
 
 
 def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
     """A role's parallel sizes as verl's actor / ref / critic / rollout configs give them."""
     if name == "actor_infer":
-        return parallel(tp=r.get(_TP_FIELD), pp=r.get(f"{_ROLLOUT}.pipeline_model_parallel_size"))
+        return parallel(
+            tp=r.get(_TP_FIELD),
+            pp=r.get(f"{_ROLLOUT}.pipeline_model_parallel_size"),
+            ep=r.get(f"{_ROLLOUT}.expert_parallel_size"),
+        )
     base = {
         "actor_train": "actor_rollout_ref.actor",
         "reference": "actor_rollout_ref.ref",
@@ -298,15 +316,36 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
     # Recomputation only matters when training (the reference runs forward passes only).
     recompute = name != "reference" and bool(r.get(f"{model}.enable_gradient_checkpointing"))
     if strategy == "megatron":
+        mega = f"{base}.megatron"
         return parallel(
-            tp=r.get(f"{base}.megatron.tensor_model_parallel_size"),
-            pp=r.get(f"{base}.megatron.pipeline_model_parallel_size"),
+            tp=r.get(f"{mega}.tensor_model_parallel_size"),
+            pp=r.get(f"{mega}.pipeline_model_parallel_size"),
+            ep=r.get(f"{mega}.expert_model_parallel_size"),
+            sp=r.get(f"{mega}.context_parallel_size"),
             recompute=recompute,
+            offload_params=r.get(f"{mega}.param_offload"),
+            offload_optimizer=r.get(f"{mega}.optimizer_offload"),
         )
     # verl's trainer config sets `strategy: fsdp` for actor, ref and critic
     # (verl/trainer/config/ppo_trainer.yaml and its actor/critic groups): a file that
     # does not say otherwise runs FSDP.
-    return parallel(fsdp=strategy in ("fsdp", "fsdp2", None), recompute=recompute)
+    fsdp = f"{base}.fsdp_config" if name != "critic" else "critic.model.fsdp_config"
+    return parallel(
+        fsdp=strategy in ("fsdp", "fsdp2", None),
+        recompute=recompute,
+        sp=r.get(f"{base}.ulysses_sequence_parallel_size"),
+        offload_params=r.get(f"{fsdp}.param_offload"),
+        offload_optimizer=r.get(f"{fsdp}.optimizer_offload") if name != "reference" else None,
+    )
+
+
+def _rollout(r: _Reader) -> dict[str, Any] | None:
+    """The rollout engine's settings: vLLM/SGLang batch cap, memory share, eager mode."""
+    return rollout(
+        max_num_seqs=r.get(f"{_ROLLOUT}.max_num_seqs"),
+        gpu_memory_utilization=r.get(f"{_ROLLOUT}.gpu_memory_utilization"),
+        enforce_eager=r.get(f"{_ROLLOUT}.enforce_eager"),
+    )
 
 
 def to_native(
@@ -382,6 +421,9 @@ def to_native(
             spec = _parallel(r, name)
             if spec:
                 role["parallel"] = spec
+            engine = _rollout(r) if name == "actor_infer" else None
+            if engine:
+                role["rollout"] = engine
             roles[name] = role
     for name, verl_name in (("actor_train", "Actor"), ("actor_infer", "Rollout")):
         if name not in roles:
