@@ -137,3 +137,8 @@ def test_calibrating_on_the_summary_is_calibrating_on_one_verl_step(tmp_path: Pa
             # the fit reproduces the published means it was given
             assert stage.after_s == pytest.approx(stage.measured_fit_s, rel=1e-3)
     assert fit.efficiency["train"] < 0.05  # a 0.5B model runs far below the 0.35 default
+
+
+def test_the_example_summary_holds_the_published_means() -> None:
+    run = import_record(ROOT / "examples" / "records" / "verl_quickstart_summary.yaml")
+    assert run.steps[1] == pytest.approx({VERL_TO_RLPLEX[k]: v for k, v in MEAN.items()})
