@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from rich.markup import escape
@@ -9,7 +10,7 @@ from rich.table import Table
 
 from rlplex.cli.app import console
 from rlplex.errors import ConfigError
-from rlplex.reports.sweep import Sweep
+from rlplex.reports.sweep import Sweep, WhatIfSweep
 
 
 def _value(v: float) -> str:
@@ -89,3 +90,44 @@ def draw_sweep(sweep: Sweep, path: Path) -> None:
             ) from None
     finally:
         plt.close(fig)
+
+
+def print_whatif_sweep(sweep: WhatIfSweep, json_: bool) -> None:
+    """Each alternative's period at each swept value, the best, and whether it stays best."""
+    if json_:
+        print(json.dumps(sweep.to_json(), indent=2))
+        return
+    labels: dict[str, None] = {}
+    for point in sweep.points:
+        labels.update(dict.fromkeys(point.periods))
+    table = Table(title=f"what if, over {escape(sweep.key)}: period s of each alternative")
+    table.add_column("value", justify="right")
+    table.add_column("best")
+    for label in labels:
+        table.add_column(escape(label), justify="right")
+    for point in sweep.points:
+        if point.error:
+            table.add_row(_value(point.value), "[red]error[/]", *(["-"] * len(labels)))
+            continue
+        cells = [
+            f"{p:.2f}" if (p := point.periods.get(label)) is not None else "-" for label in labels
+        ]
+        table.add_row(_value(point.value), escape(point.best or "-"), *cells)
+    console.print(table)
+    for point in sweep.points:
+        if point.error:
+            where = f"{escape(sweep.key)}={_value(point.value)}"
+            console.print(f"[red]{where}:[/] {escape(point.error)}", highlight=False,
+                          soft_wrap=True)  # fmt: skip
+    if sweep.stays_best:
+        console.print(
+            f"the best alternative, {escape(sweep.bests[0])}, stays best over the swept range",
+            highlight=False,
+        )
+    else:
+        console.print(
+            "[yellow]the best alternative changes over the swept range:[/] "
+            + ", ".join(f"{_value(p.value)}: {escape(p.best or 'none')}" for p in sweep.points),
+            highlight=False,
+            soft_wrap=True,
+        )

@@ -205,3 +205,87 @@ def sweep_config(
             continue
         points.append(SweepPoint(value=value, period_s=period, stages=stages))
     return Sweep(config=str(path), key=key, points=tuple(points))
+
+
+class WhatIfPoint(BaseModel):
+    """``whatif`` at one value of the swept key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: float
+    periods: dict[str, float | None] = {}
+    """Predicted period of each alternative (and of the recorded config), by label."""
+    best: str | None = None
+    """The fastest alternative other than the recorded config; None if none can run."""
+    error: str | None = None
+    """Why what-if failed at this value."""
+
+
+class WhatIfSweep(BaseModel):
+    """Whether ``whatif``'s best alternative stays best over a swept key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    baseline: str
+    """The recorded config's label."""
+    points: tuple[WhatIfPoint, ...]
+
+    @property
+    def bests(self) -> tuple[str, ...]:
+        """The distinct best alternatives over the points that ran, in order."""
+        return tuple(dict.fromkeys(p.best for p in self.points if p.best is not None))
+
+    @property
+    def stays_best(self) -> bool:
+        """One alternative is best at every swept value (and every value ran)."""
+        return len(self.bests) == 1 and all(p.best is not None for p in self.points)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "baseline": self.baseline,
+            "stays_best": self.stays_best,
+            "bests": list(self.bests),
+            "points": [p.model_dump() for p in self.points],
+        }
+
+
+def whatif_sweep(source: Any, key: str, values: Sequence[str], **whatif_args: Any) -> WhatIfSweep:
+    """``whatif_report(source, **whatif_args)`` with ``--set KEY=V`` on the recorded config
+    and every alternative derived from it, for each value.
+
+    ``source`` is a :class:`rlplex.sim.reports.RecordSource`; alternatives given
+    as whole config files (``alt_configs``) are not swept.
+
+    Raises:
+        ConfigError: the key names nothing in the recorded config.
+    """
+    import dataclasses
+
+    from rlplex.sim.reports import RecordSource, whatif_report
+    from rlplex.sim.whatif import BASELINE_LABEL
+
+    check_key(source.config, key, source.load_config())
+
+    @dataclasses.dataclass(frozen=True)
+    class _Swept(RecordSource):
+        swept: tuple[str, ...] = ()
+
+        def load_config(self, overrides: Sequence[str] = ()) -> Config:
+            return super().load_config((*self.swept, *overrides))
+
+    fields = {f.name: getattr(source, f.name) for f in dataclasses.fields(RecordSource)}
+    points = []
+    for text in values:
+        swept = _Swept(**fields, swept=(f"{key}={text}",))
+        try:
+            report = whatif_report(swept, **whatif_args)
+        except ConfigError as exc:
+            points.append(WhatIfPoint(value=float(text), error=str(exc)))
+            continue
+        outcomes = report.result.alternatives
+        periods = {o.label: o.period_s for o in outcomes}
+        best = report.best.label if report.best is not None else None
+        points.append(WhatIfPoint(value=float(text), periods=periods, best=best))
+    return WhatIfSweep(key=key, baseline=BASELINE_LABEL, points=tuple(points))

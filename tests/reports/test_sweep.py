@@ -104,3 +104,57 @@ def test_cli_bad_sweep_is_one_line_exit_2(spec: str, words: str) -> None:
 def test_png_without_sweep_is_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["estimate", str(CONFIG), "--png", str(tmp_path / "x.png")])
     assert result.exit_code == 2 and "--sweep" in result.output
+
+
+RECORD = ROOT / "examples" / "records" / "verl_quickstart.jsonl"
+QUICKSTART = ROOT / "examples" / "estimate_verl_quickstart.yaml"
+FOUR = (
+    "4gpu: cluster.gpus_per_node=4 roles.actor_infer.devices=0-3 roles.actor_train.devices=0-3"
+    " roles.critic.devices=0-3 roles.reference.devices=0-3"
+)
+
+
+def test_whatif_sweep_sets_the_key_on_every_alternative() -> None:
+    from rlplex.reports.sweep import whatif_sweep
+    from rlplex.sim.reports import RecordSource
+
+    source = RecordSource(RECORD, QUICKSTART)
+    sweep = whatif_sweep(source, KEY, ("50", "500"), alts=(FOUR,))
+    assert sweep.stays_best and sweep.bests == ("4gpu",)
+    short, long = (p.periods["4gpu"] for p in sweep.points)
+    assert short is not None and long is not None and short != long  # the exponents moved
+    with pytest.raises(ConfigError, match="no such field"):
+        whatif_sweep(source, "workload.nope", ("1", "2"), alts=(FOUR,))
+
+
+def test_stays_best_is_false_when_the_best_changes() -> None:
+    from rlplex.reports.sweep import WhatIfPoint, WhatIfSweep
+
+    sweep = WhatIfSweep(
+        key=KEY,
+        baseline="as recorded",
+        points=(WhatIfPoint(value=1, best="a"), WhatIfPoint(value=2, best="b")),
+    )
+    assert not sweep.stays_best and sweep.bests == ("a", "b")
+    failed = WhatIfSweep(
+        key=KEY,
+        baseline="as recorded",
+        points=(WhatIfPoint(value=1, best="a"), WhatIfPoint(value=2, error="x")),
+    )
+    assert not failed.stays_best
+
+
+def test_cli_whatif_sweep_says_whether_the_best_stays() -> None:
+    result = CliRunner().invoke(
+        app,
+        ["whatif", str(RECORD), "--config", str(QUICKSTART), "--alt", FOUR,
+         "--sweep", f"{KEY}=50,500"],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "4gpu, stays best over the swept range" in result.output
+    result = CliRunner().invoke(
+        app, ["whatif", str(RECORD), "--config", str(QUICKSTART), "--alt", FOUR,
+              "--sweep", f"{KEY}=50"],
+    )  # fmt: skip
+    assert result.exit_code == 2 and "two or more" in result.output
