@@ -141,7 +141,7 @@ def _lookup(node: Any, parts: Sequence[str]) -> bool:
     return True
 
 
-def check_key(path: str | Path, key: str, config: Config) -> None:
+def check_key(path: str | Path, key: str, config: Config | None) -> None:
     """Refuse a sweep key that names nothing in the file nor in the loaded config.
 
     ``--set`` creates missing keys (it may add a field the file leaves to its
@@ -155,7 +155,9 @@ def check_key(path: str | Path, key: str, config: Config) -> None:
         raw = load_yaml_file(path)
     except ConfigError:
         raw = None
-    if (isinstance(raw, dict) and _lookup(raw, parts)) or _lookup(config, parts):
+    if (isinstance(raw, dict) and _lookup(raw, parts)) or (
+        config is not None and _lookup(config, parts)
+    ):
         return
     raise ConfigError(
         f"{key}: the config has no such field (a dotted key such as workload.response_tokens.mean)",
@@ -186,12 +188,26 @@ def sweep_config(
 ) -> Sweep:
     """Plan ``path`` with ``--set KEY=V`` (after ``overrides``) for each value.
 
+    The config as written need not load (a model too large for its GPUs may be
+    what the sweep is for); each value's failure is its point's error.
+
     Raises:
-        ConfigError: the key names nothing in the config (checked on the config
-            as loaded with ``overrides``, before any value is applied).
+        ConfigError: the key names nothing in the config (checked on the file
+            and on the config as loaded with ``overrides``, before any value is
+            applied); when the config does not load as written and the file
+            lacks the key, the loader's own error.
     """
-    base = load_config(path, overrides=overrides, format=format, costs=costs)
-    check_key(path, key, base)
+    try:
+        base: Config | None = load_config(path, overrides=overrides, format=format, costs=costs)
+        failure = None
+    except ConfigError as exc:
+        base, failure = None, exc
+    try:
+        check_key(path, key, base)
+    except ConfigError:
+        if failure is not None:
+            raise failure from None
+        raise
     points = []
     for text in values:
         value = float(text)

@@ -99,3 +99,14 @@ def test_run_case_compares_phases() -> None:
     assert result.step_error == pytest.approx(result.predicted_step_s / 749.0 - 1.0)
     phase = result.phases["update_actor"]
     assert phase["error"] == pytest.approx(phase["predicted"] / 286.0 - 1.0)
+
+
+def test_run_case_sweeps_an_unpublished_length() -> None:
+    bench = _bench()
+    case = next(c for c in bench.CASES if c.id.startswith("verl-quickstart"))
+    result = bench.run_case(case, sweep=True)
+    assert result.sweep is not None
+    assert result.sweep["target"] == pytest.approx(sum(case.phases.values()))
+    steps = result.sweep["steps"]
+    assert steps == sorted(steps) and len(steps) == len(case.sweep)
+    assert result.sweep["inside"] == (min(steps) <= result.sweep["target"] <= max(steps))

@@ -158,3 +158,17 @@ def test_cli_whatif_sweep_says_whether_the_best_stays() -> None:
               "--sweep", f"{KEY}=50"],
     )  # fmt: skip
     assert result.exit_code == 2 and "two or more" in result.output
+
+
+def test_a_config_that_does_not_fit_as_written_is_still_swept(tmp_path: Path) -> None:
+    text = CONFIG.read_text(encoding="utf-8").replace(
+        "micro_batch_size: 4", "micro_batch_size: 4096"
+    )
+    path = tmp_path / "huge_batch.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError):
+        load_config(path)
+    sweep = sweep_config(path, "workload.micro_batch_size", ("4096", "4"))
+    assert sweep.points[0].error and sweep.points[1].period_s
+    with pytest.raises(ConfigError, match=r"memory_gb|states"):
+        sweep_config(path, "workload.nope", ("1", "2"))
