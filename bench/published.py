@@ -60,6 +60,9 @@ class Case:
     """Pair id: the members of a pair are compared (which is faster, the speed-up)."""
     sweep: tuple[float, ...] = ()
     """Response-length means to sweep when the mean is not published (empty: published)."""
+    summary: Mapping[str, Any] | None = None
+    """A summary record of the published figures (docs/importers.md): the pair's other member
+    is predicted with the costs ``rlplex calibrate`` fits on it (the transfer check)."""
 
 
 _VERL = {
@@ -70,11 +73,22 @@ _VERL = {
 _VERL_COLOCATED = {"gen": ("generate", "weight_sync"), **_VERL}
 _VERL_SWEEP = (500.0, 1000.0, 2000.0, 4000.0)
 
+
+def _verl_summary(generate_sequences: float, old: float, update: float, step: float) -> dict:
+    """The summary record of a verl row: the engine's generation time is ``generate``."""
+    return {
+        "framework": "verl",
+        "timing_s": {"generate_sequences": generate_sequences, "old_log_prob": old,
+                     "update_actor": update, "step": step},
+        "stages": {"generate_sequences": "generate"},
+    }  # fmt: skip
+
+
 CASES: tuple[Case, ...] = (
     Case(
         "verl-osp-7b-fsdp2-colocate-16xH20", "verl_osp_7b_fsdp2_colocate_16xh20.yaml", 749.0,
         {"gen": 321.0, "generate_sequences": 247.0, "old_log_prob": 88.0, "update_actor": 286.0},
-        _VERL_COLOCATED, "verl-fsdp2", _VERL_SWEEP,
+        _VERL_COLOCATED, "verl-fsdp2", _VERL_SWEEP, _verl_summary(247.0, 88.0, 286.0, 749.0),
     ),
     Case(
         "verl-osp-7b-fsdp2-onestepoff-4gen12train-H20", "verl_osp_7b_fsdp2_4gen12train_h20.yaml",
@@ -84,7 +98,7 @@ CASES: tuple[Case, ...] = (
     Case(
         "verl-osp-7b-megatron-colocate-16xH20", "verl_osp_7b_megatron_colocate_16xh20.yaml", 699.0,
         {"gen": 207.0, "generate_sequences": 162.0, "old_log_prob": 119.0, "update_actor": 344.0},
-        _VERL_COLOCATED, "verl-megatron", _VERL_SWEEP,
+        _VERL_COLOCATED, "verl-megatron", _VERL_SWEEP, _verl_summary(162.0, 119.0, 344.0, 699.0),
     ),
     Case(
         "verl-osp-7b-megatron-onestepoff-4gen12train-H20",
@@ -178,6 +192,8 @@ class PairResult:
     predicted_faster: str | None
     published_speedup: float | None
     predicted_speedup: float | None
+    transfer: dict[str, Any] | None = None
+    """Calibrated on one member's summary record: the other member's step, predicted."""
 
     @property
     def verdict_right(self) -> bool:
@@ -239,7 +255,45 @@ def run_case(case: Case, sweep: bool = True) -> CaseResult:
     )
 
 
-def pair_results(cases: Sequence[Case], results: Sequence[CaseResult]) -> tuple[PairResult, ...]:
+def _calibrate() -> Any:
+    try:  # where the structural moves put it
+        from rlplex.reports.calibrate import calibrate
+    except ImportError:
+        from rlplex.estimate.calibrate import calibrate
+    return calibrate
+
+
+def transfer(source: Case, target: Case) -> dict[str, Any]:
+    """Calibrate on ``source``'s summary record; predict ``target``'s step with those costs."""
+    import tempfile
+
+    import yaml
+
+    from rlplex.config import load_config
+    from rlplex.plan import make_plan
+
+    with tempfile.TemporaryDirectory() as tmp:
+        record = Path(tmp) / "summary.yaml"
+        record.write_text(yaml.safe_dump(dict(source.summary or {})), encoding="utf-8")
+        fit, doc = _calibrate()(record, CONFIGS / source.config)
+        costs = Path(tmp) / "costs.yaml"
+        costs.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        period = make_plan(load_config(CONFIGS / target.config, costs=costs)).period_s
+    assert target.step_s is not None
+    return {
+        "calibrated_on": source.id,
+        "predicted": target.id,
+        "fitted": doc,
+        "fitted_period_s": fit.period_after_s,
+        "predicted_step_s": period,
+        "published_step_s": target.step_s,
+        "error": rel_error(period, target.step_s),
+    }
+
+
+def pair_results(
+    cases: Sequence[Case], results: Sequence[CaseResult], transfers: bool = True
+) -> tuple[PairResult, ...]:
     """Each pair's verdict (which member is faster) and speed-up, published vs predicted."""
     by_id = {r.id: r for r in results}
     pairs: dict[str, list[Case]] = {}
@@ -256,6 +310,10 @@ def pair_results(cases: Sequence[Case], results: Sequence[CaseResult]) -> tuple[
         if pub_fast is not None and len(members) == 2:
             other = next(c.id for c in members if c.id != pub_fast)
             pred_speedup = predicted[other] / predicted[pub_fast]
+        moved = None
+        source = next((c for c in members if c.summary is not None), None)
+        if transfers and source is not None and len(members) == 2:
+            moved = transfer(source, next(c for c in members if c is not source))
         out.append(
             PairResult(
                 pair=pair,
@@ -264,18 +322,19 @@ def pair_results(cases: Sequence[Case], results: Sequence[CaseResult]) -> tuple[
                 predicted_faster=faster(predicted),
                 published_speedup=speedup(published),
                 predicted_speedup=pred_speedup,
+                transfer=moved,
             )
         )
     return tuple(out)
 
 
-def run(cases: Sequence[Case] = CASES, sweep: bool = True) -> Report:
+def run(cases: Sequence[Case] = CASES, sweep: bool = True, transfers: bool = True) -> Report:
     results = tuple(run_case(c, sweep) for c in cases)
     errors = [r.step_error for r in results if r.step_error is not None]
     phase_errors = {f"{r.id}/{n}": p["error"] for r in results for n, p in r.phases.items()}
     return Report(
         cases=results,
-        pairs=pair_results(cases, results),
+        pairs=pair_results(cases, results, transfers),
         median_step_error=median_abs(errors),
         worst_step_error=worst_abs(errors),
         phase_errors=phase_errors,
@@ -338,6 +397,33 @@ def print_report(report: Report) -> None:
             _pct(p.speedup_error),
         )  # fmt: skip
     console.print(pairs)
+    moved = [p for p in report.pairs if p.transfer]
+    if moved:
+        table = Table(title="transfer: calibrated on one member's summary record (rlplex"
+                      " calibrate), the other member predicted with the fitted costs")  # fmt: skip
+        for column in ("pair", "calibrated on", "predicted", "step pred s", "published s",
+                       "error", "fitted"):  # fmt: skip
+            table.add_column(column, justify="right" if " s" in column or column == "error"
+                             else "left")  # fmt: skip
+        for p in moved:
+            t = p.transfer or {}
+            fitted = t["fitted"]
+            eff = {k: v for k, v in fitted.get("efficiency", {}).items() if k != "stages"}
+            text = ", ".join(f"{k} {v:.3g}" for k, v in eff.items())
+            text += f"; dispatch_s {fitted.get('cluster', {}).get('dispatch_s', 0):.3g}"
+            table.add_row(
+                p.pair, short_name(t["calibrated_on"], p.members),
+                short_name(t["predicted"], p.members), _s(t["predicted_step_s"]),
+                _s(t["published_step_s"]), _pct(t["error"]), text,
+            )  # fmt: skip
+        console.print(table)
+    no_transfer = [p.pair for p in report.pairs if not p.transfer]
+    if no_transfer:
+        console.print(
+            f"no transfer check for {', '.join(no_transfer)}: only the step is published"
+            " (calibrate fits per-stage times)",
+            highlight=False,
+        )
     swept = [r for r in report.cases if r.sweep]
     if swept:
         sweeps = Table(title=f"unpublished mean response length: planned step over {SWEEP_KEY}")
@@ -380,8 +466,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--no-sweep", action="store_true", help="skip the length sweeps")
+    parser.add_argument(
+        "--no-transfer", action="store_true", help="skip the calibrate-and-transfer check"
+    )
     args = parser.parse_args(argv)
-    report = run(sweep=not args.no_sweep)
+    report = run(sweep=not args.no_sweep, transfers=not args.no_transfer)
     if args.json:
         print(json.dumps(to_json(report), indent=2))
     else:

@@ -110,3 +110,17 @@ def test_run_case_sweeps_an_unpublished_length() -> None:
     steps = result.sweep["steps"]
     assert steps == sorted(steps) and len(steps) == len(case.sweep)
     assert result.sweep["inside"] == (min(steps) <= result.sweep["target"] <= max(steps))
+
+
+def test_transfer_calibrates_on_one_member_and_predicts_the_other() -> None:
+    bench = _bench()
+    source = next(c for c in bench.CASES if c.id == "verl-osp-7b-megatron-colocate-16xH20")
+    target = next(
+        c for c in bench.CASES if c.id == "verl-osp-7b-megatron-onestepoff-4gen12train-H20"
+    )
+    moved = bench.transfer(source, target)
+    assert moved["calibrated_on"] == source.id and moved["predicted"] == target.id
+    # the fit reproduces the calibrated member's published step
+    assert moved["fitted_period_s"] == pytest.approx(699.0, rel=0.02)
+    assert moved["error"] == pytest.approx(moved["predicted_step_s"] / 566.0 - 1.0)
+    assert "efficiency" in moved["fitted"]
