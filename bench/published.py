@@ -1,6 +1,6 @@
 """rlplex's estimates against published RL step times: the development corpus of issue 18.
 
-Run: ``.venv/bin/python bench/published.py [--json] [--no-sweep]``. Plans every
+Run: ``.venv/bin/python bench/published.py [--json] [--no-sweep] [--no-transfer]``. Plans every
 config of ``bench/published/`` (native configs with no ``seconds`` and no
 ``states``: everything is estimated; each file's header names its source row
 and every approximation) through the library (``load_config``, ``make_plan``),
@@ -20,6 +20,11 @@ also planned over a plausible range of ``workload.response_tokens.mean``
 (:func:`rlplex.reports.sweep.sweep_config`), and the report says whether the
 published step (the quickstart: the sum of its published phases) lies inside
 the range of planned steps.
+
+Transfer: for each pair whose colocated member has a ``summary`` (a summary
+record of its published figures, docs/importers.md), ``rlplex calibrate`` fits
+the costs on it and the other member is planned with them; its step is
+compared with the published one (``--no-transfer`` skips it).
 
 The published figures below are transcribed from the rows each config names
 (also in ``../shared/data/published_runs.yaml`` and ``public_timings.md``).
