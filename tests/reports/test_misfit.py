@@ -100,3 +100,20 @@ def test_a_config_that_fits_exits_0() -> None:
     root = Path(__file__).resolve().parents[2]
     result = CliRunner().invoke(app, ["estimate", str(root / "examples" / "estimate_7b.yaml")])
     assert result.exit_code == 0, result.output
+
+
+def test_no_room_for_the_kv_cache_is_a_shortfall() -> None:
+    root = Path(__file__).resolve().parents[2]
+    path = root / "examples" / "estimate_7b.yaml"
+    overrides = ["model=qwen2.5-72b"]
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides=overrides)
+    report = misfit_report(path, info.value, overrides=overrides)
+    kv = next(s for s in report.shortfalls if s.what == "kv_cache")
+    assert kv.role == "actor_infer" and kv.cap_gb == pytest.approx(0.9 * 80)
+    weights = report.estimate.roles["actor_infer"].states["weights"]
+    assert kv.need_gb == pytest.approx(
+        weights + report.estimate.roles["actor_infer"].activations_gb
+    )
+    assert report.kv_cache_gb["actor_infer"] == 0.0
+    assert "num_gpus_per_worker" in kv.remedy
