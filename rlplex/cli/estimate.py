@@ -74,6 +74,17 @@ def estimate(
     list_presets: Annotated[
         bool, typer.Option("--list-presets", help="List the model and GPU presets and exit.")
     ] = False,
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep",
+            help="KEY=V1,V2,...: plan the config at each value of one dotted key (e.g."
+            " workload.response_tokens.mean=500,1000,2000) and print the step and each stage.",
+        ),
+    ] = None,
+    png: Annotated[
+        Path | None, typer.Option("--png", help="With --sweep: draw it to this PNG.")
+    ] = None,
     options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Estimate stage seconds and state GB from the model, the workload and the GPU.
@@ -90,7 +101,24 @@ def estimate(
         return
     if config is None:
         raise ConfigError("give a CONFIG file (or --list-presets)", field="CONFIG")
-    cfg = options.load(config)
+    if sweep is not None:
+        _sweep(config, sweep, png, json_, options)
+        return
+    if png is not None:
+        raise ConfigError("draws a sweep: give --sweep KEY=V1,V2,... too", field="--png")
+    try:
+        cfg = options.load(config)
+    except ConfigError as exc:
+        from rlplex.cli.misfit import print_misfit
+        from rlplex.reports.misfit import is_fit_error, misfit_report
+
+        if not is_fit_error(exc):
+            raise
+        report = misfit_report(
+            config, exc, overrides=options.overrides, format=options.format, costs=options.costs
+        )
+        print_misfit(report, json_)
+        raise typer.Exit(2) from None
     result = estimate_config(cfg)
     _warn(w for w in dict.fromkeys(result.warnings) if w not in cfg.warnings)
     if json_:
@@ -141,6 +169,25 @@ def estimate(
         highlight=False,
     )
     _print_assumptions(result.assumptions)
+
+
+def _sweep(config: Path, spec: str, png: Path | None, json_: bool, options: ConfigOptions) -> None:
+    from rlplex.cli.sweep import draw_sweep, print_sweep
+    from rlplex.reports.sweep import parse_sweep, sweep_config
+
+    key, values = parse_sweep(spec)
+    result = sweep_config(
+        config, key, values, overrides=options.overrides, format=options.format,
+        costs=options.costs,
+    )  # fmt: skip
+    if png is not None:
+        draw_sweep(result, png)
+    if json_:
+        print(json.dumps(result.to_json(), indent=2))
+        return
+    print_sweep(result)
+    if png is not None:
+        console.print(f"wrote {escape(str(png))}", highlight=False)
 
 
 def _print_assumptions(a: dict[str, Any]) -> None:

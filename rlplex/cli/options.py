@@ -63,14 +63,20 @@ CollapseOpt = Annotated[
 
 
 RecordArg = Annotated[
-    Path, typer.Argument(help="A run's log: rlplex record, verl JSONL or console log, ROLL stdout.")
+    Path,
+    typer.Argument(
+        help="A run's log: rlplex record, verl JSONL or console log, ROLL stdout; or a summary"
+        " record of mean seconds and lengths (YAML, JSON, CSV; docs/importers.md)."
+    ),
 ]
 RecordConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", help="The config the recorded run used (its placement).")
 ]
 RecordFormatOpt = Annotated[
     str | None,
-    typer.Option("--format", help="Read the record as rlplex, verl or roll (default: detected)."),
+    typer.Option(
+        "--format", help="Read the record as rlplex, verl, roll or summary (default: detected)."
+    ),
 ]
 SkipBadOpt = Annotated[
     bool, typer.Option("--skip-bad-lines", help="Skip malformed log lines with a warning.")

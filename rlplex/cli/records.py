@@ -116,6 +116,14 @@ def whatif(
     ] = None,
     json_: JsonOpt = False,
     gantt: GanttOpt = None,
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep",
+            help="KEY=V1,V2,...: run the what-if at each value of a --config key (set on the"
+            " recorded config and every alternative) and say whether the best stays best.",
+        ),
+    ] = None,
     options: RecordOptions = NO_RECORD_OPTIONS,
 ) -> None:
     """Replay the recorded work under other placements, modes or GPU counts; best first.
@@ -131,6 +139,16 @@ def whatif(
 
     source = RecordSource(record, config, options.record_format, options.skip_bad_lines,
                           options.config_format, options.costs)  # fmt: skip
+    if sweep is not None:
+        from rlplex.cli.sweep import print_whatif_sweep
+        from rlplex.reports.sweep import parse_sweep, whatif_sweep
+
+        key, values = parse_sweep(sweep)
+        swept = whatif_sweep(source, key, values, overrides=set_ or (), alts=alt or (),
+                             alt_configs=alt_config or (), auto=auto, scaling=scaling or (),
+                             fit_from=fit_from or ())  # fmt: skip
+        print_whatif_sweep(swept, json_)
+        return
     report = whatif_report(source, overrides=set_ or (), alts=alt or (),
                            alt_configs=alt_config or (), auto=auto, scaling=scaling or (),
                            fit_from=fit_from or ())  # fmt: skip

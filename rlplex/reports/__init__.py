@@ -7,7 +7,10 @@ packages below it import only downward (DESIGN.md, "Package layout"):
 - :mod:`~rlplex.reports.plan`: ``rlplex plan`` (placement, plan, figures, peaks);
 - :mod:`~rlplex.reports.records`: ``rlplex replay`` / ``whatif`` and loading a record;
 - :mod:`~rlplex.reports.calibrate`: ``rlplex calibrate`` (fit figures to a record);
-- :mod:`~rlplex.reports.run`: the body of ``rlplex run`` (importing it never touches Ray).
+- :mod:`~rlplex.reports.run`: the body of ``rlplex run`` (importing it never touches Ray);
+- :mod:`~rlplex.reports.sweep`: ``rlplex estimate --sweep`` (plan a config over a range of
+  one input);
+- :mod:`~rlplex.reports.misfit`: what does not fit, by how much, and what would fix it.
 
 Nothing here prints or draws progress: long work reports through callbacks.
 """

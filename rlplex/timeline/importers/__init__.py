@@ -1,4 +1,4 @@
-"""Import recorded step timings from rlplex, verl and ROLL logs.
+"""Import recorded step timings from rlplex, verl and ROLL logs, and summary records.
 
 :func:`import_record` reads a log, detects its format from the content (or
 takes ``format``), and returns a :class:`RecordedRun`: per step, the seconds
@@ -9,7 +9,9 @@ Format detection looks at the first lines that say something:
 
 - a JSON object with ``op``/``kind``, ``metrics`` or ``meta``: an rlplex record;
 - a JSON object with ``data``, or a ``step:N - key:value`` line: verl;
-- a ``metrics_tag:`` line, or a JSON document with ``log_history``: ROLL.
+- a ``metrics_tag:`` line, or a JSON document with ``log_history``: ROLL;
+- checked first: a ``.yaml``/``.yml``/``.csv`` file, or a small JSON object with
+  ``timing_s``: a summary record (per-stage means, :mod:`.summary`).
 """
 
 from __future__ import annotations
@@ -26,14 +28,16 @@ from rlplex.timeline.importers.base import (
 )
 from rlplex.timeline.importers.rlplex import import_rlplex
 from rlplex.timeline.importers.roll import MARKER, import_roll
+from rlplex.timeline.importers.summary import import_summary, looks_like_summary
 from rlplex.timeline.importers.verl import import_verl, parse_console_line
 
-RECORD_FORMATS: tuple[str, ...] = ("rlplex", "verl", "roll")
+RECORD_FORMATS: tuple[str, ...] = ("rlplex", "verl", "roll", "summary")
 
 _IMPORTERS: dict[str, Callable[..., RecordedRun]] = {
     "rlplex": import_rlplex,
     "verl": import_verl,
     "roll": import_roll,
+    "summary": import_summary,
 }
 
 
@@ -43,6 +47,8 @@ def detect_record_format(path: str | Path) -> str:
     Raises:
         ConfigError: nothing in the first 200 lines looks like any known format.
     """
+    if looks_like_summary(check_record_path(path)):
+        return "summary"
     with check_record_path(path).open(encoding="utf-8", errors="replace") as handle:
         head = handle.read(2048).lstrip()
     if head.startswith("{") and '"log_history"' in head:
@@ -83,8 +89,8 @@ def import_record(
 
     Args:
         path: an rlplex Timeline JSONL, a verl JSONL or console log, a ROLL
-            stdout log or a ROLL ``log_history`` JSON file.
-        format: ``rlplex``, ``verl`` or ``roll``; detected from the content when None.
+            stdout log or a ROLL ``log_history`` JSON file, or a summary record.
+        format: ``rlplex``, ``verl``, ``roll`` or ``summary``; detected when None.
         skip_bad_lines: skip malformed lines with a warning instead of failing.
 
     Raises:

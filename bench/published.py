@@ -1,0 +1,486 @@
+"""rlplex's estimates against published RL step times: the development corpus of issue 18.
+
+Run: ``.venv/bin/python bench/published.py [--json] [--no-sweep] [--no-transfer]``. Plans every
+config of ``bench/published/`` (native configs with no ``seconds`` and no
+``states``: everything is estimated; each file's header names its source row
+and every approximation) through the library (``load_config``, ``make_plan``),
+and prints, per case, the predicted and published step and phase seconds with
+the error, per pair (the same model and GPUs, colocated vs split one-step-off)
+which member is faster and the speed-up, and the median and worst |step error|.
+
+Phases: verl's ``generate_sequences`` (the rollout engine's time) is compared
+with the ``generate`` stage, ``old_log_prob`` with ``old_logprob``,
+``update_actor`` with ``train``; verl's colocated ``gen`` (engine wake-up,
+weight resharding, generation, sleep) with ``generate`` + ``weight_sync``.
+NeMo RL publishes only the step. verl's quickstart publishes per-stage seconds
+and no step total.
+
+Where the mean response length is not published (the verl cases), the case is
+also planned over a plausible range of ``workload.response_tokens.mean``
+(:func:`rlplex.reports.sweep.sweep_config`), and the report says whether the
+published step (the quickstart: the sum of its published phases) lies inside
+the range of planned steps.
+
+Transfer: for each pair whose colocated member has a ``summary`` (a summary
+record of its published figures, docs/importers.md), ``rlplex calibrate`` fits
+the costs on it and the other member is planned with them; its step is
+compared with the published one (``--no-transfer`` skips it).
+
+The published figures below are transcribed from the rows each config names
+(also in ``../shared/data/published_runs.yaml`` and ``public_timings.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CONFIGS = ROOT / "bench" / "published"
+SWEEP_KEY = "workload.response_tokens.mean"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One published run: its config and the figures its source publishes."""
+
+    id: str
+    config: str
+    """File name under ``bench/published/``."""
+    step_s: float | None
+    """Published step seconds (None: not published)."""
+    phases: Mapping[str, float]
+    """Published phase seconds by the framework's name."""
+    predicted_as: Mapping[str, tuple[str, ...]]
+    """Each published phase: the stages whose planned seconds add up to it."""
+    pair: str | None = None
+    """Pair id: the members of a pair are compared (which is faster, the speed-up)."""
+    sweep: tuple[float, ...] = ()
+    """Response-length means to sweep when the mean is not published (empty: published)."""
+    summary: Mapping[str, Any] | None = None
+    """A summary record of the published figures (docs/importers.md): the pair's other member
+    is predicted with the costs ``rlplex calibrate`` fits on it (the transfer check)."""
+
+
+_VERL = {
+    "generate_sequences": ("generate",),
+    "old_log_prob": ("old_logprob",),
+    "update_actor": ("train",),
+}
+_VERL_COLOCATED = {"gen": ("generate", "weight_sync"), **_VERL}
+_VERL_SWEEP = (500.0, 1000.0, 2000.0, 4000.0)
+
+
+def _verl_summary(generate_sequences: float, old: float, update: float, step: float) -> dict:
+    """The summary record of a verl row: the engine's generation time is ``generate``."""
+    return {
+        "framework": "verl",
+        "timing_s": {"generate_sequences": generate_sequences, "old_log_prob": old,
+                     "update_actor": update, "step": step},
+        "stages": {"generate_sequences": "generate"},
+    }  # fmt: skip
+
+
+CASES: tuple[Case, ...] = (
+    Case(
+        "verl-osp-7b-fsdp2-colocate-16xH20", "verl_osp_7b_fsdp2_colocate_16xh20.yaml", 749.0,
+        {"gen": 321.0, "generate_sequences": 247.0, "old_log_prob": 88.0, "update_actor": 286.0},
+        _VERL_COLOCATED, "verl-fsdp2", _VERL_SWEEP, _verl_summary(247.0, 88.0, 286.0, 749.0),
+    ),
+    Case(
+        "verl-osp-7b-fsdp2-onestepoff-4gen12train-H20", "verl_osp_7b_fsdp2_4gen12train_h20.yaml",
+        520.0, {"generate_sequences": 458.0, "old_log_prob": 108.0, "update_actor": 337.0},
+        _VERL, "verl-fsdp2", _VERL_SWEEP,
+    ),
+    Case(
+        "verl-osp-7b-megatron-colocate-16xH20", "verl_osp_7b_megatron_colocate_16xh20.yaml", 699.0,
+        {"gen": 207.0, "generate_sequences": 162.0, "old_log_prob": 119.0, "update_actor": 344.0},
+        _VERL_COLOCATED, "verl-megatron", _VERL_SWEEP, _verl_summary(162.0, 119.0, 344.0, 699.0),
+    ),
+    Case(
+        "verl-osp-7b-megatron-onestepoff-4gen12train-H20",
+        "verl_osp_7b_megatron_4gen12train_h20.yaml", 566.0,
+        {"generate_sequences": 501.0, "old_log_prob": 120.0, "update_actor": 347.0},
+        _VERL, "verl-megatron", _VERL_SWEEP,
+    ),
+    Case(
+        "nemorl-v0.5-llama3.1-8b-onpolicy-16xH100", "nemorl_llama31_8b_onpolicy_16xh100.yaml",
+        92.8, {}, {}, "nemorl-8b",
+    ),
+    Case(
+        "nemorl-v0.5-llama3.1-8b-1off-8gen8train-H100",
+        "nemorl_llama31_8b_1off_8gen8train_h100.yaml", 64.8, {}, {}, "nemorl-8b",
+    ),
+    Case(
+        "verl-quickstart-qwen2.5-0.5b-1gpu", "verl_quickstart_qwen25_05b_1gpu.yaml", None,
+        # the mean of the two published steps
+        {"gen": 22.245, "ref": 4.341, "values": 5.8765, "update_critic": 15.655,
+         "update_actor": 20.42},
+        {"gen": ("generate",), "ref": ("ref_logprob",), "values": ("values",),
+         "update_critic": ("critic_train",), "update_actor": ("train",)},
+        None, (100.0, 200.0, 300.0, 512.0),
+    ),
+)  # fmt: skip
+
+
+# --- pure functions -------------------------------------------------------------------------
+
+
+def rel_error(predicted: float, published: float) -> float:
+    """Signed relative error: ``predicted / published - 1`` (+0.5: 50 % too long)."""
+    if published <= 0:
+        raise ValueError(f"a published time must be > 0 s, got {published!r}")
+    return predicted / published - 1.0
+
+
+def median_abs(errors: Sequence[float]) -> float | None:
+    """Median of |error| (None for no errors)."""
+    return statistics.median(abs(e) for e in errors) if errors else None
+
+
+def worst_abs(errors: Sequence[float]) -> float | None:
+    """The error of largest magnitude, sign kept (None for no errors)."""
+    return max(errors, key=abs) if errors else None
+
+
+def faster(steps: Mapping[str, float]) -> str | None:
+    """The member with the shortest step (None on a tie or fewer than two members)."""
+    if len(steps) < 2:
+        return None
+    ordered = sorted(steps.items(), key=lambda kv: kv[1])
+    if ordered[0][1] == ordered[1][1]:
+        return None
+    return ordered[0][0]
+
+
+def speedup(steps: Mapping[str, float]) -> float | None:
+    """Slowest step over fastest step of a pair (>= 1; None for fewer than two members)."""
+    if len(steps) < 2:
+        return None
+    return max(steps.values()) / min(steps.values())
+
+
+def in_range(value: float, low: float, high: float) -> bool:
+    """Whether ``value`` lies in [low, high]."""
+    return low <= value <= high
+
+
+# --- running the cases ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    id: str
+    config: str
+    predicted_step_s: float
+    published_step_s: float | None
+    step_error: float | None
+    phases: dict[str, dict[str, float]]
+    """Published phase -> {predicted, published, error}."""
+    sweep: dict[str, Any] | None = None
+    """When swept: values, planned steps, the target and whether it lies inside."""
+
+
+@dataclass(frozen=True)
+class PairResult:
+    pair: str
+    members: tuple[str, ...]
+    published_faster: str | None
+    predicted_faster: str | None
+    published_speedup: float | None
+    predicted_speedup: float | None
+    transfer: dict[str, Any] | None = None
+    """Calibrated on one member's summary record: the other member's step, predicted."""
+
+    @property
+    def verdict_right(self) -> bool:
+        return self.published_faster == self.predicted_faster
+
+    @property
+    def speedup_error(self) -> float | None:
+        if self.published_speedup is None or self.predicted_speedup is None:
+            return None
+        # compare the speed-up of the published faster member over the other
+        return rel_error(self.predicted_speedup, self.published_speedup)
+
+
+@dataclass(frozen=True)
+class Report:
+    cases: tuple[CaseResult, ...]
+    pairs: tuple[PairResult, ...]
+    median_step_error: float | None
+    worst_step_error: float | None
+    phase_errors: dict[str, float] = field(default_factory=dict)
+
+
+def run_case(case: Case, sweep: bool = True) -> CaseResult:
+    """Plan one case and compare it with its published figures."""
+    from rlplex.config import load_config
+    from rlplex.reports.sweep import plan_point, sweep_config
+
+    path = CONFIGS / case.config
+    period, stages = plan_point(load_config(path))
+    phases = {}
+    for name, published in case.phases.items():
+        predicted = sum(stages[s] for s in case.predicted_as[name])
+        phases[name] = {
+            "predicted": predicted,
+            "published": published,
+            "error": rel_error(predicted, published),
+        }
+    swept = None
+    if sweep and case.sweep:
+        result = sweep_config(path, SWEEP_KEY, [f"{v:g}" for v in case.sweep])
+        span = result.period_range()
+        target = case.step_s if case.step_s is not None else sum(case.phases.values())
+        swept = {
+            "key": SWEEP_KEY,
+            "values": list(case.sweep),
+            "steps": [p.period_s for p in result.points],
+            "target": target,
+            "target_is": "step" if case.step_s is not None else "sum of published phases",
+            "inside": span is not None and in_range(target, *span),
+        }
+    return CaseResult(
+        id=case.id,
+        config=str(path.relative_to(ROOT)),
+        predicted_step_s=period,
+        published_step_s=case.step_s,
+        step_error=rel_error(period, case.step_s) if case.step_s is not None else None,
+        phases=phases,
+        sweep=swept,
+    )
+
+
+def _calibrate() -> Any:
+    try:  # where the structural moves put it
+        from rlplex.reports.calibrate import calibrate
+    except ImportError:
+        from rlplex.reports.calibrate import calibrate
+    return calibrate
+
+
+def transfer(source: Case, target: Case) -> dict[str, Any]:
+    """Calibrate on ``source``'s summary record; predict ``target``'s step with those costs."""
+    import tempfile
+
+    import yaml
+
+    from rlplex.config import load_config
+    from rlplex.plan import make_plan
+
+    with tempfile.TemporaryDirectory() as tmp:
+        record = Path(tmp) / "summary.yaml"
+        record.write_text(yaml.safe_dump(dict(source.summary or {})), encoding="utf-8")
+        fit, doc = _calibrate()(record, CONFIGS / source.config)
+        costs = Path(tmp) / "costs.yaml"
+        costs.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        period = make_plan(load_config(CONFIGS / target.config, costs=costs)).period_s
+    assert target.step_s is not None
+    return {
+        "calibrated_on": source.id,
+        "predicted": target.id,
+        "fitted": doc,
+        "fitted_period_s": fit.period_after_s,
+        "predicted_step_s": period,
+        "published_step_s": target.step_s,
+        "error": rel_error(period, target.step_s),
+    }
+
+
+def pair_results(
+    cases: Sequence[Case], results: Sequence[CaseResult], transfers: bool = True
+) -> tuple[PairResult, ...]:
+    """Each pair's verdict (which member is faster) and speed-up, published vs predicted."""
+    by_id = {r.id: r for r in results}
+    pairs: dict[str, list[Case]] = {}
+    for case in cases:
+        if case.pair is not None and case.step_s is not None:
+            pairs.setdefault(case.pair, []).append(case)
+    out = []
+    for pair, members in pairs.items():
+        published = {c.id: float(c.step_s or 0.0) for c in members}
+        predicted = {c.id: by_id[c.id].predicted_step_s for c in members}
+        pub_fast = faster(published)
+        # The predicted speed-up of the published faster member over the other (< 1: slower).
+        pred_speedup = None
+        if pub_fast is not None and len(members) == 2:
+            other = next(c.id for c in members if c.id != pub_fast)
+            pred_speedup = predicted[other] / predicted[pub_fast]
+        moved = None
+        source = next((c for c in members if c.summary is not None), None)
+        if transfers and source is not None and len(members) == 2:
+            moved = transfer(source, next(c for c in members if c is not source))
+        out.append(
+            PairResult(
+                pair=pair,
+                members=tuple(c.id for c in members),
+                published_faster=pub_fast,
+                predicted_faster=faster(predicted),
+                published_speedup=speedup(published),
+                predicted_speedup=pred_speedup,
+                transfer=moved,
+            )
+        )
+    return tuple(out)
+
+
+def run(cases: Sequence[Case] = CASES, sweep: bool = True, transfers: bool = True) -> Report:
+    results = tuple(run_case(c, sweep) for c in cases)
+    errors = [r.step_error for r in results if r.step_error is not None]
+    phase_errors = {f"{r.id}/{n}": p["error"] for r in results for n, p in r.phases.items()}
+    return Report(
+        cases=results,
+        pairs=pair_results(cases, results, transfers),
+        median_step_error=median_abs(errors),
+        worst_step_error=worst_abs(errors),
+        phase_errors=phase_errors,
+    )
+
+
+# --- output ---------------------------------------------------------------------------------
+
+
+def _pct(x: float | None) -> str:
+    return f"{x * 100:+.0f}%" if x is not None else "-"
+
+
+def _abs_pct(x: float | None) -> str:
+    return f"{abs(x) * 100:.0f}%" if x is not None else "-"
+
+
+def short_name(member: str | None, members: Sequence[str]) -> str:
+    """``member`` without the dash-separated words every member starts with."""
+    if member is None:
+        return "tie"
+    words = [m.split("-") for m in members]
+    common = 0
+    while all(len(w) > common + 1 and w[common] == words[0][common] for w in words):
+        common += 1
+    return "-".join(member.split("-")[common:])
+
+
+def _s(x: float | None) -> str:
+    return f"{x:.1f}" if x is not None else "-"
+
+
+def print_report(report: Report) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=160)
+    table = Table(title="rlplex (no calibration) vs published RL step times")
+    for column in ("case", "what", "predicted s", "published s", "error"):
+        table.add_column(column, justify="left" if column in ("case", "what") else "right")
+    for r in report.cases:
+        table.add_row(
+            r.id, "step", _s(r.predicted_step_s), _s(r.published_step_s), _pct(r.step_error),
+            style="bold",
+        )  # fmt: skip
+        for name, p in r.phases.items():
+            table.add_row("", name, _s(p["predicted"]), _s(p["published"]), _pct(p["error"]))
+    console.print(table)
+    pairs = Table(title="pairs: which member is faster, and by how much")
+    for column in ("pair", "published faster", "predicted faster", "verdict", "speed-up pub",
+                   "speed-up pred", "error"):  # fmt: skip
+        pairs.add_column(column, justify="left" if column.startswith("p") else "right")
+    for p in report.pairs:
+        pairs.add_row(
+            p.pair, short_name(p.published_faster, p.members),
+            short_name(p.predicted_faster, p.members),
+            "right" if p.verdict_right else "[red]WRONG[/]",
+            f"{p.published_speedup:.2f}x" if p.published_speedup else "-",
+            f"{p.predicted_speedup:.2f}x" if p.predicted_speedup else "-",
+            _pct(p.speedup_error),
+        )  # fmt: skip
+    console.print(pairs)
+    moved = [p for p in report.pairs if p.transfer]
+    if moved:
+        table = Table(title="transfer: calibrated on one member's summary record (rlplex"
+                      " calibrate), the other member predicted with the fitted costs")  # fmt: skip
+        for column in ("pair", "calibrated on", "predicted", "step pred s", "published s",
+                       "error", "fitted"):  # fmt: skip
+            table.add_column(column, justify="right" if " s" in column or column == "error"
+                             else "left")  # fmt: skip
+        for p in moved:
+            t = p.transfer or {}
+            fitted = t["fitted"]
+            eff = {k: v for k, v in fitted.get("efficiency", {}).items() if k != "stages"}
+            text = ", ".join(f"{k} {v:.3g}" for k, v in eff.items())
+            text += f"; dispatch_s {fitted.get('cluster', {}).get('dispatch_s', 0):.3g}"
+            table.add_row(
+                p.pair, short_name(t["calibrated_on"], p.members),
+                short_name(t["predicted"], p.members), _s(t["predicted_step_s"]),
+                _s(t["published_step_s"]), _pct(t["error"]), text,
+            )  # fmt: skip
+        console.print(table)
+    no_transfer = [p.pair for p in report.pairs if not p.transfer]
+    if no_transfer:
+        console.print(
+            f"no transfer check for {', '.join(no_transfer)}: only the step is published"
+            " (calibrate fits per-stage times)",
+            highlight=False,
+        )
+    swept = [r for r in report.cases if r.sweep]
+    if swept:
+        sweeps = Table(title=f"unpublished mean response length: planned step over {SWEEP_KEY}")
+        for column in ("case", "values", "planned steps s", "published", "inside"):
+            sweeps.add_column(column)
+        for r in swept:
+            sw = r.sweep or {}
+            steps = ", ".join(_s(s) for s in sw["steps"])
+            sweeps.add_row(
+                r.id, ", ".join(f"{v:g}" for v in sw["values"]), steps,
+                f"{sw['target']:.1f} ({sw['target_is']})",
+                "yes" if sw["inside"] else "[red]no[/]",
+            )  # fmt: skip
+        console.print(sweeps)
+    console.print(
+        f"step error over {sum(1 for r in report.cases if r.step_error is not None)} cases:"
+        f" median |error| {_abs_pct(report.median_step_error)},"
+        f" worst {_pct(report.worst_step_error)};"
+        f" phases: median |error| {_abs_pct(median_abs(list(report.phase_errors.values())))},"
+        f" worst {_pct(worst_abs(list(report.phase_errors.values())))};"
+        f" verdicts right {sum(p.verdict_right for p in report.pairs)} of {len(report.pairs)}",
+        highlight=False,
+    )
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    return {
+        "cases": [asdict(c) for c in report.cases],
+        "pairs": [
+            {**asdict(p), "verdict_right": p.verdict_right, "speedup_error": p.speedup_error}
+            for p in report.pairs
+        ],
+        "median_step_error": report.median_step_error,
+        "worst_step_error": report.worst_step_error,
+        "phase_errors": report.phase_errors,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the length sweeps")
+    parser.add_argument(
+        "--no-transfer", action="store_true", help="skip the calibrate-and-transfer check"
+    )
+    args = parser.parse_args(argv)
+    report = run(sweep=not args.no_sweep, transfers=not args.no_transfer)
+    if args.json:
+        print(json.dumps(to_json(report), indent=2))
+    else:
+        print_report(report)
+
+
+if __name__ == "__main__":
+    main()

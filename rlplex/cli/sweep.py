@@ -1,0 +1,133 @@
+"""Rendering a sweep (``rlplex estimate --sweep``): a table, and a PNG of step and stages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from rlplex.cli.app import console
+from rlplex.errors import ConfigError
+from rlplex.reports.sweep import Sweep, WhatIfSweep
+
+
+def _value(v: float) -> str:
+    return f"{v:g}"
+
+
+def sweep_table(sweep: Sweep) -> Table:
+    """One row per swept value: the planned step and each stage's seconds."""
+    table = Table(title=f"{escape(sweep.config)}: planned step vs {escape(sweep.key)}")
+    table.add_column("value", justify="right")
+    table.add_column("step (period) s", justify="right", style="bold")
+    names = sweep.stage_names
+    for name in names:
+        table.add_column(f"{escape(name)} s", justify="right")
+    for point in sweep.points:
+        if point.period_s is None:
+            table.add_row(_value(point.value), "[red]does not load[/]", *(["-"] * len(names)))
+            continue
+        table.add_row(
+            _value(point.value),
+            f"{point.period_s:.2f}",
+            *(f"{point.stages[n]:.2f}" if n in point.stages else "-" for n in names),
+        )
+    return table
+
+
+def print_sweep(sweep: Sweep) -> None:
+    """The table, each failing value's reason, and the step's range."""
+    console.print(sweep_table(sweep))
+    for point in sweep.points:
+        if point.error:
+            console.print(
+                f"[red]{escape(sweep.key)}={_value(point.value)}:[/] {escape(point.error)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+    span = sweep.period_range()
+    if span is not None:
+        low, high = span
+        console.print(
+            f"step over the range: {low:.2f}-{high:.2f} s ({high / low:.2f}x)", highlight=False
+        )
+
+
+def draw_sweep(sweep: Sweep, path: Path) -> None:
+    """A PNG: the step and every stage's seconds against the swept value (matplotlib, Agg).
+
+    Raises:
+        ConfigError: the file cannot be written, or no value loads.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    loaded = [p for p in sweep.points if p.period_s is not None]
+    if not loaded:
+        raise ConfigError("no swept value loads: nothing to draw", field="--png", value=str(path))
+    xs = [p.value for p in loaded]
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    try:
+        ax.plot(xs, [p.period_s for p in loaded], marker="o", linewidth=2.4, label="step (period)")
+        for name in sweep.stage_names:
+            ax.plot(xs, [p.stages.get(name, float("nan")) for p in loaded], marker=".", label=name)
+        ax.set_xlabel(sweep.key)
+        ax.set_ylabel("seconds")
+        ax.set_title(f"{Path(sweep.config).name}: planned step vs {sweep.key}", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot write the PNG: {exc.strerror or exc}", field="--png", value=str(path)
+            ) from None
+    finally:
+        plt.close(fig)
+
+
+def print_whatif_sweep(sweep: WhatIfSweep, json_: bool) -> None:
+    """Each alternative's period at each swept value, the best, and whether it stays best."""
+    if json_:
+        print(json.dumps(sweep.to_json(), indent=2))
+        return
+    labels: dict[str, None] = {}
+    for point in sweep.points:
+        labels.update(dict.fromkeys(point.periods))
+    table = Table(title=f"what if, over {escape(sweep.key)}: period s of each alternative")
+    table.add_column("value", justify="right")
+    table.add_column("best")
+    for label in labels:
+        table.add_column(escape(label), justify="right")
+    for point in sweep.points:
+        if point.error:
+            table.add_row(_value(point.value), "[red]error[/]", *(["-"] * len(labels)))
+            continue
+        cells = [
+            f"{p:.2f}" if (p := point.periods.get(label)) is not None else "-" for label in labels
+        ]
+        table.add_row(_value(point.value), escape(point.best or "-"), *cells)
+    console.print(table)
+    for point in sweep.points:
+        if point.error:
+            where = f"{escape(sweep.key)}={_value(point.value)}"
+            console.print(f"[red]{where}:[/] {escape(point.error)}", highlight=False,
+                          soft_wrap=True)  # fmt: skip
+    if sweep.stays_best:
+        console.print(
+            f"the best alternative, {escape(sweep.bests[0])}, stays best over the swept range",
+            highlight=False,
+        )
+    else:
+        console.print(
+            "[yellow]the best alternative changes over the swept range:[/] "
+            + ", ".join(f"{_value(p.value)}: {escape(p.best or 'none')}" for p in sweep.points),
+            highlight=False,
+            soft_wrap=True,
+        )

@@ -1,0 +1,307 @@
+"""Sensitivity of the planned step to one config value nobody knows before launch.
+
+Before a run, the mean response length (or the batch, or a parallel size) is a
+guess. ``rlplex estimate CONFIG --sweep KEY=V1,V2,...`` re-loads the config
+with ``--set KEY=V`` for each value (the same override machinery as ``--set``),
+re-estimates what the config leaves to the estimator, plans it, and returns the
+planned step (the period) and each stage's seconds against the swept value.
+
+:func:`parse_sweep` checks the option (a key the config has, two or more
+distinct numbers) and raises a :class:`~rlplex.errors.ConfigError` naming the
+key and the value otherwise; :func:`sweep_config` does the work. A value at
+which the config does not load (it does not fit on the GPUs, say) becomes a
+point with its error, so that the rest of the range is still reported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from rlplex.config import Config, load_config
+from rlplex.errors import ConfigError
+from rlplex.resources.yaml_io import load_yaml_file
+
+SWEEP_FIELD = "--sweep"
+
+
+class SweepPoint(BaseModel):
+    """The plan at one value of the swept key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: float
+    """The swept key's value."""
+    period_s: float | None = None
+    """The planned step (period); None when the config does not load at this value."""
+    stages: dict[str, float] = {}
+    """Each stage's seconds as the plan uses them (dispatch excluded)."""
+    error: str | None = None
+    """Why the config does not load at this value (it does not fit, ...)."""
+
+
+class Sweep(BaseModel):
+    """The planned step and stage seconds of a config over the values of one key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    config: str
+    key: str
+    points: tuple[SweepPoint, ...]
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        names: dict[str, None] = {}
+        for point in self.points:
+            names.update(dict.fromkeys(point.stages))
+        return tuple(names)
+
+    def period_range(self) -> tuple[float, float] | None:
+        """(smallest, largest) planned step over the points that load; None if none does."""
+        periods = [p.period_s for p in self.points if p.period_s is not None]
+        return (min(periods), max(periods)) if periods else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "config": self.config,
+            "key": self.key,
+            "points": [p.model_dump() for p in self.points],
+        }
+
+
+def _number(text: str) -> int | float | None:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def parse_sweep(spec: str) -> tuple[str, tuple[str, ...]]:
+    """``KEY=V1,V2,...`` as (key, value texts).
+
+    Raises:
+        ConfigError: no ``=``, an empty key, a value that is not a finite
+            number, or fewer than two distinct values (naming the key and value).
+    """
+    key, sep, raw = spec.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(
+            "must look like KEY=V1,V2,... (a dotted config key and two or more numbers)",
+            field=SWEEP_FIELD,
+            value=spec,
+        )
+    texts = tuple(t.strip() for t in raw.split(","))
+    numbers = []
+    for text in texts:
+        number = _number(text)
+        if number is None:
+            raise ConfigError(
+                f"{key}: {text!r} is not a number (give KEY=V1,V2,... with numbers)",
+                field=SWEEP_FIELD,
+                value=spec,
+            )
+        numbers.append(float(number))
+    if len(set(numbers)) < 2:
+        raise ConfigError(
+            f"{key}: a sweep needs two or more distinct values, got {raw!r}",
+            field=SWEEP_FIELD,
+            value=spec,
+        )
+    return key, texts
+
+
+def _lookup(node: Any, parts: Sequence[str]) -> bool:
+    """Whether the dotted path ``parts`` names something in ``node`` (dicts, models, stages)."""
+    for part in parts:
+        if isinstance(node, Mapping):
+            if part not in node:
+                return False
+            node = node[part]
+            continue
+        if isinstance(node, tuple) and node and all(hasattr(n, "name") for n in node):
+            match = [n for n in node if n.name == part]
+            if not match:
+                return False
+            node = match[0]
+            continue
+        fields = getattr(type(node), "model_fields", None)
+        if fields is None or part not in fields:
+            return False
+        node = getattr(node, part)
+    return True
+
+
+def check_key(path: str | Path, key: str, config: Config | None) -> None:
+    """Refuse a sweep key that names nothing in the file nor in the loaded config.
+
+    ``--set`` creates missing keys (it may add a field the file leaves to its
+    default); a sweep of a misspelt key would otherwise give a flat line.
+
+    Raises:
+        ConfigError: naming the key.
+    """
+    parts = key.split(".")
+    try:
+        raw = load_yaml_file(path)
+    except ConfigError:
+        raw = None
+    if (isinstance(raw, dict) and _lookup(raw, parts)) or (
+        config is not None and _lookup(config, parts)
+    ):
+        return
+    raise ConfigError(
+        f"{key}: the config has no such field (a dotted key such as workload.response_tokens.mean)",
+        field=SWEEP_FIELD,
+        value=key,
+        file=str(path),
+    )
+
+
+def plan_point(config: Config) -> tuple[float, dict[str, float]]:
+    """(planned period, each stage's seconds as the plan uses them) of a loaded config."""
+    from rlplex.plan import make_plan
+    from rlplex.plan.costs import config_placement, stage_work_seconds
+
+    placement = config_placement(config)
+    stages = {s.name: stage_work_seconds(config, s, placement) for s in config.pipeline.stages}
+    return make_plan(config).period_s, stages
+
+
+def sweep_config(
+    path: str | Path,
+    key: str,
+    values: Sequence[str],
+    *,
+    overrides: Sequence[str] = (),
+    format: str | None = None,
+    costs: str | Path | None = None,
+) -> Sweep:
+    """Plan ``path`` with ``--set KEY=V`` (after ``overrides``) for each value.
+
+    The config as written need not load (a model too large for its GPUs may be
+    what the sweep is for); each value's failure is its point's error.
+
+    Raises:
+        ConfigError: the key names nothing in the config (checked on the file
+            and on the config as loaded with ``overrides``, before any value is
+            applied); when the config does not load as written and the file
+            lacks the key, the loader's own error.
+    """
+    try:
+        base: Config | None = load_config(path, overrides=overrides, format=format, costs=costs)
+        failure = None
+    except ConfigError as exc:
+        base, failure = None, exc
+    try:
+        check_key(path, key, base)
+    except ConfigError:
+        if failure is not None:
+            raise failure from None
+        raise
+    points = []
+    for text in values:
+        value = float(text)
+        try:
+            cfg = load_config(
+                path, overrides=(*overrides, f"{key}={text}"), format=format, costs=costs
+            )
+            period, stages = plan_point(cfg)
+        except ConfigError as exc:
+            points.append(SweepPoint(value=value, error=str(exc)))
+            continue
+        points.append(SweepPoint(value=value, period_s=period, stages=stages))
+    return Sweep(config=str(path), key=key, points=tuple(points))
+
+
+class WhatIfPoint(BaseModel):
+    """``whatif`` at one value of the swept key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: float
+    periods: dict[str, float | None] = {}
+    """Predicted period of each alternative (and of the recorded config), by label."""
+    best: str | None = None
+    """The fastest alternative other than the recorded config; None if none can run."""
+    error: str | None = None
+    """Why what-if failed at this value."""
+
+
+class WhatIfSweep(BaseModel):
+    """Whether ``whatif``'s best alternative stays best over a swept key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    baseline: str
+    """The recorded config's label."""
+    points: tuple[WhatIfPoint, ...]
+
+    @property
+    def bests(self) -> tuple[str, ...]:
+        """The distinct best alternatives over the points that ran, in order."""
+        return tuple(dict.fromkeys(p.best for p in self.points if p.best is not None))
+
+    @property
+    def stays_best(self) -> bool:
+        """One alternative is best at every swept value (and every value ran)."""
+        return len(self.bests) == 1 and all(p.best is not None for p in self.points)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "baseline": self.baseline,
+            "stays_best": self.stays_best,
+            "bests": list(self.bests),
+            "points": [p.model_dump() for p in self.points],
+        }
+
+
+def whatif_sweep(source: Any, key: str, values: Sequence[str], **whatif_args: Any) -> WhatIfSweep:
+    """``whatif_report(source, **whatif_args)`` with ``--set KEY=V`` on the recorded config
+    and every alternative derived from it, for each value.
+
+    ``source`` is a :class:`rlplex.reports.records.RecordSource`; alternatives given
+    as whole config files (``alt_configs``) are not swept.
+
+    Raises:
+        ConfigError: the key names nothing in the recorded config.
+    """
+    import dataclasses
+
+    from rlplex.reports.records import RecordSource, whatif_report
+    from rlplex.sim.whatif import BASELINE_LABEL
+
+    check_key(source.config, key, source.load_config())
+
+    @dataclasses.dataclass(frozen=True)
+    class _Swept(RecordSource):
+        swept: tuple[str, ...] = ()
+
+        def load_config(self, overrides: Sequence[str] = ()) -> Config:
+            return super().load_config((*self.swept, *overrides))
+
+    fields = {f.name: getattr(source, f.name) for f in dataclasses.fields(RecordSource)}
+    points = []
+    for text in values:
+        swept = _Swept(**fields, swept=(f"{key}={text}",))
+        try:
+            report = whatif_report(swept, **whatif_args)
+        except ConfigError as exc:
+            points.append(WhatIfPoint(value=float(text), error=str(exc)))
+            continue
+        outcomes = report.result.alternatives
+        periods = {o.label: o.period_s for o in outcomes}
+        best = report.best.label if report.best is not None else None
+        points.append(WhatIfPoint(value=float(text), periods=periods, best=best))
+    return WhatIfSweep(key=key, baseline=BASELINE_LABEL, points=tuple(points))

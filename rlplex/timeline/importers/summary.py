@@ -1,0 +1,252 @@
+"""Import a summary record: per-stage mean seconds and lengths, as a paper or wandb gives them.
+
+Published runs seldom come with their logs: a framework's documentation, a
+paper or a wandb panel gives each phase's mean seconds over some steps and the
+response length's mean, max and clip ratio. A summary record writes those
+figures down, so that ``rlplex calibrate`` (and ``replay``) take them like a
+log. YAML or JSON::
+
+    framework: verl          # verl: timing names as verl logs them (gen, old_log_prob,
+                             # update_actor, ...); rlplex: rlplex stage names
+    steps: 20                # how many steps the means are over (informative)
+    timing_s: {gen: 22.2, ref: 4.34, values: 5.88, adv: 0.11,
+               update_critic: 15.7, update_actor: 20.4, step: 69.3}
+    response_length: {mean: 210, max: 512, clip_ratio: 0.02}
+    prompt_length: {mean: 120, max: 512}
+    stages: {generate_sequences: generate}   # optional: more names -> rlplex stages
+
+Keys may also be written flat, as verl and wandb name them
+(``timing_s/gen: 22.2``, ``response_length/mean: 210``). A CSV file holds two
+columns, ``metric,value`` (a header row of those two words is optional), with
+the flat keys.
+
+The record becomes a :class:`RecordedRun` of ONE step (step 1): each timing is
+mapped to its rlplex stage (verl's names by :data:`rlplex.timeline.importers.verl.STAGES`),
+``step`` is the recorded step time, and every length figure stays in the step's
+metrics under verl's key (``response_length/mean``), so that whatever reads a
+verl log's lengths reads these. Bad values (a negative or non-numeric time, a
+clip ratio outside [0, 1], an unknown framework) are errors naming the file,
+the key and the value.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rlplex.errors import ConfigError
+from rlplex.resources.yaml_io import load_yaml_text, read_text_bounded
+from rlplex.timeline.importers.base import RecordedRun, check_record_path, max_record_bytes
+from rlplex.timeline.importers.verl import STAGES as VERL_STAGES
+from rlplex.timeline.importers.verl import TIMING_PREFIXES
+
+FRAMEWORKS = ("verl", "rlplex")
+"""How the timing names are read: as verl logs them, or as rlplex stage names."""
+SUFFIXES = (".yaml", ".yml", ".csv")
+"""File names that are summary records whatever their content."""
+LENGTH_KEYS = ("response_length", "prompt_length")
+_LENGTH_FIELDS = ("mean", "max", "min", "clip_ratio")
+_MAX_SUMMARY_BYTES = 2**20
+"""A summary is a few lines; a larger JSON file is not one (detection reads no further)."""
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and name != "stages":
+            flat.update(_flatten(value, f"{name}/"))
+        else:
+            flat[name] = value
+    return flat
+
+
+def looks_like_summary(path: str | Path) -> bool:
+    """Whether ``path`` is a summary record: by its suffix, or a small JSON object of timings."""
+    path = Path(path)
+    if path.suffix.lower() in SUFFIXES:
+        return True
+    try:
+        if path.stat().st_size > _MAX_SUMMARY_BYTES:
+            return False
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return False
+    if not text.startswith("{"):
+        return False
+    try:
+        obj = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    if not isinstance(obj, dict) or "data" in obj:
+        return False
+    return "timing_s" in obj or any(str(k).startswith("timing_s/") for k in obj)
+
+
+def _read_csv(text: str, file: str) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+        if not row or not "".join(row).strip():
+            continue
+        if len(row) != 2:
+            raise ConfigError(
+                f"a summary CSV row is 'metric,value', got {len(row)} columns",
+                file=file,
+                line=number,
+                value=",".join(row)[:120],
+            )
+        key, raw = row[0].strip(), row[1].strip()
+        if number == 1 and (key.lower(), raw.lower()) == ("metric", "value"):
+            continue
+        if key in data:
+            raise ConfigError(f"metric {key!r} appears twice", file=file, line=number)
+        value: Any = raw
+        for cast in (int, float):
+            try:
+                value = cast(raw)
+                break
+            except ValueError:
+                continue
+        data[key] = value
+    return data
+
+
+def read_summary(path: str | Path) -> dict[str, Any]:
+    """The record's figures as flat keys (``timing_s/gen``), and ``stages`` as a mapping.
+
+    Raises:
+        ConfigError: unreadable, not a mapping, or a CSV row that is not two columns.
+    """
+    file = str(path)
+    text = read_text_bounded(check_record_path(path), max_record_bytes(), "summary record")
+    if Path(path).suffix.lower() == ".csv":
+        data = _read_csv(text, file)
+    else:
+        data = load_yaml_text(text, file)  # JSON is YAML
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(
+            "a summary record is a mapping (framework, timing_s, response_length, ...)",
+            file=file,
+        )
+    flat = _flatten(data)
+    stages = flat.get("stages", {})
+    if isinstance(stages, Mapping):
+        flat["stages"] = dict(stages)
+    for key in [k for k in flat if k.startswith("stages/")]:
+        flat.setdefault("stages", {})[key.removeprefix("stages/")] = flat.pop(key)
+    return flat
+
+
+def _number(value: Any, key: str, file: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError("must be a finite number", field=key, value=value, file=file)
+    return float(value)
+
+
+def _check_length(key: str, value: float, file: str) -> None:
+    field = key.rpartition("/")[2]
+    if field == "clip_ratio" and not 0.0 <= value <= 1.0:
+        raise ConfigError(
+            "is the share of responses cut at the maximum length: between 0 and 1",
+            field=key,
+            value=value,
+            file=file,
+        )
+    if field in ("mean", "max") and value <= 0:
+        raise ConfigError("must be > 0 tokens", field=key, value=value, file=file)
+
+
+def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRun:
+    """Read a summary record (YAML, JSON or CSV) into a one-step :class:`RecordedRun`.
+
+    ``skip_bad_lines`` is accepted for the importers' common signature; a
+    summary has no lines to skip.
+
+    Raises:
+        ConfigError: a bad value, naming the file, the key and the value.
+    """
+    del skip_bad_lines
+    file = str(path)
+    flat = read_summary(path)
+    framework = flat.pop("framework", "verl")
+    if framework not in FRAMEWORKS:
+        raise ConfigError(
+            f"must be one of: {', '.join(FRAMEWORKS)} (how the timing names are read)",
+            field="framework",
+            value=framework,
+            file=file,
+        )
+    steps_over = flat.pop("steps", None)
+    if steps_over is not None and (
+        isinstance(steps_over, bool) or not isinstance(steps_over, int) or steps_over < 1
+    ):
+        raise ConfigError("must be a whole number of steps >= 1", field="steps",
+                          value=steps_over, file=file)  # fmt: skip
+    extra = flat.pop("stages", {}) or {}
+    if not isinstance(extra, Mapping) or not all(isinstance(v, str) for v in extra.values()):
+        raise ConfigError("must map timing names to rlplex stage names", field="stages",
+                          value=extra, file=file)  # fmt: skip
+    names = {**(VERL_STAGES if framework == "verl" else {}), **extra}
+    stages: dict[str, float] = {}
+    step_s: dict[int, float] = {}
+    metrics: dict[str, Any] = {}
+    unknown: list[str] = []
+    for key, value in flat.items():
+        prefix = next((p for p in TIMING_PREFIXES if key.startswith(p)), None)
+        if prefix is not None:
+            seconds = _number(value, key, file)
+            if seconds < 0:
+                raise ConfigError("must be >= 0 seconds", field=key, value=value, file=file)
+            name = key[len(prefix) :]
+            if name == "step":
+                step_s[1] = seconds
+                continue
+            stage = names.get(name, name if framework == "rlplex" else None)
+            if stage is None:
+                unknown.append(key)
+                metrics[key] = seconds
+                continue
+            stages[stage] = stages.get(stage, 0.0) + seconds
+            continue
+        if key.partition("/")[0] in LENGTH_KEYS:
+            if key.rpartition("/")[2] not in _LENGTH_FIELDS:
+                raise ConfigError(
+                    f"unknown length figure (expected one of: {', '.join(_LENGTH_FIELDS)})",
+                    field=key,
+                    value=value,
+                    file=file,
+                )
+            number = _number(value, key, file)
+            _check_length(key, number, file)
+            metrics[key] = number
+            continue
+        metrics[key] = value
+    if not stages and not step_s:
+        raise ConfigError(
+            "has no timings: give timing_s: {STAGE: seconds, ..., step: seconds}",
+            field="timing_s",
+            file=file,
+        )
+    warnings = []
+    if unknown:
+        warnings.append(
+            "timing keys with no rlplex stage (kept in metrics; map them with stages:): "
+            + ", ".join(sorted(unknown))
+        )
+    if steps_over is not None:
+        metrics["summary/steps"] = steps_over
+    metrics["summary/framework"] = framework
+    return RecordedRun(
+        format="summary",
+        source=file,
+        steps={1: stages} if stages else {},
+        step_s=step_s,
+        metrics={1: metrics},
+        unknown_keys=tuple(sorted(unknown)),
+        warnings=tuple(warnings),
+    )

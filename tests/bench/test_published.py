@@ -1,0 +1,126 @@
+"""bench/published.py: its pure functions, and every published-run config loads and estimates."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from rlplex.config import load_config
+from rlplex.estimate.estimator import estimate_config
+from rlplex.resources.yaml_io import load_yaml_file
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = sorted((ROOT / "bench" / "published").glob("*.yaml"))
+
+
+def _bench() -> ModuleType:
+    name = "bench_published"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / "published.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rel_error() -> None:
+    bench = _bench()
+    assert bench.rel_error(150.0, 100.0) == pytest.approx(0.5)
+    assert bench.rel_error(50.0, 100.0) == pytest.approx(-0.5)
+    with pytest.raises(ValueError):
+        bench.rel_error(1.0, 0.0)
+
+
+def test_median_and_worst_keep_magnitude_and_sign() -> None:
+    bench = _bench()
+    errors = [0.1, -0.4, 0.2]
+    assert bench.median_abs(errors) == pytest.approx(0.2)
+    assert bench.worst_abs(errors) == pytest.approx(-0.4)
+    assert bench.median_abs([]) is None and bench.worst_abs([]) is None
+
+
+def test_verdict_and_speedup() -> None:
+    bench = _bench()
+    assert bench.faster({"colocate": 749.0, "async": 520.0}) == "async"
+    assert bench.faster({"a": 1.0, "b": 1.0}) is None
+    assert bench.faster({"a": 1.0}) is None
+    assert bench.speedup({"colocate": 749.0, "async": 520.0}) == pytest.approx(749 / 520)
+    assert bench.in_range(5.0, 1.0, 5.0) and not bench.in_range(5.1, 1.0, 5.0)
+    assert bench.short_name("verl-x-colocate", ["verl-x-colocate", "verl-x-async"]) == "colocate"
+
+
+def test_pair_results_name_the_wrong_verdict() -> None:
+    bench = _bench()
+    cases = [
+        bench.Case("p-colocate", "x.yaml", 100.0, {}, {}, "p"),
+        bench.Case("p-split", "y.yaml", 50.0, {}, {}, "p"),
+    ]
+    results = [
+        bench.CaseResult("p-colocate", "x.yaml", 60.0, 100.0, -0.4, {}),
+        bench.CaseResult("p-split", "y.yaml", 90.0, 50.0, 0.8, {}),
+    ]
+    (pair,) = bench.pair_results(cases, results)
+    assert pair.published_faster == "p-split" and pair.predicted_faster == "p-colocate"
+    assert not pair.verdict_right
+    assert pair.published_speedup == pytest.approx(2.0)
+    assert pair.predicted_speedup == pytest.approx(60.0 / 90.0)
+    assert pair.speedup_error == pytest.approx((60.0 / 90.0) / 2.0 - 1.0)
+
+
+def test_every_config_is_a_case() -> None:
+    bench = _bench()
+    assert sorted(c.config for c in bench.CASES) == [p.name for p in CONFIGS]
+    assert len(CONFIGS) == 7
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_config_loads_and_estimates_everything(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert "Source:" in text and "Approximations:" in text
+    raw = load_yaml_file(path)
+    assert all("states" not in body for body in raw["roles"].values())
+    assert all("seconds" not in (body or {}) for body in raw["pipeline"]["stages"].values())
+    cfg = load_config(path)
+    est = estimate_config(cfg)
+    assert all(est.stages[s.name].seconds for s in cfg.pipeline.stages)
+    assert all(cfg.is_estimated(f"roles.{r}.states") for r in cfg.gpu_roles)
+
+
+def test_run_case_compares_phases() -> None:
+    bench = _bench()
+    case = next(c for c in bench.CASES if c.id.startswith("verl-osp-7b-fsdp2-colocate"))
+    result = bench.run_case(case, sweep=False)
+    assert result.step_error == pytest.approx(result.predicted_step_s / 749.0 - 1.0)
+    phase = result.phases["update_actor"]
+    assert phase["error"] == pytest.approx(phase["predicted"] / 286.0 - 1.0)
+
+
+def test_run_case_sweeps_an_unpublished_length() -> None:
+    bench = _bench()
+    case = next(c for c in bench.CASES if c.id.startswith("verl-quickstart"))
+    result = bench.run_case(case, sweep=True)
+    assert result.sweep is not None
+    assert result.sweep["target"] == pytest.approx(sum(case.phases.values()))
+    steps = result.sweep["steps"]
+    assert steps == sorted(steps) and len(steps) == len(case.sweep)
+    assert result.sweep["inside"] == (min(steps) <= result.sweep["target"] <= max(steps))
+
+
+def test_transfer_calibrates_on_one_member_and_predicts_the_other() -> None:
+    bench = _bench()
+    source = next(c for c in bench.CASES if c.id == "verl-osp-7b-megatron-colocate-16xH20")
+    target = next(
+        c for c in bench.CASES if c.id == "verl-osp-7b-megatron-onestepoff-4gen12train-H20"
+    )
+    moved = bench.transfer(source, target)
+    assert moved["calibrated_on"] == source.id and moved["predicted"] == target.id
+    # the fit reproduces the calibrated member's published step
+    assert moved["fitted_period_s"] == pytest.approx(699.0, rel=0.02)
+    assert moved["error"] == pytest.approx(moved["predicted_step_s"] / 566.0 - 1.0)
+    assert "efficiency" in moved["fitted"]

@@ -1,0 +1,174 @@
+"""rlplex.reports.sweep and ``rlplex estimate --sweep``: values, bad values, the PNG."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rlplex.cli import app
+from rlplex.config import load_config
+from rlplex.errors import ConfigError
+from rlplex.reports.sweep import parse_sweep, plan_point, sweep_config
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "examples" / "estimate_7b.yaml"
+KEY = "workload.response_tokens.mean"
+
+
+def test_parse_sweep_keeps_value_texts() -> None:
+    assert parse_sweep(f"{KEY}=500, 1000,2000") == (KEY, ("500", "1000", "2000"))
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        (f"{KEY}=500", "two or more"),
+        (f"{KEY}=500,500", "two or more"),
+        (f"{KEY}=500,abc", "'abc' is not a number"),
+        (f"{KEY}=500,nan", "'nan' is not a number"),
+        ("500,1000", "KEY=V1,V2"),
+        ("=1,2", "KEY=V1,V2"),
+    ],
+)
+def test_parse_sweep_refuses(spec: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words) as info:
+        parse_sweep(spec)
+    assert info.value.field == "--sweep"
+
+
+def test_each_point_is_the_config_with_that_value() -> None:
+    sweep = sweep_config(CONFIG, KEY, ("256", "1024"))
+    assert [p.value for p in sweep.points] == [256.0, 1024.0]
+    for point in sweep.points:
+        cfg = load_config(CONFIG, overrides=[f"{KEY}={point.value:g}"])
+        period, stages = plan_point(cfg)
+        assert point.period_s == pytest.approx(period)
+        assert point.stages == pytest.approx(stages)
+    low, high = sweep.period_range() or (0.0, 0.0)
+    assert low < high  # longer responses take longer
+    assert sweep.points[1].stages["train"] > sweep.points[0].stages["train"]
+
+
+def test_a_key_the_config_lacks_is_refused() -> None:
+    with pytest.raises(ConfigError, match="no such field") as info:
+        sweep_config(CONFIG, "workload.response_tokens.meen", ("1", "2"))
+    assert info.value.value == "workload.response_tokens.meen"
+
+
+def test_a_schema_field_the_file_leaves_to_its_default_is_accepted() -> None:
+    sweep = sweep_config(CONFIG, "workload.epochs", ("1", "2"))
+    assert sweep.points[1].stages["train"] == pytest.approx(2 * sweep.points[0].stages["train"])
+
+
+def test_a_value_that_does_not_load_is_a_point_with_its_error() -> None:
+    sweep = sweep_config(CONFIG, "workload.micro_batch_size", ("4", "-1"))
+    assert sweep.points[0].period_s is not None
+    assert sweep.points[1].period_s is None and sweep.points[1].error
+
+
+def test_cli_table_json_and_png(tmp_path: Path) -> None:
+    png = tmp_path / "sweep.png"
+    result = CliRunner().invoke(
+        app, ["estimate", str(CONFIG), "--sweep", f"{KEY}=256,512,1024", "--png", str(png)],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "step over the range" in result.output and "generate" in result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = CliRunner().invoke(app, ["estimate", str(CONFIG), "--sweep", f"{KEY}=256,512",
+                                      "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["key"] == KEY and len(doc["points"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("workload.response_tokens.meen=1,2", "workload.response_tokens.meen"),
+        (f"{KEY}=500", "two or more"),
+        (f"{KEY}=500,x", "'x' is not a number"),
+    ],
+)
+def test_cli_bad_sweep_is_one_line_exit_2(spec: str, words: str) -> None:
+    result = CliRunner().invoke(app, ["estimate", str(CONFIG), "--sweep", spec],
+                                env={"COLUMNS": "400"})  # fmt: skip
+    assert result.exit_code == 2
+    assert words in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_png_without_sweep_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["estimate", str(CONFIG), "--png", str(tmp_path / "x.png")])
+    assert result.exit_code == 2 and "--sweep" in result.output
+
+
+RECORD = ROOT / "examples" / "records" / "verl_quickstart.jsonl"
+QUICKSTART = ROOT / "examples" / "estimate_verl_quickstart.yaml"
+FOUR = (
+    "4gpu: cluster.gpus_per_node=4 roles.actor_infer.devices=0-3 roles.actor_train.devices=0-3"
+    " roles.critic.devices=0-3 roles.reference.devices=0-3"
+)
+
+
+def test_whatif_sweep_sets_the_key_on_every_alternative() -> None:
+    from rlplex.reports.sweep import whatif_sweep
+    from rlplex.reports.records import RecordSource
+
+    source = RecordSource(RECORD, QUICKSTART)
+    sweep = whatif_sweep(source, KEY, ("50", "500"), alts=(FOUR,))
+    assert sweep.stays_best and sweep.bests == ("4gpu",)
+    short, long = (p.periods["4gpu"] for p in sweep.points)
+    assert short is not None and long is not None and short != long  # the exponents moved
+    with pytest.raises(ConfigError, match="no such field"):
+        whatif_sweep(source, "workload.nope", ("1", "2"), alts=(FOUR,))
+
+
+def test_stays_best_is_false_when_the_best_changes() -> None:
+    from rlplex.reports.sweep import WhatIfPoint, WhatIfSweep
+
+    sweep = WhatIfSweep(
+        key=KEY,
+        baseline="as recorded",
+        points=(WhatIfPoint(value=1, best="a"), WhatIfPoint(value=2, best="b")),
+    )
+    assert not sweep.stays_best and sweep.bests == ("a", "b")
+    failed = WhatIfSweep(
+        key=KEY,
+        baseline="as recorded",
+        points=(WhatIfPoint(value=1, best="a"), WhatIfPoint(value=2, error="x")),
+    )
+    assert not failed.stays_best
+
+
+def test_cli_whatif_sweep_says_whether_the_best_stays() -> None:
+    result = CliRunner().invoke(
+        app,
+        ["whatif", str(RECORD), "--config", str(QUICKSTART), "--alt", FOUR,
+         "--sweep", f"{KEY}=50,500"],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "4gpu, stays best over the swept range" in result.output
+    result = CliRunner().invoke(
+        app, ["whatif", str(RECORD), "--config", str(QUICKSTART), "--alt", FOUR,
+              "--sweep", f"{KEY}=50"],
+    )  # fmt: skip
+    assert result.exit_code == 2 and "two or more" in result.output
+
+
+def test_a_config_that_does_not_fit_as_written_is_still_swept(tmp_path: Path) -> None:
+    text = CONFIG.read_text(encoding="utf-8").replace(
+        "micro_batch_size: 4", "micro_batch_size: 4096"
+    )
+    path = tmp_path / "huge_batch.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError):
+        load_config(path)
+    sweep = sweep_config(path, "workload.micro_batch_size", ("4096", "4"))
+    assert sweep.points[0].error and sweep.points[1].period_s
+    with pytest.raises(ConfigError, match=r"memory_gb|states"):
+        sweep_config(path, "workload.nope", ("1", "2"))

@@ -1,0 +1,148 @@
+"""Summary records (per-stage means and lengths): reading, detection, bad values, calibration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rlplex.errors import ConfigError
+from rlplex.timeline.importers import detect_record_format, import_record
+
+try:  # being moved to rlplex.reports.calibrate
+    from rlplex.reports.calibrate import calibrate
+except ImportError:
+    from rlplex.reports.calibrate import calibrate
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "examples" / "estimate_verl_quickstart.yaml"
+# verl's quickstart, docs/start/quickstart.rst (../shared/data/public_timings.md): the mean
+# of the two published steps.
+STEP0 = {"gen": 21.470, "ref": 4.360, "values": 5.800, "adv": 0.109, "update_critic": 15.664,
+         "update_actor": 20.314}  # fmt: skip
+STEP1 = {"gen": 23.020, "ref": 4.322, "values": 5.953, "adv": 0.118, "update_critic": 15.646,
+         "update_actor": 20.526}  # fmt: skip
+MEAN = {k: (STEP0[k] + STEP1[k]) / 2 for k in STEP0}
+RECORD: dict[str, Any] = {
+    "framework": "verl",
+    "steps": 2,
+    "timing_s": MEAN,
+    "response_length": {"mean": 210, "max": 512, "clip_ratio": 0.02},
+}
+VERL_TO_RLPLEX = {
+    "gen": "generate",
+    "ref": "ref_logprob",
+    "values": "values",
+    "adv": "advantage",
+    "update_critic": "critic_train",
+    "update_actor": "train",
+}
+
+
+def _write(tmp_path: Path, name: str, doc: Any) -> Path:
+    path = tmp_path / name
+    if name.endswith(".json"):
+        path.write_text(json.dumps(doc), encoding="utf-8")
+    else:
+        path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+def test_yaml_summary_is_one_step_of_the_means(tmp_path: Path) -> None:
+    run = import_record(_write(tmp_path, "qs.yaml", RECORD))
+    assert run.format == "summary"
+    assert run.steps == {1: pytest.approx({VERL_TO_RLPLEX[k]: v for k, v in MEAN.items()})}
+    assert run.step_s == {}
+    metrics = run.metrics[1]
+    assert metrics["response_length/mean"] == 210 and metrics["response_length/clip_ratio"] == 0.02
+    assert metrics["summary/steps"] == 2
+
+
+def test_json_flat_keys_and_csv_read_the_same(tmp_path: Path) -> None:
+    flat = {f"timing_s/{k}": v for k, v in MEAN.items()}
+    flat |= {"timing_s/step": 70.0, "response_length/mean": 210}
+    path = _write(tmp_path, "qs.json", flat)
+    assert detect_record_format(path) == "summary"
+    run = import_record(path)
+    csv_path = tmp_path / "qs.csv"
+    csv_path.write_text(
+        "metric,value\n" + "".join(f"{k},{v}\n" for k, v in flat.items()), encoding="utf-8"
+    )
+    again = import_record(csv_path)
+    assert run.steps == again.steps and run.step_s == again.step_s == {1: 70.0}
+    assert again.metrics[1]["response_length/mean"] == 210
+
+
+def test_verl_jsonl_is_not_taken_for_a_summary() -> None:
+    assert detect_record_format(ROOT / "examples" / "records" / "verl_quickstart.jsonl") == "verl"
+
+
+def test_rlplex_names_and_extra_mapping(tmp_path: Path) -> None:
+    doc = {"framework": "rlplex", "timing_s": {"generate": 10.0, "train": 5.0, "step": 16}}
+    assert import_record(_write(tmp_path, "a.yaml", doc)).steps == {1: {"generate": 10.0,
+                                                                        "train": 5.0}}  # fmt: skip
+    doc = {"timing_s": {"generate_sequences": 9.0, "update_actor": 5.0},
+           "stages": {"generate_sequences": "generate"}}  # fmt: skip
+    run = import_record(_write(tmp_path, "b.yaml", doc))
+    assert run.steps == {1: {"generate": 9.0, "train": 5.0}}
+    doc = {"timing_s": {"wait_prev_gen": 9.0, "update_actor": 5.0}}
+    run = import_record(_write(tmp_path, "c.yaml", doc))
+    assert run.unknown_keys == ("timing_s/wait_prev_gen",)
+    assert any("wait_prev_gen" in w for w in run.warnings)
+
+
+@pytest.mark.parametrize(
+    ("doc", "field", "value"),
+    [
+        ({"timing_s": {"gen": -1}}, "timing_s/gen", -1),
+        ({"timing_s": {"gen": "fast"}}, "timing_s/gen", "fast"),
+        ({"timing_s": {"gen": 1}, "response_length": {"clip_ratio": 1.5}},
+         "response_length/clip_ratio", 1.5),
+        ({"timing_s": {"gen": 1}, "response_length": {"mean": 0}}, "response_length/mean", 0),
+        ({"timing_s": {"gen": 1}, "response_length": {"p99": 3}}, "response_length/p99", 3),
+        ({"framework": "openrlhf", "timing_s": {"gen": 1}}, "framework", "openrlhf"),
+        ({"timing_s": {"gen": 1}, "steps": 0}, "steps", 0),
+        ({"response_length": {"mean": 3}}, "timing_s", None),
+    ],
+)  # fmt: skip
+def test_bad_values_name_the_key_and_value(
+    tmp_path: Path, doc: dict[str, Any], field: str, value: Any
+) -> None:
+    path = _write(tmp_path, "bad.yaml", doc)
+    with pytest.raises(ConfigError) as info:
+        import_record(path)
+    assert info.value.field == field and info.value.file == str(path)
+    if value is not None:
+        assert info.value.value == value
+
+
+def test_csv_row_of_three_columns_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text("timing_s/gen,1\ntiming_s/ref,2,3\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="metric,value") as info:
+        import_record(path)
+    assert info.value.line == 2
+
+
+def test_calibrating_on_the_summary_is_calibrating_on_one_verl_step(tmp_path: Path) -> None:
+    summary = _write(tmp_path, "qs.yaml", RECORD)
+    jsonl = tmp_path / "qs.jsonl"
+    data = {f"timing_s/{k}": v for k, v in MEAN.items()}
+    jsonl.write_text(json.dumps({"step": 1, "data": data}) + "\n", encoding="utf-8")
+    fit, doc = calibrate(summary, CONFIG)
+    same, same_doc = calibrate(jsonl, CONFIG)
+    assert fit.format == "summary" and same.format == "verl"
+    assert doc == same_doc
+    for stage in fit.stages:
+        if stage.measured_fit_s is not None:
+            # the fit reproduces the published means it was given
+            assert stage.after_s == pytest.approx(stage.measured_fit_s, rel=1e-3)
+    assert fit.efficiency["train"] < 0.05  # a 0.5B model runs far below the 0.35 default
+
+
+def test_the_example_summary_holds_the_published_means() -> None:
+    run = import_record(ROOT / "examples" / "records" / "verl_quickstart_summary.yaml")
+    assert run.steps[1] == pytest.approx({VERL_TO_RLPLEX[k]: v for k, v in MEAN.items()})
