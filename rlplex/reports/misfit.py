@@ -28,8 +28,9 @@ from pydantic import BaseModel, ConfigDict
 
 from rlplex.config import load_config
 from rlplex.errors import ConfigError
-from rlplex.estimate.estimator import KV_MEMORY_FRACTION, Estimate, estimate_config
+from rlplex.estimate.estimator import Estimate, estimate_config
 from rlplex.resources.cluster import Role
+from rlplex.resources.inputs import Rollout
 from rlplex.resources.yaml_io import apply_overrides, load_yaml_file
 
 RELAXED_GPU_GB = 1e6
@@ -139,12 +140,13 @@ def shortfalls(
                                      cap_gb=cap, remedy=remedy))  # fmt: skip
         if "kv_cache" in r.states:
             fixed = sum(v for k, v in r.states.items() if k != "kv_cache") + r.activations_gb
-            room = KV_MEMORY_FRACTION * cap - fixed
+            share = (role.rollout or Rollout()).gpu_memory_utilization
+            room = share * cap - fixed
             kv[name] = max(0.0, min(r.states["kv_cache"], room))
             if room <= 0:
                 out.append(Shortfall(
                     role=name, stage=None, what="kv_cache", need_gb=fixed,
-                    cap_gb=KV_MEMORY_FRACTION * cap,
+                    cap_gb=share * cap,
                     remedy=f"no room for a KV cache: raise roles.{name}.num_gpus_per_worker"
                     " (tensor parallel) or use a GPU with more memory",
                 ))  # fmt: skip

@@ -60,7 +60,9 @@ def test_a_key_the_config_lacks_is_refused() -> None:
 
 def test_a_schema_field_the_file_leaves_to_its_default_is_accepted() -> None:
     sweep = sweep_config(CONFIG, "workload.epochs", ("1", "2"))
-    assert sweep.points[1].stages["train"] == pytest.approx(2 * sweep.points[0].stages["train"])
+    # A second epoch doubles the passes and optimizer steps, not the per-step overhead.
+    one, two = sweep.points[0].stages["train"], sweep.points[1].stages["train"]
+    assert 1.5 * one < two < 2 * one
 
 
 def test_a_value_that_does_not_load_is_a_point_with_its_error() -> None:
@@ -115,8 +117,8 @@ FOUR = (
 
 
 def test_whatif_sweep_sets_the_key_on_every_alternative() -> None:
-    from rlplex.reports.sweep import whatif_sweep
     from rlplex.reports.records import RecordSource
+    from rlplex.reports.sweep import whatif_sweep
 
     source = RecordSource(RECORD, QUICKSTART)
     sweep = whatif_sweep(source, KEY, ("50", "500"), alts=(FOUR,))

@@ -136,11 +136,14 @@ def test_calibrating_on_the_summary_is_calibrating_on_one_verl_step(tmp_path: Pa
     same, same_doc = calibrate(jsonl, CONFIG)
     assert fit.format == "summary" and same.format == "verl"
     assert doc == same_doc
-    for stage in fit.stages:
-        if stage.measured_fit_s is not None:
-            # the fit reproduces the published means it was given
-            assert stage.after_s == pytest.approx(stage.measured_fit_s, rel=1e-3)
-    assert fit.efficiency["train"] < 0.05  # a 0.5B model runs far below the 0.35 default
+    # The fit reproduces the published means it was given, kind by kind (one set of physical
+    # parameters per kind, never a factor per stage).
+    fitted = [s for s in fit.stages if s.measured_fit_s is not None and s.how == "efficiency"]
+    assert fitted
+    assert sum(s.after_s for s in fitted) == pytest.approx(
+        sum(s.measured_fit_s or 0.0 for s in fitted), rel=1e-3
+    )
+    assert fit.efficiency["train"] < 0.3  # a 0.5B model runs far below the 0.6 ceiling
 
 
 def test_the_example_summary_holds_the_published_means() -> None:
