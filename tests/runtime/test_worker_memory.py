@@ -156,3 +156,51 @@ def test_the_record_keeps_the_largest_figure_over_the_workers() -> None:
     assert not {"peak_allocated_bytes", "reserved_bytes", "process_used_bytes"} & set(
         events[offload.id]
     )
+
+
+def test_a_bucketed_weight_sync_measures_the_source_over_the_whole_sync(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    torch = pytest.importorskip("torch")
+    from rlplex.stages import weight_sync
+
+    source_memory = FakeCudaMemory(allocated=1 * GB)
+    target_memory = FakeCudaMemory(allocated=1 * GB)
+    share_packed, release = weight_sync.share_packed, weight_sync.release
+
+    def scripted_share(named: Any, bucket: Any) -> Any:
+        source_memory.alloc(2 * GB)  # the packed bucket on the source's device
+        return share_packed(named, bucket)
+
+    def scripted_release(shared: Any) -> None:
+        source_memory.free(2 * GB)
+        release(shared)
+
+    monkeypatch.setattr(weight_sync, "share_packed", scripted_share)
+    monkeypatch.setattr(weight_sync, "release", scripted_release)
+
+    class Weights:
+        def __init__(self, value: float) -> None:
+            self.weights = {"a": torch.full((256,), value), "b": torch.full((256,), value)}
+
+        def named_weights(self) -> dict[str, Any]:
+            return self.weights
+
+    source = make_worker(source_memory, monkeypatch)
+    target = make_worker(target_memory, monkeypatch)
+    source.state, target.state = Weights(1.0), Weights(0.0)
+    layout = source.weight_buckets(1024)  # one tensor (1 KiB) per bucket
+    assert len(layout) == 2
+    source.prepare_sync("sync", layout)
+    source_memory.alloc(5 * GB)  # a peak before the sync is not the sync's
+    source_memory.free(5 * GB)
+    imports = []
+    for index in range(len(layout)):
+        shared = source.export_bucket("sync", index)
+        imports.append(target.import_bucket(shared))
+    stats = source.release_export("sync")
+    assert stats["peak_allocated_bytes"] == 3 * GB  # one bucket at a time on top of 1 GB
+    assert stats["allocated_bytes"] == 1 * GB
+    assert stats["bytes"] == 2 * 1024
+    assert all(s["peak_allocated_bytes"] == 1 * GB for s in imports)
+    assert torch.equal(target.state.weights["b"], torch.ones(256))
