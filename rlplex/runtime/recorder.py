@@ -4,9 +4,10 @@ For each op the recorder keeps the actual start and end on the driver's clock
 (seconds from the start of the run: when the op was issued and when its last
 worker call was seen done), the time the workers spent inside the call
 (``worker_s``, the slowest worker), bytes moved per device by transfers and
-weight syncs, the peak device memory on CUDA, and the dispatch latency (from
-the moment the driver saw the op's last dependency finish to the moment its
-calls were issued). A step is written, with its ``step_s`` metric, as soon as
+weight syncs, the device memory on CUDA (:data:`MEMORY_FIELDS`, in bytes, the
+largest over the op's workers), and the dispatch latency (from the moment the
+driver saw the op's last dependency finish to the moment its calls were
+issued). A step is written, with its ``step_s`` metric, as soon as
 it and every earlier step are complete, and the file is fsynced, so a crash
 loses at most the steps in flight. The plan is saved beside the record
 (``run.jsonl`` -> ``run.plan.json``).
@@ -38,6 +39,23 @@ from rlplex.timeline.record import Event, Timeline, TimelineWriter
 
 MIN_FREE_BYTES = 16 * 2**20
 """Refuse to start a run whose record's disk has less free space than this."""
+
+MEMORY_FIELDS = (
+    "peak_allocated_bytes",
+    "allocated_bytes",
+    "reserved_bytes",
+    "process_used_bytes",
+)
+"""Per-op device memory (:mod:`rlplex.runtime.memory_stats`), each the largest over the workers.
+
+``peak_allocated_bytes``: run and weight_sync ops, the peak allocated by
+tensors over the op's own calls (an overlapping transfer does not reset it);
+``allocated_bytes``: allocated when the call ended (a transfer: resident after
+it); ``reserved_bytes``: held by torch's caching allocator when it ended;
+``process_used_bytes``: what NVML counts as used by the worker's process when
+it ended (CUDA context, NCCL buffers and engine pools included), absent
+without ``pynvml``. All absent without CUDA.
+"""
 
 
 class RecordError(RlplexError):
@@ -192,9 +210,10 @@ class Recorder:
             fields["dead"] = op.dead
         if stats:
             fields["worker_s"] = max(s.get("worker_s", 0.0) for s in stats)
-            peaks = [s["peak_memory_gb"] for s in stats if "peak_memory_gb" in s]
-            if peaks:
-                fields["peak_memory_gb"] = max(peaks)
+            for key in MEMORY_FIELDS:
+                values = [s[key] for s in stats if s.get(key) is not None]
+                if values:
+                    fields[key] = int(max(values))
             for s in stats:
                 if s.get("metrics"):
                     for k, v in s["metrics"].items():

@@ -48,16 +48,25 @@ it sleeps. Transfers without a backend sleep likewise.
 A worker runs compute calls (stages, weight sync) and transfer calls
 (offload/reload) in two Ray concurrency groups of one thread each, so a
 prefetch can overlap a stage of the same role, as planned.
+
+Memory. On a GPU each call's stats carry its device memory in bytes
+(:mod:`rlplex.runtime.memory_stats`): compute calls the peak allocated over
+their own window (``peak_allocated_bytes``), which an overlapping transfer
+does not reset; every call the memory allocated and reserved when it ended
+(``allocated_bytes``: for a transfer, what is resident after it;
+``reserved_bytes``) and, where ``pynvml`` imports, what the driver counts as
+used by this process (``process_used_bytes``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
-import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import ray
@@ -70,6 +79,7 @@ from rlplex.runtime.data import (
     take_on_device,
 )
 from rlplex.runtime.errors import RemoteStageError
+from rlplex.runtime.memory_stats import MemorySource, MemoryTracker, Window, cuda_memory
 from rlplex.stages.offload import BookkeepingOffload, Offloadable, find_offloadable
 
 LOGICAL_GPUS_ENV = "RLPLEX_LOGICAL_GPUS"
@@ -113,14 +123,6 @@ def _cuda_ready() -> bool:
     )
 
 
-def _torch_cuda() -> Any:
-    """torch if it is already imported by user code and sees a GPU, else None."""
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available():
-        return None
-    return torch
-
-
 def rehearse(seconds: float, memory_gb: float) -> None:
     """Sleep ``seconds``; on a real GPU also hold ``memory_gb`` while sleeping."""
     block = None
@@ -144,7 +146,9 @@ class RoleWorker:
         implementations: Mapping[str, Callable[..., Any]],
         time_scale: float = 1.0,
         visible_gpus: Sequence[str] | None = None,
+        memory: MemorySource | None = None,
     ) -> None:
+        """``memory``: where device memory is read (tests); None: the CUDA device, if any."""
         if visible_gpus:
             # A worker driving several GPUs sits in the bundle of its first one; the
             # others are named here (Ray only knows about the bundle's share).
@@ -165,6 +169,10 @@ class RoleWorker:
         self._sync_layouts: dict[str, list[Any]] = {}
         self._exports: dict[str, Any] = {}
         self._device_results: dict[int, list[Any]] = {}
+        self._memory_source = memory
+        self._tracker: MemoryTracker | None = None
+        self._tracker_lock = threading.Lock()
+        self._sync_windows: dict[str, Window] = {}
 
     # -- control ---------------------------------------------------------------
 
@@ -215,14 +223,56 @@ class RoleWorker:
 
     # -- stages ------------------------------------------------------------------
 
+    def _memory(self) -> MemoryTracker | None:
+        """The device's memory tracker, made once torch sees a GPU (None: no GPU, no figures)."""
+        with self._tracker_lock:
+            if self._tracker is None:
+                source = self._memory_source or cuda_memory()
+                if source is not None:
+                    self._tracker = MemoryTracker(source)
+            return self._tracker
+
+    def _open_window(self) -> Window | None:
+        tracker = self._memory()
+        return tracker.open() if tracker is not None else None
+
+    def _close_window(self, window: Window | None) -> dict[str, int]:
+        """The memory fields of a compute call that opened ``window`` (None: no peak)."""
+        tracker = self._memory()
+        if tracker is None:
+            return {}
+        if window is None:
+            return tracker.reading().stats()
+        return tracker.close(window).stats()
+
+    @contextlib.contextmanager
+    def _window(self) -> Iterator[dict[str, int]]:
+        """A compute call's memory window; the dict gets the call's memory fields on exit."""
+        window = self._open_window()
+        fields: dict[str, int] = {}
+        try:
+            yield fields
+        except BaseException:
+            with contextlib.suppress(Exception):  # the call's own error is the one to report
+                self._close_window(window)
+            raise
+        fields.update(self._close_window(window))
+
+    def _reading(self) -> dict[str, int]:
+        """The memory fields of a transfer: the memory now, no peak, nothing reset."""
+        tracker = self._memory()
+        return tracker.reading().stats() if tracker is not None else {}
+
+    @staticmethod
     def _stats(
-        self, t0: float, t1: float, moved: int = 0, metrics: Mapping[str, Any] | None = None
+        t0: float,
+        t1: float,
+        moved: int = 0,
+        metrics: Mapping[str, Any] | None = None,
+        memory: Mapping[str, int] | None = None,
     ) -> dict[str, Any]:
         stats: dict[str, Any] = {"worker_s": t1 - t0, "t_start": t0, "t_end": t1, "bytes": moved}
-        torch = _torch_cuda()
-        if torch is not None:
-            stats["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
-            torch.cuda.reset_peak_memory_stats()
+        stats.update(memory or {})
         if metrics:
             stats["metrics"] = dict(metrics)
         return stats
@@ -247,21 +297,22 @@ class RoleWorker:
             )
         stage, step = meta["stage"], meta["step"]
         ctx = StageContext(step=step, stage=stage, info=self.info, state=self.state)
-        t0 = time.time()
-        result = run_stage(
-            self._impls.get(stage),
-            ctx,
-            upstream,
-            rehearse_s=meta["planned_s"] * self._time_scale,
-            memory_gb=meta.get("memory_gb", 0.0),
-        )
-        if meta.get("share_on_device"):
-            # Every consumer is on this worker's devices: keep the tensors there.
-            result, keep = share_on_device(result)
-            if keep is not None:
-                self._device_results.setdefault(step, []).append(keep)
-        t1 = time.time()
-        return result, self._stats(t0, t1, metrics=ctx.metrics)
+        with self._window() as memory:
+            t0 = time.time()
+            result = run_stage(
+                self._impls.get(stage),
+                ctx,
+                upstream,
+                rehearse_s=meta["planned_s"] * self._time_scale,
+                memory_gb=meta.get("memory_gb", 0.0),
+            )
+            if meta.get("share_on_device"):
+                # Every consumer is on this worker's devices: keep the tensors there.
+                result, keep = share_on_device(result)
+                if keep is not None:
+                    self._device_results.setdefault(step, []).append(keep)
+            t1 = time.time()
+        return result, self._stats(t0, t1, metrics=ctx.metrics, memory=memory)
 
     @ray.method(concurrency_group="control")
     def release_step(self, step: int) -> int:
@@ -296,7 +347,8 @@ class RoleWorker:
                 f"{type(exc).__name__}: {exc}",
                 traceback.format_exc(),
             ) from None
-        stats = self._stats(t0, time.time(), moved)
+        t1 = time.time()
+        stats = self._stats(t0, t1, moved, memory=self._reading())
         stats["resident"] = sorted(self.offloader.resident_states())
         return stats
 
@@ -369,6 +421,14 @@ class RoleWorker:
         from rlplex.stages.weight_sync import share_packed
 
         self._release_export(key)
+        if index == 0:
+            # One window over the whole sync on the source, closed by release_export.
+            stale = self._sync_windows.pop(key, None)  # a sync that failed midway
+            if stale is not None:
+                self._close_window(stale)
+            window = self._open_window()
+            if window is not None:
+                self._sync_windows[key] = window
         named = self._named_weights() or {}
         shared, flat = share_packed(named, self._sync_layouts[key][index])
         self._exports[key] = (shared, flat)
@@ -386,40 +446,48 @@ class RoleWorker:
         """Free the last exported bucket of ``key`` (after its imports); stats of the whole sync."""
         t0 = time.time()
         self._release_export(key)
+        t1 = time.time()
+        memory = self._close_window(self._sync_windows.pop(key, None))
         moved = sum(b.payload_bytes for b in self._sync_layouts.get(key, []))
-        return self._stats(t0, time.time(), moved)
+        return self._stats(t0, t1, moved, memory=memory)
 
     @ray.method(concurrency_group="compute")
     def import_bucket(self, shared: Any) -> dict[str, Any]:
         """Copy a shared bucket into this worker's weights through its loader."""
         from rlplex.stages.weight_sync import load_shared
 
-        t0 = time.time()
-        engine_load = getattr(self.state, "load_shared", None)
-        if callable(engine_load):  # e.g. vLLM: the handle goes to its own worker processes
-            moved = int(engine_load(shared))
-        else:
-            moved = load_shared(shared, self._weight_loader())
-        return self._stats(t0, time.time(), moved)
+        with self._window() as memory:
+            t0 = time.time()
+            engine_load = getattr(self.state, "load_shared", None)
+            if callable(engine_load):  # e.g. vLLM: the handle goes to its own worker processes
+                moved = int(engine_load(shared))
+            else:
+                moved = load_shared(shared, self._weight_loader())
+            t1 = time.time()
+        return self._stats(t0, t1, moved, memory=memory)
 
     @ray.method(num_returns=2, concurrency_group="compute")
     def export_weights(self) -> tuple[Any, dict[str, Any]]:
         """The weights as CPU tensors, through the object store (``weight_sync="store"``)."""
-        t0 = time.time()
-        weights = {
-            k: v.detach().to("cpu", copy=True) for k, v in (self._named_weights() or {}).items()
-        }
-        moved = sum(v.numel() * v.element_size() for v in weights.values())
-        return weights, self._stats(t0, time.time(), moved)
+        with self._window() as memory:
+            t0 = time.time()
+            weights = {
+                k: v.detach().to("cpu", copy=True) for k, v in (self._named_weights() or {}).items()
+            }
+            moved = sum(v.numel() * v.element_size() for v in weights.values())
+            t1 = time.time()
+        return weights, self._stats(t0, t1, moved, memory=memory)
 
     @ray.method(concurrency_group="compute")
     def import_weights(self, weights: Mapping[str, Any]) -> dict[str, Any]:
         """Load ``weights`` (CPU tensors by name) onto this worker's device."""
-        t0 = time.time()
-        device = self._weights_device()
-        self._weight_loader()((k, v.to(device)) for k, v in sorted(weights.items()))
-        moved = sum(v.numel() * v.element_size() for v in weights.values())
-        return self._stats(t0, time.time(), moved)
+        with self._window() as memory:
+            t0 = time.time()
+            device = self._weights_device()
+            self._weight_loader()((k, v.to(device)) for k, v in sorted(weights.items()))
+            moved = sum(v.numel() * v.element_size() for v in weights.values())
+            t1 = time.time()
+        return self._stats(t0, t1, moved, memory=memory)
 
     @ray.method(concurrency_group="control")
     def sync_address(self) -> tuple[str, int]:
@@ -482,15 +550,17 @@ class RoleWorker:
         from rlplex.stages.weight_sync import broadcast_buckets
 
         group, rank = self._sync_groups[key]
-        t0 = time.time()
-        moved = broadcast_buckets(
-            group,
-            self._sync_layouts[sync],
-            source=self._named_weights() if rank == 0 else None,
-            loader=None if rank == 0 else self._weight_loader(),
-            device=self._weights_device(),
-        )
-        return self._stats(t0, time.time(), moved)
+        with self._window() as memory:
+            t0 = time.time()
+            moved = broadcast_buckets(
+                group,
+                self._sync_layouts[sync],
+                source=self._named_weights() if rank == 0 else None,
+                loader=None if rank == 0 else self._weight_loader(),
+                device=self._weights_device(),
+            )
+            t1 = time.time()
+        return self._stats(t0, t1, moved, memory=memory)
 
     @ray.method(concurrency_group="control")
     def ping(self) -> bool:
