@@ -76,7 +76,7 @@ _VERL = {
     "update_actor": ("train",),
 }
 _VERL_COLOCATED = {"gen": ("generate", "weight_sync"), **_VERL}
-_VERL_SWEEP = (350.0, 700.0, 1400.0, 2800.0)
+_VERL_SWEEP = (500.0, 700.0, 1400.0, 2800.0)
 
 
 def _verl_summary(generate_sequences: float, old: float, update: float, step: float) -> dict:
