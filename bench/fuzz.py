@@ -10,13 +10,14 @@ Config mutants start from ``examples/*.yaml``: a random edit of the parsed
 tree (delete a key, retype a value, NaN / infinity / boolean / huge / negative
 numbers, deep nesting, long lists, a list or mapping holding itself) or a
 hand-written nasty text (alias bombs, recursive aliases as a document, device
-list, states or pipeline, token lengths of 1e308, 1,000-deep nesting, 12 MB files, device ranges far past the cluster, 10^9 x
-10^9 clusters, a million ``after`` entries, crashing ``python:`` targets,
-``scaling: 1e30``, ``max_staleness: 1000000``). Each goes through ``validate``
-and ``plan``. Record mutants start from ``examples/records/*`` and a simulated
-record: truncated, shuffled, duplicated, interleaved, corrupted lines, NaN /
-negative / huge / retyped fields, deep JSON, a directory; each goes through
-``replay`` (with and without ``--skip-bad-lines``) and ``viz``.
+list, states or pipeline, token lengths of 1e308, 1,000-deep nesting, 12 MB
+files, device ranges far past the cluster, 10^9 x 10^9 clusters, a million
+``after`` entries, crashing ``python:`` targets, ``scaling: 1e30``,
+``max_staleness: 1000000``). Each goes through ``validate`` and ``plan``.
+Record mutants start from ``examples/records/*`` and a simulated record:
+truncated, shuffled, duplicated, interleaved, corrupted lines, NaN / negative
+/ huge / retyped fields, deep JSON, a directory; each goes through ``replay``
+(with and without ``--skip-bad-lines``) and ``viz``.
 
 Each mutant runs in its own child process, forked from a parent that imported
 rlplex once (a fresh interpreter per mutant would cost about a second each),
