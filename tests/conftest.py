@@ -67,11 +67,23 @@ def _cuda_devices() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+RAY_GROUP = "ray"
+"""The pytest-xdist group of every test that needs Ray: one worker runs them all, so one
+local Ray serves the whole run (``make unit`` runs ``-n 2 --dist loadgroup``)."""
+
+OWN_RAY_MODULES = ("test_two_nodes.py",)
+"""Modules that start a Ray of their own (in a subprocess): kept beside the session's Ray."""
+
+
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     """Tests marked ``gpu`` skip, with the reason, where CUDA is missing (never counted as passed).
 
-    ``@pytest.mark.gpu(min_gpus=2)`` also skips where fewer GPUs exist.
+    ``@pytest.mark.gpu(min_gpus=2)`` also skips where fewer GPUs exist. Tests that need
+    Ray join the xdist group :data:`RAY_GROUP` (without xdist the mark does nothing).
     """
+    for item in items:
+        if "ray_session" in getattr(item, "fixturenames", ()) or item.path.name in OWN_RAY_MODULES:
+            item.add_marker(pytest.mark.xdist_group(RAY_GROUP))
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return
