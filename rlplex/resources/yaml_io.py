@@ -141,7 +141,7 @@ def _expanded_size(root: yaml.Node, limits: YamlLimits) -> None:
         )
         if not children_done:
             if id(node) in open_nodes:
-                line = (parent or node).start_mark.line + 1
+                line = (parent if parent is not None else node).start_mark.line + 1
                 start = node.start_mark.line + 1
                 raise ConfigError(
                     "a recursive YAML alias: it names a list or mapping that contains it"
