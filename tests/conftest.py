@@ -27,6 +27,22 @@ settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
+RAY_START_TRIES = 3
+"""Ray gives its raylet a fixed 30 s to register; on a loaded 2-core box it can miss them."""
+
+
+def _init_ray(ray: Any, **kwargs: Any) -> None:
+    """``ray.init(**kwargs)``, tried again when the node did not come up in Ray's 30 s."""
+    for attempt in range(1, RAY_START_TRIES + 1):
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as exc:
+            if "timed out during startup" not in str(exc) or attempt == RAY_START_TRIES:
+                raise
+            ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[Any]:
     """A session-wide local Ray: 4 CPUs, 8 logical GPUs, no dashboard."""
@@ -37,7 +53,8 @@ def ray_session() -> Iterator[Any]:
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     paths = [str(ROOT), str(ROOT / "tests" / "runtime"), os.environ.get("PYTHONPATH", "")]
-    ray.init(
+    _init_ray(
+        ray,
         num_cpus=4,
         num_gpus=8,
         include_dashboard=False,
