@@ -37,11 +37,15 @@ browser:
 	@command -v dot >/dev/null 2>&1 || { echo "[setup] installing Graphviz (apt)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; }
 
 lint: setup
+	@echo "[lint] ruff check and ruff format --check"
 	$(VENV)/bin/ruff check rlplex tests bench examples
 	$(VENV)/bin/ruff format --check rlplex tests bench examples
 
+# Two pytest-xdist workers: every Ray test runs on one of them (one local Ray for the
+# run, see tests/conftest.py), the rest spread over both. Dots appear as tests end.
 unit: setup
-	$(PY) -m pytest -q
+	@echo "[unit] pytest -n 2: about 770 tests; Ray tests share one worker and one Ray"
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 test: setup browser lint unit
 

@@ -8,14 +8,16 @@ Then two timings: ``rlplex viz`` of a 300,000-line record (target < 10 s) and
 
 Config mutants start from ``examples/*.yaml``: a random edit of the parsed
 tree (delete a key, retype a value, NaN / infinity / boolean / huge / negative
-numbers, deep nesting, long lists) or a hand-written nasty text (alias bombs,
-1,000-deep nesting, 12 MB files, device ranges far past the cluster, 10^9 x
-10^9 clusters, a million ``after`` entries, crashing ``python:`` targets,
-``scaling: 1e30``, ``max_staleness: 1000000``). Each goes through ``validate``
-and ``plan``. Record mutants start from ``examples/records/*`` and a simulated
-record: truncated, shuffled, duplicated, interleaved, corrupted lines, NaN /
-negative / huge / retyped fields, deep JSON, a directory; each goes through
-``replay`` (with and without ``--skip-bad-lines``) and ``viz``.
+numbers, deep nesting, long lists, a list or mapping holding itself) or a
+hand-written nasty text (alias bombs, recursive aliases as a document, device
+list, states or pipeline, token lengths of 1e308, 1,000-deep nesting, 12 MB
+files, device ranges far past the cluster, 10^9 x 10^9 clusters, a million
+``after`` entries, crashing ``python:`` targets, ``scaling: 1e30``,
+``max_staleness: 1000000``). Each goes through ``validate`` and ``plan``.
+Record mutants start from ``examples/records/*`` and a simulated record:
+truncated, shuffled, duplicated, interleaved, corrupted lines, NaN / negative
+/ huge / retyped fields, deep JSON, a directory; each goes through ``replay``
+(with and without ``--skip-bad-lines``) and ``viz``.
 
 Each mutant runs in its own child process, forked from a parent that imported
 rlplex once (a fresh interpreter per mutant would cost about a second each),
@@ -61,6 +63,7 @@ NASTY_VALUES: list[Any] = [
     None, True, False, 0, -1, 1e18, 10**30, -1e9, float("nan"), float("inf"), float("-inf"),
     "", "x" * 10_000, "0-99999999999", "list(range(0,9999999999))", "all", "auto", [], {},
     [[[[]]]], {"a": {"b": {"c": 1}}}, [1] * 5000, "1e30", 1e-300, "\x00\u202e",
+    1e308,
 ]  # fmt: skip
 
 
@@ -104,7 +107,9 @@ def tree_mutant(data: dict, rng: random.Random) -> str:
     for _ in range(rng.randint(1, 3)):
         paths = _paths(data)
         path = rng.choice(paths[1:] or paths)
-        op = rng.choice(["delete", "nasty", "nasty", "nasty", "deep", "list", "rename", "dup"])
+        op = rng.choice(
+            ["delete", "nasty", "nasty", "nasty", "deep", "list", "rename", "dup", "recursive"]
+        )
         try:
             if op == "delete" and path:
                 parent = _get(data, path[:-1])
@@ -115,6 +120,15 @@ def tree_mutant(data: dict, rng: random.Random) -> str:
                 data = _set(data, path, _deep(rng.choice([10, 60, 200])))
             elif op == "list":
                 data = _set(data, path, [copy.deepcopy(_get(data, path))] * rng.choice([2, 300]))
+            elif op == "recursive" and path:  # dumped as an alias inside its own anchor
+                old = _get(data, path)
+                loop: Any = {"a": old} if isinstance(old, dict) else [old]
+                if isinstance(loop, dict):
+                    loop["self"] = loop
+                else:
+                    loop.append(loop)
+                data = _set(data, path, loop)
+                break  # _paths would never end on it
             elif op == "rename" and path and isinstance(path[-1], str):
                 parent = _get(data, path[:-1])
                 parent[path[-1] + rng.choice(["_x", "", "s"])] = parent.pop(path[-1])
@@ -156,6 +170,7 @@ def _cpu_roles(n: int) -> str:
 
 def special_configs(base: str) -> list[tuple[str, str]]:
     """Hand-written nasty configs (text, label); ``base`` is a valid example's text."""
+    est = (EXAMPLES / "estimate_7b.yaml").read_text()
     after = "[" + ", ".join(["generate"] * 1_000_000) + "]"
     out = [
         ("alias bomb at top", _alias_bomb() + base),
@@ -201,6 +216,21 @@ def special_configs(base: str) -> list[tuple[str, str]]:
         ("inf network", base.replace("network_gb_per_s: 25", "network_gb_per_s: .inf")),
         ("seconds true", base.replace("seconds: 80", "seconds: true")),
         ("nodes true", base.replace("nodes: 1", "nodes: true")),
+        ("recursive alias", "x: &r [*r]\n" + base),
+        ("recursive devices", base.replace('devices: "0-7"', "devices: &d [0, 1, *d]", 1)),
+        (
+            "recursive states",
+            base.replace("states: {weights: 4,", "states: &s {self: *s, weights: 4,", 1),
+        ),
+        ("recursive pipeline", base.replace("pipeline:\n", "pipeline: &p\n  again: *p\n", 1)),
+        (
+            "prompt tokens 1e308",
+            est.replace("prompt_tokens: {mean: 256", "prompt_tokens: {mean: 1e308"),
+        ),
+        (
+            "response tokens 1e308",
+            est.replace("response_tokens: {mean: 512", "response_tokens: {mean: 1.0e+308"),
+        ),
         ("binary", "\x00\x01\x02\xff garbage"),
         ("empty", ""),
     ]

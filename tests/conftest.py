@@ -30,6 +30,22 @@ settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
+RAY_START_TRIES = 3
+"""Ray gives its raylet a fixed 30 s to register; on a loaded 2-core box it can miss them."""
+
+
+def _init_ray(ray: Any, **kwargs: Any) -> None:
+    """``ray.init(**kwargs)``, tried again when the node did not come up in Ray's 30 s."""
+    for attempt in range(1, RAY_START_TRIES + 1):
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as exc:
+            if "timed out during startup" not in str(exc) or attempt == RAY_START_TRIES:
+                raise
+            ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[Any]:
     """A session-wide local Ray: 4 CPUs, 8 logical GPUs, no dashboard."""
@@ -40,7 +56,8 @@ def ray_session() -> Iterator[Any]:
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     paths = [str(ROOT), str(ROOT / "tests" / "runtime"), os.environ.get("PYTHONPATH", "")]
-    ray.init(
+    _init_ray(
+        ray,
         num_cpus=4,
         num_gpus=8,
         include_dashboard=False,
@@ -70,11 +87,23 @@ def _cuda_devices() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+RAY_GROUP = "ray"
+"""The pytest-xdist group of every test that needs Ray: one worker runs them all, so one
+local Ray serves the whole run (``make unit`` runs ``-n 2 --dist loadgroup``)."""
+
+OWN_RAY_MODULES = ("test_two_nodes.py",)
+"""Modules that start a Ray of their own (in a subprocess): kept beside the session's Ray."""
+
+
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     """Tests marked ``gpu`` skip, with the reason, where CUDA is missing (never counted as passed).
 
-    ``@pytest.mark.gpu(min_gpus=2)`` also skips where fewer GPUs exist.
+    ``@pytest.mark.gpu(min_gpus=2)`` also skips where fewer GPUs exist. Tests that need
+    Ray join the xdist group :data:`RAY_GROUP` (without xdist the mark does nothing).
     """
+    for item in items:
+        if "ray_session" in getattr(item, "fixturenames", ()) or item.path.name in OWN_RAY_MODULES:
+            item.add_marker(pytest.mark.xdist_group(RAY_GROUP))
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return

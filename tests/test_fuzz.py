@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -150,6 +151,7 @@ def _finite(value: Any) -> bool:
     return True
 
 
+@pytest.mark.slow
 @settings_fast
 @given(text=config_mutants())
 def test_config_mutants_end_cleanly(text: str, tmp_path_factory) -> None:

@@ -49,6 +49,16 @@ CONFIGS: dict[str, str] = {
     "verl_nnodes_float.yaml": "trainer.nnodes: must be an integer >= 1",
     "rlinf_range_far.yaml": "past the largest cluster rlplex plans",
     "duplicate_key.yaml": "key 'cluster' appears twice",
+    "recursive_alias.yaml": ":2: a recursive YAML alias",
+    "recursive_devices.yaml": ":13: a recursive YAML alias",
+    "recursive_states.yaml": ":14: a recursive YAML alias",
+    "recursive_pipeline.yaml": ":27: a recursive YAML alias",
+    "prompt_tokens_1e308.yaml": (
+        "workload.prompt_tokens.mean: must be less than or equal to 16777216 (got 1e+308)"
+    ),
+    "response_tokens_1e308.yaml": (
+        "workload.response_tokens.mean: must be less than or equal to 16777216 (got 1e+308)"
+    ),
 }
 
 RECORDS: dict[str, str] = {
@@ -188,6 +198,38 @@ def test_big_configs_refused_fast(name: str, tmp_path: Path) -> None:
     start = time.perf_counter()
     one_line_error(run("validate", path), expected)
     assert time.perf_counter() - start < 15  # generous: a loaded CI box; the bench measures
+
+
+RECURSIVE = {
+    "a list holding itself": ("x: &r [*r]\n", 1),
+    "a mapping holding itself": ("x: &r {a: 1, b: *r}\n", 1),
+    "through a nested mapping": ("a: 1\nroles: &r\n  x:\n    y: [1, *r]\n", 4),
+    "two anchors in a loop": ("a: &a [1, &b [2, *a]]\nc: *b\n", 1),
+    "in an override": (None, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECURSIVE))
+def test_recursive_alias_refused_fast(name: str, tmp_path: Path) -> None:
+    """A self-referencing alias used to run `validate` past 20 s and 1 GB; now under a second."""
+    text, line = RECURSIVE[name]
+    start = time.perf_counter()
+    if text is None:
+        result = run("validate", EXAMPLES / "ppo.yaml", "--set", "cluster.nodes=&r [*r]")
+        one_line_error(result, "--set cluster.nodes:1: a recursive YAML alias")
+    else:
+        path = tmp_path / "c.yaml"
+        path.write_text(text)
+        one_line_error(run("validate", path), f"c.yaml:{line}: a recursive YAML alias")
+    assert time.perf_counter() - start < 1
+
+
+def test_shared_aliases_are_not_recursive() -> None:
+    """An anchor used twice, or inside another anchor, is a DAG, not a cycle: accepted."""
+    from rlplex.resources.yaml_io import load_yaml_text
+
+    data = load_yaml_text("a: &a [1, 2]\nb: &b {x: *a, y: *a}\nc: [*b, *b, *a]\n")
+    assert data["c"] == [{"x": [1, 2], "y": [1, 2]}, {"x": [1, 2], "y": [1, 2]}, [1, 2]]
 
 
 def test_file_size_limit_is_configurable(tmp_path: Path, monkeypatch) -> None:

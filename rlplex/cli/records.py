@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from html import escape as escape_html
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -164,7 +165,7 @@ def whatif(
     for note in report.notes:
         console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     if gantt is not None:
-        console.print(f"wrote {escape(str(gantt))} (as recorded vs the best alternative)",
+        console.print(f"wrote {escape(str(gantt))} (every alternative, best first)",
                       highlight=False)  # fmt: skip
 
 
@@ -210,17 +211,22 @@ def whatif_table(result: Any, title: str) -> Table:
 
 
 def _whatif_views(report: Any, gantt: Path) -> None:
-    """The recorded config's replay and the best alternative's, side by side.
+    """Every alternative that runs, replayed in stacked panels best first, under the table.
 
-    Both timelines carry the report's periods, so the chart's figures are the table's.
+    The table is drawn from ``report.to_dict()``, the object ``--json`` prints,
+    and each panel's timeline is headed by its outcome's period, so the page
+    shows the figures of the table and of --json, none recomputed.
     """
-    from rlplex.viz import write_comparison
+    from rlplex.viz.compare import Comparison, alternatives_table, write_panels
 
-    base = report.result.baseline
-    first = report.timeline(base)
-    best = report.best
-    if best is None:
-        write_timeline_views(first, report.config, gantt=gantt, title=base.label)
-        return
-    names = (base.label, best.label)
-    write_comparison(first, report.timeline(best), names=names, gantt=gantt)
+    result = report.result
+    drawn = [o for o in result.alternatives if o.plan is not None and o.period_s is not None]
+    intro = ""
+    base, best = result.baseline, report.best
+    if best is not None and base.period_s is not None:
+        diff = Comparison(base.label, best.label, base.period_s, best.period_s or 0.0).text()
+        intro = f'<div class="diff">{escape_html(diff)}</div>'
+    intro += alternatives_table(report.to_dict())
+    title = f"what if: {report.source.record.name}, {len(result.alternatives)} alternatives"
+    write_panels([report.timeline(o) for o in drawn], names=[o.label for o in drawn],
+                 gantt=gantt, title=title, intro=intro)  # fmt: skip

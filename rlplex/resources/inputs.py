@@ -15,15 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field
 Precision = Literal["bf16", "fp16", "fp32", "fp8"]
 OptimizerName = Literal["adamw", "adam", "sgd"]
 
+MAX_TOKENS = 2**24
+"""Longest sequence a workload may name (16,777,216 tokens): far past any model's
+context, and small enough that the estimator's token-squared terms stay finite."""
+
 
 class TokenLength(BaseModel):
     """A sequence length of a workload: its mean and its maximum, in tokens."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    mean: float = Field(gt=0, allow_inf_nan=False)
+    mean: float = Field(gt=0, le=MAX_TOKENS, allow_inf_nan=False)
     """Mean tokens per sequence."""
-    max: int = Field(ge=1, le=10_000_000)
+    max: int = Field(ge=1, le=MAX_TOKENS)
     """Longest sequence allowed (the framework's max length), in tokens."""
     clip_ratio: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
     """Share of sequences cut at ``max`` (verl's ``response_length/clip_ratio``); default: what

@@ -11,8 +11,9 @@ read; one streaming pass over the parser's events (libyaml when present)
 checks nesting depth, the number of items of any one list or mapping and the
 number of nodes; after composing, the node count *with aliases expanded* is
 computed on the node graph (memoised, so a "billion laughs" bomb is measured
-without being expanded) before any Python object is constructed. Each refusal
-names the file, the line and the limit.
+without being expanded) before any Python object is constructed, and an alias
+inside the very collection it names (a cycle, ``x: &r [*r]``) is refused there.
+Each refusal names the file, the line and the limit.
 """
 
 from __future__ import annotations
@@ -114,15 +115,20 @@ def _check_events(text: str, limits: YamlLimits) -> None:
 
 
 def _expanded_size(root: yaml.Node, limits: YamlLimits) -> None:
-    """Refuse a node graph whose size with aliases expanded passes ``max_nodes``.
+    """Refuse a node graph whose size with aliases expanded passes ``max_nodes``, or a cycle.
 
     Aliases make the graph a DAG whose expansion may be exponential in its size;
-    memoising each node's expanded size measures it in linear time.
+    memoising each node's expanded size measures it in linear time. An alias
+    inside the collection it names (``x: &r [*r]``) makes a cycle, whose
+    expansion never ends: it is refused at the line of the collection holding
+    the alias. A node popped while its own children are still open can only
+    have been pushed by one of its descendants, hence a cycle.
     """
     sizes: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool, yaml.Node | None]] = [(root, False, None)]
     while stack:
-        node, children_done = stack.pop()
+        node, children_done, parent = stack.pop()
         if id(node) in sizes:
             continue
         if isinstance(node, yaml.ScalarNode):
@@ -134,9 +140,19 @@ def _expanded_size(root: yaml.Node, limits: YamlLimits) -> None:
             else list(node.value)
         )
         if not children_done:
-            stack.append((node, True))
-            stack.extend((c, False) for c in children if id(c) not in sizes)
+            if id(node) in open_nodes:
+                line = (parent if parent is not None else node).start_mark.line + 1
+                start = node.start_mark.line + 1
+                raise ConfigError(
+                    "a recursive YAML alias: it names a list or mapping that contains it"
+                    + (f" (the one starting on line {start})" if start != line else ""),
+                    line=line,
+                )
+            open_nodes.add(id(node))
+            stack.append((node, True, parent))
+            stack.extend((c, False, node) for c in children if id(c) not in sizes)
             continue
+        open_nodes.discard(id(node))
         total = 1 + sum(sizes.get(id(c), 1) for c in children)
         if total > limits.max_nodes:
             raise ConfigError(

@@ -1,16 +1,21 @@
-"""Two timelines side by side on one time axis, with the difference in period.
+"""Two or more timelines on one time axis, with the difference in period.
 
 "Colocate or split?", "sync or async?", "predicted or measured?" are
 answered by looking at two schedules at once. Both are laid out with one role
 colour map, drawn in stacked panels that share the time axis (each from its
 own first op), and headed by the two periods and their difference.
+``rlplex whatif`` draws every alternative this way (:func:`write_panels`),
+under a table of the figures its ``--json`` prints (:func:`alternatives_table`).
 """
 
 from __future__ import annotations
 
 import html
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rlplex.timeline.record import Timeline
 from rlplex.viz.critical import period_of
@@ -104,3 +109,76 @@ def write_comparison(
 
         render_png(layouts, png, title=title, panel_titles=list(names), subtitle=result.text())
     return result
+
+
+def write_panels(
+    timelines: Sequence[Timeline],
+    *,
+    names: Sequence[str],
+    gantt: str | Path,
+    title: str,
+    intro: str = "",
+    collapse: bool | None = None,
+) -> Path:
+    """Write one HTML page of ``timelines`` in stacked panels on one time axis, one colour map.
+
+    ``intro`` is HTML put above the panels (a table of figures, a difference line).
+    """
+    colours: dict[str, str] = {}
+    for timeline in timelines:
+        colours = role_colour_map(timeline, colours)
+    layouts = [
+        build_layout(timeline, title=name, colours=colours, collapse=collapse)
+        for timeline, name in zip(timelines, names, strict=True)
+    ]
+    from rlplex.viz.html import render_html
+
+    path = Path(gantt)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page = render_html(layouts, title=title, intro=intro, panel_titles=list(names))
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+ALTERNATIVES_JSON_ID = "alternatives-json"
+"""The id of the page's ``<script type="application/json">`` holding the --json object."""
+
+
+def _cell(value: float | None, spec: str, unit: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{unit}"
+
+
+def alternatives_table(result: Mapping[str, Any]) -> str:
+    """HTML of the ``rlplex whatif --json`` object: a table of every alternative, and the object.
+
+    ``result`` is the JSON object itself (``alternatives``: label, mode,
+    max_staleness, period_s, speedup, placement, error, warning; best first).
+    Each cell formats one of its values as the terminal table does, each row
+    carries the unrounded period and speed-up in ``data-`` attributes, and the
+    object is embedded whole (id :data:`ALTERNATIVES_JSON_ID`), so the page shows
+    the figures --json prints and nothing recomputed.
+    """
+    rows = []
+    for alt in result.get("alternatives", ()):
+        mode = "-" if alt.get("error") else str(alt.get("mode", "-"))
+        if alt.get("max_staleness") and not alt.get("error"):
+            mode += f" k={alt['max_staleness']}"
+        placement = ", ".join(f"{role} {devs}" for role, devs in alt.get("placement", {}).items())
+        note = alt.get("error") or alt.get("warning") or ""
+        period, speedup = alt.get("period_s"), alt.get("speedup")
+        rows.append(
+            f'<tr data-label="{html.escape(str(alt.get("label", "")))}"'
+            f' data-period-s="{"" if period is None else repr(float(period))}"'
+            f' data-speedup="{"" if speedup is None else repr(float(speedup))}">'
+            f"<td>{html.escape(str(alt.get('label', '')))}</td><td>{html.escape(mode)}</td>"
+            f'<td class="num">{_cell(period, ".2f")}{" *" if alt.get("warning") else ""}</td>'
+            f'<td class="num">{_cell(speedup, ".2f", "x")}</td>'
+            f"<td>{html.escape(placement)}</td><td>{html.escape(str(note))}</td></tr>"
+        )
+    payload = json.dumps(result, separators=(",", ":")).replace("</", "<\\/")
+    return (
+        '<table class="stages alternatives"><tr><th>alternative</th><th>mode</th>'
+        "<th>period s</th><th>speed-up</th><th>placement</th><th>note</th></tr>"
+        + "".join(rows)
+        + f'</table><script type="application/json" id="{ALTERNATIVES_JSON_ID}">{payload}</script>'
+    )

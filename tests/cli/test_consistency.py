@@ -54,6 +54,78 @@ def test_whatif_gantt_shows_the_tables_periods(tmp_path: Path) -> None:
     assert "gap -" not in text  # no period below a bound that does not apply to a replay
 
 
+def test_whatif_page_shows_every_alternative_with_the_json_figures(tmp_path: Path) -> None:
+    """Issue 21 item 6: the page showed the recorded run and the best alternative only."""
+    from html.parser import HTMLParser
+
+    from rlplex.viz.compare import ALTERNATIVES_JSON_ID
+
+    page = tmp_path / "w.html"
+    args = ["whatif", VERL, "-c", VERL_CONFIG,
+            "--alt", f"4/12 sync: {SPLIT}",
+            "--alt", f"4/12 async k=1: {SPLIT} pipeline.mode=async pipeline.max_staleness=1",
+            "--alt", "huge: pipeline.stages.generate.memory_gb=60"]  # fmt: skip
+    printed = json.loads(invoke(*args, "--json").stdout)
+    result = invoke(*args, "--gantt", page)
+    assert result.exit_code == 0, result.output
+    assert "(every alternative, best first)" in " ".join(result.stdout.split())
+
+    class Page(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: list[dict[str, str | None]] = []
+            self.cells: list[list[str]] = []
+            self.headers: list[str] = []
+            self.embedded = ""
+            self._in: str | None = None
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            if tag == "tr" and "data-label" in a:
+                self.rows.append(a)
+                self.cells.append([])
+                self._in = "row"
+            elif tag == "td" and self._in == "row":
+                self.cells[-1].append("")
+            elif tag == "script" and a.get("id") == ALTERNATIVES_JSON_ID:
+                self._in = "json"
+            elif tag == "h2":
+                self._in = "h2"
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in ("tr", "script", "h2"):
+                self._in = None
+
+        def handle_data(self, data: str) -> None:
+            if self._in == "row" and self.cells[-1]:
+                self.cells[-1][-1] += data
+            elif self._in == "json":
+                self.embedded += data
+            elif self._in == "h2":
+                self.headers.append(data)
+
+    parsed = Page()
+    parsed.feed(page.read_text())
+    # The page carries the very object --json prints, and a row for each alternative in it.
+    assert json.loads(parsed.embedded) == printed
+    alts = printed["alternatives"]
+    assert len(alts) == 4 and [r["data-label"] for r in parsed.rows] == [a["label"] for a in alts]
+    for row, cells, alt in zip(parsed.rows, parsed.cells, alts, strict=True):
+        if alt["period_s"] is None:  # the one that cannot run: its reason, no figures
+            assert alt["label"] == "huge" and row["data-period-s"] == ""
+            assert cells[2] == "-" and "needs 92 GB per GPU" in cells[5]
+            continue
+        assert float(row["data-period-s"]) == alt["period_s"]
+        assert float(row["data-speedup"]) == alt["speedup"]
+        assert cells[2] == f"{alt['period_s']:.2f}"
+        assert cells[3] == f"{alt['speedup']:.2f}x"
+    # A panel for every alternative that runs, best first, headed by the same period.
+    runs = [a for a in alts if a["period_s"] is not None]
+    assert parsed.headers == [a["label"] for a in runs]
+    headers = re.findall(r'<div class="header"><div>period <b>([\d.]+) s<', page.read_text())
+    assert headers == [f"{a['period_s']:.2f}" for a in runs]
+
+
 def test_dag_out_refuses_a_picture_type_it_cannot_write(tmp_path: Path) -> None:
     """Defect 6: --out d.gif got DOT text and exit 0."""
     out = tmp_path / "d.gif"

@@ -109,6 +109,18 @@ def test_bad_workload_and_efficiency(base: dict[str, Any]) -> None:
     assert _error(base).field == "efficiency.train"
 
 
+@pytest.mark.parametrize("which", ["prompt_tokens", "response_tokens"])
+@pytest.mark.parametrize("key", ["mean", "max"])
+def test_token_lengths_that_would_overflow(base: dict[str, Any], which: str, key: str) -> None:
+    """A mean of 1e308 tokens used to end in an OverflowError (tokens squared) traceback."""
+    base["workload"][which] = {"mean": 100, "max": 200, key: 1e308 if key == "mean" else 10**20}
+    err = _error(base)
+    assert err.field == f"workload.{which}.{key}"
+    assert "less than or equal to 16777216" in err.message
+    base["workload"][which] = {"mean": 2**24, "max": 2**24}  # the bound itself: finite, refused
+    assert "cannot fit" in _error(base).message  # by the KV cache check, not by an overflow
+
+
 def test_hub_path_not_here_matches_a_preset_with_a_warning(base: dict[str, Any]) -> None:
     base["model"] = "Qwen/Qwen2.5-7B-Instruct"
     cfg = config_from_dict(base, file="ok.yaml")

@@ -18,6 +18,7 @@ def _graceful_gpu_exits(logs: Path) -> int:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("ray_session")
 def test_gpu_probes_read_each_bundle_and_end_without_a_graceful_worker_exit() -> None:
     """Issue 13, defect 10: probe *tasks* asked for a GPU, so each worker exited after its

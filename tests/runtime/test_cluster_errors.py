@@ -85,21 +85,25 @@ def test_a_port_where_something_else_listens_is_refused_quickly(
         assert time.monotonic() - t0 < 5
 
 
-def run_at(address: str) -> subprocess.CompletedProcess[str]:
-    """``rlplex run examples/grpo.yaml --address ADDRESS`` in a fresh process."""
+def run_at(address: str, record: Path) -> subprocess.CompletedProcess[str]:
+    """``rlplex run examples/grpo.yaml --address ADDRESS`` in a fresh process.
+
+    The record is the test's own: with ``/dev/null`` two such runs at once (pytest-xdist,
+    or another checkout's suite) met on the machine-wide lock ``/dev/null.lock``.
+    """
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
     env.pop("RAY_ADDRESS", None)
     return subprocess.run(
         [sys.executable, "-m", "rlplex.cli", "run", "examples/grpo.yaml", "--steps", "1",
-         "--record", os.devnull, "--address", address],
+         "--record", str(record), "--address", address],
         capture_output=True, text=True, env=env, timeout=120, cwd=ROOT,
     )  # fmt: skip
 
 
-def test_run_at_a_port_that_is_not_ray_exits_2_with_one_message() -> None:
+def test_run_at_a_port_that_is_not_ray_exits_2_with_one_message(tmp_path: Path) -> None:
     with listener(None) as port:
         t0 = time.monotonic()
-        proc = run_at(f"127.0.0.1:{port}")
+        proc = run_at(f"127.0.0.1:{port}", tmp_path / "r.jsonl")
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and "gcs_client" not in proc.stderr  # no Ray noise
     assert proc.stderr.strip().splitlines()[-1:] == [
@@ -114,9 +118,9 @@ def test_a_real_ray_cluster_answers(ray_session) -> None:
     rc.check_reachable(ray_session.get_runtime_context().gcs_address)
 
 
-def test_run_with_an_unreachable_address_exits_2_with_one_message() -> None:
+def test_run_with_an_unreachable_address_exits_2_with_one_message(tmp_path: Path) -> None:
     t0 = time.monotonic()
-    proc = run_at(f"127.0.0.1:{closed_port()}")
+    proc = run_at(f"127.0.0.1:{closed_port()}", tmp_path / "r.jsonl")
     assert proc.returncode == 2, proc.stderr
     assert "cannot reach the Ray cluster" in proc.stderr
     assert "Traceback" not in proc.stderr

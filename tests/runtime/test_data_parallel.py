@@ -22,7 +22,7 @@ from rlplex.plan import make_plan
 from rlplex.resources.cluster import Role
 from rlplex.runtime import execute
 
-pytestmark = pytest.mark.usefixtures("ray_session")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
 
 
 def train_and_checksum(ctx: Any, advantage: Any) -> Any:

@@ -308,6 +308,7 @@ def dying_generate(ctx):
         os._exit(1)
 
 
+@pytest.mark.slow
 def test_killed_worker_gives_a_clear_error_within_the_timeout() -> None:
     cfg, plan = colocated_config(), colocated_plan()
     t0 = time.monotonic()
@@ -329,6 +330,7 @@ def slow_train(advantage):
     time.sleep(30)
 
 
+@pytest.mark.slow
 def test_op_overrunning_the_timeout_is_reported() -> None:
     cfg, plan = colocated_config(), colocated_plan()
     t0 = time.monotonic()
@@ -375,6 +377,7 @@ def test_plan_needing_a_missing_node_is_refused_with_the_numbers() -> None:
     assert_no_placement_groups_left()
 
 
+@pytest.mark.slow
 def test_ctrl_c_finishes_the_ops_in_flight_and_flushes_the_record(tmp_path: Path) -> None:
     from rlplex.runtime import RunInterrupted
 

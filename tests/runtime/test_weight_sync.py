@@ -14,7 +14,7 @@ from rlplex.config import config_from_dict
 from rlplex.plan import make_plan
 from rlplex.runtime import execute
 
-pytestmark = pytest.mark.usefixtures("ray_session")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
 
 
 class Model:

@@ -98,6 +98,7 @@ print(repr((moved, sums)))
 """
 
 
+@pytest.mark.slow
 def test_shared_buckets_reach_another_process_checksums_equal() -> None:
     """The colocated protocol on CPU: the consumer maps the producer's memory and copies."""
     model = build_causal_lm(ModelConfig(seed=3))
