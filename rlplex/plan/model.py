@@ -101,6 +101,10 @@ class Plan(BaseModel):
     """The step whose ops repeat in the steady state (what the simulator replays)."""
     baseline: str | None = None
     """``sequential`` or ``naive-colocate`` for a baseline plan; None for the planner's."""
+    host_memory_gb: float | None = None
+    """Host memory of one node (``cluster.host_memory_gb``) the plan was made for."""
+    host_peaks: dict[int, float] | None = None
+    """Peak GB of host copies each node holds over the step (see :mod:`rlplex.plan.host`)."""
 
     def to_json(self, indent: int | None = 2) -> str:
         """The machine-readable form printed by ``rlplex plan --json``."""
