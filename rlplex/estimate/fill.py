@@ -141,6 +141,10 @@ def fill_estimates(
                 )
             update["seconds"] = round(est.seconds, 6)
             filled.add(f"pipeline.stages.{stage.name}.seconds")
+            role = new_roles.get(stage.role or "")
+            if stage.at_devices is None and role is not None and role.devices:
+                # Estimated on these devices: not to be rescaled from the file's device count.
+                update["at_devices"] = len(role.devices)
         if (
             given_memory is not None
             and stage.name not in given_memory
