@@ -1,0 +1,1 @@
+"""Workflows that combine the layers and return result objects (DESIGN.md: reports/)."""
