@@ -46,7 +46,7 @@ def size(
     ] = None,
     out_config: Annotated[
         int | None,
-        typer.Option("--out-config", help="Write row N of the front as a native config."),
+        typer.Option("--out-config", help="Write the plan of row N as a native config."),
     ] = None,
     out_file: Annotated[
         Path | None,
@@ -122,14 +122,21 @@ def size(
     if json_:
         print(json.dumps(report.to_dict(), indent=2))
         return
-    table = Table(title=f"{escape(config.name)}: Pareto front of step time vs GPU-hours")
-    for column in header:
-        table.add_column(
-            column, justify="left" if column in ("GPU", "placement", "mode") else "right"
-        )
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    front = len(report.front)
+    titles = (
+        f"{escape(config.name)}: Pareto front of step time vs GPU-hours",
+        "other GPU counts: the fastest plan of each",
+    )
+    for title_text, part in zip(titles, (rows[:front], rows[front:]), strict=True):
+        if not part:
+            continue
+        table = Table(title=title_text)
+        for column in header:
+            left = column in ("GPU", "placement", "mode")
+            table.add_column(column, justify="left" if left else "right")
+        for row in part:
+            table.add_row(*row)
+        console.print(table)
     for gpu_type, n in report.smallest.items():
         console.print(f"smallest that fits on {gpu_type}: {n} GPUs", highlight=False)
     for r in report.rows:
@@ -158,7 +165,7 @@ def _front_rows(report) -> tuple[list[str], list[list[str]]]:
         header.append("cost/1k")
     header += ["GPU GB", "host GB"]
     rows = []
-    for i, s in enumerate(report.front, 1):  # GPU/host GB: peaks over the step
+    for i, s in enumerate(report.numbered, 1):  # GPU/host GB: peaks over the step
         k = s.knobs
         row = [str(i), str(k.gpus), k.gpu, k.placement, str(k.rollout_tp), k.sharding, k.mode]
         row += [

@@ -123,6 +123,16 @@ class SizeReport:
     """GPU type -> the smallest count that fits."""
     price_per_gpu_hour: float | None = None
 
+    @property
+    def numbered(self) -> tuple[Scored, ...]:
+        """The rows ``--out-config N`` counts: the front, then the other counts' fastest plans."""
+        rest = [
+            r.best
+            for r in self.rows
+            if r.best is not None and all(r.best is not f for f in self.front)
+        ]
+        return (*self.front, *rest)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "file": self.file,
@@ -383,12 +393,43 @@ def _tokens_per_step(config: Any) -> float | None:
 
 
 def _gpu_peak(plan: Any) -> float:
-    try:  # moving from rlplex.estimate.memory to rlplex.plan.peaks
-        from rlplex.plan.peaks import peak_memory_by_device  # type: ignore[import-not-found]
-    except ImportError:
-        from rlplex.estimate.memory import peak_memory_by_device
-    peaks = peak_memory_by_device(plan)
-    return max((m.peak_gb for m in peaks.values()), default=0.0)
+    """The highest GPU memory over the plan (states resident plus transient memory).
+
+    The rule of :mod:`rlplex.plan.verify` (a state holds memory from its reload's
+    start to its offload's end), swept once per group of GPUs that hold the same
+    roles, so 128 GPUs cost as little as 8.
+    """
+    groups: set[frozenset[str]] = set()
+    on: dict[int, set[str]] = {}
+    for role, devices in plan.placement.items():
+        for d in devices:
+            on.setdefault(d, set()).add(role)
+    groups = {frozenset(roles) for roles in on.values()}
+    best = 0.0
+    for roles in groups:
+        level = sum(
+            plan.states.get(r, {}).get(st, 0.0)
+            for r in roles
+            for st in plan.initial_residency.get(r, ())
+        )
+        events: list[tuple[float, int, float]] = []
+        for op in plan.ops:
+            if op.role not in roles:
+                continue
+            if op.kind == "reload":
+                events.append((op.start_s, 1, plan.states[op.role].get(op.state or "", 0.0)))
+            elif op.kind == "offload":
+                events.append((op.end_s, 0, -plan.states[op.role].get(op.state or "", 0.0)))
+            elif op.kind == "run" and op.memory_gb:
+                events.append((op.start_s, 1, op.memory_gb))
+                events.append((op.end_s, 0, -op.memory_gb))
+        events.sort()
+        peak = level
+        for _, _, delta in events:
+            level += delta
+            peak = max(peak, level)
+        best = max(best, peak)
+    return best
 
 
 def _score(config: Any, knobs: Any, native: dict, price: float | None) -> Scored:
@@ -540,20 +581,23 @@ def _with_fix(row: CountRow, smallest: Mapping[str, int]) -> CountRow:
 
 
 def write_config(report: SizeReport, row: int, path: str | Path) -> Scored:
-    """Write front row ``row`` (1-based) as a native YAML config; returns the row.
+    """Write row ``row`` (1-based) of :attr:`SizeReport.numbered` as a native YAML config.
+
+    Returns the row written.
 
     Raises:
         ConfigError: no such row (naming ``--out-config``).
     """
     import yaml
 
-    if not 1 <= row <= len(report.front):
+    rows = report.numbered
+    if not 1 <= row <= len(rows):
         raise ConfigError(
-            f"no such row of the front (rows 1-{len(report.front)})",
+            f"no such row (rows 1-{len(rows)})" if rows else "no plan fits, so there is no row",
             field="--out-config",
             value=row,
         )
-    chosen = report.front[row - 1]
+    chosen = rows[row - 1]
     head = (
         f"# Written by rlplex size from {report.file}: {chosen.knobs.gpus} x {chosen.knobs.gpu},"
         f" {chosen.knobs.label()}; period {chosen.period_s:.2f} s\n"
