@@ -51,6 +51,8 @@ def plan(
     report = plan_report(cfg, auto=auto, baseline=baseline, verify=verify, progress=not json_)
     result, summary = report.plan, report.summary
     if views:
+        from rlplex.plan.memory_lanes import memory_lanes
+
         written = write_timeline_views(
             report.timeline(),
             report.config,
@@ -58,6 +60,7 @@ def plan(
             png=views.png,
             trace=views.trace,
             title=config.name,
+            memory=memory_lanes(report.plan, report.config),
         )
         if not json_:
             print_wrote(*written)

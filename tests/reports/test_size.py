@@ -94,6 +94,8 @@ def test_cli_table_json_png_and_out_config(tmp_path):
         (["--gpus", "8", "--gpu", "b300"], ["--gpu", "b300", "h100"]),
         (["--gpus", "8", "--price-per-gpu-hour", "cheap"], ["--price-per-gpu-hour", "cheap"]),
         (["--gpus", "8", "--out-config", "9"], ["--out-config", "9"]),
+        (["--max-gpus", "4"], ["--max-gpus", "4", "one node"]),
+        (["--gpus", "8", "--max-gpus", "16"], ["--max-gpus", "not both"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, names):
