@@ -69,7 +69,8 @@ def plan_for_placement(
 
     A plan whose host copies overflow a node's ``host_memory_gb`` is made again
     keeping fewer host copies (each copied state's host copy released when it
-    is reloaded); if that overflows too, it is not made.
+    is reloaded); if that overflows too, the planner's plan is not made (a
+    baseline's is returned as it is, its ``host_peaks`` showing the overflow).
 
     Raises:
         InfeasibleError: a stage does not fit a GPU, or a node's host memory
@@ -88,8 +89,10 @@ def plan_for_placement(
     )
     options = replace(options, drop_host=fewer)
     plan, over = _plan_once(config, placement, options, bound, baseline, steps)
-    if over is not None:
+    if over is not None and baseline is None:
         raise InfeasibleError(over.describe())
+    # A baseline is what a framework would do: its plan is shown, overflow included
+    # (its host_peaks say so, and --verify names the node).
     return plan
 
 

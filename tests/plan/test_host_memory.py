@@ -209,3 +209,15 @@ def test_plan_cli_prints_host_peaks_and_refuses_with_exit_2(tmp_path):
         ).stdout
     )
     assert data["host_peaks"] == {"0": 308.0} and data["host_memory_gb"] == 1024
+
+
+def test_a_baseline_that_overflows_host_memory_is_shown_not_refused():
+    """The sequential baseline offloads everything after each stage; on 256 GB nodes
+    the planner's plan is refused, the baseline's is returned with its overflow, and
+    --verify names the node."""
+    config = config_from_dict(colocated_7b(256))
+    plan = make_plan(config, baseline="sequential")
+    assert max(plan.host_peaks.values()) > 256
+    with pytest.raises(PlanVerificationError) as err:
+        verify_plan(plan, config)
+    assert err.value.rule == "host"
