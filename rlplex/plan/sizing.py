@@ -40,7 +40,7 @@ class Knobs:
     rollout_tp: int
     """Tensor parallel size of one rollout worker (its GPUs per worker)."""
     sharding: str
-    """Trainer sharding: ``fsdp`` or ``zero1``."""
+    """Trainer sharding: ``fsdp``, ``zero1``, or ``given`` (the file's states are used)."""
     staleness: int = 0
     """0: sync; k > 0: async, generation up to k steps ahead."""
 

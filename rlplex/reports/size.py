@@ -336,7 +336,7 @@ def candidate_native(
                 role["parallel"] = {**role["parallel"], "tp": knobs.rollout_tp}
         else:
             role["devices"] = f"0-{n - 1}" if knobs.colocated else f"{r}-{n - 1}"
-        if name in trained:
+        if name in trained and knobs.sharding in ("fsdp", "zero1"):
             par = {
                 k: v for k, v in (role.get("parallel") or {}).items() if k not in ("fsdp", "zero")
             }
@@ -366,8 +366,8 @@ def candidate_native(
 # -- the search --------------------------------------------------------------------
 
 
-def _model_heads(native: Mapping[str, Any], base_dir: Path, file: str) -> tuple[int, int]:
-    """(query heads, KV heads) of the rollout's model; (1, 1) when no model is named."""
+def _model_heads(native: Mapping[str, Any], base_dir: Path, file: str) -> tuple[int, int] | None:
+    """(query heads, KV heads) of the rollout's model; None when no model is named."""
     from rlplex.estimate.specs import resolve_model
 
     roles = native.get("roles") or {}
@@ -378,7 +378,7 @@ def _model_heads(native: Mapping[str, Any], base_dir: Path, file: str) -> tuple[
             name = body["model"]
     name = name or native.get("model")
     if not isinstance(name, str):
-        return 1, 1
+        return None
     spec = resolve_model(name, file=file, base_dir=base_dir, warn=[])
     return spec.num_heads, spec.num_kv_heads
 
@@ -488,18 +488,25 @@ def size_report(
     types = list(gpu_types) if gpu_types else parse_gpu_types(None, base.cluster.gpu)
     check_whole_nodes(gpus, per_node)
     base_dir = Path(path).resolve().parent
-    heads, kv_heads = _model_heads(native, base_dir, file)
+    heads = _model_heads(native, base_dir, file)
     can_split = bool(_rollout_roles(native)) and len(_gpu_roles(native)) > 1
-    shardings = ("fsdp", "zero1") if _trained_roles(native) else ("fsdp",)
-    plan_list = [
-        (
-            n,
-            g,
-            candidates(n, g, per_node, heads, kv_heads, can_split=can_split, shardings=shardings),
-        )
-        for g in types
-        for n in gpus
-    ]
+    if heads is None:
+        # No model: states and seconds are the file's, so neither the trainer's sharding
+        # nor the rollout's worker size is the search's to change.
+        rollout = _rollout_roles(native)
+        fixed_tp = base.roles[rollout[0]].num_gpus_per_worker if rollout else 1
+        shardings: tuple[str, ...] = ("given",)
+        heads = (1024, 1024)
+    else:
+        fixed_tp = None
+        shardings = ("fsdp", "zero1") if _trained_roles(native) else ("fsdp",)
+    plan_list = []
+    for g in types:
+        for n in gpus:
+            found = candidates(n, g, per_node, *heads, can_split=can_split, shardings=shardings)
+            if fixed_tp is not None:
+                found = [k for k in found if k.rollout_tp == fixed_tp]
+            plan_list.append((n, g, found))
     total = sum(len(c) for _, _, c in plan_list)
     done = 0
     rows: list[CountRow] = []

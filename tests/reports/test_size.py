@@ -105,3 +105,21 @@ def test_bad_input_is_one_line_and_exit_2(args, names):
     assert len(lines) == 1, result.output
     for name in names:
         assert name in lines[0]
+
+
+def test_costs_from_calibrate_change_the_estimate(tmp_path, report_8):
+    """A costs file halving the train efficiency's default slows every plan down."""
+    costs = tmp_path / "costs.yaml"
+    costs.write_text("efficiency: {train: 0.2}\n")
+    slow = size_report(SEVEN_B, [8], ["h100"], costs=costs)
+    assert slow.rows[0].best.period_s > report_8.rows[0].best.period_s
+
+
+def test_a_config_without_a_model_keeps_its_worker_size_and_states():
+    """examples/ppo.yaml gives seconds and states: only placement and mode are searched."""
+    report = size_report(EXAMPLES / "ppo.yaml", [8, 16], ["h100"])
+    assert {s.knobs.rollout_tp for s in report.candidates} == {2}
+    assert {s.knobs.sharding for s in report.candidates} == {"given"}
+    best = report.rows[1].best
+    # Stage seconds given for 8 GPUs scale ideally to 16 (scaling 1): about half the period.
+    assert best.period_s < report.rows[0].best.period_s * 0.6
