@@ -17,6 +17,7 @@ from rlplex.cli import (  # noqa: F401  (registers)
     plan_cmds,
     records,
     run_cmd,
+    size_cmd,
     views,
 )
 from rlplex.cli.app import app, configure_logging, user_errors

@@ -58,6 +58,8 @@ def plan(
         report = plan_report(cfg, auto=auto, baseline=baseline, verify=verify, progress=progress)
     result, summary = report.plan, report.summary
     if views:
+        from rlplex.plan.memory_lanes import memory_lanes
+
         written = write_timeline_views(
             report.timeline(),
             report.config,
@@ -65,6 +67,7 @@ def plan(
             png=views.png,
             trace=views.trace,
             title=config.name,
+            memory=memory_lanes(report.plan, report.config),
         )
         if not json_:
             print_wrote(*written)
@@ -91,12 +94,39 @@ def plan(
     from rlplex.cli.estimate import print_plan_memory
 
     print_plan_memory(report.memory, report.config)
+    print_host_peaks(report.plan, report.config)
     if report.candidates:
         console.print(placement_table(list(report.candidates)))
     for note in report.notes:
         console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     if verify:
         console.print("[green]verified[/]: every validity rule holds", highlight=False)
+
+
+def print_host_peaks(plan, config) -> None:
+    """Each node's host-memory peak: the host copies it holds, next to the GPU peaks."""
+    from rlplex.plan.host import host_peaks
+    from rlplex.resources.devices import format_devices
+
+    peaks = host_peaks(plan, config)
+    rows: dict[tuple, list[int]] = {}
+    for node, p in peaks.items():
+        rows.setdefault((round(p.peak_gb, 3), tuple(sorted(p.held.items()))), []).append(node)
+    table = Table(title="host memory per node at its peak (GB)")
+    for column in ("nodes", "peak", "headroom", "at", "host copies at the peak"):
+        table.add_column(
+            column, justify="right" if column in ("peak", "headroom", "at") else "left"
+        )
+    for (_, held), nodes in rows.items():
+        p = peaks[nodes[0]]
+        table.add_row(
+            format_devices(tuple(nodes)),
+            f"{p.peak_gb:.2f}",
+            f"{p.capacity_gb - p.peak_gb:.2f}",
+            f"{p.at_s:.2f} s",
+            " + ".join(f"{k} {gb:.2f}" for k, gb in held) or "-",
+        )
+    console.print(table)
 
 
 @app.command()

@@ -101,12 +101,16 @@ def write_timeline_views(
     png: Path | None = None,
     trace: Path | None = None,
     title: str = "",
+    memory: Any = (),
 ) -> list[Path]:
-    """Write the asked-for views of a timeline of ``cfg``; return the paths written."""
+    """Write the asked-for views of a timeline of ``cfg``; return the paths written.
+
+    ``memory``: a plan's memory strips, drawn under the Gantt (plan times only).
+    """
     from rlplex.viz.views import write_views
 
     return write_views(timeline, gantt=gantt, png=png, trace=trace, title=title,
-                       gpus_per_node=cfg.cluster.gpus_per_node)  # fmt: skip
+                       gpus_per_node=cfg.cluster.gpus_per_node, memory=memory)  # fmt: skip
 
 
 def placement_table(candidates: list[Any]) -> Table:

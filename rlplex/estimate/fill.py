@@ -24,6 +24,7 @@ FILLED_CLUSTER_FIELDS = (
     "host_gb_per_s",
     "device_copy_gb_per_s",
     "network_gb_per_s",
+    "host_memory_gb",
 )
 
 
@@ -33,7 +34,8 @@ def fill_cluster(raw: Any, efficiency: Efficiency | None, file: str | None) -> t
     ``gpu_memory_gb``: the preset's memory; ``host_gb_per_s``: the host link x
     ``efficiency.host_copy``; ``device_copy_gb_per_s``: NVLink x ``link``;
     ``network_gb_per_s``: NVLink on one node, the per-GPU network across nodes,
-    x ``link``.
+    x ``link``; ``host_memory_gb``: the usual node's host memory per GPU x
+    ``gpus_per_node``.
     """
     if not isinstance(raw, dict) or not raw.get("gpu"):
         return raw, set()
@@ -53,9 +55,18 @@ def fill_cluster(raw: Any, efficiency: Efficiency | None, file: str | None) -> t
         "host_gb_per_s": round(gpu.host_gb_per_s * host, 6),
         "device_copy_gb_per_s": round(gpu.intra_node_gb_per_s * link, 6),
         "network_gb_per_s": round(network * link, 6),
+        "host_memory_gb": _node_host_memory(gpu.node_host_memory_gb, gpu.node_gpus, raw),
     }
     filled = {k: v for k, v in preset.items() if k not in raw}
     return {**raw, **filled}, {f"cluster.{k}" for k in filled}
+
+
+def _node_host_memory(node_gb: float, node_gpus: int, raw: dict) -> float:
+    """The preset node's host memory, scaled to this cluster's GPUs per node."""
+    per_node = raw.get("gpus_per_node", 8)
+    if not isinstance(per_node, int) or isinstance(per_node, bool) or per_node < 1:
+        return float(node_gb)  # the cluster's own validation names the bad figure
+    return round(float(node_gb) * per_node / node_gpus, 6)
 
 
 def estimator_hint(
@@ -130,6 +141,10 @@ def fill_estimates(
                 )
             update["seconds"] = round(est.seconds, 6)
             filled.add(f"pipeline.stages.{stage.name}.seconds")
+            role = new_roles.get(stage.role or "")
+            if stage.at_devices is None and role is not None and role.devices:
+                # Estimated on these devices: not to be rescaled from the file's device count.
+                update["at_devices"] = len(role.devices)
         if (
             given_memory is not None
             and stage.name not in given_memory

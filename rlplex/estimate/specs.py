@@ -118,6 +118,10 @@ class GpuSpec(BaseModel):
     """GPU<->GPU inside a node per direction, GB/s."""
     inter_node_gb_per_s: float = Field(gt=0)
     """GPU<->GPU across nodes per direction, GB/s."""
+    node_host_memory_gb: float = Field(2048.0, gt=0)
+    """Host memory of the usual node of this GPU (``node_gpus`` of them), GB."""
+    node_gpus: int = Field(8, ge=1)
+    """GPUs of that usual node."""
     aliases: tuple[str, ...] = ()
     """Other names accepted for the preset."""
     sources: dict[str, str] = Field(default_factory=dict)

@@ -104,6 +104,10 @@ class Plan(BaseModel):
     dispatch_s: float = 0.0
     """Seconds of every ``run`` and ``weight_sync`` op's duration that are the executor's
     per-op overhead (``cluster.dispatch_s``), not the stage's work."""
+    host_memory_gb: float | None = None
+    """Host memory of one node (``cluster.host_memory_gb``) the plan was made for."""
+    host_peaks: dict[int, float] | None = None
+    """Peak GB of host copies each node holds over the step (see :mod:`rlplex.plan.host`)."""
 
     def to_json(self, indent: int | None = 2) -> str:
         """The machine-readable form printed by ``rlplex plan --json``."""

@@ -9,9 +9,12 @@ DESIGN.md (op ids, devices, dependencies by id, residency, bound).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from rlplex.config import Config
+from rlplex.errors import InfeasibleError
 from rlplex.plan.bound import lower_bound
+from rlplex.plan.host import HostPeak, host_peaks
 from rlplex.plan.ids import format_id, shift_id
 from rlplex.plan.model import Op, Plan
 from rlplex.plan.ops import PlanSchedule
@@ -19,6 +22,7 @@ from rlplex.plan.placement import resolve_placement
 from rlplex.plan.policy import BASELINES, default_unroll, plan_options
 from rlplex.plan.problem import Options
 from rlplex.plan.schedule import schedule
+from rlplex.resources.cluster import COPIED_STATES
 
 __all__ = [
     "BASELINES",
@@ -61,11 +65,57 @@ def plan_for_placement(
     baseline: str | None = None,
     steps: int | None = None,
 ) -> Plan:
-    """The plan of ``config`` on an explicit placement (role -> devices)."""
+    """The plan of ``config`` on an explicit placement (role -> devices).
+
+    A plan whose host copies overflow a node's ``host_memory_gb`` is made again
+    keeping fewer host copies (each copied state's host copy released when it
+    is reloaded); if that overflows too, the planner's plan is not made (a
+    baseline's is returned as it is, its ``host_peaks`` showing the overflow).
+
+    Raises:
+        InfeasibleError: a stage does not fit a GPU, or a node's host memory
+            overflows (naming the node, the peak and what its host holds).
+    """
     options = plan_options(config, placement, baseline, steps)
+    bound = lower_bound(config, placement).value
+    plan, over = _plan_once(config, placement, options, bound, baseline, steps)
+    if over is None:
+        return plan
+    fewer = frozenset(
+        (role, state)
+        for role, states in plan.states.items()
+        for state in states
+        if state in COPIED_STATES
+    )
+    options = replace(options, drop_host=fewer)
+    plan, over = _plan_once(config, placement, options, bound, baseline, steps)
+    if over is not None and baseline is None:
+        raise InfeasibleError(over.describe())
+    # A baseline is what a framework would do: its plan is shown, overflow included
+    # (its host_peaks say so, and --verify names the node).
+    return plan
+
+
+def _plan_once(
+    config: Config,
+    placement: Mapping[str, Sequence[int]],
+    options: Options,
+    bound: float,
+    baseline: str | None,
+    steps: int | None,
+) -> tuple[Plan, HostPeak | None]:
+    """One plan with its host peaks, and the node whose host memory overflows most (or None)."""
     sched = schedule(config, placement, options)
-    bound = lower_bound(config, placement)
-    return to_plan(config, sched, bound.value, options, baseline, repeat=_repeat(options, steps))
+    plan = to_plan(config, sched, bound, options, baseline, repeat=_repeat(options, steps))
+    peaks = host_peaks(plan, config)
+    plan = plan.model_copy(
+        update={
+            "host_memory_gb": config.cluster.host_memory_gb,
+            "host_peaks": {n: round(p.peak_gb, 6) for n, p in sorted(peaks.items())},
+        }
+    )
+    over = [p for p in peaks.values() if p.over]
+    return plan, max(over, key=lambda p: (p.peak_gb, -p.node)) if over else None
 
 
 def _repeat(options: Options, steps: int | None) -> int:

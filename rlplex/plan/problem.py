@@ -69,6 +69,9 @@ class Options:
     """Roles that offload all their states after each of their stages."""
     start_empty: bool = False
     """Start with nothing resident (instead of everything, when it fits)."""
+    drop_host: frozenset[tuple[str, str]] = frozenset()
+    """Copied states whose host copy is released when they are reloaded (fewer host
+    copies kept: their next offload copies again)."""
 
 
 class Problem:

@@ -151,7 +151,8 @@ class Scheduler:
             self.copy_free[c] = start + cost
             self.copy_last[c] = idx
         self.resident[pair] = reload
-        self.dirty[pair] = False
+        # A reloaded state whose host copy is released must be copied again to go back.
+        self.dirty[pair] = reload and pair in self.p.options.drop_host
         return idx
 
     def offload(self, pair: Pair, step: int, not_before: float = 0.0) -> int:

@@ -13,7 +13,10 @@ rule and the op, so a failing plan is easy to debug:
 5. ``residency``: every run and weight sync finds the states it needs resident,
    and transfers alternate (no reload of a resident state);
 6. ``memory``: no device ever holds more than ``capacity_gb``;
-7. ``cyclic``: a sync plan ends with the residency it starts with.
+7. ``cyclic``: a sync plan ends with the residency it starts with;
+8. ``host``: no node's host memory ever holds more than ``host_memory_gb`` of
+   host copies (the config's, and the plan's when it names one; see
+   :mod:`rlplex.plan.host`).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ class PlanVerificationError(RlplexError):
 
     Attributes:
         rule: ``finite``, ``deps``, ``compute``, ``transfer``, ``duration``,
-            ``residency``, ``memory`` or ``cyclic``.
+            ``residency``, ``memory``, ``cyclic`` or ``host``.
         op: the id of the offending op (None for plan-wide rules).
     """
 
@@ -76,6 +79,7 @@ def verify_plan(plan: Plan, config: Config) -> None:
     _check_memory(plan, ops)
     if cyclic:
         residency.check_cyclic()
+    _check_host(plan, config, ops, residency.dead)
 
 
 def _check_finite(plan: Plan, config: Config) -> None:
@@ -380,3 +384,23 @@ def _check_memory(plan: Plan, ops: Sequence[Op]) -> None:
                     f"GPU {device} holds {level:.6g} GB at {time:.6g} s > {cap:g} GB",
                     op_id,
                 )
+
+
+def _check_host(plan: Plan, config: Config, ops: Sequence[Op], dead) -> None:
+    from rlplex.plan.host import host_peaks
+
+    cap = config.cluster.host_memory_gb
+    if plan.host_memory_gb is not None:
+        if not math.isfinite(plan.host_memory_gb) or plan.host_memory_gb <= 0:
+            raise PlanVerificationError(
+                "finite", f"host_memory_gb is {plan.host_memory_gb!r}, not a number > 0"
+            )
+        cap = min(cap, plan.host_memory_gb)
+    for peak in host_peaks(plan, config, ops, dead).values():
+        if peak.peak_gb > cap + TOL:
+            held = " + ".join(f"{k} {v:g}" for k, v in sorted(peak.held.items()))
+            raise PlanVerificationError(
+                "host",
+                f"node {peak.node} holds {peak.peak_gb:.6g} GB of host copies at"
+                f" {peak.at_s:.6g} s ({held}) > {cap:g} GB",
+            )

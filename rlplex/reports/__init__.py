@@ -10,7 +10,8 @@ packages below it import only downward (DESIGN.md, "Package layout"):
 - :mod:`~rlplex.reports.run`: the body of ``rlplex run`` (importing it never touches Ray);
 - :mod:`~rlplex.reports.sweep`: ``rlplex estimate --sweep`` (plan a config over a range of
   one input);
-- :mod:`~rlplex.reports.misfit`: what does not fit, by how much, and what would fix it.
+- :mod:`~rlplex.reports.misfit`: what does not fit, by how much, and what would fix it;
+- :mod:`~rlplex.reports.size`: ``rlplex size`` (GPU counts, types, placements and modes).
 
 Nothing here prints or draws progress: long work reports through callbacks.
 """

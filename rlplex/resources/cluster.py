@@ -49,6 +49,9 @@ class Cluster(BaseModel):
     """On-device copy speed, in GB/s (weight sync between colocated roles)."""
     network_gb_per_s: StrictFloat = Field(25.0, gt=0, le=1e6)
     """Speed between devices, in GB/s (weight sync between disjoint device sets)."""
+    host_memory_gb: StrictFloat = Field(2048.0, gt=0, le=1e9)
+    """Host memory of one node, in GB: what offloaded copies of states may hold (default: a
+    DGX-class node's 2 TB; a ``gpu`` preset fills its usual node's figure)."""
     dispatch_s: StrictFloat = Field(0.0, ge=0, le=3600)
     """Executor overhead added to every ``run`` and ``weight_sync`` op (``rlplex calibrate``)."""
     gpu: str | None = None

@@ -189,9 +189,19 @@ def gantt_html(layout: GanttLayout) -> str:
     return render_html([layout], title=layout.title, panel_titles=[""])
 
 
-def write_html(layout: GanttLayout, path: str | Path) -> Path:
-    """Write :func:`gantt_html` to ``path`` and return it."""
+def write_html(layout: GanttLayout, path: str | Path, memory: Sequence[Any] = ()) -> Path:
+    """Write :func:`gantt_html` to ``path`` and return it.
+
+    ``memory``: a plan's memory strips (GPU groups and hosts), drawn as SVG under
+    the chart (see :mod:`rlplex.viz.memory_svg`).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(gantt_html(layout), encoding="utf-8")
+    page = gantt_html(layout)
+    if memory:
+        from rlplex.viz.memory_svg import memory_svg
+
+        svg = memory_svg(memory, layout.t0, layout.t1 - layout.t0, layout.colours)
+        page = page.replace("</body></html>", svg + "\n</body></html>", 1)
+    path.write_text(page, encoding="utf-8")
     return path

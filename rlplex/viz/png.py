@@ -149,6 +149,61 @@ def _draw_panel(ax: Any, layout: GanttLayout, origin: float, xmax: float, title:
     ax.set_axisbelow(True)
 
 
+MEMORY_STRIP_IN = 0.9
+"""Height of one memory strip, inches."""
+MEMORY_GAP_IN = 0.32
+
+
+def _memory_colours(keys: Sequence[str], layouts: Sequence[GanttLayout]) -> list[str]:
+    """A role's states in its Gantt colour, lighter per state; transient memory grey."""
+    from matplotlib.colors import to_rgb
+
+    roles: dict[str, str] = {}
+    for layout in layouts:
+        roles.update(layout.colours)
+    seen: dict[str, int] = {}
+    out = []
+    for key in keys:
+        role = key.partition(".")[0]
+        if role not in roles:
+            out.append("#9e9e9e")
+            continue
+        n = seen.get(role, 0)
+        seen[role] = n + 1
+        r, g, b = to_rgb(roles[role])
+        mix = min(0.6, 0.22 * n)
+        out.append((r + (1 - r) * mix, g + (1 - g) * mix, b + (1 - b) * mix))
+    return out
+
+
+def _draw_memory(
+    ax: Any, lane: Any, origin: float, xmax: float, layouts: Sequence[GanttLayout]
+) -> None:
+    """One memory strip: stacked GB by role.state, the capacity, the peak and its op."""
+    keys = list(lane.stacks)
+    xs = [t - origin for t in lane.times]
+    colours = _memory_colours(keys, layouts)
+    if keys and len(xs) > 1:
+        ax.stackplot(xs, *[lane.stacks[k] for k in keys], colors=colours, labels=keys,
+                     step="post", linewidth=0)  # fmt: skip
+    ax.axhline(lane.capacity_gb, color="#c62828", linewidth=0.9, linestyle="--")
+    top = max(lane.capacity_gb, lane.peak_gb) * 1.12 or 1.0
+    ax.set_ylim(0, top)
+    ax.set_xlim(0, xmax)
+    label = f"peak {lane.peak_gb:.1f} GB" + (f" ({op_name(lane.peak_op)})" if lane.peak_op else "")
+    ax.plot([lane.peak_at_s - origin], [lane.peak_gb], marker="v", color="#111111", markersize=5)
+    ax.text(lane.peak_at_s - origin, lane.peak_gb, " " + label, fontsize=6.5, va="bottom")
+    ax.text(xmax, lane.capacity_gb, f"{lane.capacity_gb:g} GB ", fontsize=6, va="bottom",
+            ha="right", color="#c62828")  # fmt: skip
+    ax.set_ylabel(f"{lane.name}\nGB" + (" / GPU" if lane.kind == "gpu" else ""), fontsize=6.5,
+                  rotation=0, ha="right", va="center")  # fmt: skip
+    ax.tick_params(labelsize=6)
+    if keys:
+        ax.legend(loc="lower left", bbox_to_anchor=(0.0, 0.98), fontsize=5.5,
+                  ncol=min(len(keys), 7), frameon=False, borderaxespad=0.0)  # fmt: skip
+    ax.grid(axis="x", color="#dddddd", linewidth=0.5)
+
+
 def header_text(layout: GanttLayout) -> str:
     """The header figures on one line."""
     return "   ".join(f"{k} {v}" for k, v in layout.summary.items())
@@ -193,8 +248,13 @@ def render_png(
     subtitle: str = "",
     width_in: float = 13.0,
     dpi: int = 110,
+    memory: Sequence[Any] = (),
 ) -> Path:
     """Draw one or more timelines, stacked on one time axis, into a PNG file.
+
+    ``memory``: :class:`rlplex.plan.memory_lanes.MemoryLane` strips drawn under
+    the last panel on its time axis (GPU memory per group of GPUs, host memory
+    per kind of node), each with its capacity line and its peak marked.
 
     Raises:
         ConfigError: ``path`` does not end in ``.png``.
@@ -212,7 +272,9 @@ def render_png(
     panel_title_in = [0.42 if t else 0.25 for t in titles]
     gap_in = 0.45
     bottom_in = 0.85
+    strip_in = [MEMORY_STRIP_IN] * len(memory)
     fig_h = title_in + sum(axes_in) + sum(panel_title_in) + gap_in * (len(layouts) - 1) + bottom_in
+    fig_h += sum(strip_in) + MEMORY_GAP_IN * len(memory)
     fig = Figure(figsize=(width_in, fig_h))
     axes = []
     y = fig_h - title_in
@@ -223,6 +285,11 @@ def render_png(
     for ax, layout, panel_title in zip(axes, layouts, titles, strict=True):
         text = (panel_title + "\n" if panel_title else "") + header_text(layout)
         _draw_panel(ax, layout, layout.t0, xmax, text)
+    y += gap_in - 0.2
+    for lane, height in zip(memory, strip_in, strict=True):
+        y -= height + MEMORY_GAP_IN
+        strip = fig.add_axes((0.13, y / fig_h, 0.82, height / fig_h))
+        _draw_memory(strip, lane, layouts[-1].t0 if layouts else 0.0, xmax, layouts)
     fig.suptitle(title + (f"\n{subtitle}" if subtitle else ""), fontsize=10.5, x=0.01,
                  y=1 - 0.06 / fig_h, ha="left", va="top")  # fmt: skip
     _legend(fig, layouts)
@@ -230,6 +297,6 @@ def render_png(
     return path
 
 
-def write_png(layout: GanttLayout, path: str | Path) -> Path:
-    """The PNG of one timeline."""
-    return render_png([layout], path, title=layout.title)
+def write_png(layout: GanttLayout, path: str | Path, memory: Sequence[Any] = ()) -> Path:
+    """The PNG of one timeline (with memory strips under it when given)."""
+    return render_png([layout], path, title=layout.title, memory=memory)

@@ -9,6 +9,7 @@ per-stage table with the critical path. :func:`write_views` and
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rlplex.bulk import gc_paused
 from rlplex.timeline.record import Timeline
@@ -26,8 +27,12 @@ def write_views(
     collapse: bool | None = None,
     colours: dict[str, str] | None = None,
     gpus_per_node: int | None = None,
+    memory: Any = (),
 ) -> list[Path]:
     """Write the HTML Gantt, the PNG and the Perfetto trace that were asked for.
+
+    ``memory``: memory strips of a plan (:func:`rlplex.plan.memory_lanes.memory_lanes`)
+    drawn under the Gantt, on the same time axis as the timeline.
 
     Returns the paths written, in that order. ``colours`` (role -> colour,
     e.g. :func:`rlplex.dag.export.role_colours` of the config's pipeline)
@@ -38,7 +43,9 @@ def write_views(
 
         check_png_path(png)  # before anything is written
     with gc_paused():
-        return _write_views(timeline, gantt, png, trace, title, collapse, colours, gpus_per_node)
+        return _write_views(
+            timeline, gantt, png, trace, title, collapse, colours, gpus_per_node, memory
+        )
 
 
 def _write_views(
@@ -50,6 +57,7 @@ def _write_views(
     collapse: bool | None,
     colours: dict[str, str] | None,
     gpus_per_node: int | None,
+    memory: Any = (),
 ) -> list[Path]:
     written: list[Path] = []
     layout: GanttLayout | None = None
@@ -60,11 +68,11 @@ def _write_views(
     if gantt is not None and layout is not None:
         from rlplex.viz.html import write_html
 
-        written.append(write_html(layout, gantt))
+        written.append(write_html(layout, gantt, memory=memory))
     if png is not None and layout is not None:
         from rlplex.viz.png import write_png
 
-        written.append(write_png(layout, png))
+        written.append(write_png(layout, png, memory=memory))
     if trace is not None:
         from rlplex.timeline.perfetto import write_trace
 

@@ -216,3 +216,29 @@ def test_bad_cost_term_inputs_name_the_key(
         base["roles"]["actor_train"]["parallel"][key] = value
     err = _error(base)
     assert (err.field, err.value) == (field, value)
+
+
+def test_estimated_seconds_are_not_rescaled_from_the_files_device_count():
+    """Regression: ``--set roles.X.devices`` on an estimated config scaled twice.
+
+    The estimate is made for the devices the role has after the overrides, so
+    the stage must not be rescaled again from the file's 8 GPUs (generate on 4
+    GPUs came out at twice the estimate).
+    """
+    from pathlib import Path
+
+    from rlplex.config import load_config
+    from rlplex.plan.costs import stage_seconds
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "estimate_7b.yaml"
+    overrides = [
+        "cluster.nodes=2",
+        "roles.actor_infer.devices=0-3",
+        "roles.actor_train.devices=4-15",
+        "roles.reference.devices=4-15",
+    ]
+    config = load_config(path, overrides=overrides)
+    placement = {r: config.roles[r].devices for r in config.gpu_roles}
+    for stage in config.pipeline.stages:
+        if f"pipeline.stages.{stage.name}.seconds" in config.estimated:
+            assert stage_seconds(config, stage, placement) == stage.seconds

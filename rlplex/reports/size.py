@@ -1,0 +1,613 @@
+"""``rlplex size``: how many GPUs of which type, and how to place the step on them.
+
+Users ask "how many H20s for GRPO on Qwen-7B?" before they launch, and get
+guesses. :func:`size_report` answers from the model: for each GPU count and
+GPU preset it builds every candidate of :mod:`rlplex.plan.sizing` from the
+config file (colocated or split rollout, rollout tensor parallel size,
+trainer sharding, sync or async), lets the estimator price and size it (with
+``--costs`` from ``rlplex calibrate`` merged in), plans it (offloads where
+states do not fit together, GPU and host memory checked), and keeps the
+fastest plan that fits. A count where nothing fits says why in one line. The
+rows no other row beats on both step time and GPU-hours form the Pareto
+front; any front row can be written back as a native config
+(:func:`write_config`) that plans to the same period.
+
+The workflow is pure: it reports progress through a callback and returns a
+:class:`SizeReport`; the CLI renders it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlplex.errors import ConfigError, RlplexError
+
+Progress = Callable[[int, int, str], None]
+"""``progress(done, total, label)``: called after each candidate is planned."""
+
+_PRESET_FILLED = ("gpu_memory_gb", "host_gb_per_s", "device_copy_gb_per_s", "network_gb_per_s")
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One planned candidate: its choices and figures, or why it does not fit."""
+
+    knobs: Any
+    """The :class:`rlplex.plan.sizing.Knobs`."""
+    period_s: float | None = None
+    """Steady-state step seconds; None when it does not fit."""
+    tokens_per_s_per_gpu: float | None = None
+    """Prompt + response tokens per step / period / GPUs (None without a workload)."""
+    gpu_hours_per_1000: float | None = None
+    """GPU-hours of 1,000 steps."""
+    cost_per_1000: float | None = None
+    """GPU-hours x the price per GPU-hour, when a price is given."""
+    peak_gpu_gb: float | None = None
+    """Highest GPU memory peak over the step."""
+    peak_host_gb: float | None = None
+    """Highest node host-memory peak over the step."""
+    offloads: int = 0
+    """Offload ops per step."""
+    reason: str | None = None
+    """Why it does not fit (one line)."""
+    native: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The native config of this candidate (what ``--out-config`` writes)."""
+
+    @property
+    def fits(self) -> bool:
+        return self.period_s is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        k = self.knobs
+        return {
+            "gpus": k.gpus,
+            "gpu": k.gpu,
+            "placement": k.placement,
+            "rollout_gpus": k.rollout_gpus,
+            "rollout_tp": k.rollout_tp,
+            "sharding": k.sharding,
+            "mode": "async" if k.staleness else "sync",
+            "staleness": k.staleness,
+            "period_s": self.period_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "gpu_hours_per_1000_steps": self.gpu_hours_per_1000,
+            "cost_per_1000_steps": self.cost_per_1000,
+            "peak_gpu_gb": self.peak_gpu_gb,
+            "peak_host_gb": self.peak_host_gb,
+            "offloads_per_step": self.offloads,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class CountRow:
+    """One GPU count of one GPU type: the fastest plan that fits, or why none does."""
+
+    gpus: int
+    gpu: str
+    best: Scored | None
+    """The fastest candidate that fits."""
+    reason: str | None
+    """Why no candidate fits (one line), when none does."""
+    tried: int
+    """Candidates planned."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpus": self.gpus,
+            "gpu": self.gpu,
+            "fits": self.best is not None,
+            "best": self.best.to_dict() if self.best else None,
+            "reason": self.reason,
+            "candidates": self.tried,
+        }
+
+
+@dataclass(frozen=True)
+class SizeReport:
+    """Everything ``rlplex size`` shows."""
+
+    file: str
+    rows: tuple[CountRow, ...]
+    """Each (GPU type, GPU count), in the order asked."""
+    front: tuple[Scored, ...]
+    """The Pareto front of the rows' best plans (time vs GPU-hours), fastest first."""
+    candidates: tuple[Scored, ...]
+    """Every candidate planned (those that fit and those that do not)."""
+    smallest: dict[str, int]
+    """GPU type -> the smallest count that fits."""
+    price_per_gpu_hour: float | None = None
+
+    @property
+    def numbered(self) -> tuple[Scored, ...]:
+        """The rows ``--out-config N`` counts: the front, then the other counts' fastest plans."""
+        rest = [
+            r.best
+            for r in self.rows
+            if r.best is not None and all(r.best is not f for f in self.front)
+        ]
+        return (*self.front, *rest)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "price_per_gpu_hour": self.price_per_gpu_hour,
+            "smallest": self.smallest,
+            "rows": [r.to_dict() for r in self.rows],
+            "front": [s.to_dict() for s in self.front],
+            "candidates": [s.to_dict() for s in self.candidates],
+        }
+
+
+# -- input checks ------------------------------------------------------------------
+
+
+def parse_gpu_counts(text: str) -> list[int]:
+    """``8,16,32`` -> [8, 16, 32].
+
+    Raises:
+        ConfigError: empty, not a whole number, or not > 0 (naming ``--gpus``).
+    """
+    items = [t.strip() for t in str(text).split(",")]
+    if not text or not str(text).strip() or not all(items):
+        raise ConfigError("must list GPU counts, e.g. 8,16,32", field="--gpus", value=text)
+    out = []
+    for item in items:
+        try:
+            n = int(item)
+        except ValueError:
+            raise ConfigError("is not a whole number of GPUs", field="--gpus", value=item) from None
+        if n <= 0:
+            raise ConfigError("must be a GPU count > 0", field="--gpus", value=item)
+        if n not in out:
+            out.append(n)
+    return out
+
+
+def parse_price(text: str | None) -> float | None:
+    """The price per GPU-hour, or None.
+
+    Raises:
+        ConfigError: not a finite number >= 0 (naming ``--price-per-gpu-hour``).
+    """
+    if text is None:
+        return None
+    try:
+        price = float(text)
+    except ValueError:
+        price = float("nan")
+    if not math.isfinite(price) or price < 0:
+        raise ConfigError(
+            "must be a number >= 0 (price of one GPU-hour)",
+            field="--price-per-gpu-hour",
+            value=text,
+        )
+    return price
+
+
+def parse_gpu_types(text: str | None, default: str | None) -> list[str]:
+    """``h100,h20`` -> preset keys; default: the config's ``cluster.gpu``.
+
+    Raises:
+        ConfigError: an unknown preset (naming ``--gpu`` and the known ones), or
+            none given and the config names none.
+    """
+    from rlplex.estimate.specs import gpu_spec
+
+    names = [t.strip() for t in (text or "").split(",") if t.strip()]
+    if not names:
+        if not default:
+            raise ConfigError(
+                "is required: the config has no cluster.gpu preset to size for", field="--gpu"
+            )
+        names = [default]
+    out = []
+    for name in names:
+        key = gpu_spec(name, field="--gpu").key
+        if key not in out:
+            out.append(key)
+    return out
+
+
+def counts_up_to(max_gpus: int, gpus_per_node: int) -> list[int]:
+    """One node, then doubling, up to ``max_gpus`` (``--max-gpus``).
+
+    Raises:
+        ConfigError: ``max_gpus`` is smaller than one node.
+    """
+    if max_gpus < gpus_per_node:
+        raise ConfigError(
+            f"must be at least one node ({gpus_per_node} GPUs)", field="--max-gpus", value=max_gpus
+        )
+    out, n = [], gpus_per_node
+    while n <= max_gpus:
+        out.append(n)
+        n *= 2
+    return out
+
+
+def check_whole_nodes(counts: Sequence[int], gpus_per_node: int) -> None:
+    """Every count must be a whole number of nodes.
+
+    Raises:
+        ConfigError: naming ``--gpus`` and the count.
+    """
+    for n in counts:
+        if n % gpus_per_node:
+            raise ConfigError(
+                f"is not a whole number of {gpus_per_node}-GPU nodes (cluster.gpus_per_node)",
+                field="--gpus",
+                value=n,
+            )
+
+
+# -- reading the config ------------------------------------------------------------
+
+
+def read_native(path: str | Path, costs: str | Path | None = None) -> dict[str, Any]:
+    """The native config at ``path`` as a dict, with a ``--costs`` file merged in.
+
+    Raises:
+        ConfigError: not a mapping, not a native config, or a bad costs file.
+    """
+    from rlplex.config import detect_format
+    from rlplex.resources.importers.common import apply_costs, check_costs
+    from rlplex.resources.yaml_io import load_yaml_file
+
+    file = str(path)
+    data = load_yaml_file(path)
+    if not isinstance(data, dict):
+        raise ConfigError("the config must be a mapping", value=data, file=file)
+    fmt = detect_format(data)
+    if fmt != "native":
+        raise ConfigError(
+            f"rlplex size reads native configs; this one reads as {fmt}"
+            " (write its roles and pipeline natively, see examples/estimate_7b.yaml)",
+            file=file,
+        )
+    if costs is not None:
+        data = apply_costs(data, check_costs(load_yaml_file(costs), str(costs)), str(costs))
+    return data
+
+
+def _gpu_roles(native: Mapping[str, Any]) -> list[str]:
+    roles = native.get("roles") or {}
+    return [n for n, r in roles.items() if isinstance(r, dict) and r.get("devices") is not None]
+
+
+def _stages(native: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    pipeline = native.get("pipeline") or {}
+    stages = pipeline.get("stages") or {} if isinstance(pipeline, dict) else {}
+    return {n: s for n, s in stages.items() if isinstance(s, dict)}
+
+
+def _rollout_roles(native: Mapping[str, Any]) -> list[str]:
+    return sorted(
+        {
+            s["to"]
+            for s in _stages(native).values()
+            if s.get("kind") == "weight_sync" and isinstance(s.get("to"), str)
+        }
+    )
+
+
+def _trained_roles(native: Mapping[str, Any]) -> list[str]:
+    out = set()
+    for name, s in _stages(native).items():
+        kind = s.get("kind") or ("train" if name in ("train", "critic_train") else "run")
+        if kind == "train" and isinstance(s.get("role"), str):
+            out.add(s["role"])
+    return sorted(out)
+
+
+def candidate_native(
+    native: Mapping[str, Any],
+    knobs: Any,
+    file_devices: Mapping[str, int],
+) -> dict[str, Any]:
+    """The native config of one candidate: cluster, devices, parallel sizes and mode set.
+
+    Stage seconds the file gives stay priced on the devices the file gave
+    (``at_devices`` pinned), so the written config plans as the search did.
+    """
+    out = copy.deepcopy(dict(native))
+    cluster = dict(out.get("cluster") or {})
+    per_node = int(cluster.get("gpus_per_node", 8))
+    if cluster.get("gpu") != knobs.gpu:
+        for key in _PRESET_FILLED:
+            cluster.pop(key, None)
+    cluster.update({"nodes": knobs.gpus // per_node, "gpu": knobs.gpu})
+    out["cluster"] = cluster
+    roles = {n: dict(r) if isinstance(r, dict) else r for n, r in (out.get("roles") or {}).items()}
+    rollout = set(_rollout_roles(native))
+    trained = set(_trained_roles(native))
+    r, n = knobs.rollout_gpus, knobs.gpus
+    for name in _gpu_roles(native):
+        role = roles[name]
+        if name in rollout:
+            role["devices"] = f"0-{r - 1}"
+            role["num_gpus_per_worker"] = knobs.rollout_tp
+            if isinstance(role.get("parallel"), dict) and "tp" in role["parallel"]:
+                role["parallel"] = {**role["parallel"], "tp": knobs.rollout_tp}
+        else:
+            role["devices"] = f"0-{n - 1}" if knobs.colocated else f"{r}-{n - 1}"
+        if name in trained and knobs.sharding in ("fsdp", "zero1"):
+            par = {
+                k: v for k, v in (role.get("parallel") or {}).items() if k not in ("fsdp", "zero")
+            }
+            par.update({"fsdp": True} if knobs.sharding == "fsdp" else {"zero": 1})
+            role["parallel"] = par
+    out["roles"] = roles
+    pipeline = dict(out.get("pipeline") or {})
+    stages = {}
+    for name, stage in _stages(native).items():
+        stage = dict(stage)
+        role = stage.get("role")
+        if (
+            stage.get("seconds") is not None
+            and stage.get("at_devices") is None
+            and role in file_devices
+            and stage.get("kind") != "weight_sync"
+        ):
+            stage["at_devices"] = file_devices[role]
+        stages[name] = stage
+    pipeline["stages"] = stages
+    pipeline["mode"] = "async" if knobs.staleness else "sync"
+    pipeline["max_staleness"] = knobs.staleness
+    out["pipeline"] = pipeline
+    return out
+
+
+# -- the search --------------------------------------------------------------------
+
+
+def _model_heads(native: Mapping[str, Any], base_dir: Path, file: str) -> tuple[int, int] | None:
+    """(query heads, KV heads) of the rollout's model; None when no model is named."""
+    from rlplex.estimate.specs import resolve_model
+
+    roles = native.get("roles") or {}
+    name = None
+    for role in _rollout_roles(native):
+        body = roles.get(role)
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            name = body["model"]
+    name = name or native.get("model")
+    if not isinstance(name, str):
+        return None
+    spec = resolve_model(name, file=file, base_dir=base_dir, warn=[])
+    return spec.num_heads, spec.num_kv_heads
+
+
+def _tokens_per_step(config: Any) -> float | None:
+    w = config.workload
+    if w is None:
+        return None
+    return (
+        w.prompts_per_step * w.samples_per_prompt * (w.prompt_tokens.mean + w.response_tokens.mean)
+    )
+
+
+def _gpu_peak(plan: Any) -> float:
+    """The highest GPU memory over the plan (states resident plus transient memory).
+
+    The rule of :mod:`rlplex.plan.verify` (a state holds memory from its reload's
+    start to its offload's end), swept once per group of GPUs that hold the same
+    roles, so 128 GPUs cost as little as 8.
+    """
+    groups: set[frozenset[str]] = set()
+    on: dict[int, set[str]] = {}
+    for role, devices in plan.placement.items():
+        for d in devices:
+            on.setdefault(d, set()).add(role)
+    groups = {frozenset(roles) for roles in on.values()}
+    best = 0.0
+    for roles in groups:
+        level = sum(
+            plan.states.get(r, {}).get(st, 0.0)
+            for r in roles
+            for st in plan.initial_residency.get(r, ())
+        )
+        events: list[tuple[float, int, float]] = []
+        for op in plan.ops:
+            if op.role not in roles:
+                continue
+            if op.kind == "reload":
+                events.append((op.start_s, 1, plan.states[op.role].get(op.state or "", 0.0)))
+            elif op.kind == "offload":
+                events.append((op.end_s, 0, -plan.states[op.role].get(op.state or "", 0.0)))
+            elif op.kind == "run" and op.memory_gb:
+                events.append((op.start_s, 1, op.memory_gb))
+                events.append((op.end_s, 0, -op.memory_gb))
+        events.sort()
+        peak = level
+        for _, _, delta in events:
+            level += delta
+            peak = max(peak, level)
+        best = max(best, peak)
+    return best
+
+
+def _score(config: Any, knobs: Any, native: dict, price: float | None) -> Scored:
+    from rlplex.plan import make_plan
+
+    try:
+        plan = make_plan(config)
+    except RlplexError as exc:
+        return Scored(knobs, reason=_one_line(exc), native=native)
+    period = plan.period_s
+    tokens = _tokens_per_step(config)
+    hours = period * 1000 * knobs.gpus / 3600
+    step = plan.pattern_step if plan.mode == "async" and plan.unrolled_steps > 1 else None
+    offloads = sum(
+        1 for op in plan.ops if op.kind == "offload" and (step is None or op.step == step)
+    )
+    return Scored(
+        knobs,
+        period_s=period,
+        tokens_per_s_per_gpu=tokens / period / knobs.gpus if tokens and period > 0 else None,
+        gpu_hours_per_1000=hours,
+        cost_per_1000=hours * price if price is not None else None,
+        peak_gpu_gb=_gpu_peak(plan),
+        peak_host_gb=max((plan.host_peaks or {0: 0.0}).values()),
+        offloads=offloads,
+        native=native,
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def size_report(
+    path: str | Path,
+    gpus: Sequence[int],
+    gpu_types: Sequence[str] | None = None,
+    *,
+    price_per_gpu_hour: float | None = None,
+    costs: str | Path | None = None,
+    progress: Progress | None = None,
+) -> SizeReport:
+    """Search GPU counts x GPU types x placements x parallel sizes x modes for ``path``.
+
+    Raises:
+        ConfigError: bad input (a count that is not whole nodes, an unknown
+            preset, a config that is not native or does not load).
+    """
+    from rlplex.config import config_from_dict, load_config
+    from rlplex.plan.sizing import candidates, pareto_front
+
+    file = str(path)
+    native = read_native(path, costs)
+    base = load_config(path, costs=costs)
+    per_node = base.cluster.gpus_per_node
+    types = list(gpu_types) if gpu_types else parse_gpu_types(None, base.cluster.gpu)
+    check_whole_nodes(gpus, per_node)
+    base_dir = Path(path).resolve().parent
+    heads = _model_heads(native, base_dir, file)
+    can_split = bool(_rollout_roles(native)) and len(_gpu_roles(native)) > 1
+    if heads is None:
+        # No model: states and seconds are the file's, so neither the trainer's sharding
+        # nor the rollout's worker size is the search's to change.
+        rollout = _rollout_roles(native)
+        fixed_tp = base.roles[rollout[0]].num_gpus_per_worker if rollout else 1
+        shardings: tuple[str, ...] = ("given",)
+        heads = (1024, 1024)
+    else:
+        fixed_tp = None
+        shardings = ("fsdp", "zero1") if _trained_roles(native) else ("fsdp",)
+    plan_list = []
+    for g in types:
+        for n in gpus:
+            found = candidates(n, g, per_node, *heads, can_split=can_split, shardings=shardings)
+            if fixed_tp is not None:
+                found = [k for k in found if k.rollout_tp == fixed_tp]
+            plan_list.append((n, g, found))
+    total = sum(len(c) for _, _, c in plan_list)
+    done = 0
+    rows: list[CountRow] = []
+    every: list[Scored] = []
+    configs: dict[tuple, Any] = {}
+    for n, g, knobs_list in plan_list:
+        scored: list[Scored] = []
+        for knobs in knobs_list:
+            cand_native = candidate_native(native, knobs, base.file_devices)
+            key = (knobs.gpus, knobs.gpu, knobs.rollout_gpus, knobs.rollout_tp, knobs.sharding)
+            if key not in configs:
+                sync_native = candidate_native(native, _with_staleness(knobs, 0), base.file_devices)
+                try:
+                    configs[key] = config_from_dict(
+                        sync_native, file=file, base_dir=base_dir, file_devices=base.file_devices
+                    )
+                except RlplexError as exc:
+                    configs[key] = exc
+            config = configs[key]
+            if isinstance(config, BaseException):
+                result = Scored(knobs, reason=_one_line(config), native=cand_native)
+            else:
+                if knobs.staleness:
+                    pipeline = config.pipeline.model_copy(
+                        update={"mode": "async", "max_staleness": knobs.staleness}
+                    )
+                    config = config.model_copy(update={"pipeline": pipeline})
+                result = _score(config, knobs, cand_native, price_per_gpu_hour)
+            scored.append(result)
+            done += 1
+            if progress is not None:
+                progress(done, total, f"{n} x {g}: {knobs.label()}")
+        every.extend(scored)
+        fit = [s for s in scored if s.fits]
+        best = min(fit, key=lambda s: (s.period_s, s.knobs)) if fit else None
+        rows.append(CountRow(n, g, best, None if best else _why(scored, n, g), len(scored)))
+    smallest: dict[str, int] = {}
+    for row in rows:
+        if row.best is not None and (row.gpu not in smallest or row.gpus < smallest[row.gpu]):
+            smallest[row.gpu] = row.gpus
+    rows = [_with_fix(r, smallest) for r in rows]
+    bests = [r.best for r in rows if r.best is not None]
+    idx = pareto_front([(s.period_s or 0.0, s.gpu_hours_per_1000 or 0.0) for s in bests])
+    return SizeReport(
+        file=file,
+        rows=tuple(rows),
+        front=tuple(bests[i] for i in idx),
+        candidates=tuple(every),
+        smallest=smallest,
+        price_per_gpu_hour=price_per_gpu_hour,
+    )
+
+
+def _with_staleness(knobs: Any, k: int) -> Any:
+    from dataclasses import replace
+
+    return replace(knobs, staleness=k)
+
+
+def _why(scored: Sequence[Scored], gpus: int, gpu: str) -> str:
+    """The reason of the leanest candidate: colocated, sharded, largest tensor parallel."""
+    if not scored:
+        return f"no candidate on {gpus} x {gpu}: the model's heads allow no tensor parallel size"
+    lean = sorted(
+        scored,
+        key=lambda s: (not s.knobs.colocated, s.knobs.sharding != "fsdp", -s.knobs.rollout_tp),
+    )
+    return lean[0].reason or "no candidate fits"
+
+
+def _with_fix(row: CountRow, smallest: Mapping[str, int]) -> CountRow:
+    if row.best is not None or row.reason is None:
+        return row
+    if row.gpu in smallest and smallest[row.gpu] > row.gpus:
+        fix = f"fix: {smallest[row.gpu]} {row.gpu} GPUs fit"
+    else:
+        fix = "fix: more GPUs than tried, or a GPU with more memory"
+    return CountRow(row.gpus, row.gpu, None, f"{row.reason}; {fix}", row.tried)
+
+
+def write_config(report: SizeReport, row: int, path: str | Path) -> Scored:
+    """Write row ``row`` (1-based) of :attr:`SizeReport.numbered` as a native YAML config.
+
+    Returns the row written.
+
+    Raises:
+        ConfigError: no such row (naming ``--out-config``).
+    """
+    import yaml
+
+    rows = report.numbered
+    if not 1 <= row <= len(rows):
+        raise ConfigError(
+            f"no such row (rows 1-{len(rows)})" if rows else "no plan fits, so there is no row",
+            field="--out-config",
+            value=row,
+        )
+    chosen = rows[row - 1]
+    head = (
+        f"# Written by rlplex size from {report.file}: {chosen.knobs.gpus} x {chosen.knobs.gpu},"
+        f" {chosen.knobs.label()}; period {chosen.period_s:.2f} s\n"
+    )
+    Path(path).write_text(head + yaml.safe_dump(chosen.native, sort_keys=False), encoding="utf-8")
+    return chosen

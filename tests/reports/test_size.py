@@ -1,0 +1,125 @@
+"""``rlplex size``: the search, the front, configs written back, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rlplex.cli import app
+from rlplex.config import config_from_dict, load_config
+from rlplex.plan import make_plan
+from rlplex.reports.size import size_report, write_config
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SEVEN_B = EXAMPLES / "estimate_7b.yaml"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def report_8():
+    return size_report(SEVEN_B, [8], ["h100"], price_per_gpu_hour=2.0)
+
+
+def test_fastest_plan_that_fits_on_8_h100(report_8):
+    (row,) = report_8.rows
+    assert row.best is not None and row.reason is None
+    fits = [s for s in report_8.candidates if s.fits]
+    assert row.best.period_s == min(s.period_s for s in fits)
+    assert {s.knobs.mode for s in report_8.candidates} == {"sync", "async k=1", "async k=2"}
+    assert {s.knobs.placement for s in report_8.candidates} >= {"colocated", "split 4+4"}
+    best = row.best
+    # 1024 prompts x 5 samples x (256 + 512) tokens per step, over 8 GPUs.
+    assert best.tokens_per_s_per_gpu == pytest.approx(1024 * 5 * 768 / best.period_s / 8)
+    assert best.gpu_hours_per_1000 == pytest.approx(best.period_s * 1000 * 8 / 3600)
+    assert best.cost_per_1000 == pytest.approx(best.gpu_hours_per_1000 * 2.0)
+    assert 0 < best.peak_gpu_gb <= 80
+    assert report_8.smallest == {"h100": 8}
+
+
+def test_every_candidate_config_plans_to_its_period(report_8):
+    """What size priced is what its native config plans to, async ones included."""
+    checked = 0
+    for s in report_8.candidates:
+        if s.fits and (s is report_8.front[0] or s.knobs.staleness == 1) and checked < 4:
+            config = config_from_dict(s.native, base_dir=EXAMPLES)
+            assert make_plan(config).period_s == pytest.approx(s.period_s, rel=1e-9)
+            checked += 1
+    assert checked >= 2
+
+
+def test_out_config_is_taken_as_is_by_plan_and_simulate(report_8, tmp_path):
+    out = tmp_path / "sized.yaml"
+    chosen = write_config(report_8, 1, out)
+    # The written file sits elsewhere: the model is a preset, so it loads anywhere.
+    config = load_config(out)
+    assert make_plan(config).period_s == pytest.approx(chosen.period_s, rel=1e-9)
+    result = runner.invoke(app, ["plan", str(out), "--json", "--verify"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["period_s"] == pytest.approx(chosen.period_s, rel=1e-9)
+    sim = runner.invoke(app, ["simulate", str(out), "--steps", "2", "--json"])
+    assert sim.exit_code == 0, sim.output
+    assert json.loads(sim.stdout)["plan_period_s"] == pytest.approx(chosen.period_s, rel=1e-9)
+
+
+def test_a_count_that_cannot_fit_says_why_in_one_line():
+    report = size_report(EXAMPLES / "estimate_72b.yaml", [8], ["h100"])
+    (row,) = report.rows
+    assert row.best is None and report.front == ()
+    assert "\n" not in row.reason
+    assert "80 GB" in row.reason and "optimizer" in row.reason
+    assert "fix:" in row.reason
+
+
+def test_cli_table_json_png_and_out_config(tmp_path):
+    png, out = tmp_path / "size.png", tmp_path / "row1.yaml"
+    args = ["size", str(SEVEN_B), "--gpus", "8", "--gpu", "h100", "--png", str(png)]
+    result = runner.invoke(app, [*args, "--out-config", "1", "--out-file", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Pareto front" in result.output and "smallest that fits on h100: 8 GPUs" in result.output
+    assert png.stat().st_size > 10_000 and out.exists()
+    data = json.loads(runner.invoke(app, ["size", str(SEVEN_B), "--gpus", "8", "--json"]).stdout)
+    assert data["smallest"] == {"h100": 8} and data["front"][0]["gpus"] == 8
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--gpus", "12"], ["--gpus", "12", "whole number of 8-GPU nodes"]),
+        (["--gpus", ""], ["--gpus"]),
+        (["--gpus", "-8"], ["--gpus", "-8"]),
+        (["--gpus", "8,x"], ["--gpus", "x"]),
+        (["--gpus", "8", "--gpu", "b300"], ["--gpu", "b300", "h100"]),
+        (["--gpus", "8", "--price-per-gpu-hour", "cheap"], ["--price-per-gpu-hour", "cheap"]),
+        (["--gpus", "8", "--out-config", "9"], ["--out-config", "9"]),
+        (["--max-gpus", "4"], ["--max-gpus", "4", "one node"]),
+        (["--gpus", "8", "--max-gpus", "16"], ["--max-gpus", "not both"]),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, names):
+    result = runner.invoke(app, ["size", str(SEVEN_B), *args])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    for name in names:
+        assert name in lines[0]
+
+
+def test_costs_from_calibrate_change_the_estimate(tmp_path, report_8):
+    """A costs file halving the train efficiency's default slows every plan down."""
+    costs = tmp_path / "costs.yaml"
+    costs.write_text("efficiency: {train: 0.2}\n")
+    slow = size_report(SEVEN_B, [8], ["h100"], costs=costs)
+    assert slow.rows[0].best.period_s > report_8.rows[0].best.period_s
+
+
+def test_a_config_without_a_model_keeps_its_worker_size_and_states():
+    """examples/ppo.yaml gives seconds and states: only placement and mode are searched."""
+    report = size_report(EXAMPLES / "ppo.yaml", [8, 16], ["h100"])
+    assert {s.knobs.rollout_tp for s in report.candidates} == {2}
+    assert {s.knobs.sharding for s in report.candidates} == {"given"}
+    best = report.rows[1].best
+    # Stage seconds given for 8 GPUs scale ideally to 16 (scaling 1): about half the period.
+    assert best.period_s < report.rows[0].best.period_s * 0.6
