@@ -125,13 +125,16 @@ def estimate(
         print(json.dumps(result.to_json(), indent=2))
         return
     stages = Table(title=f"estimated stages of {escape(str(config))}")
-    term_names = ("compute", "memory", "latency", "communication", "overhead")
-    for column in ("stage", "kind", "seconds", "plan uses", *term_names, "bound"):
+    for column in ("stage", "kind", "seconds", "plan uses", "bound"):
         stages.add_column(
-            column if column not in ("communication",) else "comm",
+            column,
             justify="left" if column in ("stage", "kind", "bound") else "right",
-            no_wrap=column != "plan uses",
+            no_wrap=True,
         )
+    term_names = ("compute", "memory", "latency", "communication", "overhead")
+    terms = Table(title="seconds by term (a stage's seconds are their sum; docs/cost-model.md)")
+    for column in ("stage", *term_names):
+        terms.add_column(column, justify="left" if column == "stage" else "right", no_wrap=True)
     for stage in cfg.pipeline.stages:
         est = result.stages[stage.name]
         path = f"pipeline.stages.{stage.name}.seconds"
@@ -144,12 +147,13 @@ def estimate(
         shown = f"{est.seconds:.2f} s" if est.seconds is not None else "-"
         if est.kind == "cpu":
             shown = "-"
-        terms = [
-            f"{est.terms[t]:.2f}" if t in est.terms and est.kind != "cpu" else "-"
-            for t in term_names
-        ]
-        stages.add_row(stage.name, est.kind, shown, uses, *terms, est.bound)
+        stages.add_row(stage.name, est.kind, shown, uses, est.bound)
+        if est.kind != "cpu" and est.bound != "given":
+            terms.add_row(
+                stage.name, *(f"{est.terms[t]:.2f}" if t in est.terms else "-" for t in term_names)
+            )
     console.print(stages)
+    console.print(terms)
     roles = Table(title="estimated memory per GPU (GB)")
     kinds = ("weights", "optimizer", "grads", "kv_cache")
     headers = ("role", "tp/pp/dp", "weights", "optim", "grads", "kv", "act", "peak")

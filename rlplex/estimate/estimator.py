@@ -108,7 +108,13 @@ class Estimate(BaseModel):
         """The ``rlplex estimate --json`` document (see issue 10)."""
         return {
             "stages": {
-                n: {"seconds": s.seconds, "flops": s.flops, "bytes": s.bytes, "bound": s.bound}
+                n: {
+                    "seconds": s.seconds,
+                    "flops": s.flops,
+                    "bytes": s.bytes,
+                    "bound": s.bound,
+                    "terms": dict(s.terms),
+                }
                 for n, s in self.stages.items()
             },
             "roles": {
@@ -924,8 +930,16 @@ def estimate_config(config: Any) -> Estimate:
         n: r.model_copy(update={"states": {}}) if config.is_estimated(f"roles.{n}.states") else r
         for n, r in config.roles.items()
     }
+    # So are the weight syncs' seconds it filled (a colocated sync's resharding).
+    stages = tuple(
+        s.model_copy(update={"seconds": None})
+        if s.is_weight_sync and config.is_estimated(f"pipeline.stages.{s.name}.seconds")
+        else s
+        for s in config.pipeline.stages
+    )
+    pipeline = config.pipeline.model_copy(update={"stages": stages})
     return estimate(
-        Inputs(cluster=config.cluster, roles=roles, pipeline=config.pipeline,
+        Inputs(cluster=config.cluster, roles=roles, pipeline=pipeline,
                model=config.model, workload=config.workload, efficiency=config.efficiency,
                file=config.source, base_dir=source)
     )  # fmt: skip

@@ -146,6 +146,15 @@ def fill_estimates(
                 # Estimated on these devices: not to be rescaled from the file's device count.
                 update["at_devices"] = len(role.devices)
         if (
+            stage.is_weight_sync
+            and stage.seconds is None
+            and est is not None
+            and est.terms.get("overhead", 0.0) > 0
+        ):
+            # A colocated sync also reshards and wakes the engine: more than the link rule.
+            update["seconds"] = round(est.seconds or 0.0, 6)
+            filled.add(f"pipeline.stages.{stage.name}.seconds")
+        if (
             given_memory is not None
             and stage.name not in given_memory
             and est is not None

@@ -163,6 +163,16 @@ def test_colocated_weight_sync_pays_reshard_and_engine_switch(base: dict[str, An
     gb = P * 2 / 2 / 1e9  # the engine's weights per device (tp 2)
     assert sync.terms["communication"] == pytest.approx(gb / cfg.cluster.device_copy_gb_per_s)
     assert sync.terms["overhead"] == pytest.approx(gb / 3.6 + 5.0)
+    # The plan uses it: the loader fills the sync's seconds (marked as estimated).
+    assert cfg.is_estimated("pipeline.stages.weight_sync.seconds")
+    assert cfg.pipeline.stage("weight_sync").seconds == pytest.approx(sync.seconds, abs=1e-6)
+    # Split devices: the network rule only, left to the planner.
+    base["roles"]["actor_infer"]["devices"] = "0-3"
+    base["roles"]["actor_train"]["devices"] = "4-7"
+    base["roles"]["reference"]["devices"] = "4-7"
+    split = config_from_dict(base, file="t.yaml")
+    assert split.pipeline.stage("weight_sync").seconds is None
+    assert "overhead" not in estimate_config(split).stages["weight_sync"].terms
 
 
 def test_truncated_share_lengthens_generation(base: dict[str, Any]) -> None:
@@ -221,7 +231,9 @@ def test_dispatch_s_is_added_to_every_compute_op(base: dict[str, Any]) -> None:
 def test_json_document_shape(base: dict[str, Any]) -> None:
     doc = estimate_config(config_from_dict(base, file="t.yaml")).to_json()
     assert set(doc) == {"stages", "roles", "assumptions"}
-    assert set(doc["stages"]["train"]) == {"seconds", "flops", "bytes", "bound"}
+    assert set(doc["stages"]["train"]) == {"seconds", "flops", "bytes", "bound", "terms"}
+    train = doc["stages"]["train"]
+    assert train["seconds"] == pytest.approx(sum(train["terms"].values()))
     assert set(doc["roles"]["actor_infer"]) == {"states", "peak_gb"}
     assert doc["stages"]["reward"]["bound"] == "given"
     assert doc["assumptions"]["efficiency"]["train"] == 0.6
