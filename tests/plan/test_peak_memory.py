@@ -41,6 +41,6 @@ def test_plan_prints_memory_and_marks_estimates() -> None:
     assert result.exit_code == 0, result.output
     assert "memory per GPU at its peak" in result.output
     assert "headroom" in result.output
-    assert "* estimated: 4 stage times, 3 roles' states" in result.output
+    assert "* estimated: 5 stage times, 3 roles' states" in result.output
     shown = CliRunner().invoke(app, ["show", str(ROOT / "examples" / "estimate_7b.yaml")])
     assert "weights 1.904*" in shown.output
