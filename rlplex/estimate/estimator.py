@@ -732,11 +732,7 @@ def estimate_weight_sync(inputs: Inputs, stage: Stage, roles: Mapping[str, Role]
     shared = src is not None and dst is not None and bool(set(src.devices) & set(dst.devices))
     speed = inputs.cluster.device_copy_gb_per_s if same else inputs.cluster.network_gb_per_s
     terms = {"communication": gb / speed}
-    if (
-        shared
-        and dst is not None
-        and any(s.is_weight_sync is False and s.role == dst.name for s in inputs.pipeline.stages)
-    ):
+    if shared:  # the engine sleeps while the trainer runs on its GPUs
         eff = inputs.efficiency
         terms["overhead"] = gb / efficiency_value(eff, "reshard_gb_s") + efficiency_value(
             eff, "engine_switch_s"
@@ -747,13 +743,12 @@ def estimate_weight_sync(inputs: Inputs, stage: Stage, roles: Mapping[str, Role]
             bound="given", terms={"given": float(stage.seconds)},
             detail={"gb_per_device": gb, "gb_per_s": speed},
         )  # fmt: skip
-    est = StageEstimate(
+    return StageEstimate(
         stage=stage.name, kind="weight_sync", seconds=sum(terms.values()), bytes=gb * f.GB,
         bound=max(terms, key=terms.__getitem__), terms=terms,
         detail={"gb_per_device": gb, "gb_per_s": speed,
                 "path": "device copy" if same else "network"},
     )  # fmt: skip
-    return est
 
 
 def estimate(inputs: Inputs) -> Estimate:
