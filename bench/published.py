@@ -124,9 +124,9 @@ CASES: tuple[Case, ...] = (
         # the mean of the two published steps
         {"gen": 22.245, "ref": 4.341, "values": 5.8765, "update_critic": 15.655,
          "update_actor": 20.42},
-        {"gen": ("generate", "weight_sync"), "ref": ("ref_logprob",), "values": ("values",),
-         "update_critic": ("critic_train",), "update_actor": ("train",)},
-        None, (100.0, 200.0, 300.0, 512.0),
+        {"gen": ("weight_sync", "generate", "old_logprob"), "ref": ("ref_logprob",),
+         "values": ("values",), "update_critic": ("critic_train",), "update_actor": ("train",)},
+        None,
     ),
 )  # fmt: skip
 

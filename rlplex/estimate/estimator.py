@@ -448,7 +448,11 @@ def _pass_terms(
         per_step = max(1.0, micro_batches / max(1, w.mini_batches if backward else 1))
         bubble_s = compute_s * (est.pp - 1) / per_step
     launches = efficiency_value(ctx.inputs.efficiency, "layer_s") * spec.num_layers / est.pp
-    overhead_s = micro_batches * launches * passes
+    host_s = micro_batches * launches * passes
+    # The host issues each layer's kernels ahead of the device, so only what exceeds the
+    # compute shows; padded batches through Hugging Face attention synchronise once per
+    # layer (the unpadding reads the sequence lengths back), so there host and device add.
+    overhead_s = host_s if not w.packing else max(0.0, host_s - compute_s)
     # Parameters offloaded between passes are loaded for each one (and the trained ones
     # written back); the host link is the role's per-device share.
     host = ctx.inputs.cluster.host_gb_per_s
@@ -463,20 +467,35 @@ def _pass_terms(
             efficiency_value(ctx.inputs.efficiency, "moe_imbalance") - 1
         )
     a2a_s = _expert_all_to_all_s(ctx, spec, role, tokens * epochs / est.devices, passes)
+    logits_s = _logits_s(ctx, spec, head, est, tokens * epochs, 3.0 if backward else 1.0)
     terms = {
         "compute": compute_s,
         "communication": a2a_s,
         "latency": bubble_s,
-        "memory": 0.0,
+        "memory": logits_s,
         "overhead": overhead_s + offload_s,
     }
     detail = {
         "devices": est.devices, "efficiency": eff, "tokens": tokens * epochs, "passes": passes,
         "micro_batch_tokens": mb_tokens, "micro_batches_per_rank": micro_batches,
-        "pipeline_bubble_s": bubble_s, "launch_overhead_s": overhead_s,
+        "pipeline_bubble_s": bubble_s, "launch_overhead_s": overhead_s, "host_s": host_s,
         "param_offload_s": offload_s, "flops": flops, "expert_all_to_all_s": a2a_s,
     }  # fmt: skip
     return terms, detail, micro_batches
+
+
+def _logits_s(
+    ctx: _Ctx, spec: ModelSpec, head: f.Head, est: RoleEstimate, tokens: float, passes: float
+) -> float:
+    """Memory traffic of a language-model head's logits: each data-parallel rank's tokens
+    times its tensor-parallel share of the vocabulary, ``logits_bytes`` each per pass."""
+    if head != "lm":
+        return 0.0
+    eff = ctx.inputs.efficiency
+    dp = max(1, est.devices // (est.tp * est.pp))
+    elements = tokens / dp * spec.vocab_size / est.tp
+    traffic = passes * elements * efficiency_value(eff, "logits_bytes")
+    return traffic / (ctx.gpu.memory_gb_per_s * 1e9)
 
 
 def _expert_flop_share(spec: ModelSpec, head: f.Head) -> float:
@@ -501,6 +520,42 @@ def _expert_all_to_all_s(
     c = ctx.inputs.cluster
     speed = c.network_gb_per_s if ep > c.gpus_per_node else c.device_copy_gb_per_s
     return sent / (speed * f.GB)
+
+
+def _is_rule_reward(stage: Stage, role: Role | None) -> bool:
+    """A rule-based reward stage: named ``reward*`` on a CPU role (or the driver)."""
+    return (role is None or not role.is_gpu) and stage.name.lower().startswith("reward")
+
+
+def _controller_stage(ctx: _Ctx) -> str | None:
+    """The CPU reward stage that holds the per-sequence controller work (its given seconds,
+    or ``sequence_overhead_s`` per sequence); without one the train stage carries it."""
+    for s in ctx.inputs.pipeline.stages:
+        role = ctx.inputs.roles.get(s.role or "")
+        if not s.is_weight_sync and _is_rule_reward(s, role):
+            return s.name
+    return None
+
+
+def _sequence_overhead_s(ctx: _Ctx) -> float:
+    """Controller seconds of one step's sequences: rewards, collation, moves between workers."""
+    w = ctx.inputs.workload
+    assert w is not None
+    n, _, _ = _tokens(w)
+    return n * efficiency_value(ctx.inputs.efficiency, "sequence_overhead_s")
+
+
+def estimate_reward_cpu(ctx: _Ctx, stage: Stage) -> StageEstimate:
+    """A rule-based reward stage on CPUs: the per-sequence controller work of the step.
+
+    Frameworks score each response on CPUs and move it between workers; where
+    the pipeline draws that as its own stage (NeMo RL's async trajectory
+    collector scores rollouts beside generation, off the trainer's path), its
+    seconds are ``sequence_overhead_s`` per sequence, and the train stage keeps
+    only the fixed per-step overhead.
+    """
+    seconds = _sequence_overhead_s(ctx)
+    return _combine(stage, "cpu", {"overhead": seconds}, detail={"sequence_overhead_s": seconds})
 
 
 def _step_overhead_stage(ctx: _Ctx) -> str | None:
@@ -571,14 +626,13 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
         opt_s = (cpu_s + copy_s) * steps
         terms["overhead"] += opt_s
     else:
-        terms["memory"] = 2 * states_gb * f.GB / (ctx.gpu.memory_gb_per_s * 1e9) * steps
+        terms["memory"] += 2 * states_gb * f.GB / (ctx.gpu.memory_gb_per_s * 1e9) * steps
         if par is not None and par.offload_optimizer:
             terms["overhead"] += 2 * est.states.get("optimizer", 0.0) / host
     if _step_overhead_stage(ctx) == stage.name:
-        n, _, _ = _tokens(w)
-        step_s = efficiency_value(ctx.inputs.efficiency, "step_overhead_s") + n * (
-            efficiency_value(ctx.inputs.efficiency, "sequence_overhead_s")
-        )
+        step_s = efficiency_value(ctx.inputs.efficiency, "step_overhead_s")
+        if _controller_stage(ctx) is None:
+            step_s += _sequence_overhead_s(ctx)
         terms["overhead"] += step_s
         detail["step_overhead_s"] = step_s
     tokens_mb = w.micro_batch_size * longest
@@ -786,6 +840,9 @@ def estimate(inputs: Inputs) -> Estimate:
         kind = stage_kind(stage, role)
         if kind == "weight_sync":
             stages[stage.name] = estimate_weight_sync(inputs, stage, effective)
+            continue
+        if kind == "cpu" and stage.name == _controller_stage(ctx):
+            stages[stage.name] = estimate_reward_cpu(ctx, stage)
             continue
         if kind == "cpu" or role is None:
             stages[stage.name] = StageEstimate(

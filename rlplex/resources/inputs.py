@@ -164,6 +164,9 @@ class Efficiency(BaseModel):
     sequence_overhead_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Controller seconds per sequence per step outside the GPU stages (rule rewards,
     collation, moving samples between workers)."""
+    logits_bytes: float | None = Field(None, ge=0, le=1e4, allow_inf_nan=False)
+    """Bytes of memory traffic per logit (token x vocabulary entry) of a language-model head
+    per pass: writing, upcasting, log-softmax and gathering the log-probs."""
     cpu_adam_params_per_s: float | None = Field(None, gt=0, le=1e15, allow_inf_nan=False)
     """Parameters per second one node's CPU optimizer updates (CPU Adam)."""
     stages: dict[str, float] = Field(default_factory=dict)

@@ -103,10 +103,10 @@ def test_run_case_compares_phases() -> None:
 
 def test_run_case_sweeps_an_unpublished_length() -> None:
     bench = _bench()
-    case = next(c for c in bench.CASES if c.id.startswith("verl-quickstart"))
+    case = next(c for c in bench.CASES if c.id == "verl-osp-7b-megatron-colocate-16xH20")
     result = bench.run_case(case, sweep=True)
     assert result.sweep is not None
-    assert result.sweep["target"] == pytest.approx(sum(case.phases.values()))
+    assert result.sweep["target"] == pytest.approx(699.0)
     steps = result.sweep["steps"]
     assert steps == sorted(steps) and len(steps) == len(case.sweep)
     assert result.sweep["inside"] == (min(steps) <= result.sweep["target"] <= max(steps))

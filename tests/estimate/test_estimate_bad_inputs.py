@@ -95,9 +95,10 @@ def test_missing_inputs_keep_the_old_error_and_say_what_would_estimate(
 
 
 def test_cpu_stage_without_seconds(base: dict[str, Any]) -> None:
-    del base["pipeline"]["stages"]["reward"]["seconds"]
+    """A CPU stage other than a rule reward (which is priced per sequence) needs seconds."""
+    del base["pipeline"]["stages"]["advantage"]["seconds"]
     err = _error(base)
-    assert err.field == "pipeline.stages.reward.seconds"
+    assert err.field == "pipeline.stages.advantage.seconds"
     assert "cannot be estimated" in err.message
 
 

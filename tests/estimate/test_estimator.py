@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -65,12 +66,16 @@ def test_train_and_forward_terms_by_hand(base: dict[str, Any]) -> None:
     assert train.terms["compute"] == pytest.approx(3 * fwd / (8 * H100 * eff))
     # 256 x 800 tokens over 8 data-parallel ranks in micro-batches of 2 x 800: 16 each.
     assert train.detail["micro_batches_per_rank"] == 16
-    step_overhead = 2.0 + 256 * 0.004  # the policy's train stage carries the step's overhead
-    launches = 16 * 0.0003 * 32 * 3  # per layer, forward + backward
+    step_overhead = 2.0  # the policy's train stage: the step's fixed overhead (the reward
+    # stage holds the per-sequence work)
+    launches = 16 * 0.0008 * 32 * 3  # per layer, forward + backward
     assert train.terms["overhead"] == pytest.approx(launches + step_overhead)
     # The optimizer step reads and writes weights, grads and optimizer state once.
     states = sum(est.roles["actor_train"].states[k] for k in ("weights", "grads", "optimizer"))
-    assert train.terms["memory"] == pytest.approx(2 * states * 1e9 / 3350e9)
+    # ... and the LM head's logits: each rank's tokens x 128,256 vocabulary entries, 16 bytes
+    # each per pass (three passes to train), at the peak bandwidth.
+    logits = 256 * 800 / 8 * 128_256 * 16 / 3350e9
+    assert train.terms["memory"] == pytest.approx(2 * states * 1e9 / 3350e9 + 3 * logits)
     # Gradient all-reduce on NVLink (360 GB/s) hides behind compute.
     assert train.bytes == pytest.approx(2 * P * 2 * 7 / 8)
     assert "communication" not in train.terms
@@ -78,7 +83,39 @@ def test_train_and_forward_terms_by_hand(base: dict[str, Any]) -> None:
     assert train.bound == max(train.terms, key=train.terms.__getitem__)
     ref = est.stages["ref_logprob"]
     assert ref.terms["compute"] == pytest.approx(fwd / (8 * H100 * eff))
-    assert ref.terms["overhead"] == pytest.approx(16 * 0.0003 * 32)
+    assert ref.terms["overhead"] == pytest.approx(16 * 0.0008 * 32)
+    assert ref.terms["memory"] == pytest.approx(logits)
+
+
+def test_packed_passes_hide_host_launches_behind_compute(base: dict[str, Any]) -> None:
+    """Packed batches issue kernels ahead of the device: only host time beyond compute shows."""
+    base["efficiency"] = {"layer_s": 0.02}  # a host far slower than the device
+    est = estimate_config(config_from_dict(base, file="t.yaml"))
+    ref = est.stages["ref_logprob"]
+    host_s = ref.detail["micro_batches_per_rank"] * 0.02 * 32
+    assert ref.detail["host_s"] == pytest.approx(host_s)
+    assert ref.terms["overhead"] == pytest.approx(host_s - ref.terms["compute"])
+    base["efficiency"] = {"layer_s": 1e-6}  # a fast host: nothing shows
+    est = estimate_config(config_from_dict(base, file="t.yaml"))
+    assert "overhead" not in est.stages["ref_logprob"].terms
+
+
+def test_rule_reward_stage_without_seconds_carries_the_sequences(base: dict[str, Any]) -> None:
+    """A CPU reward stage is the per-sequence controller work (priced when it has no seconds);
+    the train stage carries it only when the pipeline has no such stage."""
+    base["workload"]["packing"] = False
+    with_reward = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+    del base["pipeline"]["stages"]["reward"]["seconds"]
+    est = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml"))
+    reward = est.stages["reward"]
+    assert reward.seconds == pytest.approx(256 * 0.004)
+    assert reward.bound == "overhead"
+    assert est.stages["train"].terms["overhead"] == pytest.approx(with_reward.terms["overhead"])
+    stages = base["pipeline"]["stages"]
+    del stages["reward"]
+    stages["advantage"]["after"] = ["ref_logprob", "old_logprob"]
+    alone = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+    assert alone.terms["overhead"] == pytest.approx(with_reward.terms["overhead"] + 256 * 0.004)
 
 
 def test_exposed_communication_across_nodes(base: dict[str, Any]) -> None:
@@ -117,7 +154,10 @@ def test_offload_and_cpu_optimizer_terms(base: dict[str, Any]) -> None:
     # 8 ranks on the node each update their (unsharded, zero 1 shards) P/8 parameters.
     cpu_s = P / 8 * 8 / 1e9 + 2 * states["grads"] / host
     assert cpu.terms["overhead"] == pytest.approx(plain.terms["overhead"] + cpu_s)
-    assert "memory" not in cpu.terms
+    assert cpu.terms["memory"] == pytest.approx(  # the logits only: no GPU optimizer pass
+        plain.terms["memory"]
+        - 2 * sum(states[k] for k in ("weights", "grads", "optimizer")) * 1e9 / 3350e9
+    )
 
 
 def test_generation_terms(base: dict[str, Any]) -> None:
@@ -235,7 +275,8 @@ def test_json_document_shape(base: dict[str, Any]) -> None:
     train = doc["stages"]["train"]
     assert train["seconds"] == pytest.approx(sum(train["terms"].values()))
     assert set(doc["roles"]["actor_infer"]) == {"states", "peak_gb"}
-    assert doc["stages"]["reward"]["bound"] == "given"
+    assert doc["stages"]["advantage"]["bound"] == "given"
+    assert doc["stages"]["reward"]["terms"] == {"overhead": pytest.approx(256 * 0.004)}
     assert doc["assumptions"]["efficiency"]["train"] == 0.6
 
 
