@@ -587,8 +587,9 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     Terms: compute (FLOPs at an efficiency that falls for narrow models and small
     micro-batches), communication (data-parallel gradient reduction and FSDP/ZeRO-3
     gathers not hidden behind compute), latency (pipeline bubbles), memory (the
-    optimizer step reading and writing every state), overhead (per-layer launches,
-    parameter/optimizer offload, a CPU optimizer, the per-step framework overhead).
+    optimizer step reading and writing every state, a language-model head's logits),
+    overhead (host launches beyond compute, parameter/optimizer offload, a CPU
+    optimizer, the per-step framework overhead).
     """
     w = ctx.inputs.workload
     assert w is not None
