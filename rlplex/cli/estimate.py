@@ -144,11 +144,10 @@ def estimate(
             uses = "estimate"
         else:
             uses = f"{stage.seconds:g} s given"
-        shown = f"{est.seconds:.2f} s" if est.seconds is not None else "-"
-        if est.kind == "cpu":
-            shown = "-"
+        estimated = est.bound != "given"  # CPU stages are priced only as rule rewards
+        shown = f"{est.seconds:.2f} s" if est.seconds is not None and estimated else "-"
         stages.add_row(stage.name, est.kind, shown, uses, est.bound)
-        if est.kind != "cpu" and est.bound != "given":
+        if estimated:
             terms.add_row(
                 stage.name, *(f"{est.terms[t]:.2f}" if t in est.terms else "-" for t in term_names)
             )

@@ -28,7 +28,7 @@ def print_misfit(report: MisfitReport, json_: bool) -> None:
         mem = f"{s.memory_gb:.2f}" if s.memory_gb else "-"
         stages.add_row(
             f"[red]{escape(name)}[/]" if name in bad else escape(name), s.kind,
-            f"{s.seconds:.2f} s" if s.seconds is not None and s.kind != "cpu" else "-",
+            f"{s.seconds:.2f} s" if s.seconds is not None and s.bound != "given" else "-",
             s.bound, mem,
         )  # fmt: skip
     console.print(stages)

@@ -32,6 +32,20 @@ def test_table_and_assumptions() -> None:
         assert text in result.output
 
 
+def test_table_prices_a_rule_reward_stage_and_leaves_other_cpu_stages_given() -> None:
+    result = CliRunner().invoke(
+        app, ["estimate", str(ROOT / "examples" / "estimate_7b.yaml")], env={"COLUMNS": "160"}
+    )
+    assert result.exit_code == 0, result.output
+    rows: dict[str, str] = {}
+    for line in result.output.splitlines():  # the stages table comes first
+        if line.count("│") >= 5:
+            rows.setdefault(line.split("│")[1].strip(), line)
+    # 1,024 prompts x 5 samples = 5,120 sequences at 4 ms each; the plan keeps the given 5 s.
+    assert "20.48 s" in rows["reward"] and "5 s given" in rows["reward"]
+    assert "- " in rows["advantage"].split("│")[3] and "given" in rows["advantage"]
+
+
 def test_list_presets() -> None:
     result = CliRunner().invoke(app, ["estimate", "--list-presets"], env={"COLUMNS": "160"})
     assert result.exit_code == 0
