@@ -263,16 +263,23 @@ def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
     par = role.parallel
     zero = 3 if par is not None and par.fsdp else (par.zero if par is not None else 0)
     b = f.BYTES_PER_ELEMENT[role.precision]
-    shard = tp * pp
-    states: dict[str, float] = {
-        "weights": params * b / shard / (dp if zero >= 3 else 1) / f.GB,
-    }
+    ep, edp = _expert_layout(ctx, role)
+    # Expert parallelism gives each of ep ranks its own routed experts whole (expert tensor
+    # parallel 1, Megatron-core's and vLLM's layout); the rest splits over tp as usual. ZeRO
+    # shards each part over its own data-parallel group.
+    experts = f.routed_expert_params(spec) if ep > 1 else 0
+    dense = params - experts
+
+    def per_device(zero_level: int) -> float:
+        return dense / (tp * pp) / (dp if zero >= zero_level else 1) + experts / (ep * pp) / (
+            edp if zero >= zero_level else 1
+        )
+
+    states: dict[str, float] = {"weights": per_device(3) * b / f.GB}
     if "train" in kinds:
-        grad_shard = dp if zero >= 2 else 1
-        opt_shard = dp if zero >= 1 else 1
         per_param = f.optimizer_bytes_per_param(role.optimizer, role.precision)
-        states["optimizer"] = params * per_param / shard / opt_shard / f.GB
-        states["grads"] = params * b / shard / grad_shard / f.GB
+        states["optimizer"] = per_device(1) * per_param / f.GB
+        states["grads"] = per_device(2) * b / f.GB
     if "generate" in kinds:
         given = role.states.get("kv_cache")
         states["kv_cache"] = (
@@ -289,6 +296,29 @@ def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
         states=states,
         activations_gb=0.0,
     )
+
+
+def _expert_layout(ctx: _Ctx, role: Role) -> tuple[int, int]:
+    """(ep, expert data-parallel size) of a role: the routed experts split over ep ranks.
+
+    Raises:
+        ConfigError: ep does not divide the role's devices per pipeline stage.
+    """
+    par = role.parallel
+    ep = par.ep if par is not None else 1
+    if ep <= 1:
+        return 1, 1
+    _, pp, _ = ctx.layout(role)
+    ranks = ctx.devices(role) // pp
+    if ranks % ep:
+        raise ConfigError(
+            f"expert-parallel size {ep} does not divide the role's {ranks} devices per"
+            f" pipeline stage (devices / pp)",
+            field=f"roles.{role.name}.parallel.ep",
+            value=ep,
+            file=ctx.inputs.file,
+        )
+    return ep, ranks // ep
 
 
 def _replicas(ctx: _Ctx, role: Role) -> int:

@@ -67,6 +67,11 @@ def moe_layer_params(s: ModelSpec, experts: int) -> int:
     return experts * _mlp(h, s.moe_intermediate_size) + shared + router
 
 
+def routed_expert_params(s: ModelSpec) -> int:
+    """Weights of every routed expert of every MoE layer (what expert parallelism splits)."""
+    return s.moe_layers * s.num_experts * _mlp(s.hidden_size, s.moe_intermediate_size)
+
+
 def layer_params(s: ModelSpec, *, active: bool = False) -> int:
     """Weights of all transformer blocks (attention, MLP or experts, two norms each).
 

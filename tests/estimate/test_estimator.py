@@ -305,3 +305,33 @@ def test_moe_imbalance_and_expert_all_to_all(base: dict[str, Any]) -> None:
     assert ep.terms["communication"] == pytest.approx(
         sent / (cfg.cluster.device_copy_gb_per_s * 1e9)
     )
+
+
+def test_expert_parallel_splits_the_routed_experts(base: dict[str, Any]) -> None:
+    """ep ranks hold their own routed experts whole; the rest splits over tp and, with ZeRO,
+    each part over its own data-parallel group."""
+    base["model"] = "qwen3-30b-a3b"
+    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "ep": 8}
+    est = estimate_config(config_from_dict(base, file="t.yaml"))
+    spec = model_presets()["qwen3-30b-a3b"]
+    experts = 48 * 128 * 3 * 2048 * 768  # layers x experts x SwiGLU of hidden 2048, width 768
+    assert f.routed_expert_params(spec) == experts
+    params = est.roles["actor_train"].params
+    dense = params - experts
+    states = est.roles["actor_train"].states
+    assert states["weights"] == pytest.approx((dense + experts / 8) * 2 / 1e9)
+    assert states["grads"] == pytest.approx((dense + experts / 8) * 2 / 1e9)
+    # ZeRO-1: the dense part over 8 data-parallel ranks, the experts over their 1.
+    per_param = f.optimizer_bytes_per_param("adamw", "bf16")
+    assert states["optimizer"] == pytest.approx((dense / 8 + experts / 8) * per_param / 1e9)
+    assert states["weights"] < params * 2 / 1e9 / 5  # whole, it would not fit an 80 GB GPU
+
+
+def test_expert_parallel_size_must_divide_the_devices(base: dict[str, Any]) -> None:
+    from rlplex.errors import ConfigError
+
+    base["model"] = "qwen3-30b-a3b"
+    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "ep": 3}
+    with pytest.raises(ConfigError) as info:
+        estimate_config(config_from_dict(base, file="t.yaml"))
+    assert info.value.field == "roles.actor_train.parallel.ep" and info.value.value == 3
