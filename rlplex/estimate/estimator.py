@@ -379,11 +379,13 @@ REFERENCE_TFLOPS = 989.5
 latency costs a GPU in proportion to its peak, so the halves scale with it."""
 
 
-def _width_factor(ctx: _Ctx, spec: ModelSpec) -> float:
-    """Matmul efficiency of a model of this width relative to a very wide one."""
+def _width_factor(ctx: _Ctx, spec: ModelSpec, width: int | None = None) -> float:
+    """Matmul efficiency of a model of this width (or of matmuls ``width`` wide) relative to
+    a very wide one."""
     half = efficiency_value(ctx.inputs.efficiency, "width_half")
     half *= ctx.gpu.peak_tflops / REFERENCE_TFLOPS
-    return spec.hidden_size / (spec.hidden_size + half)
+    w = spec.hidden_size if width is None else width
+    return w / (w + half)
 
 
 def _tokens_factor(ctx: _Ctx, tokens: float) -> float:
@@ -491,16 +493,22 @@ def _pass_terms(
     if par is not None and par.offload_params:
         offload_s += weights_gb / host * (2.0 if backward else 1.0)
     if spec.is_moe:
-        # The busiest expert rank sets the pace of the expert matmuls.
+        # Routed experts run grouped GEMMs as narrow as one expert's MLP on the tokens routed
+        # to each expert, and the busiest expert rank sets their pace.
         expert_share = _expert_flop_share(spec, head)
-        compute_s *= 1.0 + expert_share * (
-            efficiency_value(ctx.inputs.efficiency, "moe_imbalance") - 1
+        ep = par.ep if par else 1
+        per_expert = mb_tokens_per_gpu * spec.experts_per_token * ep / spec.num_experts
+        slower = (_width_factor(ctx, spec) * _tokens_factor(ctx, mb_tokens_per_gpu)) / (
+            _width_factor(ctx, spec, spec.moe_intermediate_size) * _tokens_factor(ctx, per_expert)
         )
+        imbalance = efficiency_value(ctx.inputs.efficiency, "moe_imbalance")
+        compute_s *= 1.0 - expert_share + expert_share * slower * imbalance
     a2a_s = _expert_all_to_all_s(ctx, spec, role, tokens * epochs / est.devices, passes)
+    tp_comm_s = _tp_activation_s(ctx, spec, role, est, tokens * epochs, backward, recompute)
     logits_s = _logits_s(ctx, spec, head, est, tokens * epochs, 3.0 if backward else 1.0)
     terms = {
         "compute": compute_s,
-        "communication": a2a_s,
+        "communication": a2a_s + tp_comm_s,
         "latency": bubble_s,
         "memory": logits_s,
         "overhead": overhead_s + offload_s,
@@ -510,8 +518,45 @@ def _pass_terms(
         "micro_batch_tokens": mb_tokens, "micro_batches_per_rank": micro_batches,
         "pipeline_bubble_s": bubble_s, "launch_overhead_s": overhead_s, "host_s": host_s,
         "param_offload_s": offload_s, "flops": flops, "expert_all_to_all_s": a2a_s,
+        "tp_activation_s": tp_comm_s,
     }  # fmt: skip
     return terms, detail, micro_batches
+
+
+def _tp_activation_s(
+    ctx: _Ctx,
+    spec: ModelSpec,
+    role: Role,
+    est: RoleEstimate,
+    tokens: float,
+    backward: bool,
+    recompute: bool,
+) -> float:
+    """Tensor parallel's activation collectives in a train or log-prob pass.
+
+    Megatron's tensor (and sequence) parallelism exchanges each layer's
+    activations: two all-reduces per layer forward and two backward, i.e. four
+    all-gathers or reduce-scatters of ``tokens x hidden`` each way (Korthikanti
+    et al., "Reducing Activation Recomputation in Large Transformer Models",
+    2022, section 4.2.2). They sit between the matmuls that need them and are not
+    overlapped unless Transformer Engine's ``tp_comm_overlap`` is set (off by
+    default), so they add. Each device moves ``(tp-1)/tp`` of each tensor.
+    """
+    tp = est.tp
+    if tp <= 1:
+        return 0.0
+    b = f.BYTES_PER_ELEMENT[role.precision if role.precision != "fp8" else "bf16"]
+    dp = max(1, est.devices // (tp * est.pp))
+    rounds = (1.0 + 1.0 + (1.0 if recompute else 0.0)) if backward else 1.0
+    per_device = (
+        rounds * 4 * spec.num_layers / est.pp * tokens / dp * spec.hidden_size * b * (tp - 1) / tp
+    )
+    speed = (
+        ctx.inputs.cluster.network_gb_per_s
+        if _spans_nodes(ctx, tp)
+        else (ctx.inputs.cluster.device_copy_gb_per_s)
+    )
+    return per_device / (speed * f.GB)
 
 
 def _logits_s(
