@@ -28,6 +28,12 @@ compared with the published one (``--no-transfer`` skips it).
 
 The published figures below are transcribed from the rows each config names
 (also in ``../shared/data/published_runs.yaml`` and ``public_timings.md``).
+
+Held-out runs (``Case.heldout``, configs ``bench/published/heldout_*.yaml``): published runs
+that are NOT in the development corpus (issue 18: "the same accuracy on published runs the
+project does not see"), each config's assumptions fixed from its source and recipe before it
+was planned. They are reported in their own tables and their own median and worst |step error|;
+the corpus summary line is computed on the corpus cases only.
 """
 
 from __future__ import annotations
@@ -68,6 +74,9 @@ class Case:
     summary: Mapping[str, Any] | None = None
     """A summary record of the published figures (docs/importers.md): the pair's other member
     is predicted with the costs ``rlplex calibrate`` fits on it (the transfer check)."""
+    heldout: bool = False
+    """A held-out run: not in the development corpus, reported in its own table and summary
+    (the corpus figures are computed without it, so that they stay comparable)."""
 
 
 _VERL = {
@@ -89,7 +98,7 @@ def _verl_summary(generate_sequences: float, old: float, update: float, step: fl
     }  # fmt: skip
 
 
-CASES: tuple[Case, ...] = (
+CORPUS_CASES: tuple[Case, ...] = (
     Case(
         "verl-osp-7b-fsdp2-colocate-16xH20", "verl_osp_7b_fsdp2_colocate_16xh20.yaml", 749.0,
         {"gen": 321.0, "generate_sequences": 247.0, "old_log_prob": 88.0, "update_actor": 286.0},
@@ -129,6 +138,33 @@ CASES: tuple[Case, ...] = (
         None,
     ),
 )  # fmt: skip
+
+HELDOUT_CASES: tuple[Case, ...] = tuple(
+    # Held-out: NeMo RL v0.5 "H100 BF16 Benchmarks" rows (docs/about/performance-summary.md @
+    # 6c7089300, tag v0.5.0) the corpus does not use; only the step is published.
+    Case(case_id, config, step, {}, {}, pair, heldout=True)
+    for case_id, config, step, pair in (
+        ("heldout-nemorl-v0.5-qwen3-32b-onpolicy-32xH100",
+         "heldout_nemorl_qwen3_32b_onpolicy_32xh100.yaml", 376.0, "heldout-nemorl-qwen3-32b"),
+        ("heldout-nemorl-v0.5-qwen3-32b-1off-32gen32train-H100",
+         "heldout_nemorl_qwen3_32b_1off_32gen32train_h100.yaml", 200.0,
+         "heldout-nemorl-qwen3-32b"),
+        ("heldout-nemorl-v0.5-qwen3-30b-a3b-onpolicy-32xH100",
+         "heldout_nemorl_qwen3_30ba3b_onpolicy_32xh100.yaml", 198.0,
+         "heldout-nemorl-qwen3-30b-a3b"),
+        ("heldout-nemorl-v0.5-qwen3-30b-a3b-1off-16gen16train-H100",
+         "heldout_nemorl_qwen3_30ba3b_1off_16gen16train_h100.yaml", 154.0,
+         "heldout-nemorl-qwen3-30b-a3b"),
+        ("heldout-nemorl-v0.5-qwen3-235b-a22b-onpolicy-128xH100",
+         "heldout_nemorl_qwen3_235b_onpolicy_128xh100.yaml", 431.0,
+         "heldout-nemorl-qwen3-235b"),
+        ("heldout-nemorl-v0.5-qwen3-235b-a22b-1off-128gen128train-H100",
+         "heldout_nemorl_qwen3_235b_1off_128gen128train_h100.yaml", 203.0,
+         "heldout-nemorl-qwen3-235b"),
+    )
+)  # fmt: skip
+
+CASES: tuple[Case, ...] = (*CORPUS_CASES, *HELDOUT_CASES)
 
 
 # --- pure functions -------------------------------------------------------------------------
@@ -187,6 +223,8 @@ class CaseResult:
     """Published phase -> {predicted, published, error}."""
     sweep: dict[str, Any] | None = None
     """When swept: values, planned steps, the target and whether it lies inside."""
+    heldout: bool = False
+    """Not in the development corpus (:attr:`Case.heldout`)."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +237,8 @@ class PairResult:
     predicted_speedup: float | None
     transfer: dict[str, Any] | None = None
     """Calibrated on one member's summary record: the other member's step, predicted."""
+    heldout: bool = False
+    """Every member is a held-out run."""
 
     @property
     def verdict_right(self) -> bool:
@@ -217,8 +257,13 @@ class Report:
     cases: tuple[CaseResult, ...]
     pairs: tuple[PairResult, ...]
     median_step_error: float | None
+    """Over the corpus cases only (held-out ones excluded)."""
     worst_step_error: float | None
     phase_errors: dict[str, float] = field(default_factory=dict)
+    """Corpus cases' phases."""
+    heldout_median_step_error: float | None = None
+    """Over the held-out cases only."""
+    heldout_worst_step_error: float | None = None
 
 
 def run_case(case: Case, sweep: bool = True) -> CaseResult:
@@ -257,6 +302,7 @@ def run_case(case: Case, sweep: bool = True) -> CaseResult:
         step_error=rel_error(period, case.step_s) if case.step_s is not None else None,
         phases=phases,
         sweep=swept,
+        heldout=case.heldout,
     )
 
 
@@ -328,6 +374,7 @@ def pair_results(
                 published_speedup=speedup(published),
                 predicted_speedup=pred_speedup,
                 transfer=moved,
+                heldout=all(c.heldout for c in members),
             )
         )
     return tuple(out)
@@ -335,14 +382,18 @@ def pair_results(
 
 def run(cases: Sequence[Case] = CASES, sweep: bool = True, transfers: bool = True) -> Report:
     results = tuple(run_case(c, sweep) for c in cases)
-    errors = [r.step_error for r in results if r.step_error is not None]
-    phase_errors = {f"{r.id}/{n}": p["error"] for r in results for n, p in r.phases.items()}
+    corpus = [r for r in results if not r.heldout]
+    errors = [r.step_error for r in corpus if r.step_error is not None]
+    held = [r.step_error for r in results if r.heldout and r.step_error is not None]
+    phase_errors = {f"{r.id}/{n}": p["error"] for r in corpus for n, p in r.phases.items()}
     return Report(
         cases=results,
         pairs=pair_results(cases, results, transfers),
         median_step_error=median_abs(errors),
         worst_step_error=worst_abs(errors),
         phase_errors=phase_errors,
+        heldout_median_step_error=median_abs(held),
+        heldout_worst_step_error=worst_abs(held),
     )
 
 
@@ -372,28 +423,31 @@ def _s(x: float | None) -> str:
     return f"{x:.1f}" if x is not None else "-"
 
 
-def print_report(report: Report) -> None:
-    from rich.console import Console
+def _cases_table(title: str, cases: Sequence[CaseResult]) -> Any:
     from rich.table import Table
 
-    console = Console(width=160)
-    table = Table(title="rlplex (no calibration) vs published RL step times")
+    table = Table(title=title)
     for column in ("case", "what", "predicted s", "published s", "error"):
         table.add_column(column, justify="left" if column in ("case", "what") else "right")
-    for r in report.cases:
+    for r in cases:
         table.add_row(
             r.id, "step", _s(r.predicted_step_s), _s(r.published_step_s), _pct(r.step_error),
             style="bold",
         )  # fmt: skip
         for name, p in r.phases.items():
             table.add_row("", name, _s(p["predicted"]), _s(p["published"]), _pct(p["error"]))
-    console.print(table)
-    pairs = Table(title="pairs: which member is faster, and by how much")
+    return table
+
+
+def _pairs_table(title: str, pairs: Sequence[PairResult]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title)
     for column in ("pair", "published faster", "predicted faster", "verdict", "speed-up pub",
                    "speed-up pred", "error"):  # fmt: skip
-        pairs.add_column(column, justify="left" if column.startswith("p") else "right")
-    for p in report.pairs:
-        pairs.add_row(
+        table.add_column(column, justify="left" if column.startswith("p") else "right")
+    for p in pairs:
+        table.add_row(
             p.pair, short_name(p.published_faster, p.members),
             short_name(p.predicted_faster, p.members),
             "right" if p.verdict_right else "[red]WRONG[/]",
@@ -401,8 +455,19 @@ def print_report(report: Report) -> None:
             f"{p.predicted_speedup:.2f}x" if p.predicted_speedup else "-",
             _pct(p.speedup_error),
         )  # fmt: skip
-    console.print(pairs)
-    moved = [p for p in report.pairs if p.transfer]
+    return table
+
+
+def print_report(report: Report) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=160)
+    corpus = [r for r in report.cases if not r.heldout]
+    corpus_pairs = [p for p in report.pairs if not p.heldout]
+    console.print(_cases_table("rlplex (no calibration) vs published RL step times", corpus))
+    console.print(_pairs_table("pairs: which member is faster, and by how much", corpus_pairs))
+    moved = [p for p in corpus_pairs if p.transfer]
     if moved:
         table = Table(title="transfer: calibrated on one member's summary record (rlplex"
                       " calibrate), the other member predicted with the fitted costs")  # fmt: skip
@@ -422,14 +487,14 @@ def print_report(report: Report) -> None:
                 _s(t["published_step_s"]), _pct(t["error"]), text,
             )  # fmt: skip
         console.print(table)
-    no_transfer = [p.pair for p in report.pairs if not p.transfer]
+    no_transfer = [p.pair for p in corpus_pairs if not p.transfer]
     if no_transfer:
         console.print(
             f"no transfer check for {', '.join(no_transfer)}: only the step is published"
             " (calibrate fits per-stage times)",
             highlight=False,
         )
-    swept = [r for r in report.cases if r.sweep]
+    swept = [r for r in corpus if r.sweep]
     if swept:
         sweeps = Table(title=f"unpublished mean response length: planned step over {SWEEP_KEY}")
         for column in ("case", "values", "planned steps s", "published", "inside"):
@@ -444,14 +509,29 @@ def print_report(report: Report) -> None:
             )  # fmt: skip
         console.print(sweeps)
     console.print(
-        f"step error over {sum(1 for r in report.cases if r.step_error is not None)} cases:"
+        f"step error over {sum(1 for r in corpus if r.step_error is not None)} corpus cases:"
         f" median |error| {_abs_pct(report.median_step_error)},"
         f" worst {_pct(report.worst_step_error)};"
         f" phases: median |error| {_abs_pct(median_abs(list(report.phase_errors.values())))},"
         f" worst {_pct(worst_abs(list(report.phase_errors.values())))};"
-        f" verdicts right {sum(p.verdict_right for p in report.pairs)} of {len(report.pairs)}",
+        f" verdicts right {sum(p.verdict_right for p in corpus_pairs)} of {len(corpus_pairs)}",
         highlight=False,
     )
+    held = [r for r in report.cases if r.heldout]
+    if held:
+        held_pairs = [p for p in report.pairs if p.heldout]
+        console.print(
+            _cases_table("HELD-OUT runs (not in the corpus): rlplex vs published step", held)
+        )
+        if held_pairs:
+            console.print(_pairs_table("held-out pairs: which member is faster", held_pairs))
+        console.print(
+            f"held-out step error over {sum(1 for r in held if r.step_error is not None)} cases:"
+            f" median |error| {_abs_pct(report.heldout_median_step_error)},"
+            f" worst {_pct(report.heldout_worst_step_error)};"
+            f" verdicts right {sum(p.verdict_right for p in held_pairs)} of {len(held_pairs)}",
+            highlight=False,
+        )
 
 
 def to_json(report: Report) -> dict[str, Any]:
@@ -464,6 +544,8 @@ def to_json(report: Report) -> dict[str, Any]:
         "median_step_error": report.median_step_error,
         "worst_step_error": report.worst_step_error,
         "phase_errors": report.phase_errors,
+        "heldout_median_step_error": report.heldout_median_step_error,
+        "heldout_worst_step_error": report.heldout_worst_step_error,
     }
 
 
