@@ -85,17 +85,13 @@ def test_config_loads_and_estimates_everything(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     assert "Source:" in text and "Approximations:" in text
     raw = load_yaml_file(path)
-    # States are estimated, except an expert-parallel role's in a held-out config whose header
-    # says why (the estimator does not shard expert weights over parallel.ep).
-    given = {name for name, body in raw["roles"].items() if "states" in body}
-    for name in given:
-        assert path.name.startswith("heldout_") and "states (GB per GPU)" in text, name
-        assert raw["roles"][name]["parallel"]["ep"] > 1, name
+    # Everything is estimated: no states, no seconds.
+    assert all("states" not in body for body in raw["roles"].values())
     assert all("seconds" not in (body or {}) for body in raw["pipeline"]["stages"].values())
     cfg = load_config(path)
     est = estimate_config(cfg)
     assert all(est.stages[s.name].seconds for s in cfg.pipeline.stages)
-    assert all(cfg.is_estimated(f"roles.{r}.states") for r in cfg.gpu_roles if r not in given)
+    assert all(cfg.is_estimated(f"roles.{r}.states") for r in cfg.gpu_roles)
 
 
 def test_run_case_compares_phases() -> None:
