@@ -109,6 +109,11 @@ def claim_record(record: str | Path) -> Iterator[Path]:
             another run holds the lock (naming its pid).
     """
     record = check_record_target(record)
+    if record.exists() and not record.is_file():
+        # A device or pipe (``--record /dev/null``): nothing to protect, and no lock file
+        # belongs next to it.
+        yield record
+        return
     lock_path = record.with_name(record.name + ".lock")
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)

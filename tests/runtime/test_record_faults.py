@@ -141,3 +141,10 @@ def test_record_on_a_full_disk_is_refused_before_the_run(small_disk) -> None:
     assert (
         result.stderr.strip() == f"error: {disk / 'r.jsonl'}: the disk is full (under 16 MB free)"
     )
+
+
+def test_a_record_to_a_device_takes_no_lock_file() -> None:
+    """``--record /dev/null`` writes nothing beside the device (it once left /dev/null.lock)."""
+    with claim_record("/dev/null") as record:
+        assert str(record) == "/dev/null"
+        assert not Path("/dev/null.lock").exists()
