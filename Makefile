@@ -41,10 +41,11 @@ lint: setup
 	$(VENV)/bin/ruff check rlplex tests bench examples
 	$(VENV)/bin/ruff format --check rlplex tests bench examples
 
-# Two pytest-xdist workers: every Ray test runs on one of them (one local Ray for the
-# run, see tests/conftest.py), the rest spread over both. Dots appear as tests end.
+# Two pytest-xdist workers, each with its own local Ray (started at its first Ray test,
+# see tests/conftest.py); every test, Ray or not, goes to whichever worker is free
+# (loadgroup with no groups hands out one test at a time). Dots appear as tests end.
 unit: setup
-	@echo "[unit] pytest -n 2: about 770 tests; Ray tests share one worker and one Ray"
+	@echo "[unit] pytest -n 2: about 930 tests; the Ray tests on both workers, one Ray each"
 	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 test: setup browser lint unit

@@ -5,6 +5,14 @@ GPUs on 4 CPUs, so executor tests run on any laptop or CI box (on a CUDA
 machine too: the workers hide the real GPUs and run on CPU tensors). Tests that need
 Ray take this fixture; workers have the repository and ``tests/runtime`` on
 their import path, so stage functions defined in test modules unpickle there.
+
+Under pytest-xdist (``make unit``: ``-n 2``) the Ray tests spread over both
+workers like the others, and each worker starts its own Ray at its first Ray
+test: the two halves of the Ray tests, which spend much of their time starting
+worker processes and waiting on them, run side by side instead of one after
+the other on one worker. (Until now ``xdist_group`` marks added here were meant
+to keep them on one worker; with pytest 9.2 and pytest-xdist 3.8 such marks have
+no effect, as xdist renames ``item._nodeid``, which pytest 9.2 no longer reads.)
 """
 
 from __future__ import annotations
@@ -58,6 +66,10 @@ def ray_session() -> Iterator[Any]:
     paths = [str(ROOT), str(ROOT / "tests" / "runtime"), os.environ.get("PYTHONPATH", "")]
     _init_ray(
         ray,
+        # A new Ray of this process's own: never one found on the machine (a
+        # ``ray.cluster_utils.Cluster`` of test_two_nodes.py, or another run's, leaves its
+        # address in /tmp/ray/ray_current_cluster, where ``ray.init()`` would look).
+        address="local",
         num_cpus=4,
         num_gpus=8,
         include_dashboard=False,
@@ -87,23 +99,11 @@ def _cuda_devices() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-RAY_GROUP = "ray"
-"""The pytest-xdist group of every test that needs Ray: one worker runs them all, so one
-local Ray serves the whole run (``make unit`` runs ``-n 2 --dist loadgroup``)."""
-
-OWN_RAY_MODULES = ("test_two_nodes.py",)
-"""Modules that start a Ray of their own (in a subprocess): kept beside the session's Ray."""
-
-
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     """Tests marked ``gpu`` skip, with the reason, where CUDA is missing (never counted as passed).
 
-    ``@pytest.mark.gpu(min_gpus=2)`` also skips where fewer GPUs exist. Tests that need
-    Ray join the xdist group :data:`RAY_GROUP` (without xdist the mark does nothing).
+    ``@pytest.mark.gpu(min_gpus=2)`` also skips where fewer GPUs exist.
     """
-    for item in items:
-        if "ray_session" in getattr(item, "fixturenames", ()) or item.path.name in OWN_RAY_MODULES:
-            item.add_marker(pytest.mark.xdist_group(RAY_GROUP))
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return

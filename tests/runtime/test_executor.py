@@ -87,6 +87,7 @@ def logging_setup(path: str):
 # -- tests ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_stages_pass_data_between_roles_and_the_record_is_written(tmp_path: Path) -> None:
     cfg, plan = colocated_config(), colocated_plan()
     record = tmp_path / "run.jsonl"
@@ -281,6 +282,7 @@ def failing_train(ctx, advantage):
     return None
 
 
+@pytest.mark.slow
 def test_stage_exception_names_stage_step_role_rank_and_keeps_the_record(tmp_path: Path) -> None:
     cfg, plan = colocated_config(), colocated_plan()
     record = tmp_path / "run.jsonl"

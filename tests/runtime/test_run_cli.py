@@ -50,6 +50,7 @@ def address(ray_session) -> str:
     return ray_session.get_runtime_context().gcs_address
 
 
+@pytest.mark.slow
 def test_run_rehearses_records_and_compares_with_the_prediction(
     tmp_path: Path, address: str
 ) -> None:
@@ -94,6 +95,7 @@ def test_run_refuses_a_plan_that_needs_a_missing_node(tmp_path: Path, address: s
     assert "node" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_run_trains_the_toy_grpo_example_with_the_modules_setups(
     tmp_path: Path, address: str
 ) -> None:
