@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpId, OpKind
+from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpId, OpKind, OpWork
 
-__all__ = ["COMPUTE_KINDS", "TRANSFER_KINDS", "Op", "OpId", "OpKind", "Plan"]
+__all__ = ["COMPUTE_KINDS", "TRANSFER_KINDS", "Op", "OpId", "OpKind", "OpWork", "Plan"]
 
 
 class Op(BaseModel):
@@ -24,6 +24,11 @@ class Op(BaseModel):
     Ids are ``s{step}/{stage}`` for runs and weight syncs and
     ``s{step}/{offload|reload}/{role}/{state}`` (with a ``#n`` suffix when the
     same transfer happens twice in a step) for transfers.
+
+    This is the wire schema of the plan JSON (DESIGN.md): its fields, their
+    order and ``exclude_none`` are the contract, so they are declared here as
+    pydantic fields; what the op does is read off it as one
+    :class:`~rlplex.plan.ids.OpWork` by :meth:`work`, never copied by hand.
     """
 
     model_config = ConfigDict(frozen=True, extra="allow")
@@ -58,6 +63,12 @@ class Op(BaseModel):
     @property
     def duration_s(self) -> float:
         return self.end_s - self.start_s
+
+    def work(self, dead: bool | None = None) -> OpWork:
+        """What the op does; ``dead`` defaults to the plan's extra ``dead`` field (else False)."""
+        if dead is None:
+            dead = bool((self.model_extra or {}).get("dead", False))
+        return OpWork.of(self, dead=dead)
 
     @property
     def op_id(self) -> OpId:

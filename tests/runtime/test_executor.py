@@ -206,7 +206,7 @@ def test_offload_calls_and_device_order_follow_the_plan(tmp_path: Path, memory: 
     )
     # every device runs its ops in the planned order
     sched = expand_plan(plan, 2, staleness=0)
-    assert _lane_orders(timeline) == {k: list(v) for k, v in sched.lanes.items()}
+    assert _lane_orders(timeline) == {k: list(v) for k, v in sched.lane_ids().items()}
     # the workers saw exactly the plan's transfers, in its order, on every rank
     seen: dict[tuple[str, int], list[tuple[str, str]]] = defaultdict(list)
     if calls.exists():
