@@ -97,6 +97,8 @@ class StepPattern:
     irregular: str | None = None
     """Why repeating the step would not keep one chain of ops per device lane (the
     lane and its ops), or None when it repeats."""
+    irregular_op: str | None = None
+    """The first pattern op on the lane that does not repeat."""
     _near_end: dict[tuple[int, int], tuple[Edge, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -130,8 +132,9 @@ class StepPattern:
         if self.irregular is not None:
             raise StepPatternError(
                 f"step {self.step} of the plan does not repeat: {self.irregular}, so"
-                " repeating it would run two ops at once on a GPU (plan with"
-                " `rlplex plan`, or set the plan's pattern_step to a step that repeats)"
+                " repeating it would run two ops at once on a GPU (make the plan again"
+                " with `rlplex plan`, or point its pattern_step at a step that repeats)",
+                op=self.irregular_op,
             )
 
     def unroll(self, steps: int) -> Iterator[tuple[int, int, list[tuple[int, int]]]]:
@@ -364,17 +367,21 @@ def step_pattern(plan: Plan, *, staleness: int | None = -1) -> StepPattern:
         barrier=barrier,
         staleness=staleness,
         lanes=lanes,
-        irregular=irregular,
+        irregular=irregular[0] if irregular else None,
+        irregular_op=irregular[1] if irregular else None,
     )
 
 
-def irregular_lane(lanes: dict[LaneKey, list[Op]], step: int) -> str | None:
-    """The first device lane whose order does not repeat around ``step``, in words, or None.
+def irregular_lane(lanes: dict[LaneKey, list[Op]], step: int) -> tuple[str, str | None] | None:
+    """The first device lane whose order does not repeat around ``step``, or None.
 
-    See :func:`rlplex.plan.steady.lane_repeats`.
+    Returns the lane and its ops in words, and the first of its ops at ``step``
+    (see :func:`rlplex.plan.steady.lane_repeats`).
     """
-    for (device, lane), ops in sorted(lanes.items()):
+    for (device, lane), ops in sorted(lanes.items(), key=lambda item: item[0]):
         if not lane_repeats([(op.step, op_name(op.id)) for op in ops], step):
-            names = ", ".join(op.id for op in ops if op.step == step) or "none of its ops"
-            return f"GPU {device}'s {lane} order differs from its neighbours' ({names})"
+            mine = [op.id for op in ops if op.step == step]
+            names = ", ".join(mine) or "none of its ops"
+            text = f"GPU {device}'s {lane} order differs from its neighbours' ({names})"
+            return text, (mine[0] if mine else None)
     return None
