@@ -44,9 +44,22 @@ TRANSFER_KINDS: frozenset[str] = frozenset({OpKind.OFFLOAD, OpKind.RELOAD})
 """Kinds that occupy a device's copy engine (one at a time per device)."""
 
 
-def lane_of(kind: str) -> str:
+class DeviceLane(StrEnum):
+    """The lane of a device an op occupies (one op at a time per lane and device).
+
+    A different concept from :class:`OpKind` (two kinds share a lane) and from
+    the views' lanes (a picture's rows: ``gpu``, ``cpu``, ``driver``).
+    """
+
+    COMPUTE = "compute"
+    """The compute engine: runs and weight syncs."""
+    TRANSFER = "transfer"
+    """The copy engine: offloads and reloads."""
+
+
+def lane_of(kind: str) -> DeviceLane:
     """``compute`` for runs and weight syncs, ``transfer`` for offloads and reloads."""
-    return "compute" if kind in COMPUTE_KINDS else "transfer"
+    return DeviceLane.COMPUTE if kind in COMPUTE_KINDS else DeviceLane.TRANSFER
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +109,7 @@ class OpWork:
         return cls(**values)
 
     @property
-    def lane(self) -> str:
+    def lane(self) -> DeviceLane:
         """``compute`` or ``transfer``: the device lane the op occupies."""
         return lane_of(self.kind)
 

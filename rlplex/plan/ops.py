@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlplex.plan.ids import TRANSFER_KINDS
+from rlplex.plan.ids import TRANSFER_KINDS, OpKind
 from rlplex.plan.layout import Layout
 from rlplex.plan.problem import Pair
 from rlplex.plan.steady import pick_pattern
@@ -21,8 +21,8 @@ from rlplex.plan.steady import pick_pattern
 class SOp:
     """One scheduled op (internal form of :class:`rlplex.plan.model.Op`)."""
 
-    kind: str
-    """run, weight_sync, offload or reload."""
+    kind: OpKind
+    """What the op does."""
     step: int
     """Step the op belongs to (transfers: the step of the task they serve)."""
     name: str

@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from rlplex.errors import RlplexError
-from rlplex.plan.ids import OpId, OpKind, OpWork, lane_of, op_name
+from rlplex.plan.ids import DeviceLane, OpId, OpKind, OpWork, lane_of, op_name
 from rlplex.plan.model import Op, Plan
 from rlplex.plan.steady import lane_repeats
 
 Edge = tuple[int, int]
 """(step offset, op index) of a dependency: op ``index`` of step ``n + offset``."""
-LaneKey = tuple[int, str]
+LaneKey = tuple[int, DeviceLane]
 """(device, ``compute`` or ``transfer``)."""
 
 

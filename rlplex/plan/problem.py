@@ -34,8 +34,8 @@ class Task:
     order: int
     """Definition order of the stage."""
     name: str
-    kind: str
-    """run or weight_sync."""
+    kind: OpKind
+    """``run`` or ``weight_sync``."""
     role: str
     """Run role, or destination for a weight sync."""
     from_role: str | None

@@ -109,7 +109,7 @@ class Scheduler:
         self.ops.append(op)
         return len(self.ops) - 1
 
-    def _transfer_name(self, kind: str, pair: Pair, step: int) -> str:
+    def _transfer_name(self, kind: OpKind, pair: Pair, step: int) -> str:
         key = (step, kind, pair)
         n = self.transfer_count.get(key, 0) + 1
         self.transfer_count[key] = n
@@ -122,7 +122,7 @@ class Scheduler:
         start = max([not_before, *(self.copy_free[c] for c in classes)])
         return deps, start
 
-    def _transfer(self, kind: str, pair: Pair, step: int, start: float, deps: list[int]) -> int:
+    def _transfer(self, kind: OpKind, pair: Pair, step: int, start: float, deps: list[int]) -> int:
         """Add an offload or reload of ``pair`` from ``start``: memory, copy engines, residency."""
         reload = kind == OpKind.RELOAD
         cost = self.reload_cost(pair) if reload else self.offload_cost(pair)

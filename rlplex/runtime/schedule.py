@@ -34,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from rlplex.plan.ids import COMPUTE_KINDS, OpId, OpWork, format_id
+from rlplex.plan.ids import COMPUTE_KINDS, DeviceLane, OpId, OpWork, format_id
 from rlplex.plan.model import Plan
 from rlplex.plan.pattern import StepPatternError, is_dead_offload, step_pattern
 from rlplex.runtime.errors import PlanScheduleError
@@ -89,7 +89,7 @@ class ExecOp:
         return self.planned_end_s - self.planned_start_s
 
     @property
-    def lane(self) -> str:
+    def lane(self) -> DeviceLane:
         """``compute`` or ``transfer``."""
         return self.work.lane
 
@@ -104,7 +104,7 @@ class RunSchedule:
     """Number of steps."""
     names: tuple[str, ...] = ()
     """Name of each pattern op (what an :data:`OpKey`'s index points to)."""
-    lanes: dict[tuple[int, str], tuple[OpKey, ...]] = field(default_factory=dict)
+    lanes: dict[tuple[int, DeviceLane], tuple[OpKey, ...]] = field(default_factory=dict)
     """``(device, lane) -> ops`` in the order they must run."""
 
     def op_id(self, key: OpKey) -> str:
@@ -115,7 +115,7 @@ class RunSchedule:
         """``op``'s dependencies as written ids (for messages and records)."""
         return tuple(self.op_id(k) for k in op.deps)
 
-    def lane_ids(self) -> dict[tuple[int, str], tuple[str, ...]]:
+    def lane_ids(self) -> dict[tuple[int, DeviceLane], tuple[str, ...]]:
         """:attr:`lanes` as written ids."""
         return {lane: tuple(self.op_id(k) for k in keys) for lane, keys in self.lanes.items()}
 
@@ -188,7 +188,7 @@ def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> RunS
     ops = _planned_order(ops, index, names)
     # The pattern's device-order edges make each lane one chain; the lanes are read
     # off the dispatch order (which respects them).
-    lanes: dict[tuple[int, str], list[OpKey]] = defaultdict(list)
+    lanes: dict[tuple[int, DeviceLane], list[OpKey]] = defaultdict(list)
     lane_deps: dict[OpKey, set[OpKey]] = defaultdict(set)
     for op in ops:
         for device in op.work.devices:
