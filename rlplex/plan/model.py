@@ -64,6 +64,35 @@ class Op(BaseModel):
     def duration_s(self) -> float:
         return self.end_s - self.start_s
 
+    @classmethod
+    def placed(
+        cls,
+        work: OpWork,
+        *,
+        id: str,
+        step: int,
+        start_s: float,
+        end_s: float,
+        deps: tuple[str, ...],
+    ) -> Op:
+        """The wire op doing ``work`` (its ``devices`` included), unvalidated (the planner's
+        own values). ``dead`` is not written: the plan carries it only as an extra."""
+        return cls.model_construct(
+            id=id,
+            kind=work.kind,
+            step=step,
+            devices=work.devices,
+            start_s=start_s,
+            end_s=end_s,
+            deps=deps,
+            stage=work.stage,
+            role=work.role,
+            state=work.state,
+            memory_gb=work.memory_gb,
+            gb=work.gb,
+            from_role=work.from_role,
+        )
+
     def work(self, dead: bool | None = None) -> OpWork:
         """What the op does; ``dead`` defaults to the plan's extra ``dead`` field (else False)."""
         if dead is None:

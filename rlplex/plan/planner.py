@@ -15,9 +15,9 @@ from rlplex.config import Config
 from rlplex.errors import InfeasibleError
 from rlplex.plan.bound import lower_bound
 from rlplex.plan.host import HostPeak, host_peaks
-from rlplex.plan.ids import format_id
+from rlplex.plan.ids import OpWork, format_id
 from rlplex.plan.model import Op, Plan
-from rlplex.plan.ops import PlanSchedule
+from rlplex.plan.ops import PlanSchedule, SOp
 from rlplex.plan.placement import resolve_placement
 from rlplex.plan.policy import BASELINES, default_unroll, plan_options
 from rlplex.plan.problem import Options
@@ -127,31 +127,27 @@ def to_plan(
 ) -> Plan:
     """Package an internal schedule as the plan JSON's model."""
     lay = sched.layout
-    device_cache: dict[tuple[int, ...], tuple[int, ...]] = {}
+    placed: dict[tuple[int, tuple[int, ...]], OpWork] = {}
 
-    def devices(classes: tuple[int, ...]) -> tuple[int, ...]:
-        if classes not in device_cache:
-            device_cache[classes] = lay.devices_of(classes)
-        return device_cache[classes]
+    def work_on(op: SOp) -> OpWork:
+        """``op``'s work with its device classes mapped to GPU ranks (once per distinct one)."""
+        key = (id(op.work), op.classes)  # the works are shared and alive: ids are stable
+        found = placed.get(key)
+        if found is None:
+            found = placed[key] = replace(op.work, devices=lay.devices_of(op.classes))
+        return found
 
     period = sched.period()
     raw = sched.ops
     ids = [format_id(o.step, o.name) for o in raw]
     ops = [
-        Op.model_construct(
+        Op.placed(
+            work_on(o),
             id=ids[i],
-            kind=o.kind,
             step=o.step,
-            devices=devices(o.classes),
             start_s=o.start,
             end_s=o.end,
             deps=tuple(ids[d] for d in o.deps),
-            stage=o.stage,
-            role=o.role,
-            state=o.state,
-            memory_gb=o.memory_gb,
-            gb=o.gb,
-            from_role=o.from_role,
         )
         for i, o in enumerate(raw)
     ]
