@@ -9,6 +9,7 @@ and :func:`rlplex.plan.verify.verify_plan` checks every validity rule.
 from __future__ import annotations
 
 import json
+from dataclasses import fields as dataclass_fields
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -77,20 +78,9 @@ class Op(BaseModel):
     ) -> Op:
         """The wire op doing ``work`` (its ``devices`` included), unvalidated (the planner's
         own values). ``dead`` is not written: the plan carries it only as an extra."""
+        described = {name: getattr(work, name) for name in _WORK_ON_THE_WIRE}
         return cls.model_construct(
-            id=id,
-            kind=work.kind,
-            step=step,
-            devices=work.devices,
-            start_s=start_s,
-            end_s=end_s,
-            deps=deps,
-            stage=work.stage,
-            role=work.role,
-            state=work.state,
-            memory_gb=work.memory_gb,
-            gb=work.gb,
-            from_role=work.from_role,
+            id=id, step=step, start_s=start_s, end_s=end_s, deps=deps, **described
         )
 
     def work(self, dead: bool | None = None) -> OpWork:
@@ -108,6 +98,12 @@ class Op(BaseModel):
     def name(self) -> str:
         """The id without its ``s{step}/`` prefix."""
         return self.op_id.name
+
+
+_WORK_ON_THE_WIRE: tuple[str, ...] = tuple(
+    f.name for f in dataclass_fields(OpWork) if f.name in Op.model_fields
+)
+"""The :class:`OpWork` fields the plan JSON declares (``dead`` is an extra)."""
 
 
 class Plan(BaseModel):

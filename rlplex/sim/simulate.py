@@ -82,16 +82,6 @@ class Pattern:
         """For each op: (step offset, op index) it waits for."""
         return tuple(op.deps for op in self.step.ops)
 
-    @property
-    def barrier(self) -> bool:
-        """Sync: a step starts when the previous one has ended."""
-        return self.step.barrier
-
-    @property
-    def repeats(self) -> bool:
-        """Whether repeating the step keeps one chain of ops per device lane."""
-        return self.step.repeats
-
 
 class PatternError(StepPatternError):
     """A plan's pattern step does not repeat into a valid schedule (see :func:`check_pattern`)."""
@@ -108,7 +98,7 @@ def check_pattern(plan: Plan, pattern: Pattern) -> None:
         pattern.step.check_repeats()
     except StepPatternError as exc:
         raise PatternError(str(exc)) from None
-    if not pattern.barrier and max_cycle_ratio(pattern.base, pattern.deps) is None:
+    if not pattern.step.barrier and max_cycle_ratio(pattern.base, pattern.deps) is None:
         raise PatternError(f"step {plan.pattern_step} of the plan waits for itself when repeated")
 
 
@@ -270,7 +260,7 @@ def run_pattern(
     starts = [[0.0] * n_ops for _ in range(steps)]
     ends = [[0.0] * n_ops for _ in range(steps)]
     step_end = [0.0] * steps
-    skew, order, barrier = pattern.skew, pattern.order, pattern.barrier
+    skew, order, barrier = pattern.skew, pattern.order, pattern.step.barrier
     # The one unrolling (StepPattern.deps_at), inlined for speed: op j's edges
     # with ``last - n`` steps left, kept when they point inside the run.
     near_end = pattern.step.deps_near_end
