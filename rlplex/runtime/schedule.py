@@ -3,9 +3,16 @@
 A plan holds one step (sync) or a few unrolled steps (async), each op with its
 devices, planned times and dependencies. A run needs N steps, and the
 dispatcher needs each op's *complete* set of predecessors, so this module
-unrolls the plan's :class:`~rlplex.plan.pattern.StepPattern` (the one the
-simulator replays, so a run's per-device order is the simulator's) into a
-list of :class:`ExecOp` whose ``deps`` say everything:
+unrolls the plan's :class:`~rlplex.plan.pattern.StepPattern` with
+:meth:`~rlplex.plan.pattern.StepPattern.unroll` (the one unrolling, which the
+simulator computes too, so a run's per-device order is the simulator's) into
+a list of :class:`ExecOp` whose ``deps`` say everything. Each op holds its
+pattern op's :class:`~rlplex.plan.ids.OpWork`; an edge is a (step, pattern
+index) pair (:data:`OpKey`) all the way to the dispatcher, and an id string is
+formatted only where a record or a message is written (:attr:`ExecOp.id`,
+:meth:`RunSchedule.op_id`). A pattern whose device order does not repeat is
+refused (:meth:`~rlplex.plan.pattern.StepPattern.check_repeats`), as the
+simulator refuses it.
 
 - **Repetition.** Every step repeats the ops of the plan's steady-state step
   (``plan.pattern_step``, as the simulator does), shifted by whole periods; a
@@ -21,7 +28,7 @@ list of :class:`ExecOp` whose ``deps`` say everything:
   run in the pattern's order (the simulator's): each waits for its predecessor
   on every lane it uses. The dispatch order is a topological order of the
   dependencies that takes the earliest planned start first, so ties
-  (zero-length ops) and a pattern that is not exactly periodic never deadlock.
+  (zero-length ops) never deadlock.
 
 Pure Python, no Ray: tested on its own.
 """
@@ -34,12 +41,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from rlplex.plan.ids import COMPUTE_KINDS, DeviceLane, OpId, OpWork, format_id
+from rlplex.plan.ids import COMPUTE_KINDS, DeviceLane, OpWork, format_id
 from rlplex.plan.model import Plan
 from rlplex.plan.pattern import StepPatternError, is_dead_offload, step_pattern
 from rlplex.runtime.errors import PlanScheduleError
 
-__all__ = ["ExecOp", "OpKey", "RunSchedule", "expand_plan", "is_dead_offload", "split_id"]
+__all__ = ["ExecOp", "OpKey", "RunSchedule", "expand_plan", "is_dead_offload"]
 
 
 OpKey = tuple[int, int]
@@ -129,12 +136,6 @@ class RunSchedule:
         return tuple(op for op in self.ops if op.step == step)
 
 
-def split_id(op_id: str, step: int) -> tuple[int, str]:
-    """``("s3/train", _) -> (3, "train")``; ids without the prefix keep ``step``."""
-    parsed = OpId.parse(op_id, step)
-    return parsed.step, parsed.name
-
-
 def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> RunSchedule:
     """The ops of a ``steps``-step run following ``plan``.
 
@@ -147,7 +148,8 @@ def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> RunS
 
     Raises:
         PlanScheduleError: the plan has no ops, an op depends on an unknown op,
-            or the edges form a cycle (the message lists it).
+            the edges form a cycle (the message lists it), or the pattern step's
+            device order does not repeat (naming the GPU lane and its ops).
     """
     if steps < 1:
         raise PlanScheduleError(f"steps must be >= 1 (got {steps})")

@@ -215,9 +215,9 @@ def test_offload_calls_and_device_order_follow_the_plan(tmp_path: Path, memory: 
             seen[(role, rank)].extend((kind, s) for s in states)
     for role in cfg.roles:
         planned = [
-            (o.kind, o.state)
+            (o.work.kind, o.work.state)
             for o in sched.ops
-            if o.role == role and o.kind in ("offload", "reload")
+            if o.work.role == role and o.work.kind in ("offload", "reload")
         ]
         for rank in range(cfg.roles[role].world_size):
             assert seen.get((role, rank), []) == planned
