@@ -118,26 +118,26 @@ def run_by_hand(session: Any, schedule: RunSchedule) -> tuple[float, list[float]
     t0 = time.perf_counter()
     seen_done = t0
     for op in schedule.ops:
-        if op.kind in ("run", "weight_sync"):
-            role = op.role if op.role in groups else None
+        if op.work.kind in ("run", "weight_sync"):
+            role = op.work.role if op.work.role in groups else None
             if role is None:
                 latencies.append(time.perf_counter() - seen_done)
                 rehearse(0.0, 0.0)  # a driver stage, in the driver
                 seen_done = time.perf_counter()
                 continue
             meta = {
-                "stage": op.stage,
+                "stage": op.work.stage,
                 "step": op.step,
                 "planned_s": op.planned_s,
-                "memory_gb": op.memory_gb,
+                "memory_gb": op.work.memory_gb,
                 "inputs": [],
             }
             refs = [actor.run.remote(meta)[1] for actor in groups[role].actors]
         else:
             # The kind as plain text, as the dispatcher sends it (an enum costs more to pickle).
             refs = [
-                a.transfer.remote(str(op.kind), [op.state], op.dead, op.planned_s)
-                for a in groups[op.role].actors
+                a.transfer.remote(str(op.work.kind), [op.work.state], op.work.dead, op.planned_s)
+                for a in groups[op.work.role].actors
             ]
         latencies.append(time.perf_counter() - seen_done)
         ray.get(refs, timeout=60)
@@ -161,7 +161,7 @@ def overhead(steps: int = 20, rounds: int = 5) -> dict[str, Any]:
             theirs.append(hand_wall / steps)
             hand_latencies.extend(hand_lat)
     ops_per_step = len(schedule.ops) // steps
-    calls = sum(8 if op.role != "driver" else 0 for op in schedule.ops) // steps
+    calls = sum(8 if op.work.role != "driver" else 0 for op in schedule.ops) // steps
     return {
         "ops_per_step": ops_per_step,
         "remote_calls_per_step": calls,

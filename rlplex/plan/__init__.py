@@ -9,7 +9,7 @@ Nothing here imports torch or ray.
 """
 
 from rlplex.plan.bound import Bound, lower_bound
-from rlplex.plan.ids import OpId, OpKind
+from rlplex.plan.ids import OpId, OpKind, OpWork
 from rlplex.plan.model import Op, Plan
 from rlplex.plan.pattern import StepPattern, step_pattern
 from rlplex.plan.placement import ResolvedPlacement, resolve_placement
@@ -23,6 +23,7 @@ __all__ = [
     "Op",
     "OpId",
     "OpKind",
+    "OpWork",
     "PlacementCandidate",
     "Plan",
     "PlanVerificationError",

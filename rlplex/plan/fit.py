@@ -27,7 +27,7 @@ def crowded_classes(problem: Problem) -> list[int]:
             for r in lay.class_roles[c]
             for s in problem.config.roles[r].states
         )
-        transient = max((t.memory_gb for t in problem.tasks if c in t.classes), default=0.0)
+        transient = max((t.work.memory_gb for t in problem.tasks if c in t.classes), default=0.0)
         if total + transient > problem.capacity + 1e-6:
             out.append(c)
     return out
@@ -63,17 +63,17 @@ def check_fits(problem: Problem) -> None:
                 for (r, s) in t.needs
                 if c in lay.role_classes[r]
             ]
-            total = sum(gb for _, gb in parts) + t.memory_gb
+            total = sum(gb for _, gb in parts) + t.work.memory_gb
             if total > cap + 1e-6:
                 detail = " + ".join(f"{n} {gb:g}" for n, gb in parts)
-                if t.memory_gb:
-                    detail += f" + transient {t.memory_gb:g}"
+                if t.work.memory_gb:
+                    detail += f" + transient {t.work.memory_gb:g}"
                 role = (
-                    f"roles {t.from_role!r} and {t.role!r}"
-                    if t.kind == OpKind.WEIGHT_SYNC
-                    else f"role {t.role!r}"
+                    f"roles {t.work.from_role!r} and {t.work.role!r}"
+                    if t.work.kind == OpKind.WEIGHT_SYNC
+                    else f"role {t.work.role!r}"
                 )
-                largest = max([*parts, ("transient memory", t.memory_gb)], key=lambda p: p[1])
+                largest = max([*parts, ("transient memory", t.work.memory_gb)], key=lambda p: p[1])
                 raise InfeasibleError(
                     f"stage {t.name!r} on {role} needs {total:g} GB per GPU"
                     f" ({detail} GB) on GPUs {span(lay.classes[c])}, but a GPU has"

@@ -8,13 +8,21 @@ simulator and the executor unroll them over N steps, the importers and the
 reports read them back; they all go through :class:`OpId` (or the fast
 helpers :func:`format_id` and :func:`op_name` in hot loops) instead of string
 surgery, and compare kinds against :class:`OpKind`.
+
+What an op *does* (its kind, devices, stage, role, state, bytes, memory) is
+declared once, in :class:`OpWork`; the internal op classes of the step
+pattern, the simulator and the executor hold one and add only their own
+coordinates (step, index, times, dependencies). The plan JSON's
+:class:`~rlplex.plan.model.Op` is the wire schema and gives its
+:class:`OpWork` through :meth:`~rlplex.plan.model.Op.work`.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
+from typing import Any
 
 
 class OpKind(StrEnum):
@@ -34,6 +42,79 @@ COMPUTE_KINDS: frozenset[str] = frozenset({OpKind.RUN, OpKind.WEIGHT_SYNC})
 """Kinds that occupy a device's compute lane (one at a time per device)."""
 TRANSFER_KINDS: frozenset[str] = frozenset({OpKind.OFFLOAD, OpKind.RELOAD})
 """Kinds that occupy a device's copy engine (one at a time per device)."""
+
+
+class DeviceLane(StrEnum):
+    """The lane of a device an op occupies (one op at a time per lane and device).
+
+    A different concept from :class:`OpKind` (two kinds share a lane) and from
+    the views' lanes (a picture's rows: ``gpu``, ``cpu``, ``driver``).
+    """
+
+    COMPUTE = "compute"
+    """The compute engine: runs and weight syncs."""
+    TRANSFER = "transfer"
+    """The copy engine: offloads and reloads."""
+
+
+def lane_of(kind: str) -> DeviceLane:
+    """``compute`` for runs and weight syncs, ``transfer`` for offloads and reloads."""
+    return DeviceLane.COMPUTE if kind in COMPUTE_KINDS else DeviceLane.TRANSFER
+
+
+@dataclass(frozen=True, slots=True)
+class OpWork:
+    """What one op does, wherever it sits (a plan step, a pattern, a simulated or real run).
+
+    The one declaration of an op's description: :class:`~rlplex.plan.pattern.PatternOp`,
+    the simulator's :class:`~rlplex.sim.simulate.Pattern` and the executor's
+    :class:`~rlplex.runtime.schedule.ExecOp` hold one and add only their own
+    coordinates.
+    """
+
+    kind: OpKind
+    """What the op does."""
+    devices: tuple[int, ...] = ()
+    """Global GPU ranks it occupies; empty for CPU and driver stages."""
+    stage: str | None = None
+    """The stage, for run and weight_sync ops."""
+    role: str | None = None
+    """The role (weight_sync: the destination)."""
+    state: str | None = None
+    """The state moved by an offload or reload."""
+    from_role: str | None = None
+    """weight_sync: the source role."""
+    gb: float = 0.0
+    """GB per device moved by a transfer or weight sync (0 for free ones)."""
+    memory_gb: float = 0.0
+    """Transient GB per device while a run op runs."""
+    dead: bool = False
+    """An offload of a dead state: dropped, not copied (vLLM sleep level 2)."""
+
+    @classmethod
+    def of(cls, source: Any, **override: Any) -> OpWork:
+        """The description read off any object with these attributes (a plan op, a pattern op).
+
+        ``override`` replaces fields (``dead``, which a plan op may not carry).
+        """
+        values = {
+            name: override[name] if name in override else getattr(source, name, None)
+            for name in _WORK_FIELDS
+        }
+        values["kind"] = OpKind(values["kind"])
+        values["devices"] = tuple(values["devices"] or ())
+        values["gb"] = values["gb"] or 0.0
+        values["memory_gb"] = values["memory_gb"] or 0.0
+        values["dead"] = bool(values["dead"])
+        return cls(**values)
+
+    @property
+    def lane(self) -> DeviceLane:
+        """``compute`` or ``transfer``: the device lane the op occupies."""
+        return lane_of(self.kind)
+
+
+_WORK_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(OpWork))
 
 _ID = re.compile(r"^s(\d+)/(.+)$")
 

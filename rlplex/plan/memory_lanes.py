@@ -14,6 +14,7 @@ memory from the start of its reload to the end of its offload.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from rlplex.config import Config
 from rlplex.plan.fit import span
@@ -30,8 +31,8 @@ class MemoryLane:
 
     name: str
     """``GPUs 0-7`` or ``host of node 0-3``."""
-    kind: str
-    """``gpu`` or ``host``."""
+    kind: Literal["gpu", "host"]
+    """Whose memory: a GPU's or a node's host (a lane of memory, not an op kind)."""
     capacity_gb: float
     """``gpu_memory_gb`` or ``host_memory_gb``."""
     times: tuple[float, ...]
@@ -51,7 +52,7 @@ class MemoryLane:
 
 def _series(
     name: str,
-    kind: str,
+    kind: Literal["gpu", "host"],
     capacity: float,
     initial: dict[str, float],
     events: list[tuple[float, int, str, float, str]],

@@ -9,13 +9,14 @@ and :func:`rlplex.plan.verify.verify_plan` checks every validity rule.
 from __future__ import annotations
 
 import json
+from dataclasses import fields as dataclass_fields
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpId, OpKind
+from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpId, OpKind, OpWork
 
-__all__ = ["COMPUTE_KINDS", "TRANSFER_KINDS", "Op", "OpId", "OpKind", "Plan"]
+__all__ = ["COMPUTE_KINDS", "TRANSFER_KINDS", "Op", "OpId", "OpKind", "OpWork", "Plan"]
 
 
 class Op(BaseModel):
@@ -24,6 +25,11 @@ class Op(BaseModel):
     Ids are ``s{step}/{stage}`` for runs and weight syncs and
     ``s{step}/{offload|reload}/{role}/{state}`` (with a ``#n`` suffix when the
     same transfer happens twice in a step) for transfers.
+
+    This is the wire schema of the plan JSON (DESIGN.md): its fields, their
+    order and ``exclude_none`` are the contract, so they are declared here as
+    pydantic fields; what the op does is read off it as one
+    :class:`~rlplex.plan.ids.OpWork` by :meth:`work`, never copied by hand.
     """
 
     model_config = ConfigDict(frozen=True, extra="allow")
@@ -59,6 +65,30 @@ class Op(BaseModel):
     def duration_s(self) -> float:
         return self.end_s - self.start_s
 
+    @classmethod
+    def placed(
+        cls,
+        work: OpWork,
+        *,
+        id: str,
+        step: int,
+        start_s: float,
+        end_s: float,
+        deps: tuple[str, ...],
+    ) -> Op:
+        """The wire op doing ``work`` (its ``devices`` included), unvalidated (the planner's
+        own values). ``dead`` is not written: the plan carries it only as an extra."""
+        described = {name: getattr(work, name) for name in _WORK_ON_THE_WIRE}
+        return cls.model_construct(
+            id=id, step=step, start_s=start_s, end_s=end_s, deps=deps, **described
+        )
+
+    def work(self, dead: bool | None = None) -> OpWork:
+        """What the op does; ``dead`` defaults to the plan's extra ``dead`` field (else False)."""
+        if dead is None:
+            dead = bool((self.model_extra or {}).get("dead", False))
+        return OpWork.of(self, dead=dead)
+
     @property
     def op_id(self) -> OpId:
         """The typed id (step and name within the step)."""
@@ -68,6 +98,12 @@ class Op(BaseModel):
     def name(self) -> str:
         """The id without its ``s{step}/`` prefix."""
         return self.op_id.name
+
+
+_WORK_ON_THE_WIRE: tuple[str, ...] = tuple(
+    f.name for f in dataclass_fields(OpWork) if f.name in Op.model_fields
+)
+"""The :class:`OpWork` fields the plan JSON declares (``dead`` is an extra)."""
 
 
 class Plan(BaseModel):

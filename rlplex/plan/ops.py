@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlplex.plan.ids import TRANSFER_KINDS
+from rlplex.plan.ids import TRANSFER_KINDS, OpWork
 from rlplex.plan.layout import Layout
 from rlplex.plan.problem import Pair
 from rlplex.plan.steady import pick_pattern
@@ -19,10 +19,16 @@ from rlplex.plan.steady import pick_pattern
 
 @dataclass(slots=True)
 class SOp:
-    """One scheduled op (internal form of :class:`rlplex.plan.model.Op`)."""
+    """One scheduled op (internal form of :class:`rlplex.plan.model.Op`).
 
-    kind: str
-    """run, weight_sync, offload or reload."""
+    What it does is its :class:`~rlplex.plan.ids.OpWork` (shared by every op of
+    one stage, or of one transfer of one state); the scheduler places on device
+    classes, so the work's ``devices`` stay empty until :func:`to_plan` maps
+    ``classes`` to GPU ranks.
+    """
+
+    work: OpWork
+    """What the op does (``devices`` empty: see ``classes``)."""
     step: int
     """Step the op belongs to (transfers: the step of the task they serve)."""
     name: str
@@ -35,18 +41,6 @@ class SOp:
     """End, seconds."""
     deps: list[int]
     """Indices of the ops waited for."""
-    stage: str | None = None
-    """Stage of run / weight_sync ops."""
-    role: str | None = None
-    """Role (weight_sync: destination)."""
-    state: str | None = None
-    """State of transfers."""
-    from_role: str | None = None
-    """weight_sync: source role."""
-    memory_gb: float = 0.0
-    """Transient GB per device while a run op runs."""
-    gb: float = 0.0
-    """GB per device moved (0 for free transfers)."""
 
 
 @dataclass
@@ -118,12 +112,12 @@ class PlanSchedule:
         lanes: dict[tuple[str, object], list[tuple[int, str]]] = {}
         for op in self.ops:
             entry = (op.step, op.name)
-            if op.kind in TRANSFER_KINDS:
+            if op.work.kind in TRANSFER_KINDS:
                 keys = [("copy", c) for c in op.classes]
             elif op.classes:
                 keys = [("gpu", c) for c in op.classes]
             else:
-                keys = [("cpu", op.role)]
+                keys = [("cpu", op.work.role)]
             for key in keys:
                 lanes.setdefault(key, []).append(entry)
         return list(lanes.values())

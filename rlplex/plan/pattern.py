@@ -19,25 +19,28 @@ op it waits for as an (step offset, op index) edge:
 - **sync barrier**: in sync mode the ops that wait for nothing in their step
   wait for the last ops (sinks) of the previous step.
 
-Unrolling (:meth:`StepPattern.deps_at`) keeps an edge when the step it points
-to is inside the run. Pure Python: no config, no durations beyond the plan's.
+Unrolling (:meth:`StepPattern.unroll`, :meth:`StepPattern.deps_at`) keeps an
+edge when the step it points to is inside the run; it is the only unrolling of
+a plan into N steps. A pattern whose device order does not repeat is refused
+by both the simulator and the executor (:meth:`StepPattern.check_repeats`).
+Pure Python: no config, no durations beyond the plan's.
 """
 
 from __future__ import annotations
 
 import graphlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
 from rlplex.errors import RlplexError
-from rlplex.plan.ids import COMPUTE_KINDS, OpId, OpKind, op_name
+from rlplex.plan.ids import DeviceLane, OpId, OpKind, OpWork, lane_of, op_name
 from rlplex.plan.model import Op, Plan
 from rlplex.plan.steady import lane_repeats
 
 Edge = tuple[int, int]
 """(step offset, op index) of a dependency: op ``index`` of step ``n + offset``."""
-LaneKey = tuple[int, str]
+LaneKey = tuple[int, DeviceLane]
 """(device, ``compute`` or ``transfer``)."""
 
 
@@ -49,23 +52,16 @@ class StepPatternError(RlplexError):
         self.op = op
 
 
-def lane_of(kind: str) -> str:
-    """``compute`` for runs and weight syncs, ``transfer`` for offloads and reloads."""
-    return "compute" if kind in COMPUTE_KINDS else "transfer"
-
-
 @dataclass(frozen=True, slots=True)
 class PatternOp:
-    """One op of the repeating step."""
+    """One op of the repeating step: what it does and where it sits in the pattern."""
 
     name: str
     """Its id without the ``s{step}/`` prefix."""
     template: str
     """The plan op it repeats."""
-    kind: str
-    """An :class:`~rlplex.plan.ids.OpKind`."""
-    devices: tuple[int, ...]
-    """Global GPU ranks."""
+    work: OpWork
+    """What it does."""
     start_s: float
     """Planned start, seconds from the pattern step's first start."""
     end_s: float
@@ -76,22 +72,10 @@ class PatternOp:
     """Every dependency: the plan's, device order, staleness gate, sync barrier."""
     lane_preds: tuple[tuple[LaneKey, Edge], ...] = ()
     """The op just before this one on each of its device lanes."""
-    stage: str | None = None
-    role: str | None = None
-    state: str | None = None
-    from_role: str | None = None
-    gb: float = 0.0
-    memory_gb: float = 0.0
-    dead: bool = False
-    """An offload of a dead state: dropped, not copied (vLLM sleep level 2)."""
 
     @property
     def duration_s(self) -> float:
         return self.end_s - self.start_s
-
-    @property
-    def lane(self) -> str:
-        return lane_of(self.kind)
 
 
 @dataclass(frozen=True)
@@ -110,16 +94,60 @@ class StepPattern:
     """k of the staleness gates added (None: only the plan's edges)."""
     lanes: dict[LaneKey, tuple[Edge, ...]]
     """Each device lane's ops around the pattern step, in lane order, as (offset, index)."""
-    repeats: bool
-    """Whether repeating the step keeps one chain of ops per device lane."""
+    irregular: str | None = None
+    """Why repeating the step would not keep one chain of ops per device lane (the
+    lane and its ops), or None when it repeats."""
+    irregular_op: str | None = None
+    """The first pattern op on the lane that does not repeat."""
     _near_end: dict[tuple[int, int], tuple[Edge, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    op_reach: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    """Per op: the furthest step ahead it waits for (0: none); derived from ``ops``."""
+
+    def __post_init__(self) -> None:
+        reach = tuple(max((off for off, _ in op.deps), default=0) for op in self.ops)
+        object.__setattr__(self, "op_reach", reach)
+
+    @property
+    def repeats(self) -> bool:
+        """Whether repeating the step keeps one chain of ops per device lane."""
+        return self.irregular is None
 
     @property
     def reach(self) -> int:
         """The furthest step ahead any op waits for (0 when none looks ahead)."""
-        return max((off for op in self.ops for off, _ in op.deps), default=0)
+        return max(self.op_reach, default=0)
+
+    def check_repeats(self) -> None:
+        """The one policy for a pattern whose device order does not repeat: refuse it.
+
+        Repeating such a step would run two ops at once on a GPU (the simulator
+        would overlap them, the executor would order them by a guess), so both
+        refuse it before running anything.
+
+        Raises:
+            StepPatternError: naming the device lane and its ops.
+        """
+        if self.irregular is not None:
+            raise StepPatternError(
+                f"step {self.step} of the plan does not repeat: {self.irregular}, so"
+                " repeating it would run two ops at once on a GPU (make the plan again"
+                " with `rlplex plan`, or point its pattern_step at a step that repeats)",
+                op=self.irregular_op,
+            )
+
+    def unroll(self, steps: int) -> Iterator[tuple[int, int, list[tuple[int, int]]]]:
+        """The ops of a ``steps``-step run, step by step: (step, op index, its (step, index) deps).
+
+        The one unrolling of the pattern (the executor's schedule builds its ops
+        from it; the simulator computes the same :meth:`deps_at` in the order its
+        rounds need). Refuses a pattern that does not repeat (:meth:`check_repeats`).
+        """
+        self.check_repeats()
+        for step in range(steps):
+            for j in range(len(self.ops)):
+                yield step, j, self.deps_at(step, j, steps)
 
     def op_id(self, step: int, j: int) -> OpId:
         """The id of op ``j`` at run step ``step``."""
@@ -142,14 +170,13 @@ class StepPattern:
         the device still runs one op at a time at the end of a run. Other edges
         past the end are dropped (what they wait for does not happen).
         """
+        if room >= self.op_reach[j]:
+            return self.ops[j].deps
         key = (j, room)
         cached = self._near_end.get(key)
         if cached is not None:
             return cached
         op = self.ops[j]
-        if all(off <= room for off, _ in op.deps):
-            self._near_end[key] = op.deps
-            return op.deps
         preds = [dict(o.lane_preds) for o in self.ops]
         out: list[Edge] = []
         for edge in op.deps:
@@ -228,10 +255,7 @@ def device_order_repeats(plan: Plan, step: int) -> bool:
     """
     if plan.unrolled_steps <= 1:
         return True
-    lanes = plan_lanes(plan)
-    return all(
-        lane_repeats([(op.step, op_name(op.id)) for op in lane], step) for lane in lanes.values()
-    )
+    return irregular_lane(plan_lanes(plan), step) is None
 
 
 def is_dead_offload(op: Op, sync_destinations: Iterable[str]) -> bool:
@@ -326,26 +350,16 @@ def step_pattern(plan: Plan, *, staleness: int | None = -1) -> StepPattern:
         PatternOp(
             name=names[j],
             template=op.id,
-            kind=op.kind,
-            devices=tuple(op.devices),
+            work=op.work(dead=is_dead_offload(op, destinations)),
             start_s=op.start_s - origin,
             end_s=op.end_s - origin,
             plan_deps=tuple(plan_deps[j]),
             deps=tuple(deps[j]),
             lane_preds=tuple(lane_preds[j]),
-            stage=op.stage,
-            role=op.role,
-            state=op.state,
-            from_role=op.from_role,
-            gb=op.gb,
-            memory_gb=op.memory_gb,
-            dead=is_dead_offload(op, destinations),
         )
         for j, op in enumerate(template)
     )
-    repeats = barrier or all(
-        lane_repeats([(o.step, op_name(o.id)) for o in lane], m) for lane in lanes_of_plan.values()
-    )
+    irregular = None if barrier else irregular_lane(lanes_of_plan, m)
     return StepPattern(
         ops=ops,
         step=m,
@@ -353,5 +367,21 @@ def step_pattern(plan: Plan, *, staleness: int | None = -1) -> StepPattern:
         barrier=barrier,
         staleness=staleness,
         lanes=lanes,
-        repeats=repeats,
+        irregular=irregular[0] if irregular else None,
+        irregular_op=irregular[1] if irregular else None,
     )
+
+
+def irregular_lane(lanes: dict[LaneKey, list[Op]], step: int) -> tuple[str, str | None] | None:
+    """The first device lane whose order does not repeat around ``step``, or None.
+
+    Returns the lane and its ops in words, and the first of its ops at ``step``
+    (see :func:`rlplex.plan.steady.lane_repeats`).
+    """
+    for (device, lane), ops in sorted(lanes.items(), key=lambda item: item[0]):
+        if not lane_repeats([(op.step, op_name(op.id)) for op in ops], step):
+            mine = [op.id for op in ops if op.step == step]
+            names = ", ".join(mine) or "none of its ops"
+            text = f"GPU {device}'s {lane} order differs from its neighbours' ({names})"
+            return text, (mine[0] if mine else None)
+    return None

@@ -15,9 +15,9 @@ from rlplex.config import Config
 from rlplex.errors import InfeasibleError
 from rlplex.plan.bound import lower_bound
 from rlplex.plan.host import HostPeak, host_peaks
-from rlplex.plan.ids import format_id, shift_id
+from rlplex.plan.ids import OpWork, format_id
 from rlplex.plan.model import Op, Plan
-from rlplex.plan.ops import PlanSchedule
+from rlplex.plan.ops import PlanSchedule, SOp
 from rlplex.plan.placement import resolve_placement
 from rlplex.plan.policy import BASELINES, default_unroll, plan_options
 from rlplex.plan.problem import Options
@@ -46,7 +46,8 @@ def make_plan(
     The placement is resolved by :func:`rlplex.plan.placement.resolve_placement`
     (roles with ``devices: auto`` searched first; every GPU role with ``auto``,
     and in async mode the staleness too). ``steps`` is the number of steps to
-    unroll (async; a sync plan repeats its steady-state step that many times).
+    unroll (async; a sync plan is one step, which the simulator and the
+    executor repeat through :meth:`rlplex.plan.pattern.StepPattern.unroll`).
 
     Raises:
         InfeasibleError: a stage's states plus transient memory exceed a GPU,
@@ -78,7 +79,7 @@ def plan_for_placement(
     """
     options = plan_options(config, placement, baseline, steps)
     bound = lower_bound(config, placement).value
-    plan, over = _plan_once(config, placement, options, bound, baseline, steps)
+    plan, over = _plan_once(config, placement, options, bound, baseline)
     if over is None:
         return plan
     fewer = frozenset(
@@ -88,7 +89,7 @@ def plan_for_placement(
         if state in COPIED_STATES
     )
     options = replace(options, drop_host=fewer)
-    plan, over = _plan_once(config, placement, options, bound, baseline, steps)
+    plan, over = _plan_once(config, placement, options, bound, baseline)
     if over is not None and baseline is None:
         raise InfeasibleError(over.describe())
     # A baseline is what a framework would do: its plan is shown, overflow included
@@ -102,11 +103,10 @@ def _plan_once(
     options: Options,
     bound: float,
     baseline: str | None,
-    steps: int | None,
 ) -> tuple[Plan, HostPeak | None]:
     """One plan with its host peaks, and the node whose host memory overflows most (or None)."""
     sched = schedule(config, placement, options)
-    plan = to_plan(config, sched, bound, options, baseline, repeat=_repeat(options, steps))
+    plan = to_plan(config, sched, bound, options, baseline)
     peaks = host_peaks(plan, config)
     plan = plan.model_copy(
         update={
@@ -118,63 +118,47 @@ def _plan_once(
     return plan, max(over, key=lambda p: (p.peak_gb, -p.node)) if over else None
 
 
-def _repeat(options: Options, steps: int | None) -> int:
-    return steps if (options.steps == 1 and steps and steps > 1) else 1
-
-
 def to_plan(
     config: Config,
     sched: PlanSchedule,
     lower_bound_s: float,
     options: Options,
     baseline: str | None = None,
-    repeat: int = 1,
 ) -> Plan:
     """Package an internal schedule as the plan JSON's model."""
     lay = sched.layout
-    device_cache: dict[tuple[int, ...], tuple[int, ...]] = {}
+    placed: dict[tuple[int, tuple[int, ...]], OpWork] = {}
 
-    def devices(classes: tuple[int, ...]) -> tuple[int, ...]:
-        if classes not in device_cache:
-            device_cache[classes] = lay.devices_of(classes)
-        return device_cache[classes]
+    def work_on(op: SOp) -> OpWork:
+        """``op``'s work with its device classes mapped to GPU ranks (once per distinct one)."""
+        key = (id(op.work), op.classes)  # the works are shared and alive: ids are stable
+        found = placed.get(key)
+        if found is None:
+            found = placed[key] = replace(op.work, devices=lay.devices_of(op.classes))
+        return found
 
     period = sched.period()
     raw = sched.ops
     ids = [format_id(o.step, o.name) for o in raw]
-    ops: list[Op] = []
-    for n in range(repeat):
-        shift = n * period
-        last_ids = _sinks(raw, ids) if n else []
-        for i, o in enumerate(raw):
-            deps = [shift_id(ids[d], n) for d in o.deps]
-            if n and not o.deps:
-                deps = [shift_id(x, n - 1) for x in last_ids]
-            fields = {
-                "id": shift_id(ids[i], n),
-                "kind": o.kind,
-                "step": o.step + n,
-                "devices": devices(o.classes),
-                "start_s": o.start + shift,
-                "end_s": o.end + shift,
-                "deps": tuple(deps),
-                "stage": o.stage,
-                "role": o.role,
-                "state": o.state,
-                "memory_gb": o.memory_gb,
-                "gb": o.gb,
-                "from_role": o.from_role,
-            }
-            ops.append(Op.model_construct(**fields))
+    ops = [
+        Op.placed(
+            work_on(o),
+            id=ids[i],
+            step=o.step,
+            start_s=o.start,
+            end_s=o.end,
+            deps=tuple(ids[d] for d in o.deps),
+        )
+        for i, o in enumerate(raw)
+    ]
     ops.sort(key=lambda op: (op.start_s, op.id))
     residency = {
         role: [s for s in config.roles[role].states if sched.initial.get((role, s))]
         for role in lay.placement
     }
-    steps = sched.steps * repeat
     return Plan(
         mode=config.pipeline.mode,
-        makespan_s=sched.makespan + (repeat - 1) * period,
+        makespan_s=sched.makespan,
         period_s=period,
         lower_bound_s=lower_bound_s,
         capacity_gb=config.cluster.gpu_memory_gb,
@@ -183,14 +167,8 @@ def to_plan(
         initial_residency=residency,
         ops=ops,
         staleness=options.staleness,
-        unrolled_steps=steps,
+        unrolled_steps=sched.steps,
         pattern_step=sched.pattern_step if sched.steps > 1 else 0,
         baseline=baseline,
         dispatch_s=config.cluster.dispatch_s,
     )
-
-
-def _sinks(raw, ids) -> list[str]:
-    """Ops of a step nothing else in it waits for: where the next step's first ops start."""
-    used = {d for o in raw for d in o.deps}
-    return [ids[i] for i in range(len(raw)) if i not in used]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from rlplex.config import Config
 from rlplex.plan.costs import stage_dirties, stage_needs, stage_seconds
-from rlplex.plan.ids import OpKind
+from rlplex.plan.ids import OpKind, OpWork
 from rlplex.plan.layout import group_device_classes
 from rlplex.resources.cluster import DRIVER
 
@@ -34,18 +34,15 @@ class Task:
     order: int
     """Definition order of the stage."""
     name: str
-    kind: str
-    """run or weight_sync."""
-    role: str
-    """Run role, or destination for a weight sync."""
-    from_role: str | None
+    work: OpWork
+    """What its op does (``run`` or ``weight_sync``; role: the run role, or the
+    destination of a weight sync), shared by the stage's tasks of every step."""
     classes: tuple[int, ...]
     lanes: tuple[int, ...]
     """Compute lanes: class ids, CPU lanes after them, the serial lane last."""
     duration: float
     needs: tuple[Pair, ...]
     dirties: tuple[Pair, ...]
-    memory_gb: float
     preds: list[int] = field(default_factory=list)
     succs: list[int] = field(default_factory=list)
     rank: float = 0.0
@@ -134,6 +131,17 @@ class Problem:
             )
         self.tasks: list[Task] = []
         self.task_of: dict[tuple[int, str], int] = {}
+        works = {}
+        for name, (s, role, classes, *_) in per_stage.items():
+            sync = s.is_weight_sync
+            works[name] = OpWork(
+                OpKind.WEIGHT_SYNC if sync else OpKind.RUN,
+                stage=name,
+                role=role,
+                from_role=s.from_role if sync else None,
+                gb=self.sizes.get((role, "weights"), 0.0) if sync else 0.0,
+                memory_gb=s.memory_gb if classes and not sync else 0.0,
+            )
         for step in range(options.steps):
             for name in topo:
                 s, role, classes, lanes, dur, needs, dirties = per_stage[name]
@@ -142,15 +150,12 @@ class Problem:
                     step=step,
                     order=order[name],
                     name=name,
-                    kind=OpKind.WEIGHT_SYNC if s.is_weight_sync else OpKind.RUN,
-                    role=role,
-                    from_role=s.from_role if s.is_weight_sync else None,
+                    work=works[name],
                     classes=classes,
                     lanes=lanes,
                     duration=dur,
                     needs=needs,
                     dirties=dirties,
-                    memory_gb=s.memory_gb if classes and not s.is_weight_sync else 0.0,
                     reads_dest=name in readers,
                 )
                 self.task_of[(step, name)] = task.idx
@@ -161,11 +166,11 @@ class Problem:
         self.readers_of: dict[str, list[int]] = {}
         self.ws_of: dict[str, dict[int, int]] = {}
         for t in self.tasks:
-            if t.kind == OpKind.WEIGHT_SYNC and t.name in self.dest_roles:
-                self.ws_of.setdefault(t.role, {}).setdefault(t.step, t.idx)
+            if t.work.kind == OpKind.WEIGHT_SYNC and t.name in self.dest_roles:
+                self.ws_of.setdefault(t.work.role or "", {}).setdefault(t.step, t.idx)
         for t in self.tasks:
-            if t.reads_dest and t.role in self.ws_of:
-                self.readers_of.setdefault(t.role, []).append(t.idx)
+            if t.reads_dest and t.work.role in self.ws_of:
+                self.readers_of.setdefault(t.work.role or "", []).append(t.idx)
         # Static order for Belady's next use: step, then longest remaining path.
         static = sorted(self.tasks, key=lambda t: (t.step, -t.rank, t.order))
         self.position = [0] * len(self.tasks)

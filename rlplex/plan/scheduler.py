@@ -22,7 +22,7 @@ from rlplex.errors import InfeasibleError
 from rlplex.plan.costs import transfer_seconds
 from rlplex.plan.eviction import EvictionCandidate, choose_victim
 from rlplex.plan.fit import span
-from rlplex.plan.ids import OpKind, transfer_name
+from rlplex.plan.ids import OpKind, OpWork, transfer_name
 from rlplex.plan.memory import MemoryProfile
 from rlplex.plan.ops import PlanSchedule, SOp
 from rlplex.plan.problem import Pair, Problem, Task
@@ -62,6 +62,7 @@ class Scheduler:
         self.task_op = [-1] * len(problem.tasks)
         self.scheduled = [False] * len(problem.tasks)
         self.transfer_count: dict[tuple[int, str, Pair], int] = {}
+        self.transfer_works: dict[tuple[OpKind, Pair, float], OpWork] = {}
 
     # -- state facts -------------------------------------------------------------
 
@@ -109,11 +110,19 @@ class Scheduler:
         self.ops.append(op)
         return len(self.ops) - 1
 
-    def _transfer_name(self, kind: str, pair: Pair, step: int) -> str:
+    def _transfer_name(self, kind: OpKind, pair: Pair, step: int) -> str:
         key = (step, kind, pair)
         n = self.transfer_count.get(key, 0) + 1
         self.transfer_count[key] = n
         return transfer_name(kind, pair[0], pair[1], n)
+
+    def _transfer_work(self, kind: OpKind, pair: Pair, gb: float) -> OpWork:
+        """What an offload or reload of ``pair`` moving ``gb`` does (one object for each)."""
+        key = (kind, pair, gb)
+        work = self.transfer_works.get(key)
+        if work is None:
+            work = self.transfer_works[key] = OpWork(kind, role=pair[0], state=pair[1], gb=gb)
+        return work
 
     def _copy_engine(self, pair: Pair, not_before: float) -> tuple[list[int], float]:
         """The last transfers on ``pair``'s role's devices and when their copy engines are free."""
@@ -122,7 +131,7 @@ class Scheduler:
         start = max([not_before, *(self.copy_free[c] for c in classes)])
         return deps, start
 
-    def _transfer(self, kind: str, pair: Pair, step: int, start: float, deps: list[int]) -> int:
+    def _transfer(self, kind: OpKind, pair: Pair, step: int, start: float, deps: list[int]) -> int:
         """Add an offload or reload of ``pair`` from ``start``: memory, copy engines, residency."""
         reload = kind == OpKind.RELOAD
         cost = self.reload_cost(pair) if reload else self.offload_cost(pair)
@@ -130,16 +139,13 @@ class Scheduler:
         size = self.p.sizes[pair]
         idx = self._new_op(
             SOp(
-                kind=kind,
+                work=self._transfer_work(kind, pair, size if cost > 0 else 0.0),
                 step=step,
                 name=self._transfer_name(kind, pair, step),
                 classes=classes,
                 start=start,
                 end=start + cost,
                 deps=_clean(deps),
-                role=pair[0],
-                state=pair[1],
-                gb=size if cost > 0 else 0.0,
             )
         )
         for c in classes:
@@ -179,7 +185,7 @@ class Scheduler:
         needed = set(task.needs)
         for c in task.classes:
             mem = self.mem[c]
-            extra = task.memory_gb + sum(
+            extra = task.work.memory_gb + sum(
                 p.sizes[m] for m in missing if c in p.layout.role_classes[m[0]]
             )
             while mem.final + extra > p.capacity + 1e-6:
@@ -213,10 +219,11 @@ class Scheduler:
         ]
         total = sum(p.sizes[x] for x in task.needs if c in p.layout.role_classes[x[0]])
         devices = p.layout.classes[c]
+        work = task.work
         return InfeasibleError(
-            f"stage {task.name!r} on role {task.role!r} needs {total + task.memory_gb:g} GB"
+            f"stage {task.name!r} on role {work.role!r} needs {total + work.memory_gb:g} GB"
             f" per GPU on GPUs {span(devices)} ({' + '.join(pinned) or 'no states'}"
-            f" + transient {task.memory_gb:g} GB) but a GPU has {p.capacity:g} GB"
+            f" + transient {work.memory_gb:g} GB) but a GPU has {p.capacity:g} GB"
         )
 
     def place(self, task: Task) -> None:
@@ -236,35 +243,28 @@ class Scheduler:
         for r in reloads:
             deps.append(r)
             start = max(start, self.ops[r].end)
-        if task.memory_gb > 0:
+        if task.work.memory_gb > 0:
             for c in task.classes:
-                t, op = self.mem[c].earliest_fit(start, task.memory_gb, p.capacity)
+                t, op = self.mem[c].earliest_fit(start, task.work.memory_gb, p.capacity)
                 start = max(start, t)
                 if op >= 0:
                     deps.append(op)
         end = start + task.duration
         idx = self._new_op(
             SOp(
-                kind=task.kind,
+                work=task.work,
                 step=task.step,
                 name=task.name,
                 classes=task.classes,
                 start=start,
                 end=end,
                 deps=_clean(deps),
-                stage=task.name,
-                role=task.role,
-                from_role=task.from_role,
-                memory_gb=task.memory_gb,
-                gb=p.sizes.get((task.role, "weights"), 0.0)
-                if task.kind == OpKind.WEIGHT_SYNC
-                else 0.0,
             )
         )
-        if task.memory_gb > 0:
+        if task.work.memory_gb > 0:
             for c in task.classes:
-                self.mem[c].add(start, task.memory_gb, idx)
-                self.mem[c].add(end, -task.memory_gb, idx)
+                self.mem[c].add(start, task.work.memory_gb, idx)
+                self.mem[c].add(end, -task.work.memory_gb, idx)
         for lane in task.lanes:
             self.lane_free[lane] = end
             self.lane_last[lane] = idx
@@ -275,7 +275,11 @@ class Scheduler:
         self.task_op[task.idx] = idx
         self.scheduled[task.idx] = True
         if p.options.offload_after:
-            roles = [task.role] if task.kind == OpKind.RUN else [task.from_role, task.role]
+            roles = (
+                [task.work.role]
+                if task.work.kind == OpKind.RUN
+                else [task.work.from_role, task.work.role]
+            )
             for role in roles:
                 if role in p.options.offload_after:
                     for state in p.config.roles[role].states:

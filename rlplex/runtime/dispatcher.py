@@ -123,9 +123,9 @@ def _share_on_device(
     devices: dict[str, set[tuple[int, ...]]] = defaultdict(set)
     roles: dict[str, str] = {}
     for op in schedule.ops:
-        if op.kind == OpKind.RUN and op.stage:
-            devices[op.stage].add(tuple(sorted(op.devices)))
-            roles[op.stage] = op.role or ""
+        if op.work.kind == OpKind.RUN and op.work.stage:
+            devices[op.work.stage].add(tuple(sorted(op.work.devices)))
+            roles[op.work.stage] = op.work.role or ""
     consumers: dict[str, list[str]] = defaultdict(list)
     for stage, binding in bindings.items():
         for name in binding.upstream:
@@ -168,7 +168,7 @@ class Dispatcher:
         # Per-op bookkeeping by position in the schedule (its dispatch priority), made
         # once: completing an op is then list arithmetic, not dict and tuple churn.
         self._ops: tuple[ExecOp, ...] = tuple(schedule.ops)
-        self._index = {op.id: i for i, op in enumerate(self._ops)}
+        self._index = {op.key: i for i, op in enumerate(self._ops)}
         self._waiting = [len(op.deps) for op in self._ops]
         dependents: list[list[int]] = [[] for _ in self._ops]
         for i, op in enumerate(self._ops):
@@ -188,7 +188,7 @@ class Dispatcher:
         self._results: dict[tuple[int, str], tuple[str, Any]] = {}
         self._share = _share_on_device(schedule, bindings, groups)
         self._share_roles = sorted(
-            {op.role for op in schedule.ops if op.stage in self._share and op.role}
+            {op.work.role for op in schedule.ops if op.work.stage in self._share and op.work.role}
         )
         """Stages whose results stay on the device (every consumer on the producer's devices)."""
         self._pool = cf.ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlplex-driver")
@@ -337,14 +337,14 @@ class Dispatcher:
         if isinstance(cause, RemoteStageError):
             log.error(
                 "stage failed",
-                stage=op.stage or op.kind,
+                stage=op.work.stage or op.work.kind,
                 step=op.step,
                 role=role,
                 rank=rank,
                 traceback=cause.tb,
             )
             return StageFailedError(
-                stage=op.stage or f"{op.kind} {op.state}",
+                stage=op.work.stage or f"{op.work.kind} {op.work.state}",
                 step=op.step,
                 role=role,
                 rank=rank,
@@ -361,7 +361,7 @@ class Dispatcher:
             )
         log.error("remote call failed", op=op.id, role=role, rank=rank, error=str(exc))
         return StageFailedError(
-            stage=op.stage or f"{op.kind} {op.state}",
+            stage=op.work.stage or f"{op.work.kind} {op.work.state}",
             step=op.step,
             role=role,
             rank=rank,
@@ -377,7 +377,7 @@ class Dispatcher:
             result, stats = flight.future.result()
         except Exception as exc:
             raise self._failure(flight, 0, exc) from None
-        self._results[(op.step, op.stage or "")] = ("value", result)
+        self._results[(op.step, op.work.stage or "")] = ("value", result)
         flight.stats = [stats]
         flight.future = None
         self._complete(flight)
@@ -437,7 +437,7 @@ class Dispatcher:
         self, op: ExecOp, refs: Sequence[Any], workers: list[tuple[str, int]], gpus: int
     ) -> _InFlight:
         now = self.recorder.now()
-        index = self._index[op.id]
+        index = self._index[op.key]
         dispatch = now - self._ready_at[index]
         self.dispatch_latencies.append(dispatch)
         flight = _InFlight(
@@ -458,23 +458,23 @@ class Dispatcher:
         return flight
 
     def _issue(self, op: ExecOp) -> None:
-        kind = op.kind
+        kind = op.work.kind
         if kind == OpKind.RUN:
-            group = self.groups.get(op.role or "")
+            group = self.groups.get(op.work.role or "")
             if group is None:
                 self._issue_driver(op)
             else:
-                self._issue_run(op, group, op.stage or "")
+                self._issue_run(op, group, op.work.stage or "")
         elif kind in TRANSFER_KINDS:
-            group = self.groups[op.role or ""]
+            group = self.groups[op.work.role or ""]
             # Plain values (the kind as text, not the enum) serialize fastest, once per op.
-            args = (str(kind), [op.state], op.dead, op.planned_s)
+            args = (str(kind), [op.work.state], op.work.dead, op.planned_s)
             refs = [m.remote(*args) for m in self._methods_of(group, "transfer")]
             self._track(op, refs, self._workers_of(group), group.gpus_per_worker)
         elif kind == OpKind.WEIGHT_SYNC:
             self._issue_sync(op)
         else:  # pragma: no cover - the plan model allows no other kind
-            raise PlanScheduleError(f"unknown op kind {op.kind!r}", op=op.id)
+            raise PlanScheduleError(f"unknown op kind {op.work.kind!r}", op=op.id)
 
     def _inputs(
         self, op: ExecOp, upstream: Sequence[str], world: int
@@ -517,7 +517,7 @@ class Dispatcher:
             "step": op.step,
             # A rehearsal sleeps only the work: the real overhead happens anyway.
             "planned_s": op.work_s,
-            "memory_gb": op.memory_gb,
+            "memory_gb": op.work.memory_gb,
             "inputs": layout,
             "share_on_device": stage in self._share,
         }
@@ -532,13 +532,13 @@ class Dispatcher:
         )
 
     def _issue_sync(self, op: ExecOp) -> None:
-        binding = self.bindings.get(op.stage or "", StageBinding(sync="rehearse"))
-        dst = self.groups[op.role or ""]
-        src = self.groups[op.from_role or ""]
+        binding = self.bindings.get(op.work.stage or "", StageBinding(sync="rehearse"))
+        dst = self.groups[op.work.role or ""]
+        src = self.groups[op.work.from_role or ""]
         if binding.sync in ("fn", "rehearse", None):
-            self._issue_run(op, dst, op.stage or "")
+            self._issue_run(op, dst, op.work.stage or "")
             return
-        name = op.stage or ""
+        name = op.work.stage or ""
         workers = [(src.role, 0)] + [(dst.role, r) for r in range(dst.world_size)]
         if binding.sync == "ipc":
             refs, workers = self._ipc_calls(name, binding, src, dst)
@@ -575,7 +575,7 @@ class Dispatcher:
         return refs, workers
 
     def _issue_driver(self, op: ExecOp) -> None:
-        stage = op.stage or ""
+        stage = op.work.stage or ""
         binding = self.bindings.get(stage, StageBinding())
         sources: dict[str, tuple[str, Any]] = {}
         for name in binding.upstream:

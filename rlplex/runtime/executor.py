@@ -141,7 +141,6 @@ def execute(
         info = {
             **session.meta,
             "steps": steps,
-            "dropped_edges": list(schedule.dropped),
             **(meta or {}),
         }
         recorder = Recorder(schedule, plan, record, info)

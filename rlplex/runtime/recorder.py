@@ -196,8 +196,8 @@ class Recorder:
         fields: dict[str, Any] = {
             "step": op.step,
             "op": op.id,
-            "kind": op.kind,
-            "devices": list(op.devices),
+            "kind": op.work.kind,
+            "devices": list(op.work.devices),
             "start_s": start_s,
             "end_s": end_s,
             "bytes": int(
@@ -208,11 +208,11 @@ class Recorder:
             "dispatch_s": dispatch_s,
         }
         for key in ("stage", "role", "state", "from_role"):
-            value = getattr(op, key)
+            value = getattr(op.work, key)
             if value is not None:
                 fields[key] = value
-        if op.kind == OpKind.OFFLOAD:
-            fields["dead"] = op.dead
+        if op.work.kind == OpKind.OFFLOAD:
+            fields["dead"] = op.work.dead
         if stats:
             fields["worker_s"] = max(s.get("worker_s", 0.0) for s in stats)
             for key in MEMORY_FIELDS:

@@ -155,7 +155,7 @@ def replay_plan(plan: Plan, config: Config) -> tuple[Pattern, bool]:
     overlap on a device.
     """
     pattern = extract_pattern(plan, config)
-    return pattern, pattern.repeats
+    return pattern, pattern.step.repeats
 
 
 def step_times(pattern: Pattern, columns: Sequence[Column], steps: int) -> list[float]:

@@ -52,33 +52,35 @@ GIB = 2**30
 
 @dataclass(frozen=True)
 class Pattern:
-    """The repeating ops of a plan, ready for fast replay."""
+    """The repeating ops of a plan, ready for fast replay.
 
-    keys: tuple[str, ...]
-    """Op ids without the ``s{step}/`` prefix."""
-    kinds: tuple[str, ...]
-    """Op kinds."""
+    What each op does and every edge are the :class:`StepPattern`'s (``step``);
+    the pattern adds only the simulator's own figures: modelled durations,
+    event fields, and the order rounds compute the ops in.
+    """
+
+    step: StepPattern
+    """The step pattern: each op's :class:`~rlplex.plan.ids.OpWork`, its edges, the unrolling."""
     fields: tuple[dict, ...]
     """Constant event fields of each op (kind, stage, role, state, devices, bytes)."""
     base: tuple[float, ...]
     """Modelled duration of each op."""
     stages: tuple[str | None, ...]
     """Stage of run / weight_sync ops (their durations can be overridden)."""
-    deps: tuple[tuple[tuple[int, int], ...], ...]
-    """For each op: (step offset, op index) it waits for."""
     skew: tuple[int, ...]
     """Round offset of each op: op j of step n is computed in round n + skew[j]."""
     order: tuple[int, ...]
     """Op indices in the order they are computed within a round."""
-    barrier: bool
-    """Sync: a step starts when the previous one has ended."""
-    repeats: bool = True
-    """Whether repeating the step keeps one chain of ops per device lane."""
-    reach: tuple[int, ...] = ()
-    """Per op: the furthest step ahead it waits for (0: none)."""
-    near_end: tuple[tuple[tuple[tuple[int, int], ...], ...], ...] = ()
-    """Per op, indexed by the steps left after its own (0 .. reach - 1): its edges
-    at the end of a run (:meth:`rlplex.plan.pattern.StepPattern.deps_near_end`)."""
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Op ids without the ``s{step}/`` prefix."""
+        return tuple(op.name for op in self.step.ops)
+
+    @property
+    def deps(self) -> tuple[tuple[tuple[int, int], ...], ...]:
+        """For each op: (step offset, op index) it waits for."""
+        return tuple(op.deps for op in self.step.ops)
 
 
 class PatternError(StepPatternError):
@@ -92,12 +94,11 @@ def check_pattern(plan: Plan, pattern: Pattern) -> None:
         PatternError: a device's order differs between steps (two ops would
             overlap on it), or the pattern waits for itself.
     """
-    if not pattern.repeats:
-        raise PatternError(
-            f"step {plan.pattern_step} of the plan does not repeat: its device order differs"
-            " from its neighbours', so repeating it would run two ops at once on a GPU"
-        )
-    if not pattern.barrier and max_cycle_ratio(pattern.base, pattern.deps) is None:
+    try:
+        pattern.step.check_repeats()
+    except StepPatternError as exc:
+        raise PatternError(str(exc)) from None
+    if not pattern.step.barrier and max_cycle_ratio(pattern.base, pattern.deps) is None:
         raise PatternError(f"step {plan.pattern_step} of the plan waits for itself when repeated")
 
 
@@ -112,38 +113,28 @@ def extract_pattern(plan: Plan, config: Config, step: StepPattern | None = None)
     placement = {r: tuple(d) for r, d in plan.placement.items()}
     base, stages, fields = [], [], []
     for op in sp.ops:
-        if op.stage is not None and op.kind in COMPUTE_KINDS:
-            stage = config.pipeline.stage(op.stage)
+        work = op.work
+        if work.stage is not None and work.kind in COMPUTE_KINDS:
+            stage = config.pipeline.stage(work.stage)
             base.append(stage_seconds(config, stage, placement))
-            stages.append(op.stage)
+            stages.append(work.stage)
         else:
             base.append(op.duration_s)
             stages.append(None)
-        f = {"kind": op.kind, "devices": op.devices, "bytes": round(op.gb * GIB)}
+        f = {"kind": work.kind, "devices": work.devices, "bytes": round(work.gb * GIB)}
         for name in ("stage", "role", "state"):
-            value = getattr(op, name)
+            value = getattr(work, name)
             if value is not None:
                 f[name] = value
         fields.append(f)
-    deps = [op.deps for op in sp.ops]
-    skew, order = _skew_and_order(len(sp.ops), deps)
-    reach = [max((off for off, _ in d), default=0) for d in deps]
-    near_end = tuple(
-        tuple(sp.deps_near_end(j, room) for room in range(reach[j])) for j in range(len(deps))
-    )
+    skew, order = _skew_and_order(len(sp.ops), [op.deps for op in sp.ops])
     return Pattern(
-        keys=tuple(op.name for op in sp.ops),
-        kinds=tuple(op.kind for op in sp.ops),
+        step=sp,
         fields=tuple(fields),
         base=tuple(base),
         stages=tuple(stages),
-        deps=tuple(deps),
         skew=tuple(skew),
         order=tuple(order),
-        barrier=sp.barrier,
-        repeats=sp.repeats,
-        reach=tuple(reach),
-        near_end=near_end,
     )
 
 
@@ -232,8 +223,8 @@ def simulate(
     base = pat.base
     # The name durations are looked up by: the stage, or a transfer's op key.
     stage_of = [
-        st if st is not None else (key if kind in TRANSFER_KINDS else None)
-        for st, key, kind in zip(pat.stages, pat.keys, pat.kinds, strict=True)
+        st if st is not None else (op.name if op.work.kind in TRANSFER_KINDS else None)
+        for st, op in zip(pat.stages, pat.step.ops, strict=True)
     ]
     jittered = [st is not None or jitter_transfers for st in pat.stages]
 
@@ -265,13 +256,15 @@ def run_pattern(
     computed round by round in ``pattern.order``, the order in which
     ``duration`` is called (so a jittered duration draws the same sequence).
     """
-    n_ops = len(pattern.keys)
+    n_ops = len(pattern.stages)
     starts = [[0.0] * n_ops for _ in range(steps)]
     ends = [[0.0] * n_ops for _ in range(steps)]
     step_end = [0.0] * steps
-    deps, skew, order, barrier = pattern.deps, pattern.skew, pattern.order, pattern.barrier
-    reach = pattern.reach or (0,) * n_ops
-    near_end = pattern.near_end
+    skew, order, barrier = pattern.skew, pattern.order, pattern.step.barrier
+    # The one unrolling (StepPattern.deps_at), inlined for speed: op j's edges
+    # with ``last - n`` steps left, kept when they point inside the run.
+    near_end = pattern.step.deps_near_end
+    deps, reach = pattern.deps, pattern.step.op_reach
     last = steps - 1
     for rnd in range(steps + max(skew, default=0)):
         for j in order:
@@ -280,7 +273,7 @@ def run_pattern(
                 continue
             t = step_end[n - 1] if barrier and n > 0 else 0.0
             room = last - n
-            for off, k in deps[j] if room >= reach[j] else near_end[j][room]:
+            for off, k in deps[j] if room >= reach[j] else near_end(j, room):
                 s = n + off
                 if 0 <= s < steps:
                     e = ends[s][k]
@@ -324,7 +317,8 @@ def _duration_lookup(durations: Durations | None) -> Callable[[int, str], float 
 def _timeline(plan, pat: Pattern, starts, ends, step_end, steps: int) -> Timeline:
     events = []
     construct = Event.model_construct
-    order = sorted(range(len(pat.keys)), key=lambda j: (pat.skew[j], j))
+    keys = pat.keys
+    order = sorted(range(len(keys)), key=lambda j: (pat.skew[j], j))
     for n in range(steps):
         prefix = step_prefix(n)
         row_s, row_e = starts[n], ends[n]
@@ -332,7 +326,7 @@ def _timeline(plan, pat: Pattern, starts, ends, step_end, steps: int) -> Timelin
             events.append(
                 construct(
                     step=n,
-                    op=prefix + pat.keys[j],
+                    op=prefix + keys[j],
                     start_s=row_s[j],
                     end_s=row_e[j],
                     **pat.fields[j],

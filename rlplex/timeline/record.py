@@ -40,7 +40,9 @@ class Event(BaseModel):
     op: str
     """The op id, as in the plan (``s3/train``)."""
     kind: str
-    """``run``, ``offload``, ``reload`` or ``weight_sync``."""
+    """``run``, ``offload``, ``reload`` or ``weight_sync`` (an
+    :class:`~rlplex.plan.ids.OpKind` value). Text on the wire: a record made
+    elsewhere is read as it is, so a view can show an op kind rlplex does not run."""
     devices: tuple[int, ...] = ()
     """Global GPU ranks; empty for CPU and driver stages."""
     start_s: float

@@ -13,7 +13,7 @@ figures (period, lower bound, gap, offload/reload seconds, utilisation).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from rlplex.dag.export import role_colour
 from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpKind
@@ -39,8 +39,8 @@ class Lane:
     """Text at the left: ``gpu 3``, ``gpu 0-255 ×256``, ``rewards (cpu)``, ``driver``."""
     group: str
     """Heading the lane sits under: ``node 0``, ``nodes 0-31``, ``cpu``."""
-    kind: str
-    """``gpu``, ``cpu`` or ``driver``."""
+    kind: Literal["gpu", "cpu", "driver"]
+    """What the row stands for: a view's own vocabulary, not an op kind."""
     devices: tuple[int, ...]
     """GPUs this lane stands for (empty for CPU lanes)."""
     rows: int
@@ -296,7 +296,7 @@ def build_layout(
     for role in sorted(cpu_roles, key=lambda r: (r == DRIVER, list(cpu_roles).index(r))):
         indices = cpu_roles[role]
         rows, count = _rows(events, indices)
-        kind = "driver" if role == DRIVER else "cpu"
+        kind: Literal["cpu", "driver"] = "driver" if role == DRIVER else "cpu"
         util = _busy([(starts[i], ends[i]) for i in indices]) / span
         lane_index = len(lanes)
         label = DRIVER if role == DRIVER else f"{role} (cpu)"

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-from rlplex.plan.ids import OpKind, format_id
+from rlplex.plan.ids import OpKind, OpWork, format_id
 from rlplex.timeline.record import Event, Timeline
 
 GIB = 2**30
@@ -26,53 +26,61 @@ class _Op:
 
     name: str
     """Op id without the ``s{step}/`` prefix."""
-    kind: str
-    """run, offload, reload or weight_sync."""
-    role: str
-    """The role (weight_sync: the destination)."""
+    work: OpWork
+    """What it does (its devices come from the placement, per timeline)."""
     start: float
     """Start, seconds after the step start."""
     seconds: float
     """Duration."""
     deps: tuple[str, ...] = ()
     """Op names (without prefix) this one waits for."""
-    stage: str | None = None
-    """The stage, for run and weight_sync ops."""
-    state: str | None = None
-    """The state moved by a transfer."""
-    gb: float = 0.0
-    """GB per device moved."""
-    from_role: str | None = None
-    """weight_sync: the source role."""
+
+
+def _op(
+    name: str,
+    kind: str,
+    role: str,
+    start: float,
+    seconds: float,
+    deps: tuple[str, ...] = (),
+    stage: str | None = None,
+    *,
+    state: str | None = None,
+    gb: float = 0.0,
+    from_role: str | None = None,
+) -> _Op:
+    """A template op."""
+    work = OpWork(OpKind(kind), stage=stage, role=role, state=state, from_role=from_role, gb=gb)
+    return _Op(name, work, start, seconds, deps)
 
 
 def _template() -> tuple[list[_Op], float]:
     """The ops of one step and the step length (25 GB/s host copies, 200 GB/s device copy)."""
     ops = [
-        _Op("generate", "run", "actor_infer", 0.0, 120.0, (), "generate"),
-        _Op("offload/actor_infer/kv_cache", "offload", "actor_infer", 120.0, 0.0, ("generate",),
+        _op("generate", "run", "actor_infer", 0.0, 120.0, (), "generate"),
+        _op("offload/actor_infer/kv_cache", "offload", "actor_infer", 120.0, 0.0, ("generate",),
             state="kv_cache"),
-        _Op("reward", "run", "rewards", 120.0, 10.0, ("generate",), "reward"),
-        _Op("reload/reference/weights", "reload", "reference", 120.0, 0.16, ("generate",),
+        _op("reward", "run", "rewards", 120.0, 10.0, ("generate",), "reward"),
+        _op("reload/reference/weights", "reload", "reference", 120.0, 0.16, ("generate",),
             state="weights", gb=4.0),
-        _Op("ref_logprob", "run", "reference", 120.16, 20.0,
+        _op("ref_logprob", "run", "reference", 120.16, 20.0,
             ("generate", "reload/reference/weights"), "ref_logprob"),
-        _Op("reload/actor_train/weights", "reload", "actor_train", 120.16, 0.16,
+        _op("reload/actor_train/weights", "reload", "actor_train", 120.16, 0.16,
             ("reload/reference/weights",), state="weights", gb=4.0),
-        _Op("offload/reference/weights", "offload", "reference", 140.16, 0.0, ("ref_logprob",),
+        _op("offload/reference/weights", "offload", "reference", 140.16, 0.0, ("ref_logprob",),
             state="weights"),
-        _Op("old_logprob", "run", "actor_train", 140.16, 20.0,
+        _op("old_logprob", "run", "actor_train", 140.16, 20.0,
             ("ref_logprob", "reload/actor_train/weights"), "old_logprob"),
-        _Op("advantage", "run", "driver", 160.16, 1.0, ("reward", "old_logprob"), "advantage"),
-        _Op("reload/actor_train/optimizer", "reload", "actor_train", 160.16, 0.32,
+        _op("advantage", "run", "driver", 160.16, 1.0, ("reward", "old_logprob"), "advantage"),
+        _op("reload/actor_train/optimizer", "reload", "actor_train", 160.16, 0.32,
             ("old_logprob",), state="optimizer", gb=8.0),
-        _Op("train", "run", "actor_train", 161.16, 80.0,
+        _op("train", "run", "actor_train", 161.16, 80.0,
             ("advantage", "reload/actor_train/optimizer"), "train"),
-        _Op("offload/actor_train/optimizer", "offload", "actor_train", 241.16, 0.32, ("train",),
+        _op("offload/actor_train/optimizer", "offload", "actor_train", 241.16, 0.32, ("train",),
             state="optimizer", gb=8.0),
-        _Op("weight_sync", "weight_sync", "actor_infer", 241.16, 0.02, ("train",), "weight_sync",
+        _op("weight_sync", "weight_sync", "actor_infer", 241.16, 0.02, ("train",), "weight_sync",
             gb=4.0, from_role="actor_train"),
-        _Op("offload/actor_train/weights", "offload", "actor_train", 241.48, 0.16,
+        _op("offload/actor_train/weights", "offload", "actor_train", 241.48, 0.16,
             ("weight_sync", "offload/actor_train/optimizer"), state="weights", gb=4.0),
     ]  # fmt: skip
     return ops, 241.64
@@ -121,20 +129,22 @@ def synthetic_timeline(
             # A longer op pushes everything after it, as it would in a real run.
             shift += seconds - op.seconds
             devices: tuple[int, ...] = ()
-            if op.kind == OpKind.WEIGHT_SYNC:
-                src, dst = placement[op.from_role or ""], placement[op.role]
+            work = op.work
+            role = work.role or ""
+            if work.kind == OpKind.WEIGHT_SYNC:
+                src, dst = placement[work.from_role or ""], placement[role]
                 devices = tuple(dict.fromkeys(src + dst))
-            elif op.role in placement:
-                devices = placement[op.role]
+            elif role in placement:
+                devices = placement[role]
             deps = [format_id(step, d) for d in op.deps]
             if step and op.name == "generate":
                 deps.append(format_id(step - 1, "weight_sync"))
-            extra = {"from_role": op.from_role} if op.from_role else {}
+            extra = {"from_role": work.from_role} if work.from_role else {}
             events.append(
                 Event(
-                    step=step, op=format_id(step, op.name), kind=op.kind, stage=op.stage,
-                    role=op.role, state=op.state, devices=devices, start_s=start,
-                    end_s=start + seconds, bytes=int(op.gb * GIB), deps=deps, **extra,
+                    step=step, op=format_id(step, op.name), kind=work.kind, stage=work.stage,
+                    role=role, state=work.state, devices=devices, start_s=start,
+                    end_s=start + seconds, bytes=int(work.gb * GIB), deps=deps, **extra,
                 )
             )  # fmt: skip
         step_s = length + shift

@@ -162,7 +162,7 @@ def test_fewer_host_copies_release_a_kept_copy_at_reload():
     options = plan_options(config, placement)
     bound = lower_bound(config, placement).value
     fewer = replace(options, drop_host=frozenset({("reference", "weights")}))
-    plan, _ = _plan_once(config, placement, fewer, bound, None, None)
+    plan, _ = _plan_once(config, placement, fewer, bound, None)
     verify_plan(plan, config)
     spans = host_intervals(plan, config)[("reference", "weights")]
     reload = plan.op("s0/reload/reference/weights")

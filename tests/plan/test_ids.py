@@ -61,3 +61,35 @@ def test_plan_json_writes_kinds_as_strings() -> None:
     assert {op["kind"] for op in ops} <= {"run", "offload", "reload", "weight_sync"}
     for op in plan.ops:
         assert str(op.op_id) == op.id and op.op_id.step == op.step
+
+
+def test_op_work_is_read_off_a_plan_op_without_copying_fields_by_hand() -> None:
+    from dataclasses import FrozenInstanceError, fields
+
+    from rlplex.plan.ids import OpWork
+
+    plan = make_plan(load_config("examples/ppo.yaml"))
+    for op in plan.ops:
+        work = op.work()
+        assert isinstance(work.kind, OpKind) and work.kind == op.kind
+        assert work.devices == tuple(op.devices)
+        for name in ("stage", "role", "state", "from_role", "gb", "memory_gb"):
+            assert getattr(work, name) == getattr(op, name), name
+        assert work.lane == ("compute" if op.kind in COMPUTE_KINDS else "transfer")
+    # Every field of the description is a field of the wire op, except ``dead``
+    # (an extra the planner writes only when it knows).
+    wire = set(type(plan.ops[0]).model_fields)
+    assert {f.name for f in fields(OpWork)} - wire == {"dead"}
+    with pytest.raises(FrozenInstanceError):
+        work.kind = OpKind.RUN  # type: ignore[misc]
+
+
+def test_op_work_dead_comes_from_the_plans_extra_or_the_caller() -> None:
+    from rlplex.plan.model import Op
+
+    op = Op(id="s0/offload/r/w", kind="offload", start_s=0, end_s=0, role="r", state="w")
+    assert op.work().dead is False
+    assert op.work(dead=True).dead is True
+    written = Op.model_validate({**op.model_dump(), "dead": True})
+    assert written.work().dead is True
+    assert written.work(dead=False).dead is False

@@ -33,7 +33,7 @@ def test_scheduler_places_every_task_at_the_earliest_time_its_deps_allow() -> No
     resident = {p: True for p in problem.pairs}
     dirty = {p: False for p in problem.pairs}
     sched = Scheduler(problem, resident, dirty).run()
-    assert {(o.step, o.name) for o in sched.ops if o.kind == "run"} >= {(0, "train")}
+    assert {(o.step, o.name) for o in sched.ops if o.work.kind == "run"} >= {(0, "train")}
     for op in sched.ops:
         earliest = max((sched.ops[d].end for d in op.deps), default=0.0)
         assert op.start == pytest.approx(earliest)

@@ -64,7 +64,7 @@ def test_simulator_and_runtime_schedule_share_every_device_order(
     sim = _sim_lanes(timeline)
     assert set(sim) == set(sched.lanes)
     for key, groups in sim.items():
-        assert _grouped(sched.lanes[key], groups) == groups, key
+        assert _grouped(sched.lane_ids()[key], groups) == groups, key
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -81,7 +81,7 @@ def test_random_plans_order_every_device_lane_alike(cfg) -> None:
     sim = _sim_lanes(timeline)
     assert set(sim) == set(sched.lanes)
     for key, groups in sim.items():
-        assert _grouped(sched.lanes[key], groups) == groups, key
+        assert _grouped(sched.lane_ids()[key], groups) == groups, key
 
 
 def test_async_and_sync_examples_are_both_covered() -> None:
@@ -100,8 +100,7 @@ def test_the_simulator_and_runtime_read_one_pattern() -> None:
     by_id = sched.by_id()
     for j, op in enumerate(sp.ops):
         for step in range(8):
-            want = {f"s{s}/{sp.ops[k].name}" for s, k in sp.deps_at(step, j, 8)}
-            assert want <= set(by_id[f"s{step}/{op.name}"].deps)
+            assert set(sp.deps_at(step, j, 8)) <= set(by_id[f"s{step}/{op.name}"].deps)
 
 
 def test_async_pattern_gates_generation_k_plus_one_steps_back() -> None:
@@ -142,3 +141,71 @@ def test_a_plan_without_a_pattern_step_is_refused() -> None:
     plan = make_plan(load_config("examples/grpo.yaml"))
     with pytest.raises(StepPatternError, match="pattern step 5"):
         step_pattern(plan.model_copy(update={"pattern_step": 5}))
+
+
+def test_pattern_ops_hold_their_plan_ops_work() -> None:
+    plan = make_plan(load_config("examples/async.yaml"))
+    sp = step_pattern(plan)
+    by_id = {op.id: op for op in plan.ops}
+    for op in sp.ops:
+        assert op.work == by_id[op.template].work(dead=op.work.dead)
+
+
+def test_the_runtime_schedule_is_the_patterns_one_unrolling() -> None:
+    cfg = load_config("examples/async.yaml")
+    plan = make_plan(cfg)
+    steps = 7
+    sp = step_pattern(plan, staleness=cfg.pipeline.staleness)
+    sched = expand_plan(plan, steps, staleness=cfg.pipeline.staleness)
+    by_key = sched.by_key()
+    unrolled = list(sp.unroll(steps))
+    assert [(t, j) for t, j, _ in unrolled] == [
+        (t, j) for t in range(steps) for j in range(len(sp.ops))
+    ]
+    assert set(by_key) == {(t, j) for t, j, _ in unrolled}
+    for t, j, deps in unrolled:
+        op = by_key[(t, j)]
+        assert op.work == sp.ops[j].work and op.name == sp.ops[j].name
+        assert set(deps) <= set(op.deps)  # plus the lane edges read off the dispatch order
+        assert all(0 <= s < steps for s, _ in op.deps)
+
+
+def _non_repeating():
+    """Pointing an async plan at its last unrolled step: it lacks the later steps'
+    generation, so its device order differs from its neighbours'."""
+    cfg = load_config("examples/async.yaml")
+    plan = make_plan(cfg)
+    return cfg, plan.model_copy(update={"pattern_step": plan.unrolled_steps - 1})
+
+
+def test_a_pattern_that_does_not_repeat_is_refused_alike_by_simulator_and_executor() -> None:
+    from rlplex.runtime.errors import PlanScheduleError
+    from rlplex.sim.simulate import PatternError
+
+    cfg, plan = _non_repeating()
+    sp = step_pattern(plan)
+    assert not sp.repeats and sp.irregular_op is not None
+    with pytest.raises(StepPatternError, match="does not repeat: GPU 0's compute order") as found:
+        list(sp.unroll(3))
+    message = str(found.value)
+    assert sp.irregular_op in message and found.value.op == sp.irregular_op
+    with pytest.raises(PlanScheduleError) as run_error:
+        expand_plan(plan, 3, staleness=cfg.pipeline.staleness)
+    assert str(run_error.value) == message and run_error.value.op == sp.irregular_op
+    with pytest.raises(PatternError) as sim_error:
+        simulate(plan, cfg, steps=3)
+    assert str(sim_error.value) == message
+
+
+def test_rlplex_run_refuses_a_non_repeating_plan_before_starting_ray() -> None:
+    """``execute`` (behind ``rlplex run``) unrolls before it opens a Ray session."""
+    import sys
+
+    from rlplex.runtime.errors import PlanScheduleError
+    from rlplex.runtime.executor import execute
+
+    cfg, plan = _non_repeating()
+    with pytest.raises(PlanScheduleError, match="does not repeat"):
+        execute(plan, cfg, steps=3)
+    ray = sys.modules.get("ray")
+    assert ray is None or not ray.is_initialized()

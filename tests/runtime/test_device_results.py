@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from rlplex.plan.ids import OpKind, OpWork
 from rlplex.runtime.dispatcher import StageBinding, _share_on_device
 
 
 def op(stage: str, role: str, devices: tuple[int, ...]) -> SimpleNamespace:
-    return SimpleNamespace(kind="run", stage=stage, role=role, devices=devices)
+    return SimpleNamespace(work=OpWork(OpKind.RUN, devices, stage=stage, role=role))
 
 
 def test_only_results_consumed_on_the_same_devices_stay_there() -> None:
@@ -55,7 +56,7 @@ def test_a_rehearsal_sleeps_the_work_not_the_modelled_dispatch_overhead() -> Non
         }
     )
     schedule = expand_plan(make_plan(cfg), 1, staleness=0)
-    (op,) = [o for o in schedule.ops if o.kind == "run"]
+    (op,) = [o for o in schedule.ops if o.work.kind == "run"]
     assert op.planned_s == 1.25 and op.work_s == 1.0  # the plan says which part is overhead
 
     calls: list[dict] = []

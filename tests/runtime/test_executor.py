@@ -207,7 +207,7 @@ def test_offload_calls_and_device_order_follow_the_plan(tmp_path: Path, memory: 
     )
     # every device runs its ops in the planned order
     sched = expand_plan(plan, 2, staleness=0)
-    assert _lane_orders(timeline) == {k: list(v) for k, v in sched.lanes.items()}
+    assert _lane_orders(timeline) == {k: list(v) for k, v in sched.lane_ids().items()}
     # the workers saw exactly the plan's transfers, in its order, on every rank
     seen: dict[tuple[str, int], list[tuple[str, str]]] = defaultdict(list)
     if calls.exists():
@@ -216,9 +216,9 @@ def test_offload_calls_and_device_order_follow_the_plan(tmp_path: Path, memory: 
             seen[(role, rank)].extend((kind, s) for s in states)
     for role in cfg.roles:
         planned = [
-            (o.kind, o.state)
+            (o.work.kind, o.work.state)
             for o in sched.ops
-            if o.role == role and o.kind in ("offload", "reload")
+            if o.work.role == role and o.work.kind in ("offload", "reload")
         ]
         for rank in range(cfg.roles[role].world_size):
             assert seen.get((role, rank), []) == planned

@@ -23,32 +23,37 @@ def test_steps_repeat_the_plan_with_renumbered_ids_and_shifted_times() -> None:
     by_id = sched.by_id()
     assert by_id["s2/train"].template == "s0/train"
     assert by_id["s2/train"].planned_start_s == pytest.approx(3.8 + 2 * 6.0)
-    assert set(by_id["s1/train"].plan_deps) == {"s1/advantage", "s1/reload/actor_train/optimizer"}
+    train = by_id["s1/train"]
+    assert set(sched.op_id(k) for k in train.plan_deps) == {
+        "s1/advantage",
+        "s1/reload/actor_train/optimizer",
+    }
 
 
 def test_sync_steps_wait_for_the_previous_step() -> None:
     sched = expand_plan(colocated_plan(), 2)
     first = sched.by_id()["s1/offload/actor_train/optimizer"]
     # the only sink of step 0 is the weight sync
-    assert "s0/weight_sync" in first.deps
+    assert "s0/weight_sync" in sched.dep_ids(first)
 
 
 def test_lanes_keep_the_planned_order_per_device() -> None:
     plan = colocated_plan()
     sched = expand_plan(plan, 2)
-    compute = [o for o in sched.lanes[(0, "compute")] if o.startswith("s0/")]
+    lanes = sched.lane_ids()
+    compute = [o for o in lanes[(0, "compute")] if o.startswith("s0/")]
     assert compute == ["s0/generate", "s0/train", "s0/weight_sync"]
-    transfer = [o for o in sched.lanes[(1, "transfer")] if o.startswith("s0/")]
+    transfer = [o for o in lanes[(1, "transfer")] if o.startswith("s0/")]
     assert transfer == [
         "s0/offload/actor_train/optimizer",
         "s0/reload/actor_infer/kv_cache",
         "s0/offload/actor_infer/kv_cache",
         "s0/reload/actor_train/optimizer",
     ]
-    by_id = sched.by_id()
+    by_key = sched.by_key()
     for lane in sched.lanes.values():
         for before, after in itertools.pairwise(lane):
-            assert before in by_id[after].deps
+            assert before in by_key[after].deps
 
 
 def test_async_plan_gates_generation_k_steps_ahead() -> None:
@@ -58,9 +63,9 @@ def test_async_plan_gates_generation_k_steps_ahead() -> None:
     sched = expand_plan(plan, 6, staleness=k)
     by_id = sched.by_id()
     for t in range(k + 1, 6):
-        assert f"s{t - k - 1}/weight_sync" in by_id[f"s{t}/generate"].deps
+        assert f"s{t - k - 1}/weight_sync" in sched.dep_ids(by_id[f"s{t}/generate"])
     # generation of step 1 does not wait for training of step 0
-    assert "s0/weight_sync" not in by_id["s1/generate"].deps
+    assert "s0/weight_sync" not in sched.dep_ids(by_id["s1/generate"])
 
 
 def test_every_example_plan_unrolls_without_cycles() -> None:
@@ -97,7 +102,7 @@ def test_zero_length_ties_follow_dependencies() -> None:
         ops=ops,
     )
     sched = expand_plan(plan, 1)
-    assert sched.lanes[(0, "transfer")] == ("s0/offload/r/weights", "s0/reload/r/kv_cache")
+    assert sched.lane_ids()[(0, "transfer")] == ("s0/offload/r/weights", "s0/reload/r/kv_cache")
 
 
 def test_unknown_dependency_and_cycle_are_refused() -> None:
@@ -163,5 +168,5 @@ def test_dead_offload_is_read_from_the_cost_model() -> None:
         ops=ops,
     )
     by_id = expand_plan(plan, 1).by_id()
-    assert by_id["s0/offload/inf/weights"].dead
-    assert not by_id["s0/offload/tr/weights"].dead
+    assert by_id["s0/offload/inf/weights"].work.dead
+    assert not by_id["s0/offload/tr/weights"].work.dead

@@ -131,8 +131,8 @@ def test_the_record_keeps_the_largest_figure_over_the_workers() -> None:
     plan = colocated_plan()
     schedule = expand_plan(plan, 1)
     recorder = Recorder(schedule, plan)
-    run = next(op for op in schedule.ops if op.kind == "run" and op.role == "actor_train")
-    offload = next(op for op in schedule.ops if op.kind == "offload")
+    run = next(op for op in schedule.ops if op.work.kind == "run" and op.work.role == "actor_train")
+    offload = next(op for op in schedule.ops if op.work.kind == "offload")
     recorder.add(
         run,
         0.0,
