@@ -197,15 +197,25 @@ def test_a_pattern_that_does_not_repeat_is_refused_alike_by_simulator_and_execut
     assert str(sim_error.value) == message
 
 
-def test_rlplex_run_refuses_a_non_repeating_plan_before_starting_ray() -> None:
-    """``execute`` (behind ``rlplex run``) unrolls before it opens a Ray session."""
-    import sys
+def test_rlplex_run_refuses_a_non_repeating_plan_before_starting_ray(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``execute`` (behind ``rlplex run``) unrolls before it opens a Ray session.
 
+    Whether this process already holds a Ray (another test's, on the same xdist worker) says
+    nothing; opening a session is what must not happen.
+    """
+    from rlplex.runtime import executor
     from rlplex.runtime.errors import PlanScheduleError
-    from rlplex.runtime.executor import execute
 
+    opened: list[bool] = []
+
+    def no_session(*args: object, **kwargs: object) -> None:
+        opened.append(True)
+        raise AssertionError("execute opened a Ray session for a plan it should refuse")
+
+    monkeypatch.setattr(executor, "open_session", no_session)
     cfg, plan = _non_repeating()
     with pytest.raises(PlanScheduleError, match="does not repeat"):
-        execute(plan, cfg, steps=3)
-    ray = sys.modules.get("ray")
-    assert ray is None or not ray.is_initialized()
+        executor.execute(plan, cfg, steps=3)
+    assert not opened
