@@ -551,11 +551,8 @@ def _tp_activation_s(
     per_device = (
         rounds * 4 * spec.num_layers / est.pp * tokens / dp * spec.hidden_size * b * (tp - 1) / tp
     )
-    speed = (
-        ctx.inputs.cluster.network_gb_per_s
-        if _spans_nodes(ctx, tp)
-        else (ctx.inputs.cluster.device_copy_gb_per_s)
-    )
+    c = ctx.inputs.cluster
+    speed = c.network_gb_per_s if _spans_nodes(ctx, tp) else c.device_copy_gb_per_s
     return per_device / (speed * f.GB)
 
 
