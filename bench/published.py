@@ -86,6 +86,11 @@ _VERL = {
 }
 _VERL_COLOCATED = {"gen": ("generate", "weight_sync"), **_VERL}
 _VERL_SWEEP = (500.0, 700.0, 1400.0, 2800.0)
+_VERL_PPO_PHASES = {
+    "gen": ("weight_sync", "generate", "old_logprob"), "ref": ("ref_logprob",),
+    "values": ("values",), "update_critic": ("critic_train",), "update_actor": ("train",),
+}  # fmt: skip
+"""verl's PPO-with-critic phases of late 2024 (``timing/`` keys) as sums of stages."""
 
 
 def _verl_summary(generate_sequences: float, old: float, update: float, step: float) -> dict:
@@ -133,13 +138,22 @@ CORPUS_CASES: tuple[Case, ...] = (
         # the mean of the two published steps
         {"gen": 22.245, "ref": 4.341, "values": 5.8765, "update_critic": 15.655,
          "update_actor": 20.42},
-        {"gen": ("weight_sync", "generate", "old_logprob"), "ref": ("ref_logprob",),
-         "values": ("values",), "update_critic": ("critic_train",), "update_actor": ("train",)},
-        None,
+        _VERL_PPO_PHASES, None,
     ),
 )  # fmt: skip
 
-HELDOUT_CASES: tuple[Case, ...] = tuple(
+_HELDOUT_VERL: tuple[Case, ...] = (
+    # Held-out: the verl team's own log of a 1,024 + 512-token Qwen2.5-0.5B run on one H20
+    # (eric-haibin-lin/verl-data @ a7e3f99, mean of steps 0-4); no step total is printed.
+    Case(
+        "heldout-verl-qwen2.5-0.5b-1gpu-H20", "heldout_verl_qwen25_05b_1gpu_h20.yaml", None,
+        {"gen": 18.985, "ref": 5.402, "values": 5.713, "update_critic": 16.244,
+         "update_actor": 20.660},
+        _VERL_PPO_PHASES, None, heldout=True,
+    ),
+)  # fmt: skip
+
+HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
     # Held-out: NeMo RL v0.5 "H100 BF16 Benchmarks" rows (docs/about/performance-summary.md @
     # 6c7089300, tag v0.5.0) the corpus does not use; only the step is published.
     Case(case_id, config, step, {}, {}, pair, heldout=True)
@@ -264,6 +278,8 @@ class Report:
     heldout_median_step_error: float | None = None
     """Over the held-out cases only."""
     heldout_worst_step_error: float | None = None
+    heldout_phase_errors: dict[str, float] = field(default_factory=dict)
+    """Held-out cases' phases."""
 
 
 def run_case(case: Case, sweep: bool = True) -> CaseResult:
@@ -386,6 +402,9 @@ def run(cases: Sequence[Case] = CASES, sweep: bool = True, transfers: bool = Tru
     errors = [r.step_error for r in corpus if r.step_error is not None]
     held = [r.step_error for r in results if r.heldout and r.step_error is not None]
     phase_errors = {f"{r.id}/{n}": p["error"] for r in corpus for n, p in r.phases.items()}
+    held_phases = {
+        f"{r.id}/{n}": p["error"] for r in results if r.heldout for n, p in r.phases.items()
+    }
     return Report(
         cases=results,
         pairs=pair_results(cases, results, transfers),
@@ -394,6 +413,7 @@ def run(cases: Sequence[Case] = CASES, sweep: bool = True, transfers: bool = Tru
         phase_errors=phase_errors,
         heldout_median_step_error=median_abs(held),
         heldout_worst_step_error=worst_abs(held),
+        heldout_phase_errors=held_phases,
     )
 
 
@@ -518,6 +538,7 @@ def print_report(report: Report) -> None:
         highlight=False,
     )
     held = [r for r in report.cases if r.heldout]
+    held_phases = report.heldout_phase_errors
     if held:
         held_pairs = [p for p in report.pairs if p.heldout]
         console.print(
@@ -529,6 +550,8 @@ def print_report(report: Report) -> None:
             f"held-out step error over {sum(1 for r in held if r.step_error is not None)} cases:"
             f" median |error| {_abs_pct(report.heldout_median_step_error)},"
             f" worst {_pct(report.heldout_worst_step_error)};"
+            f" phases: median |error| {_abs_pct(median_abs(list(held_phases.values())))},"
+            f" worst {_pct(worst_abs(list(held_phases.values())))};"
             f" verdicts right {sum(p.verdict_right for p in held_pairs)} of {len(held_pairs)}",
             highlight=False,
         )
@@ -546,6 +569,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "phase_errors": report.phase_errors,
         "heldout_median_step_error": report.heldout_median_step_error,
         "heldout_worst_step_error": report.heldout_worst_step_error,
+        "heldout_phase_errors": report.heldout_phase_errors,
     }
 
 

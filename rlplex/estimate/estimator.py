@@ -442,6 +442,17 @@ def _link_gb_per_s(ctx: _Ctx, role: Role) -> float:
     return c.network_gb_per_s if nodes > 1 else c.device_copy_gb_per_s
 
 
+def _micro_batch(w: Workload, backward: bool) -> tuple[int, int | None]:
+    """(sequences, packed token budget) of one micro-batch: a forward-only pass takes the
+    log-prob settings where the config gives them, and the training ones otherwise."""
+    if backward:
+        return w.micro_batch_size, w.micro_batch_tokens
+    return (
+        w.logprob_micro_batch_size or w.micro_batch_size,
+        w.logprob_micro_batch_tokens or w.micro_batch_tokens,
+    )
+
+
 def _pass_terms(
     ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate, *, backward: bool
 ) -> tuple[dict[str, float], dict[str, Any], float]:
@@ -459,10 +470,11 @@ def _pass_terms(
     epochs = w.epochs if backward else 1
     flops = passes * _pass_flops(ctx, spec, head) * epochs
     kind_key = "train" if backward else "forward"
-    if w.micro_batch_tokens is not None and w.packing:
-        mb_tokens = float(w.micro_batch_tokens)
+    mb_size, mb_budget = _micro_batch(w, backward)
+    if mb_budget is not None and w.packing:
+        mb_tokens = float(mb_budget)
     else:
-        mb_tokens = w.micro_batch_size * (mean_len if w.packing else longest)
+        mb_tokens = mb_size * (mean_len if w.packing else longest)
     mb_tokens_per_gpu = mb_tokens / sp
     eff = (
         efficiency_value(ctx.inputs.efficiency, kind_key)
@@ -727,7 +739,7 @@ def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> 
     head = _role_head(role.name, ctx.stages_of.get(role.name, []))
     terms, detail, _ = _pass_terms(ctx, stage, role, est, backward=False)
     _, _, longest = _tokens(w)
-    tokens_mb = w.micro_batch_size * longest
+    tokens_mb = _micro_batch(w, backward=False)[0] * longest
     act = f.activation_bytes(
         spec, tokens_mb, precision=role.precision, tp=est.tp, pp=est.pp, backward=False,
         head=head,

@@ -59,6 +59,13 @@ class Workload(BaseModel):
     micro_batch_tokens: int | None = Field(None, ge=1)
     """Token budget of one micro-batch per GPU with packing (verl ``ppo_max_token_len_per_gpu``);
     default: ``micro_batch_size`` x the longest sequence."""
+    logprob_micro_batch_size: int | None = Field(None, ge=1)
+    """Sequences per micro-batch per GPU in forward-only passes (old and reference log-probs,
+    critic values), where frameworks set their own (verl ``log_prob_micro_batch_size_per_gpu``,
+    NeMo RL ``policy.logprob_batch_size``); default: ``micro_batch_size``."""
+    logprob_micro_batch_tokens: int | None = Field(None, ge=1)
+    """Token budget of one forward-only micro-batch per GPU with packing (verl
+    ``log_prob_max_token_len_per_gpu``); default: ``micro_batch_tokens``."""
 
 
 class Parallel(BaseModel):

@@ -138,13 +138,21 @@ def test_heldout_cases_load_and_plan() -> None:
     for case, r in zip(held, results, strict=True):
         assert r.heldout
         assert r.predicted_step_s > 0, case.id
-        assert r.step_error is not None, case.id
+        # each held-out run is checked on its published step or its published phases
+        assert r.step_error is not None or r.phases, case.id
+    stepped = [c for c in held if c.step_s is not None][:2]
+    phased = [c for c in held if c.phases][:1]
+    assert stepped and phased
     # A corpus-only report and one with the held-out cases give the same corpus figures.
     corpus = bench.run(bench.CORPUS_CASES[:2], sweep=False, transfers=False)
-    both = bench.run((*bench.CORPUS_CASES[:2], *held[:2]), sweep=False, transfers=False)
+    both = bench.run((*bench.CORPUS_CASES[:2], *stepped, *phased), sweep=False, transfers=False)
     assert both.median_step_error == corpus.median_step_error
     assert both.worst_step_error == corpus.worst_step_error
+    assert both.phase_errors == corpus.phase_errors
     assert corpus.heldout_median_step_error is None
-    expected = bench.median_abs([r.step_error for r in results[:2]])
+    assert corpus.heldout_phase_errors == {}
+    by_id = {r.id: r for r in results}
+    expected = bench.median_abs([by_id[c.id].step_error for c in stepped])
     assert both.heldout_median_step_error == pytest.approx(expected)
+    assert set(both.heldout_phase_errors) == {f"{phased[0].id}/{n}" for n in phased[0].phases}
     assert [p.heldout for p in both.pairs] == [False, True]

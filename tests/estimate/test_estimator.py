@@ -87,6 +87,30 @@ def test_train_and_forward_terms_by_hand(base: dict[str, Any]) -> None:
     assert ref.terms["memory"] == pytest.approx(logits)
 
 
+def test_log_prob_passes_take_their_own_micro_batch(base: dict[str, Any]) -> None:
+    """verl's ``log_prob_micro_batch_size`` and NeMo's ``logprob_batch_size`` differ from the
+    training micro-batch: forward-only passes count their launches and efficiency with it."""
+    base["workload"]["packing"] = False
+    base["workload"]["logprob_micro_batch_size"] = 8
+    est = estimate_config(config_from_dict(base, file="t.yaml"))
+    spec = model_presets()["llama-3.1-8b"]
+    fwd = f.forward_flops(spec, 800) * 256
+    ref = est.stages["ref_logprob"]
+    # 256 x 800 tokens over 8 ranks in micro-batches of 8 x 800: 4 each (training keeps 16).
+    assert ref.detail["micro_batches_per_rank"] == 4
+    assert est.stages["train"].detail["micro_batches_per_rank"] == 16
+    assert ref.terms["overhead"] == pytest.approx(4 * 0.0008 * 32)
+    assert ref.terms["compute"] == pytest.approx(fwd / (8 * H100 * 0.6 * _size_factors(8 * 800)))
+    # Its activations are those of an 8-sequence micro-batch.
+    assert ref.memory_gb == pytest.approx(
+        f.activation_bytes(spec, 8 * 800, backward=False) / 1e9 / 1, rel=1e-6
+    )
+    base["workload"].update(packing=True, micro_batch_tokens=4096, logprob_micro_batch_tokens=16384)
+    packed = estimate_config(config_from_dict(base, file="t.yaml"))
+    assert packed.stages["ref_logprob"].detail["micro_batch_tokens"] == 16384
+    assert packed.stages["train"].detail["micro_batch_tokens"] == 4096
+
+
 def test_packed_passes_hide_host_launches_behind_compute(base: dict[str, Any]) -> None:
     """Packed batches issue kernels ahead of the device: only host time beyond compute shows."""
     base["efficiency"] = {"layer_s": 0.02}  # a host far slower than the device

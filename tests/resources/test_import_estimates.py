@@ -70,6 +70,9 @@ def test_verl_run_settings_reach_the_estimator() -> None:
             "actor_rollout_ref.actor.use_dynamic_bsz=true",
             "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384",
             "actor_rollout_ref.model.use_remove_padding=true",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16",
+            "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=true",
+            "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=32768",
         ],
     )
     engine = cfg.roles["actor_infer"].rollout
@@ -83,6 +86,8 @@ def test_verl_run_settings_reach_the_estimator() -> None:
     assert par is not None and par.sp == 2 and par.offload_params and par.offload_optimizer
     assert cfg.workload is not None
     assert cfg.workload.micro_batch_tokens == 16384 * 2
+    assert cfg.workload.logprob_micro_batch_size == 16
+    assert cfg.workload.logprob_micro_batch_tokens == 32768
     assert cfg.workload.packing is True
     prompts = cfg.workload.prompts_per_step
     assert cfg.workload.mini_batches >= 1 and prompts % cfg.workload.mini_batches == 0

@@ -340,26 +340,36 @@ def workload(
     mini_batch_prompts: Any = None,
     packing: Any = None,
     micro_batch_tokens: Any = None,
+    logprob_micro_batch: Any = None,
+    logprob_micro_batch_tokens: Any = None,
 ) -> dict[str, Any] | None:
     """The native ``workload`` section from a framework's numbers, or None if one is missing.
 
     Frameworks give maximum lengths only: the mean is set to half the maximum
     (an assumption the estimator prints). ``mini_batch_prompts`` (prompts per
-    optimizer step) gives ``mini_batches``; ``packing`` and ``micro_batch_tokens``
-    are set only when the file sets them.
+    optimizer step) gives ``mini_batches``; ``packing``, ``micro_batch_tokens`` and the
+    forward-only passes' own micro-batch (``logprob_micro_batch``, ``..._tokens``) are set
+    only when the file sets them.
     """
     values = [optional_int(v) for v in (prompts, prompt_max, response_max)]
     if any(v is None for v in values):
         return None
     n_prompts, p_max, r_max = values
     assert n_prompts is not None and p_max is not None and r_max is not None
-    return {
+    out = {
         "prompts_per_step": n_prompts,
         "samples_per_prompt": optional_int(samples) or 1,
         "prompt_tokens": {"mean": p_max / 2, "max": p_max},
         "response_tokens": {"mean": r_max / 2, "max": r_max},
         "micro_batch_size": optional_int(micro_batch) or 1,
     } | _training_batches(n_prompts, mini_batch_prompts, packing, micro_batch_tokens)
+    logprob = optional_int(logprob_micro_batch)
+    if logprob:
+        out["logprob_micro_batch_size"] = logprob
+    logprob_tokens = optional_int(logprob_micro_batch_tokens)
+    if logprob_tokens:
+        out["logprob_micro_batch_tokens"] = logprob_tokens
+    return out
 
 
 def _training_batches(

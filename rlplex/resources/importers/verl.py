@@ -284,7 +284,24 @@ def _workload(r: _Reader) -> dict[str, Any] | None:
         mini_batch_prompts=r.get("actor_rollout_ref.actor.ppo_mini_batch_size"),
         packing=r.get("actor_rollout_ref.model.use_remove_padding"),
         micro_batch_tokens=_token_budget(r),
+        logprob_micro_batch=_logprob_setting(r, "log_prob_micro_batch_size_per_gpu"),
+        logprob_micro_batch_tokens=_logprob_token_budget(r),
     )
+
+
+def _logprob_setting(r: _Reader, key: str) -> Any:
+    """A log-prob pass setting: the reference's, else the rollout's (old log-probs)."""
+    ref = r.get(f"actor_rollout_ref.ref.{key}")
+    return ref if ref is not None else r.get(f"{_ROLLOUT}.{key}")
+
+
+def _logprob_token_budget(r: _Reader) -> int | None:
+    """Tokens per dynamic-batch log-prob micro-batch (verl ``log_prob_max_token_len_per_gpu``)."""
+    if _logprob_setting(r, "log_prob_use_dynamic_bsz") is not True:
+        return None
+    budget = optional_int(_logprob_setting(r, "log_prob_max_token_len_per_gpu"))
+    sp = optional_int(r.get("actor_rollout_ref.ref.ulysses_sequence_parallel_size")) or 1
+    return budget * sp if budget else None
 
 
 def _token_budget(r: _Reader) -> int | None:
