@@ -307,47 +307,45 @@ def reserve(
 def probe_gpu_ids(reservation: Reservation, gpus_per_node: int, timeout_s: float) -> dict[int, str]:
     """Physical GPU id of every bundle, read with ``ray.get_gpu_ids()`` by a probe in it.
 
-    The probes are tiny *actors*, stopped with ``ray.kill`` once they answer,
-    not tasks. A task that asks for a GPU runs with ``max_calls=1`` (Ray's
-    default for GPU tasks), so each probe task's worker process exited right
-    after returning, through Ray's graceful worker shutdown; under CPU load
-    that shutdown sometimes frees the core worker's state while one of its
-    threads still uses it, and the worker dies with SIGABRT ("Mutex corrupt:
-    both reader and writer lock held", with the freed memory's bytes in the
-    message). Found in ``rlplex run`` (1 run in 4 under load; Ray retried the
-    task) and reproduced alone: 240 probe tasks crashed 1 worker at load 9 and
-    73 at load 21, each after its max_calls exit began; 240 probe actors
-    crashed none at either load. ``ray.kill`` ends an actor's process at once, without
-    that shutdown, as the run's role actors end too.
+    The probes are tasks with ``max_calls=0``: they run in Ray's pool of idle
+    worker processes, which stay for the next task (or the run's role actors),
+    so a run's probes start no process of their own. Two other shapes were
+    tried. A task that asks for a GPU runs with ``max_calls=1`` by default, so
+    its worker exits after its one call through Ray's graceful shutdown, which
+    under CPU load sometimes frees the core worker's state while one of its
+    threads still uses it: SIGABRT, "Mutex corrupt: both reader and writer lock
+    held" (issue 13: 1 ``rlplex run`` in 4 under load; 240 probe tasks crashed 1
+    worker at load 9 and 73 at load 21). Probe actors killed with ``ray.kill``
+    never crashed, but each is a new process that imports Ray: 5 rounds of 8
+    probes took 14.5 s as actors and 4.8 s as reused tasks (9 processes in all),
+    and the test suite started 33 probe actors on one of its two local Rays.
     """
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    @ray.remote(num_cpus=0, num_gpus=0.001)
-    class GpuIdProbe:
-        def gpu_id(self) -> str:
-            return str(ray.get_gpu_ids()[0])
+    @ray.remote(num_cpus=0, num_gpus=0.001, max_calls=0)
+    def gpu_id_probe() -> str:
+        return str(ray.get_gpu_ids()[0])
 
     probes = {}
     for planned, group in reservation.groups.items():
         for bundle in range(len(group.bundle_specs)):
             strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle)
-            probes[planned * gpus_per_node + bundle] = GpuIdProbe.options(  # type: ignore[attr-defined]
+            probes[planned * gpus_per_node + bundle] = gpu_id_probe.options(
                 scheduling_strategy=strategy
             ).remote()
     try:
-        values = ray.get([probe.gpu_id.remote() for probe in probes.values()], timeout=timeout_s)
+        values = ray.get(list(probes.values()), timeout=timeout_s)
     except ray.exceptions.GetTimeoutError:
+        for ref in probes.values():
+            with contextlib.suppress(Exception):  # already done
+                ray.cancel(ref, force=False)
         raise OpTimeoutError(
             f"Ray did not start a probe in each of the {len(probes)} reserved GPU bundles within"
             f" {timeout_s:g} s: the machine cannot start that many Ray worker processes in time"
             " (a local Ray runs one process per planned worker); run a smaller config or join"
             " a cluster with --address"
         ) from None
-    finally:
-        for probe in probes.values():
-            with contextlib.suppress(Exception):  # already gone
-                ray.kill(probe, no_restart=True)
     reservation.gpu_ids = dict(zip(probes, values, strict=True))
     return reservation.gpu_ids
 

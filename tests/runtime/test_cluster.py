@@ -23,7 +23,8 @@ def _graceful_gpu_exits(logs: Path) -> int:
 def test_gpu_probes_read_each_bundle_and_end_without_a_graceful_worker_exit() -> None:
     """Issue 13, defect 10: probe *tasks* asked for a GPU, so each worker exited after its
     one call (max_calls=1) through Ray's graceful shutdown, which now and then aborted
-    with "Mutex corrupt" under load. Probe actors are killed instead: no such exit."""
+    with "Mutex corrupt" under load. The probes are tasks with ``max_calls=0`` now: their
+    workers stay in Ray's pool for the next task or actor, so there is no such exit."""
     import ray
 
     logs = Path(ray._private.worker._global_node.get_logs_dir_path())
