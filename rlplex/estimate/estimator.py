@@ -606,7 +606,7 @@ def _expert_all_to_all_s(
     return sent / (speed * f.GB)
 
 
-def _is_rule_reward(stage: Stage, role: Role | None) -> bool:
+def is_rule_reward(stage: Stage, role: Role | None) -> bool:
     """A rule-based reward stage: named ``reward*`` on a CPU role (or the driver)."""
     return (role is None or not role.is_gpu) and stage.name.lower().startswith("reward")
 
@@ -616,7 +616,7 @@ def _controller_stage(ctx: _Ctx) -> str | None:
     or ``sequence_overhead_s`` per sequence); without one the train stage carries it."""
     for s in ctx.inputs.pipeline.stages:
         role = ctx.inputs.roles.get(s.role or "")
-        if not s.is_weight_sync and _is_rule_reward(s, role):
+        if not s.is_weight_sync and is_rule_reward(s, role):
             return s.name
     return None
 

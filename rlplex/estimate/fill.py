@@ -266,7 +266,7 @@ def use_estimates(
         )
     for name, body in stages.items():
         if not _estimable(name, body, native.get("roles") or {}):
-            continue  # CPU and driver stages keep their figures: the estimator has no formula
+            continue  # other CPU and driver stages keep their figures: no formula for them
         given = cost_stages.get(name, {})
         stages[name] = {k: v for k, v in body.items()
                         if k not in ("seconds", "memory_gb") or k in given}  # fmt: skip
@@ -283,9 +283,10 @@ def use_estimates(
 
 
 def _estimable(name: str, body: Mapping[str, Any], roles: Mapping[str, Any]) -> bool:
-    """Whether the estimator computes stage ``name`` (train, log-prob, value, generate on GPUs)."""
+    """Whether the estimator computes stage ``name``: train, log-prob, value and generate on
+    GPUs, and a rule reward on CPUs or the driver (its per-sequence controller work)."""
     from rlplex.dag.stage import Stage
-    from rlplex.estimate.estimator import stage_kind
+    from rlplex.estimate.estimator import is_rule_reward, stage_kind
     from rlplex.resources.cluster import Role
 
     role_body = roles.get(body.get("role") or "")
@@ -295,4 +296,6 @@ def _estimable(name: str, body: Mapping[str, Any], roles: Mapping[str, Any]) -> 
     except ValueError:
         return False  # reported by the config check with its field
     role = Role(name=str(body.get("role")), devices=(0,)) if on_gpu else None
-    return stage_kind(stage, role) in ("train", "forward", "generate")
+    return stage_kind(stage, role) in ("train", "forward", "generate") or is_rule_reward(
+        stage, role
+    )

@@ -28,8 +28,11 @@ def test_an_imported_file_with_model_workload_and_gpu_is_estimated() -> None:
     assert small.is_estimated("pipeline.stages.generate.seconds")
     assert small.is_estimated("roles.actor_train.states")
     assert not any("rlplex's defaults" in w for w in small.warnings)
-    # The CPU reward stage keeps the importer's figure: the estimator has no formula for it.
-    assert not small.is_estimated("pipeline.stages.reward.seconds")
+    # The rule reward in verl's driver is the step's per-sequence controller work, which the
+    # estimator prices (it used to keep the importer's 10 s default); the advantage keeps its.
+    assert small.is_estimated("pipeline.stages.reward.seconds")
+    assert small.pipeline.stage("reward").seconds != 10.0
+    assert not small.is_estimated("pipeline.stages.advantage.seconds")
     bigger = load_config(
         VERL,
         overrides=[
@@ -91,3 +94,41 @@ def test_verl_run_settings_reach_the_estimator() -> None:
     assert cfg.workload.packing is True
     prompts = cfg.workload.prompts_per_step
     assert cfg.workload.mini_batches >= 1 and prompts % cfg.workload.mini_batches == 0
+
+
+LEGACY_VERL = """
+# verl's trainer config of late 2024 (verl/trainer/config/ppo_trainer.yaml @ b40afd4b7, cut):
+# global micro-batch sizes, no use_remove_padding, no use_kl_loss.
+data: {train_batch_size: 256, max_prompt_length: 512, max_response_length: 256}
+actor_rollout_ref:
+  hybrid_engine: true
+  model: {path: Qwen/Qwen2.5-0.5B-Instruct, enable_gradient_checkpointing: false}
+  actor: {strategy: fsdp, ppo_mini_batch_size: 64, ppo_micro_batch_size: 16}
+  ref: {log_prob_micro_batch_size: 32}
+  rollout: {name: vllm, tensor_model_parallel_size: 1, log_prob_micro_batch_size: 64}
+critic: {strategy: fsdp, ppo_micro_batch_size: 16, model: {path: Qwen/Qwen2.5-0.5B-Instruct}}
+algorithm: {adv_estimator: gae, kl_ctrl: {type: fixed, kl_coef: 0.001}}
+trainer: {nnodes: 1, n_gpus_per_node: 8}
+cluster: {gpu: h100}
+"""
+
+
+def test_a_2024_verl_config_reads_as_that_verl_ran_it(tmp_path: Path) -> None:
+    """Before 2025-01-27 verl's micro-batch sizes were global (divided over the GPUs), before
+    2025-01-11 it padded every row, and in 2024 it always ran the reference policy."""
+    path = tmp_path / "ppo_trainer.yaml"
+    path.write_text(LEGACY_VERL, encoding="utf-8")
+    cfg = load_config(path, format="verl")
+    w = cfg.workload
+    assert w is not None
+    assert (w.micro_batch_size, w.logprob_micro_batch_size) == (16 // 8, 32 // 8)
+    assert w.packing is False
+    assert "reference" in cfg.roles and "critic" in cfg.roles
+    assert cfg.pipeline.stage("ref_logprob").role == "reference"
+    # A config of today's verl (per-GPU keys) is read as before.
+    modern = LEGACY_VERL.replace("ppo_micro_batch_size: 16}", "ppo_micro_batch_size_per_gpu: 3}")
+    path.write_text(modern, encoding="utf-8")
+    cfg = load_config(path, format="verl")
+    assert cfg.workload is not None and cfg.workload.micro_batch_size == 3
+    assert cfg.workload.packing is True  # not set by the file: the format's default
+    assert "reference" not in cfg.roles  # no KL switch on: verl's need_reference_policy

@@ -140,6 +140,19 @@ def _need_critic(r: _Reader) -> bool:
     return r.get("algorithm.adv_estimator", "gae") == "gae"
 
 
+def _always_reference(r: _Reader) -> bool:
+    """verl of 2024 mapped the reference policy unconditionally (main_ppo.py @ b40afd4b7: the
+    KL penalty in the reward was the only mode): a legacy config with neither KL switch."""
+    actor = r.get("actor_rollout_ref.actor")
+    algorithm = r.get("algorithm")
+    return (
+        _legacy(r)
+        and isinstance(actor, Mapping)
+        and "use_kl_loss" not in actor
+        and not (isinstance(algorithm, Mapping) and "use_kl_in_reward" in algorithm)
+    )
+
+
 def _split_entry(file: str) -> bool:
     """examples/split_placement: the file sits beside (or under) main_ppo_split.py."""
     folder = Path(file).resolve().parent
@@ -177,7 +190,11 @@ def _pools(r: _Reader) -> tuple[dict[str, list[int]], dict[str, str], str, int]:
         main = "global_pool"
     if _need_critic(r):
         mapping["Critic"] = "critic_pool" if "critic_pool" in pools else main
-    if r.get("algorithm.use_kl_in_reward") or r.get("actor_rollout_ref.actor.use_kl_loss"):
+    if (
+        r.get("algorithm.use_kl_in_reward")
+        or r.get("actor_rollout_ref.actor.use_kl_loss")
+        or _always_reference(r)
+    ):
         mapping["RefPolicy"] = main
     if r.get("reward_model.enable"):
         if r.get("reward_model.enable_resource_pool"):
@@ -280,13 +297,46 @@ def _workload(r: _Reader) -> dict[str, Any] | None:
         samples=r.get(f"{_ROLLOUT}.n"),
         prompt_max=r.get("data.max_prompt_length"),
         response_max=r.get("data.max_response_length"),
-        micro_batch=r.get("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
+        micro_batch=_per_gpu(r, "actor_rollout_ref.actor", "ppo_micro_batch_size"),
         mini_batch_prompts=r.get("actor_rollout_ref.actor.ppo_mini_batch_size"),
-        packing=r.get("actor_rollout_ref.model.use_remove_padding"),
+        packing=_packing(r),
         micro_batch_tokens=_token_budget(r),
-        logprob_micro_batch=_logprob_setting(r, "log_prob_micro_batch_size_per_gpu"),
+        logprob_micro_batch=_per_gpu(r, "actor_rollout_ref.ref", "log_prob_micro_batch_size")
+        or _per_gpu(r, _ROLLOUT, "log_prob_micro_batch_size"),
         logprob_micro_batch_tokens=_logprob_token_budget(r),
     )
+
+
+def _legacy(r: _Reader) -> bool:
+    """A config of verl before 2025-01-27 (f2a76acd9): micro-batch sizes were global, with no
+    ``*_per_gpu`` keys; before 2025-01-11 (569210e06) there was no ``use_remove_padding``."""
+    actor = r.get("actor_rollout_ref.actor")
+    return (
+        isinstance(actor, Mapping)
+        and "ppo_micro_batch_size" in actor
+        and "ppo_micro_batch_size_per_gpu" not in actor
+    )
+
+
+def _per_gpu(r: _Reader, section: str, key: str) -> Any:
+    """``KEY_per_gpu``, or in a legacy config the global ``KEY`` over the trainer's GPUs (verl
+    divided it by the device mesh: fsdp_workers.py @ b40afd4b7)."""
+    value = r.get(f"{section}.{key}_per_gpu")
+    if value is not None or not _legacy(r):
+        return value
+    total = optional_int(r.get(f"{section}.{key}"))
+    gpus = (optional_int(r.get("trainer.nnodes")) or 1) * (
+        optional_int(r.get("trainer.n_gpus_per_node")) or 1
+    )
+    return max(1, total // gpus) if total else None
+
+
+def _packing(r: _Reader) -> Any:
+    """``use_remove_padding``; a legacy config without the key padded every row."""
+    model = r.get("actor_rollout_ref.model")
+    if _legacy(r) and isinstance(model, Mapping) and "use_remove_padding" not in model:
+        return False
+    return r.get("actor_rollout_ref.model.use_remove_padding")
 
 
 def _logprob_setting(r: _Reader, key: str) -> Any:
