@@ -193,6 +193,13 @@ def _sweep(config: Path, spec: str, png: Path | None, json_: bool, options: Conf
         console.print(f"wrote {escape(str(png))}", highlight=False)
 
 
+def _logprob_micro_batch(w: dict[str, Any]) -> str:
+    """The forward-only passes' own micro-batch, when the config gives one."""
+    keys = (("logprob_micro_batch_size", ""), ("logprob_micro_batch_tokens", " tokens"))
+    parts = [f"{w[key]}{unit}" for key, unit in keys if w.get(key)]
+    return f" (log-prob passes {', '.join(parts)})" if parts else ""
+
+
 def _print_assumptions(a: dict[str, Any]) -> None:
     gpu = a["gpu"]
     w = a["workload"]
@@ -203,7 +210,7 @@ def _print_assumptions(a: dict[str, Any]) -> None:
         f"workload: {w['prompts_per_step']} prompts x {w['samples_per_prompt']} samples;"
         f" prompt {w['prompt_tokens']['mean']:g} mean / {w['prompt_tokens']['max']} max tokens;"
         f" response {w['response_tokens']['mean']:g} / {w['response_tokens']['max']};"
-        f" micro-batch {w['micro_batch_size']}; epochs {w['epochs']}",
+        f" micro-batch {w['micro_batch_size']}{_logprob_micro_batch(w)}; epochs {w['epochs']}",
         "efficiency: "
         + ", ".join(f"{k} {v:g}" for k, v in eff.items() if not isinstance(v, dict))
         + (f"; per stage {eff['stages']}" if "stages" in eff else ""),

@@ -32,6 +32,22 @@ def test_table_and_assumptions() -> None:
         assert text in result.output
 
 
+def test_assumptions_name_the_log_prob_micro_batch() -> None:
+    """A config whose log-prob passes take their own micro-batch says so; others do not."""
+    published = ROOT / "bench" / "published"
+    result = CliRunner().invoke(
+        app,
+        ["estimate", str(published / "heldout_verl_qwen25_05b_1gpu_h20.yaml")],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "micro-batch 2 (log-prob passes 4);" in result.output
+    result = CliRunner().invoke(
+        app, ["estimate", str(ROOT / "examples" / "estimate_7b.yaml")], env={"COLUMNS": "200"}
+    )
+    assert "micro-batch 4; epochs" in result.output
+
+
 def test_table_prices_a_rule_reward_stage_and_leaves_other_cpu_stages_given() -> None:
     result = CliRunner().invoke(
         app, ["estimate", str(ROOT / "examples" / "estimate_7b.yaml")], env={"COLUMNS": "160"}
