@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from rlplex.config import Config
 from rlplex.dag.stage import Stage
+from rlplex.plan.ids import COMPUTE_KINDS, OpKind
 from rlplex.resources.cluster import COPIED_STATES, DRIVER, SCRATCH_STATES
 
 Placement = Mapping[str, Sequence[int]]
@@ -58,6 +59,18 @@ def stage_seconds(
     (:attr:`rlplex.plan.model.Plan.dispatch_s`) and its ops give their work apart.
     """
     return stage_work_seconds(config, stage, placement) * work_scale + config.cluster.dispatch_s
+
+
+def split_op_seconds(duration_s: float, kind: OpKind, dispatch_s: float) -> tuple[float, float]:
+    """(work, overhead) of a planned op's duration: the inverse of :func:`stage_seconds`.
+
+    A ``run`` or ``weight_sync`` op's duration holds the plan's ``dispatch_s``
+    (added once, by :func:`stage_seconds`); transfers hold none. The module that
+    adds the overhead also takes it apart, so the executor receives the two
+    figures and subtracts nothing itself.
+    """
+    overhead = dispatch_s if kind in COMPUTE_KINDS else 0.0
+    return max(0.0, duration_s - overhead), overhead
 
 
 def stage_work_seconds(config: Config, stage: Stage, placement: Placement) -> float:

@@ -41,7 +41,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from rlplex.plan.ids import COMPUTE_KINDS, DeviceLane, OpWork, format_id
+from rlplex.plan.costs import split_op_seconds
+from rlplex.plan.ids import DeviceLane, OpWork, format_id
 from rlplex.plan.model import Plan
 from rlplex.plan.pattern import StepPatternError, is_dead_offload, step_pattern
 from rlplex.runtime.errors import PlanScheduleError
@@ -168,7 +169,7 @@ def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> RunS
         raise PlanScheduleError(str(exc), op=exc.op) from None
     for t, j, deps in unrolled:
         op = pattern.ops[j]
-        overhead = plan.dispatch_s if op.work.kind in COMPUTE_KINDS else 0.0
+        work_s, overhead = split_op_seconds(op.duration_s, op.work.kind, plan.dispatch_s)
         ops.append(
             ExecOp(
                 step=t,
@@ -180,9 +181,7 @@ def expand_plan(plan: Plan, steps: int, *, staleness: int | None = None) -> RunS
                 plan_deps=tuple(pattern.plan_deps_at(t, j, steps)),
                 planned_start_s=op.start_s + t * period,
                 planned_end_s=op.end_s + t * period,
-                # The plan's op durations include the per-op overhead (plan.costs adds
-                # ``dispatch_s``); the work is split from it once, here.
-                work_s=max(0.0, op.duration_s - overhead),
+                work_s=work_s,
                 overhead_s=overhead,
             )
         )

@@ -70,3 +70,16 @@ def test_the_verifier_refuses_ops_shorter_than_their_dispatch_overhead() -> None
     verify_plan(plan, colocated(0.0))
     with pytest.raises(PlanVerificationError, match="duration"):
         verify_plan(plan, colocated(0.05))
+
+
+def test_the_plan_takes_apart_the_overhead_it_added() -> None:
+    """Every planned op's duration splits back into the stage's work and the dispatch
+    overhead (``split_op_seconds``, the inverse of ``stage_seconds``, both in plan.costs)."""
+    from rlplex.plan.costs import split_op_seconds
+
+    base, slow = make_plan(colocated(0.0)), make_plan(colocated(0.05))
+    work = {op.id: op.end_s - op.start_s for op in base.ops}
+    for op in slow.ops:
+        work_s, overhead_s = split_op_seconds(op.end_s - op.start_s, op.kind, slow.dispatch_s)
+        assert work_s == pytest.approx(work[op.id])
+        assert overhead_s == (0.05 if op.kind in ("run", "weight_sync") else 0.0)

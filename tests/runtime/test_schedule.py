@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from plans import colocated_plan, op
+from plans import colocated_config, colocated_plan, op
 
 from rlplex.config import load_config
 from rlplex.plan import make_plan
@@ -170,3 +170,16 @@ def test_dead_offload_is_read_from_the_cost_model() -> None:
     by_id = expand_plan(plan, 1).by_id()
     assert by_id["s0/offload/inf/weights"].work.dead
     assert not by_id["s0/offload/tr/weights"].work.dead
+
+
+def test_exec_ops_carry_the_plans_work_and_overhead_apart() -> None:
+    """The executor's ops hold the work and the dispatch overhead as the plan splits them;
+    the two add up to the planned duration (nothing in the runtime subtracts)."""
+    config = colocated_config()
+    cluster = config.cluster.model_copy(update={"dispatch_s": 0.05})
+    plan = make_plan(config.model_copy(update={"cluster": cluster}))
+    assert plan.dispatch_s == 0.05
+    for exec_op in expand_plan(plan, steps=2).ops:
+        planned = exec_op.planned_end_s - exec_op.planned_start_s
+        assert exec_op.overhead_s == (0.05 if exec_op.work.kind in ("run", "weight_sync") else 0.0)
+        assert exec_op.work_s + exec_op.overhead_s == pytest.approx(planned)
