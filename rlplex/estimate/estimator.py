@@ -70,6 +70,15 @@ class StageEstimate(BaseModel):
     detail: dict[str, Any] = Field(default_factory=dict)
     """The intermediate figures (prefill and decode seconds, batch, devices ...)."""
 
+    @property
+    def outside_s(self) -> float:
+        """Seconds of this stage that stand for time outside every stage: the per-step
+        framework overhead (``step_overhead_s``, with the per-sequence controller work when
+        no reward stage holds it) that the trained policy's train stage carries so that the
+        planned step includes it. A framework's own timing of the stage (verl's
+        ``update_actor``) does not contain them."""
+        return float(self.detail.get("step_overhead_s", 0.0))
+
 
 class RoleEstimate(BaseModel):
     """The estimated state sizes of one GPU role, in GB per device."""

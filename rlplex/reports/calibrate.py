@@ -214,11 +214,16 @@ def recorded_period(run: RecordedRun, steps: Sequence[int]) -> float | None:
     return _mean(values)
 
 
-def _estimated_terms(cfg: Config) -> dict[str, dict[str, float]]:
-    """Each estimated stage's named terms as the config's placement prices them."""
+def _estimated_terms(cfg: Config) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """Each estimated stage's named terms as the config's placement prices them, and the
+    seconds of each that stand for time outside every stage (``outside_s``)."""
     from rlplex.estimate.estimator import estimate_config
 
-    return {name: dict(est.terms) for name, est in estimate_config(cfg).stages.items()}
+    stages = estimate_config(cfg).stages
+    return (
+        {name: dict(est.terms) for name, est in stages.items()},
+        {name: est.outside_s for name, est in stages.items()},
+    )
 
 
 def _plan_period(cfg: Config) -> float:
@@ -305,13 +310,15 @@ def calibrate(
                 by_kind.setdefault(kind, []).append(stage.name)
     efficiency: dict[str, Any] = {}
     after = dict(before)
-    terms = _estimated_terms(cfg) if by_kind else {}
+    terms, outside = _estimated_terms(cfg) if by_kind else ({}, {})
     for kind, names in by_kind.items():
         # Physical parameters only, one ratio per kind: the time of the terms they scale
-        # must become what was measured once the unscaled terms are taken off.
+        # must become what was measured once the unscaled terms are taken off. A recorded
+        # stage holds none of the time outside every stage that the estimate carries on it
+        # (``outside_s``, the per-step overhead): that stays in the planned stage, unfitted.
         scaled = {n: sum(terms[n].get(t, 0.0) for t in _SCALED_TERMS[kind]) for n in names}
         fixed = {n: max(0.0, before[n] - scaled[n]) for n in names}
-        want = sum((measured[n] or 0.0) - fixed[n] for n in names)
+        want = sum((measured[n] or 0.0) - (fixed[n] - outside[n]) for n in names)
         have = sum(scaled.values())
         if have <= 0 or want <= 0:
             warnings.append(

@@ -156,3 +156,21 @@ def test_heldout_cases_load_and_plan() -> None:
     assert both.heldout_median_step_error == pytest.approx(expected)
     assert set(both.heldout_phase_errors) == {f"{phased[0].id}/{n}" for n in phased[0].phases}
     assert [p.heldout for p in both.pairs] == [False, True]
+
+
+def test_a_phase_holds_none_of_the_time_outside_every_stage() -> None:
+    """verl's ``update_actor`` times the actor's update alone; the per-step overhead the
+    estimate carries on the train stage (``outside_s``) is compared with no phase."""
+    from rlplex.config import load_config
+    from rlplex.estimate.estimator import estimate_config
+    from rlplex.reports.sweep import plan_point
+
+    bench = _bench()
+    case = next(c for c in bench.CORPUS_CASES if c.id.startswith("verl-quickstart"))
+    config = load_config(bench.CONFIGS / case.config)
+    _, stages = plan_point(config)
+    outside = estimate_config(config).stages["train"].outside_s
+    assert outside > 0
+    result = bench.run_case(case, sweep=False)
+    assert result.phases["update_actor"]["predicted"] == pytest.approx(stages["train"] - outside)
+    assert result.phases["ref"]["predicted"] == pytest.approx(stages["ref_logprob"])
