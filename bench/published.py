@@ -151,6 +151,17 @@ _HELDOUT_VERL: tuple[Case, ...] = (
          "update_actor": 20.660},
         _VERL_PPO_PHASES, None, heldout=True,
     ),
+    # Held-out: RLinf's GRPO run of DeepSeek-R1-Distill-Qwen-1.5B on 8 H100 (RLinf/RLinf
+    # docs/source-en/rst_source/resources/blog/compare_with_verl.rst @ a3816b596); its
+    # "generation time" is the rollout timer: weight sync + generation.
+    Case(
+        "heldout-rlinf-r1distill-qwen1.5b-collocated-8xH100",
+        "heldout_rlinf_r1distill_qwen15b_collocated_8xh100.yaml", 346.33,
+        {"generation": 266.08, "prev_logprob": 17.78, "training": 61.12},
+        {"generation": ("weight_sync", "generate"), "prev_logprob": ("old_logprob",),
+         "training": ("train",)},
+        None, heldout=True,
+    ),
 )  # fmt: skip
 
 HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
@@ -175,6 +186,38 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
         ("heldout-nemorl-v0.5-qwen3-235b-a22b-1off-128gen128train-H100",
          "heldout_nemorl_qwen3_235b_1off_128gen128train_h100.yaml", 203.0,
          "heldout-nemorl-qwen3-235b"),
+        # "GB200 BF16 Benchmarks" rows of the same table (added 2026-11-24 with the gb200
+        # preset; configs written from the recipes before any was planned).
+        ("heldout-nemorl-v0.5-llama3.1-8b-onpolicy-8xGB200",
+         "heldout_nemorl_llama31_8b_onpolicy_8xgb200.yaml", 91.0,
+         "heldout-nemorl-llama3.1-8b-gb200"),
+        ("heldout-nemorl-v0.5-llama3.1-8b-1off-4gen4train-GB200",
+         "heldout_nemorl_llama31_8b_1off_4gen4train_gb200.yaml", 71.1,
+         "heldout-nemorl-llama3.1-8b-gb200"),
+        ("heldout-nemorl-v0.5-qwen3-30b-a3b-onpolicy-16xGB200",
+         "heldout_nemorl_qwen3_30ba3b_onpolicy_16xgb200.yaml", 232.0,
+         "heldout-nemorl-qwen3-30b-a3b-gb200"),
+        ("heldout-nemorl-v0.5-qwen3-30b-a3b-1off-16gen16train-GB200",
+         "heldout_nemorl_qwen3_30ba3b_1off_16gen16train_gb200.yaml", 136.0,
+         "heldout-nemorl-qwen3-30b-a3b-gb200"),
+        ("heldout-nemorl-v0.5-qwen3-32b-onpolicy-16xGB200",
+         "heldout_nemorl_qwen3_32b_onpolicy_16xgb200.yaml", 381.0,
+         "heldout-nemorl-qwen3-32b-gb200"),
+        ("heldout-nemorl-v0.5-qwen3-32b-1off-16gen16train-GB200",
+         "heldout_nemorl_qwen3_32b_1off_16gen16train_gb200.yaml", 210.0,
+         "heldout-nemorl-qwen3-32b-gb200"),
+        ("heldout-nemorl-v0.5-deepseek-v3-onpolicy-128xGB200",
+         "heldout_nemorl_deepseekv3_onpolicy_128xgb200.yaml", 128.0,
+         "heldout-nemorl-deepseek-v3-gb200"),
+        ("heldout-nemorl-v0.5-deepseek-v3-1off-128gen128train-GB200",
+         "heldout_nemorl_deepseekv3_1off_128gen128train_gb200.yaml", 64.5,
+         "heldout-nemorl-deepseek-v3-gb200"),
+        ("heldout-nemorl-v0.5-qwen3-235b-a22b-onpolicy-64xGB200",
+         "heldout_nemorl_qwen3_235b_onpolicy_64xgb200.yaml", 332.0,
+         "heldout-nemorl-qwen3-235b-gb200"),
+        ("heldout-nemorl-v0.5-qwen3-235b-a22b-1off-64gen64train-GB200",
+         "heldout_nemorl_qwen3_235b_1off_64gen64train_gb200.yaml", 268.0,
+         "heldout-nemorl-qwen3-235b-gb200"),
     )
 )  # fmt: skip
 

@@ -441,14 +441,19 @@ def _pass_flops(ctx: _Ctx, spec: ModelSpec, head: f.Head) -> float:
 
 
 def _spans_nodes(ctx: _Ctx, group: int) -> bool:
-    return group > ctx.inputs.cluster.gpus_per_node
+    """Whether a group of ``group`` consecutive GPUs leaves its NVLink fabric (node or rack)."""
+    return group > ctx.inputs.cluster.fabric_gpus
 
 
 def _link_gb_per_s(ctx: _Ctx, role: Role) -> float:
-    """Collective bandwidth per device among the role's devices (NVLink; network across nodes)."""
+    """Collective bandwidth per device among the role's devices (NVLink; network across
+    NVLink fabrics)."""
     c = ctx.inputs.cluster
-    nodes = len(role.nodes(c)) if role.devices else max(1, ctx.devices(role) // c.gpus_per_node)
-    return c.network_gb_per_s if nodes > 1 else c.device_copy_gb_per_s
+    if role.devices:
+        fabrics = len({c.fabric_of(d) for d in role.devices})
+    else:
+        fabrics = max(1, ctx.devices(role) // c.fabric_gpus)
+    return c.network_gb_per_s if fabrics > 1 else c.device_copy_gb_per_s
 
 
 def _micro_batch(w: Workload, backward: bool) -> tuple[int, int | None]:
@@ -611,7 +616,7 @@ def _expert_all_to_all_s(
     per_layer = 2 * tokens_per_device * spec.experts_per_token * spec.hidden_size * b
     sent = per_layer * spec.moe_layers * passes * (ep - 1) / ep
     c = ctx.inputs.cluster
-    speed = c.network_gb_per_s if ep > c.gpus_per_node else c.device_copy_gb_per_s
+    speed = c.network_gb_per_s if _spans_nodes(ctx, ep) else c.device_copy_gb_per_s
     return sent / (speed * f.GB)
 
 
@@ -758,10 +763,16 @@ def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> 
 
 
 def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> float:
-    """Fixed seconds of one decode step: scheduling and sampling, eager launches, all-reduces."""
+    """Fixed seconds of one decode step: scheduling and sampling, every layer's small kernels,
+    eager launches, all-reduces."""
     eff = ctx.inputs.efficiency
     rollout = role.rollout or Rollout()
     floor = efficiency_value(eff, "decode_step_s")
+    # Every layer's small kernels (norms, rotary, cache writes, activations; MoE routing and
+    # sorting) take a few microseconds each even replayed from a CUDA graph.
+    floor += efficiency_value(eff, "decode_layer_s") * spec.num_layers / pp
+    if spec.is_moe:
+        floor += efficiency_value(eff, "decode_moe_layer_s") * spec.moe_layers / pp
     if not rollout.cuda_graphs:
         floor += efficiency_value(eff, "eager_layer_s") * spec.num_layers / pp
     group = tp * pp

@@ -25,6 +25,7 @@ FILLED_CLUSTER_FIELDS = (
     "device_copy_gb_per_s",
     "network_gb_per_s",
     "host_memory_gb",
+    "nvlink_gpus",
 )
 
 
@@ -33,9 +34,10 @@ def fill_cluster(raw: Any, efficiency: Efficiency | None, file: str | None) -> t
 
     ``gpu_memory_gb``: the preset's memory; ``host_gb_per_s``: the host link x
     ``efficiency.host_copy``; ``device_copy_gb_per_s``: NVLink x ``link``;
-    ``network_gb_per_s``: NVLink on one node, the per-GPU network across nodes,
-    x ``link``; ``host_memory_gb``: the usual node's host memory per GPU x
-    ``gpus_per_node``.
+    ``network_gb_per_s``: NVLink on one node (or one multi-node NVLink fabric,
+    ``nvlink_gpus``), the per-GPU network across them, x ``link``; ``nvlink_gpus``:
+    the preset's fabric where it spans nodes; ``host_memory_gb``: the usual node's
+    host memory per GPU x ``gpus_per_node``.
     """
     if not isinstance(raw, dict) or not raw.get("gpu"):
         return raw, set()
@@ -49,7 +51,12 @@ def fill_cluster(raw: Any, efficiency: Efficiency | None, file: str | None) -> t
     host = efficiency_value(efficiency, "host_copy")
     link = efficiency_value(efficiency, "link")
     nodes = raw.get("nodes", 1)
-    network = gpu.intra_node_gb_per_s if nodes == 1 else gpu.inter_node_gb_per_s
+    fabric = raw.get("nvlink_gpus", gpu.nvlink_gpus)
+    one_fabric = nodes == 1 or (
+        _count(fabric) and _count(nodes) and _count(raw.get("gpus_per_node", 8))
+        and nodes * raw.get("gpus_per_node", 8) <= fabric
+    )  # fmt: skip
+    network = gpu.intra_node_gb_per_s if one_fabric else gpu.inter_node_gb_per_s
     preset = {
         "gpu_memory_gb": gpu.memory_gb,
         "host_gb_per_s": round(gpu.host_gb_per_s * host, 6),
@@ -57,8 +64,15 @@ def fill_cluster(raw: Any, efficiency: Efficiency | None, file: str | None) -> t
         "network_gb_per_s": round(network * link, 6),
         "host_memory_gb": _node_host_memory(gpu.node_host_memory_gb, gpu.node_gpus, raw),
     }
+    if gpu.nvlink_gpus is not None:
+        preset["nvlink_gpus"] = gpu.nvlink_gpus
     filled = {k: v for k, v in preset.items() if k not in raw}
     return {**raw, **filled}, {f"cluster.{k}" for k in filled}
+
+
+def _count(value: Any) -> bool:
+    """A positive int (the cluster's own validation names anything else)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _node_host_memory(node_gb: float, node_gpus: int, raw: dict) -> float:

@@ -122,6 +122,8 @@ class GpuSpec(BaseModel):
     """Host memory of the usual node of this GPU (``node_gpus`` of them), GB."""
     node_gpus: int = Field(8, ge=1)
     """GPUs of that usual node."""
+    nvlink_gpus: int | None = Field(None, ge=1)
+    """GPUs one NVLink fabric joins where it spans several nodes (GB200 NVL72: 72)."""
     aliases: tuple[str, ...] = ()
     """Other names accepted for the preset."""
     sources: dict[str, str] = Field(default_factory=dict)

@@ -7,8 +7,9 @@ own Timeline, verl's and ROLL's logs) and fits, on the record's first steps:
   parameters of its kind, one time ratio per kind (never a factor per stage):
   the efficiencies (``train``, ``forward``, ``prefill`` + ``decode``) divided
   by it and generation's per-step floors (``decode_step_s``,
-  ``decode_sequence_s``, ``eager_layer_s``) multiplied by it, so that the terms
-  they price (compute, memory traffic, latency floor) add up to the measured
+  ``decode_layer_s``, ``decode_moe_layer_s``, ``decode_sequence_s``,
+  ``eager_layer_s``) multiplied by it, so that the terms they price (compute,
+  memory traffic, latency floor) add up to the measured
   time summed over the kind's stages once the terms they do not price
   (communication, offload, the per-step overhead) are taken off. Parameters
   of the hardware and the model, not of one run, so the fit carries to other
@@ -45,7 +46,12 @@ from rlplex.timeline.record import Timeline
 
 _KIND_KEYS = {"train": ("train",), "forward": ("forward",), "generate": ("prefill", "decode")}
 """Rate parameters of each estimated kind: fitted by dividing by the time ratio."""
-_KIND_TIMES = {"generate": ("decode_step_s", "decode_sequence_s", "eager_layer_s")}
+_KIND_TIMES = {
+    "generate": (
+        "decode_step_s", "decode_layer_s", "decode_moe_layer_s", "decode_sequence_s",
+        "eager_layer_s",
+    )
+}  # fmt: skip
 """Time parameters of each kind: fitted by multiplying by the time ratio."""
 _SCALED_TERMS = {
     "train": ("compute", "latency"),

@@ -56,6 +56,10 @@ class Cluster(BaseModel):
     """Executor overhead added to every ``run`` and ``weight_sync`` op (``rlplex calibrate``)."""
     gpu: str | None = None
     """A GPU preset (``h100``, ``a100``, ``cpu`` ...) for estimates and unset speeds/memory."""
+    nvlink_gpus: StrictInt | None = Field(None, ge=1, le=MAX_GPUS)
+    """GPUs one NVLink fabric joins, when it spans several nodes (a GB200 NVL72 rack joins 72
+    GPUs of 18 four-GPU nodes); default: one node. Collectives among GPUs of one fabric run at
+    ``device_copy_gb_per_s`` and count as inside a node (a ``gpu`` preset fills its figure)."""
 
     @model_validator(mode="after")
     def _bounded_size(self) -> Cluster:
@@ -69,6 +73,15 @@ class Cluster(BaseModel):
     @property
     def num_gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def fabric_gpus(self) -> int:
+        """GPUs of one NVLink fabric: ``nvlink_gpus`` where it joins more than a node."""
+        return max(self.gpus_per_node, self.nvlink_gpus or 0)
+
+    def fabric_of(self, rank: int) -> int:
+        """The NVLink fabric that holds global GPU ``rank`` (its node, or its NVL72 rack)."""
+        return rank // self.fabric_gpus
 
     def node_of(self, rank: int) -> int:
         """The node that holds global GPU ``rank``."""

@@ -147,6 +147,12 @@ class Efficiency(BaseModel):
     FSDP hooks, Python), forward only; backward counts twice."""
     decode_step_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Floor of every decode step: scheduling, sampling, output processing (CUDA graphs on)."""
+    decode_layer_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Seconds per layer per decode step of the layer's small kernels (norms, rotary, cache
+    writes, activations), CUDA graphs or not."""
+    decode_moe_layer_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Extra seconds per MoE layer per decode step (routing, top-k, sorting tokens by expert,
+    combining)."""
     eager_layer_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Extra seconds per layer per decode step without CUDA graphs (eager launches)."""
     decode_sequence_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)

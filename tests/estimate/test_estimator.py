@@ -36,7 +36,7 @@ def test_states_by_hand(base: dict[str, Any]) -> None:
 def test_config_filled_and_marked(base: dict[str, Any]) -> None:
     cfg = config_from_dict(base, file="t.yaml")
     est = estimate_config(cfg)
-    assert cfg.cluster.gpu_memory_gb == 80
+    assert cfg.cluster.gpu_memory_gb == 85.52  # nvidia-smi: 81,559 MiB
     assert cfg.cluster.host_gb_per_s == pytest.approx(64 * 0.8)
     assert cfg.cluster.network_gb_per_s == pytest.approx(450 * 0.8)
     assert cfg.pipeline.stage("train").seconds == pytest.approx(est.stages["train"].seconds)
@@ -192,8 +192,9 @@ def test_generation_terms(base: dict[str, Any]) -> None:
     # 64 sequences per replica all fit: the step's longest response sets the steps.
     assert d["slots"] == 64
     assert d["decode_steps"] == pytest.approx(d["longest_response"])
-    # Per-step floor: scheduling + two all-reduces per layer at tp 2 within a node.
-    assert d["step_floor_s"] == pytest.approx(0.005 + 2 * 32 * 1e-5)
+    # Per-step floor: scheduling + every layer's small kernels + two all-reduces per layer at
+    # tp 2 within a node.
+    assert d["step_floor_s"] == pytest.approx(0.0041 + 32 * 3e-5 + 2 * 32 * 1e-5)
     assert gen.terms["latency"] == pytest.approx(d["decode_steps"] * d["step_floor_s"])
     spec = model_presets()["llama-3.1-8b"]
     eff_prefill = 0.6 * 4096 / (4096 + 1024)
@@ -211,6 +212,20 @@ def test_generation_terms(base: dict[str, Any]) -> None:
     assert capped.seconds > gen.seconds * 5
     # 64 sequences of 300 tokens on average through the few slots the cache holds.
     assert capped.detail["decode_steps"] >= 64 * 300 / capped.detail["slots"] * 0.9
+
+
+def test_decode_floor_grows_with_layers_and_moe_layers(base: dict[str, Any]) -> None:
+    """An MoE layer's routing kernels cost more than a dense layer's; both grow with depth."""
+    base["roles"]["actor_infer"]["num_gpus_per_worker"] = 1
+    dense = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"].detail
+    assert dense["step_floor_s"] == pytest.approx(0.0041 + 32 * 3e-5)
+    base["model"] = "qwen3-30b-a3b"  # 48 layers, every one MoE
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    moe = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"].detail
+    assert moe["step_floor_s"] == pytest.approx(0.0041 + 48 * 3e-5 + 48 * 3e-5)
+    base["efficiency"] = {"decode_moe_layer_s": 0.0, "decode_layer_s": 1e-4}
+    given = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"].detail
+    assert given["step_floor_s"] == pytest.approx(0.0041 + 48 * 1e-4)
 
 
 def test_eager_and_max_num_seqs(base: dict[str, Any]) -> None:
@@ -396,3 +411,29 @@ def test_tensor_parallel_activation_collectives(base: dict[str, Any]) -> None:
     base["roles"]["reference"]["parallel"] = {"tp": 1}
     plain = estimate_config(config_from_dict(base, file="t.yaml")).stages["ref_logprob"]
     assert "communication" not in plain.terms
+
+
+def test_nvlink_fabric_across_nodes(base: dict[str, Any]) -> None:
+    """GB200 NVL72: 4-GPU nodes in one 72-GPU NVLink fabric; traffic leaves it only past a rack."""
+    base["cluster"] = {"nodes": 2, "gpus_per_node": 4, "gpu": "gb200"}
+    rack = config_from_dict(base, file="t.yaml")
+    assert rack.cluster.nvlink_gpus == 72
+    assert rack.cluster.fabric_gpus == 72
+    assert rack.cluster.network_gb_per_s == pytest.approx(900 * 0.8)  # NVLink, one rack
+    base["cluster"]["nodes"] = 19  # 76 GPUs: two racks
+    assert config_from_dict(base, file="t.yaml").cluster.network_gb_per_s == pytest.approx(50 * 0.8)
+    base["cluster"]["nvlink_gpus"] = 4  # the file's figure wins: one node per fabric
+    cfg = config_from_dict(base, file="t.yaml")
+    assert cfg.cluster.fabric_gpus == 4 and cfg.cluster.fabric_of(4) == 1
+
+
+def test_tensor_parallel_over_nodes_of_one_fabric(base: dict[str, Any]) -> None:
+    """tp 8 over two 4-GPU nodes: NVLink all-reduces on an NVL72 rack, network ones elsewhere."""
+    base["cluster"] = {"nodes": 2, "gpus_per_node": 4, "gpu": "gb200"}
+    base["roles"]["actor_infer"]["num_gpus_per_worker"] = 8
+    floor = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"].detail
+    base["cluster"]["nvlink_gpus"] = 4
+    apart = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"].detail
+    layers = model_presets()["llama-3.1-8b"].num_layers
+    gap = apart["step_floor_s"] - floor["step_floor_s"]
+    assert gap == pytest.approx(2 * layers * (5e-05 - 1e-05))

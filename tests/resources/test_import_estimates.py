@@ -19,7 +19,7 @@ def test_defaults_are_said_with_what_is_missing() -> None:
 
 def test_a_gpu_preset_fills_an_imported_cluster() -> None:
     cfg = load_config(ROOT / "examples" / "verl.yaml", overrides=["cluster.gpu=h200"])
-    assert cfg.cluster.gpu_memory_gb == 141.0
+    assert cfg.cluster.gpu_memory_gb == 150.75
     assert cfg.is_estimated("cluster.gpu_memory_gb")
 
 
