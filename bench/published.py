@@ -238,6 +238,91 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
 CASES: tuple[Case, ...] = (*CORPUS_CASES, *HELDOUT_CASES)
 
 
+@dataclass(frozen=True)
+class SyncCase:
+    """One published weight-sync time between a trainer and a rollout on disjoint GPUs."""
+
+    id: str
+    model: str
+    gpu: str
+    trainer_ranks: int
+    rollout_ranks: int
+    trainer_parallel: Mapping[str, int]
+    """The trainer's layout (not published: the model split over all its ranks, assumed)."""
+    method: str
+    """``rollout.weight_sync``: how the framework moved the weights."""
+    published_s: float
+
+
+_FULLY_ASYNC = "verl docs/advance/fully_async.md, checkpoint-engine ablation (corpus)"
+SYNC_CASES: tuple[SyncCase, ...] = tuple(
+    # The corpus's weight_sync_measurements (published_runs.yaml): verl fully-async, Megatron
+    # trainer, H20; without the checkpoint engine verl broadcasts tensor by tensor
+    # (per_tensor), with it in buckets, broadcast then loaded (bucketed; its default
+    # overlap_broadcast_and_consume is false). Ranks as published; each trainer's layout is
+    # assumed (tp 4 for the 7B, ep 8 x pp 2 for the 30B, ep 16 x pp 4 for the 235B).
+    SyncCase(f"verl-fully-async-{name}-{ranks}to{ranks}-H20-{method}", model, "h20", ranks, ranks,
+             parallel, method, seconds)
+    for name, model, ranks, parallel, method, seconds in (
+        ("qwen2.5-7b", "qwen2.5-7b", 4, {"tp": 4}, "per_tensor", 0.12),
+        ("qwen2.5-7b", "qwen2.5-7b", 4, {"tp": 4}, "bucketed", 0.02),
+        ("qwen3-30b-a3b", "qwen3-30b-a3b", 16, {"ep": 8, "pp": 2}, "per_tensor", 15.76),
+        ("qwen3-30b-a3b", "qwen3-30b-a3b", 16, {"ep": 8, "pp": 2}, "bucketed", 4.38),
+        ("qwen3-235b-a22b", "qwen3-235b-a22b", 64, {"ep": 16, "pp": 4}, "per_tensor", 58.57),
+        ("qwen3-235b-a22b", "qwen3-235b-a22b", 64, {"ep": 16, "pp": 4}, "bucketed", 23.70),
+    )
+)  # fmt: skip
+"""Source of every row: the corpus's ``weight_sync_measurements`` (""" + _FULLY_ASYNC + ")."
+
+
+def sync_config(case: SyncCase) -> dict[str, Any]:
+    """A native config whose ``weight_sync`` is the published one: the trainer on the first
+    ranks, the rollout (one engine over its ranks) on the next; the other stages are tiny."""
+    gpus = case.trainer_ranks + case.rollout_ranks
+    per_node = min(8, gpus)
+    last = case.trainer_ranks - 1
+    return {
+        "model": case.model,
+        "workload": {"prompts_per_step": 1, "samples_per_prompt": 1,
+                     "prompt_tokens": {"mean": 16, "max": 16},
+                     "response_tokens": {"mean": 16, "max": 16}},
+        "cluster": {"nodes": gpus // per_node, "gpus_per_node": per_node, "gpu": case.gpu},
+        "roles": {
+            "actor_train": {"devices": f"0-{last}", "parallel": dict(case.trainer_parallel)},
+            "actor_infer": {"devices": f"{last + 1}-{gpus - 1}",
+                            "num_gpus_per_worker": min(8, case.rollout_ranks),
+                            "rollout": {"weight_sync": case.method}},
+        },
+        "pipeline": {"mode": "sync", "stages": {
+            "generate": {"role": "actor_infer"},
+            "train": {"role": "actor_train", "after": ["generate"]},
+            "weight_sync": {"kind": "weight_sync", "from": "actor_train", "to": "actor_infer",
+                            "after": ["train"]},
+        }},
+    }  # fmt: skip
+
+
+def run_sync_case(case: SyncCase) -> dict[str, Any]:
+    """Estimate one published weight sync."""
+    import tempfile
+
+    import yaml
+
+    from rlplex.config import load_config
+    from rlplex.estimate.estimator import estimate_config
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{case.id}.yaml"
+        path.write_text(yaml.safe_dump(sync_config(case)), encoding="utf-8")
+        est = estimate_config(load_config(path)).stages["weight_sync"]
+    seconds = float(est.seconds or 0.0)
+    return {
+        "id": case.id, "method": case.method, "predicted_s": seconds,
+        "published_s": case.published_s, "error": rel_error(seconds, case.published_s),
+        "terms": dict(est.terms), "tensors": est.detail.get("tensors"),
+    }  # fmt: skip
+
+
 # --- pure functions -------------------------------------------------------------------------
 
 
@@ -337,6 +422,8 @@ class Report:
     heldout_worst_step_error: float | None = None
     heldout_phase_errors: dict[str, float] = field(default_factory=dict)
     """Held-out cases' phases."""
+    syncs: tuple[dict[str, Any], ...] = ()
+    """Published weight-sync times (:data:`SYNC_CASES`) against the estimate."""
 
 
 def _outside_phases(config: Any) -> dict[str, float]:
@@ -483,6 +570,7 @@ def run(cases: Sequence[Case] = CASES, sweep: bool = True, transfers: bool = Tru
         heldout_median_step_error=median_abs(held),
         heldout_worst_step_error=worst_abs(held),
         heldout_phase_errors=held_phases,
+        syncs=tuple(run_sync_case(c) for c in SYNC_CASES),
     )
 
 
@@ -606,6 +694,22 @@ def print_report(report: Report) -> None:
         f" verdicts right {sum(p.verdict_right for p in corpus_pairs)} of {len(corpus_pairs)}",
         highlight=False,
     )
+    if report.syncs:
+        syncs = Table(title="weight sync between disjoint GPUs: rlplex vs published seconds")
+        for column in ("sync", "method", "tensors", "predicted s", "published s", "error"):
+            syncs.add_column(column, justify="left" if column in ("sync", "method") else "right")
+        for row in report.syncs:
+            syncs.add_row(
+                row["id"], row["method"], f"{row['tensors'] or 0:,}", f"{row['predicted_s']:.2f}",
+                f"{row['published_s']:.2f}", _pct(row["error"]),
+            )  # fmt: skip
+        console.print(syncs)
+        errors = [row["error"] for row in report.syncs]
+        console.print(
+            f"weight sync error over {len(errors)} published syncs: median |error|"
+            f" {_abs_pct(median_abs(errors))}, worst {_pct(worst_abs(errors))}",
+            highlight=False,
+        )
     held = [r for r in report.cases if r.heldout]
     held_phases = report.heldout_phase_errors
     if held:
@@ -638,6 +742,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "phase_errors": report.phase_errors,
         "heldout_median_step_error": report.heldout_median_step_error,
         "heldout_worst_step_error": report.heldout_worst_step_error,
+        "syncs": list(report.syncs),
         "heldout_phase_errors": report.heldout_phase_errors,
     }
 

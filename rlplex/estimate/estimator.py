@@ -431,13 +431,21 @@ def _sequence_tokens(ctx: _Ctx) -> tuple[float, float]:
     return n * (p + dist.mean), n * mean_square
 
 
-def _pass_flops(ctx: _Ctx, spec: ModelSpec, head: f.Head) -> float:
-    """FLOPs of one forward pass over the step's sequences (matmuls + causal attention)."""
+def _pass_flops(ctx: _Ctx, spec: ModelSpec, head: f.Head) -> tuple[float, float]:
+    """(matmul, causal attention) FLOPs of one forward pass over the step's sequences."""
     tokens, squares = _sequence_tokens(ctx)
     return (
-        2.0 * f.active_params(spec, head) * tokens
-        + f.attention_width(spec) * spec.num_layers * squares
+        2.0 * f.active_params(spec, head) * tokens,
+        f.attention_width(spec) * spec.num_layers * squares,
     )
+
+
+def _fp8_speedup(ctx: _Ctx, role: Role) -> float:
+    """How much faster an fp8 role's weight matmuls run than in bf16 (1 without FP8 tensor
+    cores); attention stays bf16 (Transformer Engine, vLLM)."""
+    if role.precision != "fp8" or not ctx.gpu.fp8:
+        return 1.0
+    return efficiency_value(ctx.inputs.efficiency, "fp8_matmul_speedup")
 
 
 def _spans_nodes(ctx: _Ctx, group: int) -> bool:
@@ -482,7 +490,10 @@ def _pass_terms(
     tokens, _ = _sequence_tokens(ctx)
     passes = (4.0 if recompute else 3.0) if backward else 1.0
     epochs = w.epochs if backward else 1
-    flops = passes * _pass_flops(ctx, spec, head) * epochs
+    matmul_flops, attention_flops = _pass_flops(ctx, spec, head)
+    flops = passes * (matmul_flops + attention_flops) * epochs
+    # What the FLOPs cost at bf16 speed: fp8 weight matmuls run faster.
+    bf16_flops = passes * (matmul_flops / _fp8_speedup(ctx, role) + attention_flops) * epochs
     kind_key = "train" if backward else "forward"
     mb_size, mb_budget = _micro_batch(w, backward)
     if mb_budget is not None and w.packing:
@@ -497,7 +508,7 @@ def _pass_terms(
         * _tokens_factor(ctx, mb_tokens_per_gpu)
     )
     peak = ctx.gpu.peak_tflops * 1e12
-    compute_s = flops / (est.devices * peak * eff)
+    compute_s = bf16_flops / (est.devices * peak * eff)
     groups = max(1, est.devices // (est.tp * est.pp * sp))
     micro_batches = math.ceil(tokens * epochs / groups / mb_tokens)
     # Pipeline bubble: (pp - 1) idle slots per optimizer step of m micro-batches (1F1B).
@@ -830,7 +841,10 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
     bandwidth = ctx.gpu.memory_gb_per_s * 1e9
     prompt = w.prompt_tokens
     prefill_flops = f.forward_flops(spec, prompt.mean) * per_replica
-    prefill_s = prefill_flops / (group * peak * eff_prefill)
+    prefill_matmul = 2.0 * f.active_params(spec) * prompt.mean * per_replica
+    prefill_s = (prefill_flops - prefill_matmul * (1 - 1 / _fp8_speedup(ctx, role))) / (
+        group * peak * eff_prefill
+    )
     dist = _lengths(ctx)
     lengths = dist.lengths(per_replica)
     # The slowest replica holds the step's longest response.
@@ -876,37 +890,102 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
     )  # fmt: skip
 
 
-def estimate_weight_sync(inputs: Inputs, stage: Stage, roles: Mapping[str, Role]) -> StageEstimate:
+def _full_model_gb(ctx: _Ctx, role: Role) -> float:
+    """GB of the whole model in the trainer's precision (bf16 for an fp8 trainer, whose
+    master weights stay bf16 and are what it exports)."""
+    precision = role.precision if role.precision != "fp8" else "bf16"
+    return f.total_params(ctx.spec(role)) * f.BYTES_PER_ELEMENT[precision] / f.GB
+
+
+def _gather_s(ctx: _Ctx, role: Role) -> tuple[float, float]:
+    """(GB, seconds) for one trainer device to gather the whole model from its shards.
+
+    What the device lacks arrives over NVLink while the ranks that hold distinct
+    shards (tensor x pipeline x expert parallel, and data parallel under
+    ZeRO-3/FSDP, laid out on consecutive devices) share an NVLink fabric, over
+    the network otherwise.
+    """
+    full_gb = _full_model_gb(ctx, role)
+    own_gb = role.states.get("weights", 0.0) * (2.0 if role.precision == "fp8" else 1.0)
+    missing_gb = max(0.0, full_gb - own_gb)
+    tp, pp, dp = ctx.layout(role)
+    par = role.parallel
+    zero = 3 if par is not None and par.fsdp else (par.zero if par is not None else 0)
+    group = tp * pp * (par.ep if par is not None else 1) * (dp if zero >= 3 else 1)
+    c = ctx.inputs.cluster
+    speed = c.network_gb_per_s if _spans_nodes(ctx, group) else c.device_copy_gb_per_s
+    return missing_gb, missing_gb / speed
+
+
+def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> StageEstimate:
     """Move the trained weights into the inference engine.
 
-    Disjoint devices: the destination's weights per device over the network
-    (the cost model's rule; NCCL broadcast). Shared devices (colocated): the
-    cost model's device copy, plus resharding the trainer's shards into the
-    engine's layout at ``reshard_gb_s`` and waking and sleeping the engine
-    (``engine_switch_s``), which a colocated engine pays every step.
+    verl and NeMo RL hand the engine full Hugging Face tensors: the trainer
+    gathers each one from its shards, every engine rank receives it whole and
+    keeps its slice. So the trainer side gathers the whole model (``gather``,
+    :func:`_gather_s`) whatever the engine's layout.
+
+    Shared devices (colocated): every device gathers the whole model and hands it
+    to the engine beside it; the engine loads its weights at ``reshard_gb_s`` and
+    is woken and put back to sleep (``engine_switch_s``) every step.
+
+    Disjoint devices: every engine device receives the whole model (a broadcast,
+    over the network when the two roles span NVLink fabrics). An
+    ``overlapped`` sync gathers one bucket while broadcasting the last (the
+    slower move bounds it); a ``bucketed`` one does both in turn; a
+    ``per_tensor`` one also pays ``sync_tensor_s`` for each checkpoint tensor
+    (:func:`formulas.param_tensors`).
     """
+    inputs = ctx.inputs
     src, dst = roles.get(stage.from_role or ""), roles.get(stage.to_role or "")
     gb = dst.states.get("weights", 0.0) if dst is not None else 0.0
     same = src is not None and dst is not None and sorted(src.devices) == sorted(dst.devices)
     shared = src is not None and dst is not None and bool(set(src.devices) & set(dst.devices))
     speed = inputs.cluster.device_copy_gb_per_s if same else inputs.cluster.network_gb_per_s
     terms = {"communication": gb / speed}
+    detail: dict[str, Any] = {"gb_per_device": gb, "gb_per_s": speed}
+    eff = inputs.efficiency
+    estimable = src is not None and dst is not None and src.devices and dst.devices
     if shared:  # the engine sleeps while the trainer runs on its GPUs
-        eff = inputs.efficiency
         terms["overhead"] = gb / efficiency_value(eff, "reshard_gb_s") + efficiency_value(
             eff, "engine_switch_s"
         )
+        detail["path"] = "device copy" if same else "network"
+        if estimable:
+            gather_gb, gather_s = _gather_s(ctx, src)
+            terms["communication"] += gather_s
+            detail.update({"gather_gb": gather_gb, "gather_s": gather_s})
+    elif estimable:
+        spec = ctx.spec(dst)
+        full_gb = _full_model_gb(ctx, src)
+        c = inputs.cluster
+        fabrics = {c.fabric_of(d) for d in (*src.devices, *dst.devices)}
+        broadcast_speed = c.network_gb_per_s if len(fabrics) > 1 else c.device_copy_gb_per_s
+        broadcast_s = full_gb / broadcast_speed
+        gather_gb, gather_s = _gather_s(ctx, src)
+        method = (dst.rollout or Rollout()).weight_sync
+        tensors = f.param_tensors(spec)
+        if method == "overlapped":
+            terms = {"communication": max(broadcast_s, gather_s)}
+        else:
+            terms = {"communication": broadcast_s + gather_s}
+        if method == "per_tensor":
+            terms["overhead"] = tensors * efficiency_value(eff, "sync_tensor_s")
+        detail.update({
+            "path": "broadcast", "method": method, "full_model_gb": full_gb, "tensors": tensors,
+            "broadcast_s": broadcast_s, "gather_gb": gather_gb, "gather_s": gather_s,
+            "gb_per_s": broadcast_speed,
+        })  # fmt: skip
+    else:
+        detail["path"] = "device copy" if same else "network"
     if stage.seconds is not None:
         return StageEstimate(
             stage=stage.name, kind="weight_sync", seconds=float(stage.seconds), bytes=gb * f.GB,
-            bound="given", terms={"given": float(stage.seconds)},
-            detail={"gb_per_device": gb, "gb_per_s": speed},
+            bound="given", terms={"given": float(stage.seconds)}, detail=detail,
         )  # fmt: skip
     return StageEstimate(
         stage=stage.name, kind="weight_sync", seconds=sum(terms.values()), bytes=gb * f.GB,
-        bound=max(terms, key=terms.__getitem__), terms=terms,
-        detail={"gb_per_device": gb, "gb_per_s": speed,
-                "path": "device copy" if same else "network"},
+        bound=max(terms, key=terms.__getitem__), terms=terms, detail=detail,
     )  # fmt: skip
 
 
@@ -944,7 +1023,7 @@ def estimate(inputs: Inputs) -> Estimate:
         role = effective.get(stage.role or "")
         kind = stage_kind(stage, role)
         if kind == "weight_sync":
-            stages[stage.name] = estimate_weight_sync(inputs, stage, effective)
+            stages[stage.name] = estimate_weight_sync(ctx, stage, effective)
             continue
         if kind == "cpu" and stage.name == _controller_stage(ctx):
             stages[stage.name] = estimate_reward_cpu(ctx, stage)

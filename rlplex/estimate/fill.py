@@ -159,13 +159,9 @@ def fill_estimates(
             if stage.at_devices is None and role is not None and role.devices:
                 # Estimated on these devices: not to be rescaled from the file's device count.
                 update["at_devices"] = len(role.devices)
-        if (
-            stage.is_weight_sync
-            and stage.seconds is None
-            and est is not None
-            and est.terms.get("overhead", 0.0) > 0
-        ):
-            # A colocated sync also reshards and wakes the engine: more than the link rule.
+        if stage.is_weight_sync and stage.seconds is None and est is not None:
+            # More than the link rule: a colocated sync also reshards and wakes the engine, a
+            # disjoint one sends every engine device the whole model (estimate_weight_sync).
             update["seconds"] = round(est.seconds or 0.0, 6)
             filled.add(f"pipeline.stages.{stage.name}.seconds")
         if (

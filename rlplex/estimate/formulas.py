@@ -111,6 +111,30 @@ def active_params(s: ModelSpec, head: Head = "lm") -> int:
     return layer_params(s, active=True) + head_matmul
 
 
+def param_tensors(s: ModelSpec, head: Head = "lm") -> int:
+    """Tensors of the model's Hugging Face checkpoint: what a tensor-by-tensor weight sync
+    gathers, sends and loads one at a time.
+
+    Per layer two norms; attention's projections (MLA: the query and key/value
+    down- and up-projections with their norms), biases and q/k norms; a dense
+    MLP's three matrices, or an MoE layer's router (and its score bias), three
+    matrices per routed expert, one shared-expert MLP and its gate. DeepSeek-V3
+    gives 45,395, the count NeMo RL's refit logs for it.
+    """
+    if s.is_mla:
+        attention = (3 if s.q_lora_rank else 1) + 3 + 1
+    else:
+        attention = 4 + (3 if s.qkv_bias else 0) + (2 if s.qk_norm else 0)
+    per_layer = 2 + attention
+    moe = 1 + (1 if s.router_bias else 0) + 3 * s.num_experts
+    if s.shared_experts:
+        moe += 3 + (1 if s.shared_expert_intermediate_size else 0)
+    dense_layers = s.num_layers - s.moe_layers
+    tensors = s.num_layers * per_layer + dense_layers * 3 + s.moe_layers * moe
+    head_tensors = 0 if head == "lm" and s.tied_embeddings else (2 if head == "value" else 1)
+    return 1 + tensors + 1 + head_tensors
+
+
 def attention_width(s: ModelSpec) -> int:
     """heads x (query/key width + value width): the attention FLOPs per key per layer / 2."""
     if s.is_mla:

@@ -124,6 +124,8 @@ class GpuSpec(BaseModel):
     """GPUs of that usual node."""
     nvlink_gpus: int | None = Field(None, ge=1)
     """GPUs one NVLink fabric joins where it spans several nodes (GB200 NVL72: 72)."""
+    fp8: bool = True
+    """FP8 tensor cores at twice the BF16 rate (Hopper, Ada, Blackwell); the A100 has none."""
     aliases: tuple[str, ...] = ()
     """Other names accepted for the preset."""
     sources: dict[str, str] = Field(default_factory=dict)

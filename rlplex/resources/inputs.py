@@ -112,6 +112,15 @@ class Rollout(BaseModel):
     """Share of each GPU the engine fills with weights, activations and KV cache."""
     cuda_graphs: bool = True
     """Decode steps replay CUDA graphs (``false``: eager, verl's ``enforce_eager``)."""
+    weight_sync: Literal["overlapped", "bucketed", "per_tensor"] = "overlapped"
+    """How the engine receives trained weights from a trainer on other GPUs. Every way,
+    every engine rank receives every full tensor (the trainer gathers each one from its
+    shards and broadcasts it) and keeps its slice. ``overlapped``: tensors packed into
+    buckets, the next one gathered while the last is broadcast (NeMo RL's packed
+    broadcast; verl's checkpoint engine with ``overlap_broadcast_and_consume``).
+    ``bucketed``: buckets gathered, broadcast and loaded one after another (verl's
+    checkpoint engine, its default). ``per_tensor``: the same one tensor at a time, each
+    paying ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync)."""
 
 
 class Efficiency(BaseModel):
@@ -165,6 +174,13 @@ class Efficiency(BaseModel):
     engine_switch_s: float | None = Field(None, ge=0, le=3600, allow_inf_nan=False)
     """Seconds to wake a colocated inference engine and put it back to sleep, per step, besides
     moving its weights and cache (allocations, cache re-initialisation, CUDA graph warm-up)."""
+    fp8_matmul_speedup: float | None = Field(None, ge=1, le=4, allow_inf_nan=False)
+    """How much faster an fp8 role's weight matmuls run than bf16 ones on a GPU with FP8
+    tensor cores (train, log-prob and prefill; attention stays bf16)."""
+    sync_tensor_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Seconds per checkpoint tensor of a ``per_tensor`` weight sync between disjoint GPUs
+    besides moving its bytes (two collectives' latency and the engine's load of the
+    tensor)."""
     reshard_gb_s: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False)
     """GB/s at which a colocated weight sync gathers the trainer's shards and loads them into
     the engine's layout, per device (tensor-by-tensor, through the framework)."""

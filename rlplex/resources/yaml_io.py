@@ -184,6 +184,11 @@ def load_yaml_text(text: str, file: str = "<string>", limits: YamlLimits | None 
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
         problem = str(problem).strip().splitlines()[0]  # the "in <unicode string>" lines go
+        if "nesting depth" in problem or "flow level" in problem:
+            # PyYAML 6.0.4 and its libyaml stop very deep nesting before our event check does.
+            raise ConfigError(
+                f"nested more than {limits.max_depth} levels deep", file=file, line=line
+            ) from None
         raise ConfigError(f"YAML syntax error: {problem}", file=file, line=line) from None
     except RecursionError:
         raise ConfigError("nested too deeply", file=file) from None

@@ -203,10 +203,12 @@ def test_stage_that_cannot_fit_even_with_the_rest_offloaded(base: dict[str, Any]
             "roles.actor_infer.rollout.gpu_memory_utilization",
         ),
         ("parallel", "ep", 0, "roles.actor_train.parallel.ep"),
+        ("efficiency", "sync_tensor_s", -1e-4, "efficiency.sync_tensor_s"),
+        ("rollout", "weight_sync", "nccl", "roles.actor_infer.rollout.weight_sync"),
     ],
 )
 def test_bad_cost_term_inputs_name_the_key(
-    base: dict[str, Any], section: str, key: str, value: float, field: str
+    base: dict[str, Any], section: str, key: str, value: float | str, field: str
 ) -> None:
     """A negative floor, a share truncated above 1 (or one the mean cannot hold), ..."""
     if section == "efficiency":

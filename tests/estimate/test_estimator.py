@@ -245,13 +245,73 @@ def test_colocated_weight_sync_pays_reshard_and_engine_switch(base: dict[str, An
     # The plan uses it: the loader fills the sync's seconds (marked as estimated).
     assert cfg.is_estimated("pipeline.stages.weight_sync.seconds")
     assert cfg.pipeline.stage("weight_sync").seconds == pytest.approx(sync.seconds, abs=1e-6)
-    # Split devices: the network rule only, left to the planner.
+    # The trainer holds the whole model (ZeRO-1 shards only the optimizer): nothing to gather.
+    assert sync.detail["gather_gb"] == 0.0
+
+
+def _split(base: dict[str, Any], nodes: int = 1) -> dict[str, Any]:
+    base["cluster"].update({"nodes": nodes, "gpus_per_node": 8 // nodes})
     base["roles"]["actor_infer"]["devices"] = "0-3"
     base["roles"]["actor_train"]["devices"] = "4-7"
     base["roles"]["reference"]["devices"] = "4-7"
-    split = config_from_dict(base, file="t.yaml")
-    assert split.pipeline.stage("weight_sync").seconds is None
-    assert "overhead" not in estimate_config(split).stages["weight_sync"].terms
+    return base
+
+
+@pytest.mark.parametrize("method", ["overlapped", "bucketed", "per_tensor"])
+def test_split_weight_sync_sends_every_engine_device_the_whole_model(
+    base: dict[str, Any], method: str
+) -> None:
+    """Each engine rank receives every full tensor (not its tp-2 shard); an FSDP trainer on
+    4 GPUs first gathers the 3/4 of the model it lacks; all on one node's NVLink."""
+    base = _split(base)
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": method}
+    cfg = config_from_dict(base, file="t.yaml")
+    sync = estimate_config(cfg).stages["weight_sync"]
+    full = P * 2 / 1e9
+    copy = cfg.cluster.device_copy_gb_per_s
+    assert copy == pytest.approx(450 * 0.8)
+    broadcast, gather = full / copy, 0.75 * full / copy
+    assert sync.detail["gather_gb"] == pytest.approx(0.75 * full)
+    if method == "overlapped":
+        assert sync.terms == {"communication": pytest.approx(broadcast)}
+    elif method == "bucketed":
+        assert sync.terms == {"communication": pytest.approx(broadcast + gather)}
+    else:
+        assert sync.terms == {
+            "communication": pytest.approx(broadcast + gather),
+            "overhead": pytest.approx(291 * 7.7e-4),  # Llama-3.1-8B's 291 checkpoint tensors
+        }
+    # The plan uses it: more than the link rule (the engine's own shard over the link).
+    assert cfg.pipeline.stage("weight_sync").seconds == pytest.approx(sync.seconds, abs=1e-6)
+    assert cfg.is_estimated("pipeline.stages.weight_sync.seconds")
+
+
+def test_split_weight_sync_across_nodes_goes_over_the_network(base: dict[str, Any]) -> None:
+    cfg = config_from_dict(_split(base, nodes=2), file="t.yaml")
+    sync = estimate_config(cfg).stages["weight_sync"]
+    assert cfg.cluster.network_gb_per_s == pytest.approx(50 * 0.8)
+    assert sync.terms == {"communication": pytest.approx(P * 2 / 1e9 / (50 * 0.8))}
+    base["efficiency"] = {"sync_tensor_s": 0.01}
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "per_tensor"}
+    slow = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    assert slow.terms["overhead"] == pytest.approx(291 * 0.01)
+
+
+def test_colocated_sync_gathers_a_trainer_sharded_across_nodes(base: dict[str, Any]) -> None:
+    """Every GPU hands its engine whole tensors, so it gathers what its trainer shard lacks:
+    over the network when tensor x pipeline parallel (8) spans the 4-GPU nodes."""
+    base["cluster"].update({"nodes": 2, "gpus_per_node": 4})
+    base["roles"]["actor_train"]["parallel"] = {"tp": 4, "pp": 2}
+    cfg = config_from_dict(base, file="t.yaml")
+    sync = estimate_config(cfg).stages["weight_sync"]
+    full = P * 2 / 1e9
+    own = estimate_config(cfg).roles["actor_train"].states["weights"]
+    assert sync.detail["gather_gb"] == pytest.approx(full - own)
+    engine = P * 2 / 2 / 1e9
+    assert sync.terms["communication"] == pytest.approx(
+        engine / cfg.cluster.device_copy_gb_per_s + (full - own) / (50 * 0.8)
+    )
 
 
 def test_truncated_share_lengthens_generation(base: dict[str, Any]) -> None:
@@ -437,3 +497,30 @@ def test_tensor_parallel_over_nodes_of_one_fabric(base: dict[str, Any]) -> None:
     layers = model_presets()["llama-3.1-8b"].num_layers
     gap = apart["step_floor_s"] - floor["step_floor_s"]
     assert gap == pytest.approx(2 * layers * (5e-05 - 1e-05))
+
+
+def test_fp8_roles_run_their_weight_matmuls_faster(base: dict[str, Any]) -> None:
+    """An fp8 role's weight matmuls run ``fp8_matmul_speedup`` times faster, attention as in
+    bf16; a GPU without FP8 tensor cores (A100) gains nothing."""
+    from rlplex.estimate.estimator import Inputs, _Ctx, _pass_flops
+
+    bf16_cfg = config_from_dict(base, file="t.yaml")
+    bf16 = estimate_config(bf16_cfg).stages["train"].terms["compute"]
+    base["roles"]["actor_train"]["precision"] = "fp8"
+    fp8 = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"].terms["compute"]
+    ctx = _Ctx(
+        Inputs(
+            cluster=bf16_cfg.cluster,
+            roles=bf16_cfg.roles,
+            pipeline=bf16_cfg.pipeline,
+            model=bf16_cfg.model,
+            workload=bf16_cfg.workload,
+        )
+    )
+    matmul, attention = _pass_flops(ctx, model_presets()["llama-3.1-8b"], "lm")
+    assert fp8 / bf16 == pytest.approx((matmul / 1.55 + attention) / (matmul + attention))
+    base["cluster"]["gpu"] = "a100"
+    a100_fp8 = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+    base["roles"]["actor_train"]["precision"] = "bf16"
+    a100_bf16 = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+    assert a100_fp8.terms["compute"] == pytest.approx(a100_bf16.terms["compute"])

@@ -103,3 +103,21 @@ def test_hub_names_match_presets(name: str, preset: str) -> None:
 
 def test_unknown_names_match_nothing() -> None:
     assert match_preset("acme/SuperLM-13B") is None
+
+
+def test_checkpoint_tensor_counts_by_hand() -> None:
+    """What a tensor-by-tensor weight sync moves one at a time."""
+    presets = model_presets()
+    # Llama-3.1-8B: per layer q, k, v, o, gate, up, down and two norms; embedding, norm, head.
+    assert f.param_tensors(presets["llama-3.1-8b"]) == 32 * 9 + 3 == 291
+    # Qwen2.5-7B adds the q/k/v biases; Qwen2.5-0.5B ties its head to the embedding.
+    assert f.param_tensors(presets["qwen2.5-7b"]) == 28 * 12 + 3 == 339
+    assert f.param_tensors(presets["qwen2.5-0.5b"]) == 24 * 12 + 2 == 290
+    # Qwen3-30B-A3B: q/k norms, a router and 3 matrices for each of 128 experts per layer.
+    assert f.param_tensors(presets["qwen3-30b-a3b"]) == 48 * (2 + 6 + 1 + 3 * 128) + 3 == 18_867
+    # DeepSeek-V3: MLA (7 tensors), 3 dense layers, 58 MoE layers with a router, its score
+    # bias, 256 x 3 expert matrices and a shared expert: NeMo RL's refit of it loads 45,395
+    # tensors (NVIDIA-NeMo/RL docs/guides/checkpoint-engine-refit.md, "DeepSeek-V3 Benchmark").
+    moe_layer = 2 + 7 + 2 + 3 * 256 + 3
+    assert f.param_tensors(presets["deepseek-v3"]) == 3 * 12 + 58 * moe_layer + 3 == 45_395
+    assert f.param_tensors(presets["llama-3.1-8b"], head="value") == 32 * 9 + 2 + 2

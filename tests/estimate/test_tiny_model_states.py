@@ -76,3 +76,15 @@ def test_estimated_states_equal_real_tensors(arch: str, tmp_path: Path) -> None:
         assert states["weights"] * 1e9 == pytest.approx(weights, rel=1e-12)
         assert states["grads"] * 1e9 == pytest.approx(grads, rel=1e-12)
         assert states["optimizer"] * 1e9 == pytest.approx(moments, rel=1e-12)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_checkpoint_tensor_count_equals_the_real_state_dict(arch: str) -> None:
+    from rlplex.estimate import formulas as f
+    from rlplex.estimate.specs import spec_from_hf_config
+    from rlplex.stages.models import ModelConfig, build_causal_lm, hf_config
+
+    tiny = ModelConfig(arch=arch, num_layers=3, hidden_size=64, intermediate_size=96,
+                       num_heads=4, num_kv_heads=2, vocab_size=32)  # fmt: skip
+    spec = spec_from_hf_config(hf_config(tiny).to_dict(), file="config.json")
+    assert f.param_tensors(spec) == len(build_causal_lm(tiny).state_dict())

@@ -262,6 +262,32 @@ def test_verl_one_step_off(tmp_path: Path) -> None:
     assert cfg.roles["actor_train"].devices == (0, 1, 2, 3)
     assert cfg.roles["actor_infer"].devices == (4, 5, 6, 7)
     assert (cfg.pipeline.mode, cfg.pipeline.max_staleness) == ("async", 1)
+    # verl broadcasts the trainer's weights to a separate rollout one tensor at a time.
+    rollout = cfg.roles["actor_infer"].rollout
+    assert rollout is not None and rollout.weight_sync == "per_tensor"
+
+
+@pytest.mark.parametrize(
+    ("engine", "method"),
+    [
+        ("", "per_tensor"),
+        ("checkpoint_engine: {enable: false}", "per_tensor"),
+        ("checkpoint_engine: {enable: true}", "bucketed"),
+        ("checkpoint_engine: {enable: true, overlap_broadcast_and_consume: true}", "overlapped"),
+    ],
+)
+def test_verl_fully_async_weight_sync(tmp_path: Path, engine: str, method: str) -> None:
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\nrollout: {nnodes: 1, n_gpus_per_node: 4}\n"
+    text += f"algorithm: {{adv_estimator: grpo}}\nasync_training: {{{engine}}}\n"
+    cfg = load_config(write(tmp_path, text))
+    rollout = cfg.roles["actor_infer"].rollout
+    assert rollout is not None and rollout.weight_sync == method
+
+
+def test_verl_colocated_rollout_keeps_the_default_sync(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, "trainer: {nnodes: 1, n_gpus_per_node: 4}\n"))
+    rollout = cfg.roles["actor_infer"].rollout
+    assert rollout is None or rollout.weight_sync == "overlapped"
 
 
 def test_verl_explicit_pools(tmp_path: Path) -> None:

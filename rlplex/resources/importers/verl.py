@@ -406,13 +406,23 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
     )
 
 
-def _rollout(r: _Reader) -> dict[str, Any] | None:
-    """The rollout engine's settings: vLLM/SGLang batch cap, memory share, eager mode."""
-    return rollout(
+def _rollout(r: _Reader, *, separate: bool) -> dict[str, Any] | None:
+    """The rollout engine's settings: vLLM/SGLang batch cap, memory share, eager mode, and
+    for a rollout on its own GPUs how the trainer's weights reach it."""
+    engine = rollout(
         max_num_seqs=r.get(f"{_ROLLOUT}.max_num_seqs"),
         gpu_memory_utilization=r.get(f"{_ROLLOUT}.gpu_memory_utilization"),
         enforce_eager=r.get(f"{_ROLLOUT}.enforce_eager"),
     )
+    if not separate:
+        return engine
+    # One-step-off and fully-async trainers broadcast tensor by tensor over a Ray collective
+    # group, unless the fully-async checkpoint engine packs them into buckets.
+    method = "per_tensor"
+    if r.get("async_training.checkpoint_engine.enable") is True:
+        overlap = r.get("async_training.checkpoint_engine.overlap_broadcast_and_consume")
+        method = "overlapped" if overlap is True else "bucketed"
+    return {**(engine or {}), "weight_sync": method}
 
 
 def to_native(
@@ -488,7 +498,7 @@ def to_native(
             spec = _parallel(r, name)
             if spec:
                 role["parallel"] = spec
-            engine = _rollout(r) if name == "actor_infer" else None
+            engine = _rollout(r, separate=mode == "async") if name == "actor_infer" else None
             if engine:
                 role["rollout"] = engine
             roles[name] = role
