@@ -231,6 +231,8 @@ def _print_assumptions(a: dict[str, Any]) -> None:
             f" {r['gpu_memory_utilization']:g}, "
             + ("CUDA graphs" if r["cuda_graphs"] else "eager (no CUDA graphs)")
         )
+    for name, sync in a.get("weight_syncs", {}).items():
+        lines.append(f"{name}: {_sync_line(sync)}")
     for role, m in a["models"].items():
         lines.append(
             f"{role}: {m['model']} {m['params_b']:g}B, {m['precision']}, tp {m['tp']} pp {m['pp']}"
@@ -242,6 +244,30 @@ def _print_assumptions(a: dict[str, Any]) -> None:
     console.print("[bold]assumptions[/] (docs/cost-model.md):", highlight=False)
     for line in lines:
         console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _sync_line(sync: dict[str, Any]) -> str:
+    """How a weight sync was priced, in words (docs/cost-model.md, "Weight sync")."""
+    gather = sync.get("gather_gb")
+    gathered = (
+        f"; {sync['from']} first gathers the {gather:.2f} GB its shards lack" if gather else ""
+    )
+    if sync.get("path") == "broadcast":
+        return (
+            f"every {sync['to']} device receives the whole model ({sync['full_model_gb']:.2f} GB"
+            f" at {sync['gb_per_s']:g} GB/s){gathered}; {sync['method']}"
+            f" ({sync['tensors']:,} checkpoint tensors)"
+        )
+    colocated = (
+        "; loaded into the engine's layout (reshard_gb_s), the engine woken and put back to"
+        " sleep (engine_switch_s)"
+        if sync.get("colocated")
+        else ""
+    )
+    return (
+        f"{sync['gb_per_device']:.2f} GB per {sync['to']} device at {sync['gb_per_s']:g} GB/s"
+        f" ({sync.get('path', 'network')}){gathered}{colocated}"
+    )
 
 
 def _parallel_extras(par: dict[str, Any] | None) -> str:

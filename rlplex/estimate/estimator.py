@@ -951,6 +951,7 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
             eff, "engine_switch_s"
         )
         detail["path"] = "device copy" if same else "network"
+        detail["colocated"] = True
         if estimable:
             gather_gb, gather_s = _gather_s(ctx, src)
             terms["communication"] += gather_s
@@ -1045,7 +1046,7 @@ def estimate(inputs: Inputs) -> Estimate:
         roles[name] = est.model_copy(update={"activations_gb": transient})
     _check_fits(inputs, roles)
     return Estimate(
-        stages=stages, roles=roles, assumptions=assumptions(ctx, roles),
+        stages=stages, roles=roles, assumptions=assumptions(ctx, roles, stages),
         warnings=tuple(ctx.warnings),
     )  # fmt: skip
 
@@ -1083,7 +1084,11 @@ def _remedy(role: Role, state: str) -> str:
     )
 
 
-def assumptions(ctx: _Ctx, roles: Mapping[str, RoleEstimate]) -> dict[str, Any]:
+def assumptions(
+    ctx: _Ctx,
+    roles: Mapping[str, RoleEstimate],
+    stages: Mapping[str, StageEstimate] | None = None,
+) -> dict[str, Any]:
     """Every input and default the estimate used, for ``rlplex estimate`` to print."""
     inputs = ctx.inputs
     w = inputs.workload
@@ -1129,7 +1134,20 @@ def assumptions(ctx: _Ctx, roles: Mapping[str, RoleEstimate]) -> dict[str, Any]:
             if "kv_cache" in est.states
         },
         "response_length": _length_assumption(ctx) if w is not None else None,
+        "weight_syncs": {
+            name: _sync_assumption(ctx.inputs.pipeline.stage(name), est)
+            for name, est in (stages or {}).items()
+            if est.kind == "weight_sync" and est.terms and "given" not in est.terms
+        },
     }
+
+
+def _sync_assumption(stage: Stage, est: StageEstimate) -> dict[str, Any]:
+    """How a weight sync was priced: its path, the GB each move carries, the tensors."""
+    d = est.detail
+    keys = ("path", "colocated", "method", "full_model_gb", "gather_gb", "gb_per_device",
+            "gb_per_s", "tensors")  # fmt: skip
+    return {"from": stage.from_role, "to": stage.to_role, **{k: d[k] for k in keys if k in d}}
 
 
 def _length_assumption(ctx: _Ctx) -> dict[str, Any]:

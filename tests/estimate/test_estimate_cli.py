@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from rlplex.cli import app
@@ -66,3 +67,20 @@ def test_list_presets() -> None:
     result = CliRunner().invoke(app, ["estimate", "--list-presets"], env={"COLUMNS": "160"})
     assert result.exit_code == 0
     assert "deepseek-v3" in result.output and "b200" in result.output
+
+
+def test_assumptions_say_how_the_weight_sync_was_priced() -> None:
+    """Split: every engine device receives the whole model; colocated: the engine's share."""
+    split = ROOT / "bench" / "published" / "heldout_nemorl_deepseekv3_1off_256gen256train_h100.yaml"
+    result = CliRunner().invoke(app, ["estimate", str(split)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "weight_sync: every actor_infer device receives the whole model (1342.05 GB" in text
+    assert "overlapped (45,395 checkpoint tensors)" in text
+    result = CliRunner().invoke(
+        app, ["estimate", str(ROOT / "examples" / "estimate_7b.yaml"), "--json"]
+    )
+    sync = json.loads(result.stdout)["assumptions"]["weight_syncs"]["weight_sync"]
+    assert sync["colocated"] is True
+    # The engine's tp-2 share is half the model; an FSDP trainer over 8 GPUs lacks 7/8 of it.
+    assert sync["gb_per_device"] == pytest.approx(sync["gather_gb"] * 4 / 7)
