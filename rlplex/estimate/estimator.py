@@ -261,6 +261,33 @@ def _tokens(w: Workload) -> tuple[int, float, int]:
     )
 
 
+def stored_precision(precision: str) -> str:
+    """What an fp8 role keeps in memory besides an engine's quantized weights: bf16.
+
+    FP8 training (Transformer Engine, Megatron's FP8 recipes without ``fp8_param``)
+    keeps bf16 weights, gradients and activations and casts each GEMM's inputs to
+    FP8; vLLM's FP8 engines keep bf16 activations and, at its default
+    ``kv_cache_dtype`` ("auto"), a bf16 KV cache.
+    """
+    return "bf16" if precision == "fp8" else precision
+
+
+def weight_precision(ctx: _Ctx, role: Role) -> str:
+    """Precision of a role's stored weights: fp8 only in an inference engine (vLLM's FP8
+    quantization); a trainer or log-prob role keeps bf16 weights."""
+    kinds = {stage_kind(s, role) for s in ctx.stages_of.get(role.name, [])}
+    if role.precision == "fp8" and "generate" in kinds and "train" not in kinds:
+        return "fp8"
+    return stored_precision(role.precision)
+
+
+def kv_precision(role: Role) -> str:
+    """Precision of an engine's KV cache: ``rollout.kv_cache_dtype``, or the model's
+    activations (vLLM's "auto")."""
+    rollout = role.rollout or Rollout()
+    return "fp8" if rollout.kv_cache_dtype == "fp8" else stored_precision(role.precision)
+
+
 def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
     """GB per device of a GPU role's states (see docs/cost-model.md, "States")."""
     stages = ctx.stages_of.get(role.name, [])
@@ -271,7 +298,7 @@ def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
     tp, pp, dp = ctx.layout(role)
     par = role.parallel
     zero = 3 if par is not None and par.fsdp else (par.zero if par is not None else 0)
-    b = f.BYTES_PER_ELEMENT[role.precision]
+    b = f.BYTES_PER_ELEMENT[weight_precision(ctx, role)]
     ep, edp = _expert_layout(ctx, role)
     # Expert parallelism gives each of ep ranks its own routed experts whole (expert tensor
     # parallel 1, Megatron-core's and vLLM's layout); the rest splits over tp as usual. ZeRO
@@ -350,9 +377,9 @@ def kv_cache_gb(ctx: _Ctx, role: Role, spec: ModelSpec, weights_gb: float) -> fl
     tp, pp, _ = ctx.layout(role)
     n, _, longest = _tokens(w)
     per_replica = math.ceil(n / _replicas(ctx, role))
-    per_token = f.kv_bytes_per_token(spec, role.precision, tp, pp)
+    per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
     need = per_replica * longest * per_token / f.GB
-    transient = generate_transient_gb(spec, role.precision, tp, pp)
+    transient = generate_transient_gb(spec, stored_precision(role.precision), tp, pp)
     fraction = (role.rollout or Rollout()).gpu_memory_utilization
     room = fraction * ctx.inputs.cluster.gpu_memory_gb - weights_gb - transient
     if room <= longest * per_token / f.GB:
@@ -582,7 +609,7 @@ def _tp_activation_s(
     tp = est.tp
     if tp <= 1:
         return 0.0
-    b = f.BYTES_PER_ELEMENT[role.precision if role.precision != "fp8" else "bf16"]
+    b = f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
     dp = max(1, est.devices // (tp * est.pp))
     rounds = (1.0 + 1.0 + (1.0 if recompute else 0.0)) if backward else 1.0
     per_device = (
@@ -623,7 +650,7 @@ def _expert_all_to_all_s(
     ep = role.parallel.ep if role.parallel else 1
     if not spec.is_moe or ep <= 1:
         return 0.0
-    b = f.BYTES_PER_ELEMENT[role.precision if role.precision != "fp8" else "bf16"]
+    b = f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
     per_layer = 2 * tokens_per_device * spec.experts_per_token * spec.hidden_size * b
     sent = per_layer * spec.moe_layers * passes * (ep - 1) / ep
     c = ctx.inputs.cluster
@@ -708,7 +735,7 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     _, _, longest = _tokens(w)
     par = role.parallel
     recompute = bool(par and par.recompute)
-    b = f.BYTES_PER_ELEMENT[role.precision]
+    b = f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
     shard_params = est.params / (est.tp * est.pp)
     grad_bytes = shard_params * b
     sharded = par is not None and (par.fsdp or par.zero >= 3)
@@ -748,7 +775,8 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     tokens_mb = w.micro_batch_size * longest
     act = f.activation_bytes(
         spec, min(tokens_mb, detail["micro_batch_tokens"]) if w.packing else tokens_mb,
-        precision=role.precision, tp=est.tp, pp=est.pp, recompute=recompute, backward=True,
+        precision=stored_precision(role.precision), tp=est.tp, pp=est.pp, recompute=recompute,
+        backward=True,
         head=head,
     ) / f.GB  # fmt: skip
     detail.update({"optimizer_steps": steps, "comm_s": comm_s, "cpu_optimizer_s": opt_s})
@@ -766,7 +794,8 @@ def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> 
     _, _, longest = _tokens(w)
     tokens_mb = _micro_batch(w, backward=False)[0] * longest
     act = f.activation_bytes(
-        spec, tokens_mb, precision=role.precision, tp=est.tp, pp=est.pp, backward=False,
+        spec, tokens_mb, precision=stored_precision(role.precision), tp=est.tp, pp=est.pp,
+        backward=False,
         head=head,
     ) / f.GB  # fmt: skip
     flops = detail.pop("flops")
@@ -851,7 +880,7 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
     longest = dist.longest_of(n)
     if lengths and longest > max(lengths):
         lengths[lengths.index(max(lengths))] = longest
-    per_token = f.kv_bytes_per_token(spec, role.precision, tp, pp)
+    per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
     kv_gb = role.states.get("kv_cache", est.states.get("kv_cache", 0.0))
     running_context = prompt.mean + dist.mean_square() / (2 * max(dist.mean, 1.0))
     kv_slots = int(kv_gb * f.GB // max(running_context * per_token, 1.0))
@@ -878,7 +907,7 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
         stage, "generate", terms,
         flops=(prefill_flops + response_tokens * costs.flops_per_token * group) * replicas,
         bytes=dec.steps * costs.weight_bytes(dec.mean_batch) * group * replicas,
-        memory_gb=generate_transient_gb(spec, role.precision, tp, pp),
+        memory_gb=generate_transient_gb(spec, stored_precision(role.precision), tp, pp),
         detail={
             "replicas": replicas, "tp": tp, "pp": pp, "sequences_per_replica": per_replica,
             "slots": dec.slots, "kv_slots": kv_slots, "mean_batch": round(dec.mean_batch, 2),
@@ -893,7 +922,7 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
 def _full_model_gb(ctx: _Ctx, role: Role) -> float:
     """GB of the whole model in the trainer's precision (bf16 for an fp8 trainer, whose
     master weights stay bf16 and are what it exports)."""
-    precision = role.precision if role.precision != "fp8" else "bf16"
+    precision = stored_precision(role.precision)
     return f.total_params(ctx.spec(role)) * f.BYTES_PER_ELEMENT[precision] / f.GB
 
 
@@ -906,7 +935,10 @@ def _gather_s(ctx: _Ctx, role: Role) -> tuple[float, float]:
     the network otherwise.
     """
     full_gb = _full_model_gb(ctx, role)
-    own_gb = role.states.get("weights", 0.0) * (2.0 if role.precision == "fp8" else 1.0)
+    own_gb = role.states.get("weights", 0.0) * (
+        f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
+        / f.BYTES_PER_ELEMENT[weight_precision(ctx, role)]
+    )
     missing_gb = max(0.0, full_gb - own_gb)
     tp, pp, dp = ctx.layout(role)
     par = role.parallel

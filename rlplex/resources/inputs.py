@@ -112,6 +112,9 @@ class Rollout(BaseModel):
     """Share of each GPU the engine fills with weights, activations and KV cache."""
     cuda_graphs: bool = True
     """Decode steps replay CUDA graphs (``false``: eager, verl's ``enforce_eager``)."""
+    kv_cache_dtype: Literal["auto", "fp8"] = "auto"
+    """The KV cache's element type (vLLM ``kv_cache_dtype``): ``auto`` keeps it in the
+    model's activation type (bf16, also for an fp8 engine), ``fp8`` halves it."""
     weight_sync: Literal["overlapped", "bucketed", "per_tensor"] = "overlapped"
     """How the engine receives trained weights from a trainer on other GPUs. Every way,
     every engine rank receives every full tensor (the trainer gathers each one from its

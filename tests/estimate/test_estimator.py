@@ -524,3 +524,22 @@ def test_fp8_roles_run_their_weight_matmuls_faster(base: dict[str, Any]) -> None
     base["roles"]["actor_train"]["precision"] = "bf16"
     a100_bf16 = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
     assert a100_fp8.terms["compute"] == pytest.approx(a100_bf16.terms["compute"])
+
+
+def test_fp8_memory_only_an_engines_weights_take_one_byte(base: dict[str, Any]) -> None:
+    """vLLM's FP8 engine: 1-byte weights, a bf16 KV cache unless kv_cache_dtype fp8; an FP8
+    trainer (Transformer Engine casts per GEMM) keeps bf16 weights and grads."""
+    bf16 = estimate_config(config_from_dict(base, file="t.yaml")).roles
+    for role in ("actor_train", "actor_infer"):
+        base["roles"][role]["precision"] = "fp8"
+    fp8 = estimate_config(config_from_dict(base, file="t.yaml")).roles
+    assert fp8["actor_train"].states["weights"] == pytest.approx(P * 2 / 1e9)
+    assert fp8["actor_train"].states["grads"] == pytest.approx(P * 2 / 1e9)
+    assert fp8["actor_train"].states["optimizer"] == bf16["actor_train"].states["optimizer"]
+    assert fp8["actor_infer"].states["weights"] == pytest.approx(P / 2 / 1e9)  # 1 byte, tp 2
+    assert fp8["actor_infer"].states["kv_cache"] == pytest.approx(
+        bf16["actor_infer"].states["kv_cache"]
+    )
+    base["roles"]["actor_infer"]["rollout"] = {"kv_cache_dtype": "fp8"}
+    fp8_kv = estimate_config(config_from_dict(base, file="t.yaml")).roles["actor_infer"]
+    assert fp8_kv.states["kv_cache"] == pytest.approx(bf16["actor_infer"].states["kv_cache"] / 2)
