@@ -920,8 +920,8 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
 
 
 def _full_model_gb(ctx: _Ctx, role: Role) -> float:
-    """GB of the whole model in the trainer's precision (bf16 for an fp8 trainer, whose
-    master weights stay bf16 and are what it exports)."""
+    """GB of the whole model as the trainer holds and exports it (bf16 for an fp8 trainer:
+    :func:`stored_precision`)."""
     precision = stored_precision(role.precision)
     return f.total_params(ctx.spec(role)) * f.BYTES_PER_ELEMENT[precision] / f.GB
 
@@ -977,7 +977,7 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
     terms = {"communication": gb / speed}
     detail: dict[str, Any] = {"gb_per_device": gb, "gb_per_s": speed}
     eff = inputs.efficiency
-    estimable = src is not None and dst is not None and src.devices and dst.devices
+    estimable = bool(src is not None and dst is not None and src.devices and dst.devices)
     if shared:  # the engine sleeps while the trainer runs on its GPUs
         terms["overhead"] = gb / efficiency_value(eff, "reshard_gb_s") + efficiency_value(
             eff, "engine_switch_s"
