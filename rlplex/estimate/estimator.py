@@ -21,7 +21,7 @@ Which formula a stage gets follows from its kind and name:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -1020,6 +1020,49 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         stage=stage.name, kind="weight_sync", seconds=sum(terms.values()), bytes=gb * f.GB,
         bound=max(terms, key=terms.__getitem__), terms=terms, detail=detail,
     )  # fmt: skip
+
+
+def weight_sync_seconds_at(
+    config: Any, stage: Stage, devices: Mapping[str, Sequence[int]]
+) -> float | None:
+    """A weight sync's estimated seconds with its two roles on ``devices`` (role -> devices).
+
+    The loader fills an estimable sync's ``seconds`` for the config's own
+    placement; a plan on other devices (``plan --auto``, a what-if alternative)
+    prices the sync again here: colocated or split, over NVLink or the network,
+    with the trainer sharded over its new device count. Only the two roles'
+    states are estimated, so this is cheap. None when it cannot be estimated.
+    """
+    names = [n for n in (stage.from_role, stage.to_role) if n]
+    roles = dict(config.roles)
+    for name in names:
+        if name not in roles or name not in devices:
+            return None
+        role = roles[name]
+        if config.is_estimated(f"roles.{name}.states"):
+            role = role.model_copy(update={"states": {}})
+        roles[name] = role.with_devices(tuple(devices[name]))
+    source = Path(config.source).resolve().parent if config.source else None
+    inputs = Inputs(
+        cluster=config.cluster, roles=roles, pipeline=config.pipeline, model=config.model,
+        workload=config.workload, efficiency=config.efficiency, file=config.source,
+        base_dir=source,
+    )  # fmt: skip
+    if missing_inputs(inputs):
+        return None
+    try:
+        ctx = _Ctx(inputs)
+        effective = dict(roles)
+        for name in names:
+            role = roles[name]
+            if role.is_gpu and name in ctx.stages_of:
+                states = role.states or role_states(ctx, role).states
+                effective[name] = role.model_copy(update={"states": dict(states)})
+        return estimate_weight_sync(
+            ctx, stage.model_copy(update={"seconds": None}), effective
+        ).seconds
+    except ConfigError:
+        return None
 
 
 def estimate(inputs: Inputs) -> Estimate:

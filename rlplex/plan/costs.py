@@ -92,15 +92,36 @@ def weight_sync_seconds(config: Config, stage: Stage, placement: Placement) -> f
     """``gb / device_copy_gb_per_s`` on identical device sets, else ``gb / network_gb_per_s``.
 
     ``gb`` is the destination's ``weights`` per device; explicit ``seconds``
-    (a replay of recorded timings) wins.
+    (a replay of recorded timings) wins, except seconds the estimator filled for
+    other devices than ``placement``'s, which it prices again for these.
     """
     if stage.seconds is not None:
+        if config.is_estimated(f"pipeline.stages.{stage.name}.seconds") and _moved(
+            config, stage, placement
+        ):
+            # Filled by the estimator for the config's own devices: price these ones.
+            from rlplex.estimate.estimator import weight_sync_seconds_at
+
+            moved = weight_sync_seconds_at(config, stage, placement)
+            if moved is not None:
+                return moved
         return float(stage.seconds)
     gb = weight_sync_gb(config, stage)
     src = tuple(sorted(placement.get(stage.from_role or "", ())))
     dst = tuple(sorted(placement.get(stage.to_role or "", ())))
     speed = config.cluster.device_copy_gb_per_s if src == dst else config.cluster.network_gb_per_s
     return gb / speed
+
+
+def _moved(config: Config, stage: Stage, placement: Placement) -> bool:
+    """Whether the sync's roles sit on other devices than the config gives them."""
+    for name in (stage.from_role, stage.to_role):
+        role = config.roles.get(name or "")
+        if role is None or name not in placement:
+            continue
+        if tuple(sorted(placement[name])) != tuple(sorted(role.devices)):
+            return True
+    return False
 
 
 def weight_sync_gb(config: Config, stage: Stage) -> float:

@@ -296,6 +296,7 @@ def work_config(
     """
     stages = []
     modelled = []
+    measured: set[str] = set()  # syncs that take their recorded seconds
     for stage in config.pipeline.stages:
         mean = work.means.get(stage.name)
         if mean is None:
@@ -311,6 +312,7 @@ def work_config(
                 )
             if here is not None and here == recorded:
                 stages.append(stage.model_copy(update={"seconds": mean}))
+                measured.add(stage.name)
             else:
                 stages.append(stage)
                 modelled.append(stage.name)
@@ -326,7 +328,12 @@ def work_config(
             update["scaling"] = exponents[stage.name]
         stages.append(stage.model_copy(update=update))
     pipeline = config.pipeline.model_copy(update={"stages": tuple(stages)})
-    return config.model_copy(update={"pipeline": pipeline}), tuple(modelled)
+    # A recorded sync's seconds are measured, not the estimator's (which a plan on other
+    # devices would price again).
+    estimated = frozenset(
+        p for p in config.estimated if p not in {f"pipeline.stages.{n}.seconds" for n in measured}
+    )
+    return config.model_copy(update={"pipeline": pipeline, "estimated": estimated}), tuple(modelled)
 
 
 def evaluate(

@@ -213,3 +213,32 @@ def test_max_cycle_ratio_and_lane_repeats_by_hand():
     # b of step t runs after a of step t+1 on odd steps only: no one-step order.
     alternating = [(0, "a"), (0, "b"), (1, "a"), (2, "a"), (1, "b"), (2, "b"), (3, "a")]
     assert not lane_repeats(alternating, 1) or not lane_repeats(alternating, 2)
+
+
+def test_an_estimated_weight_sync_is_priced_again_on_other_devices():
+    """The loader fills an estimable sync's seconds for the config's own placement (colocated
+    here: resharding and the engine's wake-up, 7 s); a plan that splits the two roles used
+    to keep those seconds. It now prices the split sync as the estimator does for a config
+    written that way (every engine device receives the whole model)."""
+    from pathlib import Path
+
+    from rlplex.config import load_config
+    from rlplex.plan.costs import weight_sync_seconds
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "estimate_7b.yaml"
+    colocated = load_config(example)
+    stage = colocated.pipeline.stage("weight_sync")
+    here = {"actor_infer": tuple(range(8)), "actor_train": tuple(range(8))}
+    assert weight_sync_seconds(colocated, stage, here) == pytest.approx(stage.seconds)
+    split = {"actor_infer": (0, 1, 2, 3), "actor_train": (4, 5, 6, 7)}
+    moved = weight_sync_seconds(colocated, stage, split)
+    written_split = load_config(
+        example,
+        overrides=[
+            "roles.actor_infer.devices=0-3", "roles.actor_train.devices=4-7",
+            "roles.reference.devices=4-7",
+        ],
+    )  # fmt: skip
+    expected = written_split.pipeline.stage("weight_sync").seconds
+    assert moved == pytest.approx(expected, rel=1e-6)
+    assert moved < 0.5 * stage.seconds  # no engine wake-up between disjoint GPUs
