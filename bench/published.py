@@ -29,6 +29,11 @@ compared with the published one (``--no-transfer`` skips it).
 The published figures below are transcribed from the rows each config names
 (also in ``../shared/data/published_runs.yaml`` and ``public_timings.md``).
 
+Weight syncs (:data:`SYNC_CASES`): the corpus's published sync times between a trainer and a
+rollout on disjoint GPUs (verl's fully-async ablation, with and without its checkpoint
+engine), each planned as a config of its model, GPUs and method (:func:`sync_config`), the
+estimate against the published seconds.
+
 Held-out runs (``Case.heldout``, configs ``bench/published/heldout_*.yaml``): published runs
 that are NOT in the development corpus (issue 18: "the same accuracy on published runs the
 project does not see"), each config's assumptions fixed from its source and recipe before it
