@@ -284,6 +284,15 @@ def test_verl_fully_async_weight_sync(tmp_path: Path, engine: str, method: str) 
     assert rollout is not None and rollout.weight_sync == method
 
 
+def test_verl_fp8_rollout_quantization(tmp_path: Path) -> None:
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\n"
+    assert load_config(write(tmp_path, text)).roles["actor_infer"].precision == "bf16"
+    text += "actor_rollout_ref: {rollout: {quantization: fp8}}\n"
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.roles["actor_infer"].precision == "fp8"
+    assert cfg.roles["actor_train"].precision == "bf16"
+
+
 def test_verl_colocated_rollout_keeps_the_default_sync(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, "trainer: {nnodes: 1, n_gpus_per_node: 4}\n"))
     rollout = cfg.roles["actor_infer"].rollout

@@ -501,6 +501,8 @@ def to_native(
             engine = _rollout(r, separate=mode == "async") if name == "actor_infer" else None
             if engine:
                 role["rollout"] = engine
+            if name == "actor_infer" and r.get(f"{_ROLLOUT}.quantization") == "fp8":
+                role["precision"] = "fp8"  # vLLM's FP8 weights (rollout.quantization)
             roles[name] = role
     for name, verl_name in (("actor_train", "Actor"), ("actor_infer", "Rollout")):
         if name not in roles:
