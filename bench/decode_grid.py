@@ -101,11 +101,13 @@ def run(grid: Mapping[str, Sequence[float]]) -> tuple[dict[str, Any], list[dict[
     defaults = {key: efficiency_defaults()[key]["value"] for key in grid}
     baseline = {"params": defaults, **score(rows)}
     points = []
-    for values in itertools.product(*grid.values()):
-        params = dict(zip(grid, values, strict=True))
-        set_defaults(params)
-        points.append({"params": params, **score(rows)})
-    set_defaults(defaults)
+    try:
+        for values in itertools.product(*grid.values()):
+            params = dict(zip(grid, values, strict=True))
+            set_defaults(params)
+            points.append({"params": params, **score(rows)})
+    finally:
+        set_defaults(defaults)
     return baseline, points
 
 

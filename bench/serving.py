@@ -93,7 +93,8 @@ def predict_tpot_ms(row: Mapping[str, Any]) -> dict[str, Any]:
     # runs (chunked) the prompts of the requests that arrive meanwhile: over a request's
     # output the engine prefills its batch-1 companions' successors. TPOT counts that; the
     # request's own prefill is its time to first token, not TPOT.
-    batch = max(1, int(row.get("batch") or row["concurrency"]))
+    # Per engine: dp engines share the benchmark's concurrency.
+    batch = max(1, math.ceil(int(row.get("batch") or row["concurrency"]) / int(row.get("dp") or 1)))
     others_prefill_s = d["prefill_s"] * (batch - 1) / batch
     return {
         "predicted_ms": (d["decode_s"] + others_prefill_s) / d["decode_steps"] * 1e3,

@@ -276,9 +276,11 @@ def config_from_dict(
     )
     check_pipeline_size(pipeline, file)
     notes: tuple[str, ...] = ()
-    needs_estimate = any(
-        s.seconds is None and not s.is_weight_sync for s in pipeline.stages
-    ) or any(r.is_gpu and n not in given_states for n, r in roles.items())
+    # A weight sync without seconds is estimated too (the link rule alone misses the
+    # whole-model gather and broadcast), so that it is priced the same whatever else is given.
+    needs_estimate = any(s.seconds is None for s in pipeline.stages) or any(
+        r.is_gpu and n not in given_states for n, r in roles.items()
+    )
     if not hint and needs_estimate:
         from rlplex.estimate.fill import fill_estimates
 

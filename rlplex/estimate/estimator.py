@@ -886,7 +886,7 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
     kv_slots = int(kv_gb * f.GB // max(running_context * per_token, 1.0))
     slots = max(1, min(rollout.max_num_seqs, kv_slots))
     costs = StepCosts(
-        weight_bytes=_weight_reader(spec, role.precision, group),
+        weight_bytes=_weight_reader(spec, weight_precision(ctx, role), group),
         kv_bytes_per_token=per_token,
         flops_per_token=2.0 * f.active_params(spec) / group,
         attention_flops_per_context=2.0 * f.attention_width(spec) * spec.num_layers / group,
@@ -943,7 +943,9 @@ def _gather_s(ctx: _Ctx, role: Role) -> tuple[float, float]:
     tp, pp, dp = ctx.layout(role)
     par = role.parallel
     zero = 3 if par is not None and par.fsdp else (par.zero if par is not None else 0)
-    group = tp * pp * (par.ep if par is not None else 1) * (dp if zero >= 3 else 1)
+    # Expert-parallel ranks are carved out of the data-parallel ones (_expert_layout).
+    ep = par.ep if par is not None else 1
+    group = min(tp * pp * (dp if zero >= 3 else ep), ctx.devices(role))
     c = ctx.inputs.cluster
     speed = c.network_gb_per_s if _spans_nodes(ctx, group) else c.device_copy_gb_per_s
     return missing_gb, missing_gb / speed
@@ -989,7 +991,7 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
             terms["communication"] += gather_s
             detail.update({"gather_gb": gather_gb, "gather_s": gather_s})
     elif estimable:
-        spec = ctx.spec(dst)
+        spec = ctx.spec(src)  # the trainer's checkpoint: what it gathers and sends
         full_gb = _full_model_gb(ctx, src)
         c = inputs.cluster
         fabrics = {c.fabric_of(d) for d in (*src.devices, *dst.devices)}
@@ -1016,8 +1018,10 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
             stage=stage.name, kind="weight_sync", seconds=float(stage.seconds), bytes=gb * f.GB,
             bound="given", terms={"given": float(stage.seconds)}, detail=detail,
         )  # fmt: skip
+    # Bytes one engine device receives: the whole model on a broadcast, its share otherwise.
+    received = detail.get("full_model_gb", gb) * f.GB
     return StageEstimate(
-        stage=stage.name, kind="weight_sync", seconds=sum(terms.values()), bytes=gb * f.GB,
+        stage=stage.name, kind="weight_sync", seconds=sum(terms.values()), bytes=received,
         bound=max(terms, key=terms.__getitem__), terms=terms, detail=detail,
     )  # fmt: skip
 

@@ -96,21 +96,42 @@ def weight_sync_seconds(config: Config, stage: Stage, placement: Placement) -> f
     other devices than ``placement``'s, which it prices again for these.
     """
     if stage.seconds is not None:
-        if config.is_estimated(f"pipeline.stages.{stage.name}.seconds") and _moved(
-            config, stage, placement
-        ):
-            # Filled by the estimator for the config's own devices: price these ones.
-            from rlplex.estimate.estimator import weight_sync_seconds_at
-
-            moved = weight_sync_seconds_at(config, stage, placement)
-            if moved is not None:
-                return moved
-        return float(stage.seconds)
+        estimated = config.is_estimated(f"pipeline.stages.{stage.name}.seconds")
+        if not (estimated and _moved(config, stage, placement)):
+            return float(stage.seconds)
+        # Filled by the estimator for the config's own devices: price these ones (or, where
+        # the estimator cannot, by the link rule below rather than with the other devices').
+        moved = _repriced(config, stage, placement)
+        if moved is not None:
+            return moved
     gb = weight_sync_gb(config, stage)
     src = tuple(sorted(placement.get(stage.from_role or "", ())))
     dst = tuple(sorted(placement.get(stage.to_role or "", ())))
     speed = config.cluster.device_copy_gb_per_s if src == dst else config.cluster.network_gb_per_s
     return gb / speed
+
+
+_REPRICED: dict[tuple[int, str, tuple[int, ...], tuple[int, ...]], tuple[Config, float | None]] = {}
+"""Re-priced syncs by (config, stage, source devices, destination devices): a placement search
+asks for the same ones many times. The config itself is kept to check the id still names it."""
+
+
+def _repriced(config: Config, stage: Stage, placement: Placement) -> float | None:
+    from rlplex.estimate.estimator import weight_sync_seconds_at
+
+    key = (
+        id(config), stage.name,
+        tuple(sorted(placement.get(stage.from_role or "", ()))),
+        tuple(sorted(placement.get(stage.to_role or "", ()))),
+    )  # fmt: skip
+    hit = _REPRICED.get(key)
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    if len(_REPRICED) >= 4096:
+        _REPRICED.clear()
+    seconds = weight_sync_seconds_at(config, stage, placement)
+    _REPRICED[key] = (config, seconds)
+    return seconds
 
 
 def _moved(config: Config, stage: Stage, placement: Placement) -> bool:

@@ -15,7 +15,9 @@ own Timeline, verl's and ROLL's logs) and fits, on the record's first steps:
   of the hardware and the model, not of one run, so the fit carries to other
   placements, GPU counts and modes;
 - for each stage whose ``seconds`` the config gives (toy configs, imported
-  defaults, CPU stages): its median measured seconds (robust to a slow step);
+  defaults, CPU stages), and each recorded weight sync (estimated or not: the
+  estimate has no fitted parameter): its median measured seconds (robust to a
+  slow step);
 - ``cluster.dispatch_s``: the per-op overhead that makes the planned period
   equal the measured one (what the stage durations do not explain: driver
   work between ops, Ray calls, data loading), solved by the secant method on
@@ -69,7 +71,8 @@ class StageFit(BaseModel):
 
     stage: str
     how: str
-    """``efficiency`` (estimated stage), ``seconds`` (given stage) or ``not recorded``."""
+    """``efficiency`` (estimated stage), ``seconds`` (given stage, or a recorded weight sync:
+    its measured seconds) or ``not recorded``."""
     measured_fit_s: float | None
     """Mean measured seconds over the fitting steps."""
     measured_check_s: float | None
@@ -348,7 +351,10 @@ def calibrate(
     stage_seconds: dict[str, float] = {}
     for stage in cfg.pipeline.stages:
         name = stage.name
-        if measured[name] is None or cfg.is_estimated(f"pipeline.stages.{name}.seconds"):
+        if measured[name] is None:
+            continue
+        # An estimated sync is not a fitted kind: the record's seconds are what it took.
+        if cfg.is_estimated(f"pipeline.stages.{name}.seconds") and not stage.is_weight_sync:
             continue
         if stage.is_weight_sync and stage.seconds is None and name not in recorded:
             continue
@@ -382,6 +388,7 @@ def calibrate(
                 if measured[n] is None
                 else "efficiency"
                 if cfg.is_estimated(f"pipeline.stages.{n}.seconds")
+                and not cfg.pipeline.stage(n).is_weight_sync
                 else "seconds"
             ),
             measured_fit_s=measured[n],

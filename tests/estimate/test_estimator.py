@@ -543,3 +543,50 @@ def test_fp8_memory_only_an_engines_weights_take_one_byte(base: dict[str, Any]) 
     base["roles"]["actor_infer"]["rollout"] = {"kv_cache_dtype": "fp8"}
     fp8_kv = estimate_config(config_from_dict(base, file="t.yaml")).roles["actor_infer"]
     assert fp8_kv.states["kv_cache"] == pytest.approx(bf16["actor_infer"].states["kv_cache"] / 2)
+
+
+def test_a_split_sync_is_estimated_whatever_else_is_given(base: dict[str, Any]) -> None:
+    """Regression: the loader estimated only when some other stage or state was missing, so
+    the same split sync was 16x cheaper (the link rule) when every other figure was given."""
+    base = _split(base)
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "per_tensor"}
+    estimated = config_from_dict(base, file="t.yaml").pipeline.stage("weight_sync").seconds
+    for stage in base["pipeline"]["stages"].values():
+        if stage.get("kind") != "weight_sync":
+            stage.setdefault("seconds", 10.0)
+    for role in base["roles"].values():
+        if "devices" in role:
+            role.setdefault("states", {"weights": 8.0})
+    given = config_from_dict(base, file="t.yaml")
+    assert given.is_estimated("pipeline.stages.weight_sync.seconds")
+    # The same whole-model broadcast and 291 tensors; only the gather differs (8 GB given
+    # where the estimate held the whole 16 GB model on each trainer GPU).
+    seconds = given.pipeline.stage("weight_sync").seconds
+    assert seconds == pytest.approx(estimated + (P * 2 / 1e9 - 8) / (450 * 0.8), abs=2e-6)
+    assert seconds > 10 * 8 / (450 * 0.8)  # the link rule: the engine's 8 GB over NVLink
+
+
+def test_gather_with_expert_parallel_stays_inside_the_node(base: dict[str, Any]) -> None:
+    """Regression: tp x pp x ep x dp counted expert-parallel ranks twice (they are carved out
+    of the data-parallel ones), so an FSDP trainer with ep 2 on one node of a two-node
+    cluster gathered over the network."""
+    base["model"] = "qwen3-30b-a3b"
+    base["cluster"] = {"nodes": 2, "gpus_per_node": 8, "gpu": "h100"}
+    base["roles"]["actor_infer"]["devices"] = "8-15"
+    base["roles"]["reference"]["devices"] = "0-7"
+    base["roles"]["actor_train"] = {"devices": "0-7", "parallel": {"fsdp": True}}
+    without = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    base["roles"]["actor_train"]["parallel"]["ep"] = 2
+    with_ep = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    copy = 450 * 0.8
+    assert without.detail["gather_s"] == pytest.approx(without.detail["gather_gb"] / copy)
+    assert with_ep.detail["gather_s"] == pytest.approx(with_ep.detail["gather_gb"] / copy)
+
+
+def test_fp8_speeds_up_prefill_and_log_prob_passes_too(base: dict[str, Any]) -> None:
+    bf16 = estimate_config(config_from_dict(base, file="t.yaml")).stages
+    for role in ("actor_train", "actor_infer"):
+        base["roles"][role]["precision"] = "fp8"
+    fp8 = estimate_config(config_from_dict(base, file="t.yaml")).stages
+    assert fp8["old_logprob"].terms["compute"] < 0.8 * bf16["old_logprob"].terms["compute"]
+    assert fp8["generate"].detail["prefill_s"] < 0.8 * bf16["generate"].detail["prefill_s"]

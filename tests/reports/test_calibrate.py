@@ -143,3 +143,54 @@ def test_roll_and_rlplex_records() -> None:
     assert roll.format == "roll" and abs(roll.period_error_after) < 0.10
     own, _ = calibrate(RECORDS / "grpo_run.jsonl", ROOT / "examples" / "grpo.yaml")
     assert own.format == "rlplex" and abs(own.period_error_after) < 0.10
+
+
+def test_a_recorded_split_weight_sync_keeps_its_measured_seconds(tmp_path: Path) -> None:
+    """Regression: the loader estimates every sync's seconds; calibrate skipped estimated
+    stages and fits no weight-sync kind, so a recorded 9 s sync between disjoint GPUs left
+    the costs file and went into dispatch_s. It now takes the record's seconds."""
+    config = {
+        "model": "llama-3.1-8b",
+        "workload": {"prompts_per_step": 64, "samples_per_prompt": 4,
+                     "prompt_tokens": {"mean": 100, "max": 200},
+                     "response_tokens": {"mean": 300, "max": 600}},
+        "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "h100"},
+        "roles": {"actor_infer": {"devices": "0-3"},
+                  "actor_train": {"devices": "4-7", "parallel": {"fsdp": True}}},
+        "pipeline": {"stages": {
+            "generate": {"role": "actor_infer"},
+            "train": {"role": "actor_train", "after": ["generate"]},
+            "weight_sync": {"kind": "weight_sync", "from": "actor_train", "to": "actor_infer",
+                            "after": ["train"]},
+        }},
+    }  # fmt: skip
+    path = tmp_path / "split.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert load_config(path).is_estimated("pipeline.stages.weight_sync.seconds")
+    took = {"generate": (range(4), 30.0), "train": (range(4, 8), 40.0),
+            "weight_sync": (range(8), 9.0)}  # fmt: skip
+    lines: list[dict[str, Any]] = [{"meta": {"source": "synthetic"}}]
+    t = 0.0
+    for step in range(8):
+        for stage, (devices, seconds) in took.items():
+            kind = "weight_sync" if stage == "weight_sync" else "run"
+            lines.append(
+                {
+                    "step": step,
+                    "op": f"s{step}/{stage}",
+                    "kind": kind,
+                    "stage": stage,
+                    "devices": list(devices),
+                    "start_s": t,
+                    "end_s": t + seconds,
+                }
+            )
+            t += seconds  # fmt: skip
+    record = tmp_path / "r.jsonl"
+    record.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result, doc = calibrate(record, path)
+    sync = next(fit for fit in result.stages if fit.stage == "weight_sync")
+    assert sync.how == "seconds"
+    assert sync.after_s == pytest.approx(9.0)
+    assert doc["stages"]["weight_sync"]["seconds"] == pytest.approx(9.0)
+    assert result.dispatch_s < 1.0

@@ -294,9 +294,13 @@ def test_verl_fp8_rollout_quantization(tmp_path: Path) -> None:
 
 
 def test_verl_colocated_rollout_keeps_the_default_sync(tmp_path: Path) -> None:
-    cfg = load_config(write(tmp_path, "trainer: {nnodes: 1, n_gpus_per_node: 4}\n"))
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\n"
+    text += "actor_rollout_ref: {rollout: {gpu_memory_utilization: 0.5}}\n"
+    cfg = load_config(write(tmp_path, text))
     rollout = cfg.roles["actor_infer"].rollout
-    assert rollout is None or rollout.weight_sync == "overlapped"
+    assert rollout is not None and rollout.gpu_memory_utilization == 0.5
+    assert rollout.weight_sync == "overlapped"
+    assert "weight_sync" not in rollout.model_fields_set
 
 
 def test_verl_explicit_pools(tmp_path: Path) -> None:
@@ -310,6 +314,9 @@ mapping: {Actor: actor_pool, Rollout: rollout_pool, ref_policy: actor_pool, Crit
     assert cfg.roles["actor_infer"].devices == tuple(range(4, 12))
     assert cfg.roles["reference"].devices == (0, 1, 2, 3)
     assert cfg.cluster.nodes == 2
+    # A rollout on its own pool gets verl's tensor-by-tensor sync, whatever the entry point.
+    rollout = cfg.roles["actor_infer"].rollout
+    assert rollout is not None and rollout.weight_sync == "per_tensor"
 
 
 def test_layout_pools_never_splits_an_entry() -> None:

@@ -406,23 +406,23 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
     )
 
 
-def _rollout(r: _Reader, *, separate: bool) -> dict[str, Any] | None:
-    """The rollout engine's settings: vLLM/SGLang batch cap, memory share, eager mode, and
-    for a rollout on its own GPUs how the trainer's weights reach it."""
-    engine = rollout(
+def _rollout(r: _Reader) -> dict[str, Any] | None:
+    """The rollout engine's settings: vLLM/SGLang batch cap, memory share, eager mode."""
+    return rollout(
         max_num_seqs=r.get(f"{_ROLLOUT}.max_num_seqs"),
         gpu_memory_utilization=r.get(f"{_ROLLOUT}.gpu_memory_utilization"),
         enforce_eager=r.get(f"{_ROLLOUT}.enforce_eager"),
     )
-    if not separate:
-        return engine
-    # One-step-off and fully-async trainers broadcast tensor by tensor over a Ray collective
-    # group, unless the fully-async checkpoint engine packs them into buckets.
-    method = "per_tensor"
+
+
+def _weight_sync(r: _Reader) -> str:
+    """How verl moves the trainer's weights to a rollout on other GPUs: tensor by tensor over
+    a Ray collective group (one-step-off, fully async, explicit pools), unless the fully-async
+    checkpoint engine packs them into buckets."""
     if r.get("async_training.checkpoint_engine.enable") is True:
         overlap = r.get("async_training.checkpoint_engine.overlap_broadcast_and_consume")
-        method = "overlapped" if overlap is True else "bucketed"
-    return {**(engine or {}), "weight_sync": method}
+        return "overlapped" if overlap is True else "bucketed"
+    return "per_tensor"
 
 
 def to_native(
@@ -498,12 +498,19 @@ def to_native(
             spec = _parallel(r, name)
             if spec:
                 role["parallel"] = spec
-            engine = _rollout(r, separate=mode == "async") if name == "actor_infer" else None
+            engine = _rollout(r) if name == "actor_infer" else None
             if engine:
                 role["rollout"] = engine
             if name == "actor_infer" and r.get(f"{_ROLLOUT}.quantization") == "fp8":
                 role["precision"] = "fp8"  # vLLM's FP8 weights (rollout.quantization)
             roles[name] = role
+    infer, train = roles.get("actor_infer"), roles.get("actor_train")
+    if (
+        infer is not None
+        and train is not None
+        and not set(infer["devices"]) & set(train["devices"])
+    ):
+        infer["rollout"] = {**(infer.get("rollout") or {}), "weight_sync": _weight_sync(r)}
     for name, verl_name in (("actor_train", "Actor"), ("actor_infer", "Rollout")):
         if name not in roles:
             raise ConfigError(
