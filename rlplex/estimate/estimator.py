@@ -804,7 +804,7 @@ def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> 
 
 def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> float:
     """Fixed seconds of one decode step: scheduling and sampling, every layer's small kernels,
-    eager launches, all-reduces."""
+    eager launches, all-reduces, and an engine's messages between hosts when it spans them."""
     eff = ctx.inputs.efficiency
     rollout = role.rollout or Rollout()
     floor = efficiency_value(eff, "decode_step_s")
@@ -821,6 +821,8 @@ def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> f
         floor += 2 * spec.num_layers / pp * efficiency_value(eff, key)
     if pp > 1:
         floor += pp * efficiency_value(eff, key)
+    if group > ctx.inputs.cluster.gpus_per_node:
+        floor += efficiency_value(eff, "cross_host_step_s")
     ep = role.parallel.ep if role.parallel else 1
     if spec.is_moe and ep > 1:  # dispatch and combine all-to-all per MoE layer
         floor += 2 * spec.moe_layers / pp * efficiency_value(eff, key)

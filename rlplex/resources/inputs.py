@@ -174,6 +174,10 @@ class Efficiency(BaseModel):
     decode step)."""
     allreduce_inter_node_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Latency of one small all-reduce whose ranks span nodes."""
+    cross_host_step_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Extra seconds of every decode step of an inference engine whose GPUs span hosts (more
+    than ``cluster.gpus_per_node``): the engine's per-step control messages between hosts and
+    the inter-node collectives beyond ``allreduce_inter_node_s``."""
     engine_switch_s: float | None = Field(None, ge=0, le=3600, allow_inf_nan=False)
     """Seconds to wake a colocated inference engine and put it back to sleep, per step, besides
     moving its weights and cache (allocations, cache re-initialisation, CUDA graph warm-up)."""

@@ -228,6 +228,23 @@ def test_decode_floor_grows_with_layers_and_moe_layers(base: dict[str, Any]) -> 
     assert given["step_floor_s"] == pytest.approx(0.0041 + 48 * 1e-4)
 
 
+def test_decode_floor_of_an_engine_across_hosts(base: dict[str, Any]) -> None:
+    """tp 2 in a node: two NVLink all-reduces per layer. The same engine on 1-GPU hosts: its
+    all-reduces cross the network and every step pays the cross-host step. On 1-GPU hosts
+    joined by one NVLink fabric (a GB200 rack) only the cross-host step is added."""
+    within = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"].detail
+    assert within["step_floor_s"] == pytest.approx(0.0041 + 32 * 3e-5 + 2 * 32 * 1e-5)
+    base["cluster"] = {"nodes": 8, "gpus_per_node": 1, "gpu": "h100"}
+    across = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"].detail
+    assert across["step_floor_s"] == pytest.approx(0.0041 + 32 * 3e-5 + 2 * 32 * 5e-5 + 0.008)
+    base["cluster"]["nvlink_gpus"] = 8
+    fabric = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"].detail
+    assert fabric["step_floor_s"] == pytest.approx(0.0041 + 32 * 3e-5 + 2 * 32 * 1e-5 + 0.008)
+    base["efficiency"] = {"cross_host_step_s": 0.0}
+    given = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"].detail
+    assert given["step_floor_s"] == pytest.approx(within["step_floor_s"])
+
+
 def test_eager_and_max_num_seqs(base: dict[str, Any]) -> None:
     graphs = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"]
     base["roles"]["actor_infer"]["rollout"] = {"cuda_graphs": False, "max_num_seqs": 16}

@@ -194,3 +194,45 @@ def test_a_recorded_split_weight_sync_keeps_its_measured_seconds(tmp_path: Path)
     assert sync.after_s == pytest.approx(9.0)
     assert doc["stages"]["weight_sync"]["seconds"] == pytest.approx(9.0)
     assert result.dispatch_s < 1.0
+
+
+def test_the_fit_of_an_engine_across_hosts_reprices_its_whole_latency(tmp_path: Path) -> None:
+    """Regression: calibrate solved one ratio for generation's whole latency term but
+    multiplied only the floors it listed, not the all-reduce latencies that the term also
+    holds, so the fitted generate of an engine across nodes came out at 18.7 s against the
+    30 s measured. Every part of the latency term (the cross-host step too) is now fitted."""
+    config = {
+        "model": "llama-3.1-8b",
+        "workload": {"prompts_per_step": 16, "samples_per_prompt": 4,
+                     "prompt_tokens": {"mean": 100, "max": 200},
+                     "response_tokens": {"mean": 300, "max": 600}},
+        "cluster": {"nodes": 4, "gpus_per_node": 2, "gpu": "h100"},
+        "roles": {"actor_infer": {"devices": "0-3", "num_gpus_per_worker": 4},
+                  "actor_train": {"devices": "4-7", "parallel": {"fsdp": True}}},
+        "pipeline": {"stages": {
+            "generate": {"role": "actor_infer"},
+            "train": {"role": "actor_train", "after": ["generate"]},
+        }},
+    }  # fmt: skip
+    path = tmp_path / "across.yaml"
+    path.write_text(yaml.safe_dump(config))
+    took = {"generate": (range(4), 30.0), "train": (range(4, 8), 40.0)}
+    lines: list[dict[str, Any]] = [{"meta": {"source": "synthetic"}}]
+    t = 0.0
+    for step in range(8):
+        for stage, (devices, seconds) in took.items():
+            op = {"step": step, "op": f"s{step}/{stage}", "kind": "run", "stage": stage}
+            lines.append({**op, "devices": list(devices), "start_s": t, "end_s": t + seconds})
+            t += seconds
+    record = tmp_path / "r.jsonl"
+    record.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result, doc = calibrate(record, path)
+    generate = next(fit for fit in result.stages if fit.stage == "generate")
+    assert generate.how == "efficiency"
+    assert generate.after_s == pytest.approx(30.0, rel=0.02)
+    for key in ("allreduce_inter_node_s", "cross_host_step_s"):
+        assert key in doc["efficiency"]
+    costs = tmp_path / "costs.yaml"
+    costs.write_text(yaml.safe_dump(doc))
+    planned = load_config(path, costs=costs).pipeline.stage("generate").seconds
+    assert planned == pytest.approx(generate.after_s, rel=1e-3)
