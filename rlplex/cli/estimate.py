@@ -230,6 +230,12 @@ def _print_assumptions(a: dict[str, Any]) -> None:
             f"{role} engine: max_num_seqs {r['max_num_seqs']}, gpu_memory_utilization"
             f" {r['gpu_memory_utilization']:g}, "
             + ("CUDA graphs" if r["cuda_graphs"] else "eager (no CUDA graphs)")
+            + (
+                "; partial rollouts: streams across steps at full slots, interrupted sequences"
+                " prefilled again after each sync"
+                if r.get("partial_rollout")
+                else ""
+            )
         )
     for name, sync in a.get("weight_syncs", {}).items():
         lines.append(f"{name}: {_sync_line(sync)}")

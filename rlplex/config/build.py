@@ -275,6 +275,15 @@ def config_from_dict(
         pipeline_spec, raw_pipeline or {}, roles, base_dir or Path.cwd(), file, hint
     )
     check_pipeline_size(pipeline, file)
+    for name, role in roles.items():
+        if role.rollout is not None and role.rollout.partial_rollout and pipeline.staleness < 1:
+            raise ConfigError(
+                "needs pipeline.mode: async with max_staleness >= 1 (an engine can only stream"
+                " into steps that may run ahead of training)",
+                field=f"roles.{name}.rollout.partial_rollout",
+                value=True,
+                file=file,
+            )
     notes: tuple[str, ...] = ()
     # A weight sync without seconds is estimated too (the link rule alone misses the
     # whole-model gather and broadcast), so that it is priced the same whatever else is given.

@@ -13,7 +13,8 @@ the tail that makes RL generation slower than ``tokens / throughput``.
 
 :func:`simulate_decode` walks the events (a sequence finishes, a waiting one
 starts) rather than every step: between two events the batch is constant and
-its context grows linearly, so each interval costs O(1).
+its context grows linearly, so each interval costs O(1). :func:`stream_decode` prices an
+engine that never drains (partial rollouts across steps): every step at full slots.
 """
 
 from __future__ import annotations
@@ -69,6 +70,40 @@ class DecodeTerms:
         return self.memory_s + self.compute_s + self.floor_s + self.host_s
 
 
+def step_roofline(costs: StepCosts, batch: float, context: float) -> tuple[float, float]:
+    """(memory-bound, compute-bound) seconds of one step of ``batch`` sequences holding
+    ``context`` cached tokens in all: the larger one is the step's, the other is 0."""
+    read = costs.weight_bytes(batch) + context * costs.kv_bytes_per_token
+    flops = batch * costs.flops_per_token + context * costs.attention_flops_per_context
+    t_mem, t_flop = read / costs.bandwidth, flops / costs.flop_rate
+    return (t_mem, 0.0) if t_mem >= t_flop else (0.0, t_flop)
+
+
+def stream_decode(
+    tokens: float, running_context: float, slots: int, costs: StepCosts
+) -> DecodeTerms:
+    """Decode ``tokens`` with every one of ``slots`` always running (a streaming engine).
+
+    An engine fed across steps (partial rollouts) replaces a finished sequence with the next
+    step's and resumes interrupted ones, so its batch never drains: it runs ``tokens / slots``
+    steps of ``slots`` sequences, each holding ``running_context`` cached tokens on average
+    (its prompt plus, for a sequence seen at a random step, half its length, length-biased).
+    """
+    if tokens <= 0 or slots < 1:
+        return DecodeTerms(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
+    steps = tokens / slots
+    t_mem, t_flop = step_roofline(costs, slots, slots * running_context)
+    return DecodeTerms(
+        memory_s=steps * t_mem,
+        compute_s=steps * t_flop,
+        floor_s=steps * costs.floor_s,
+        host_s=steps * slots * costs.per_sequence_s,
+        steps=steps,
+        mean_batch=float(slots),
+        slots=slots,
+    )
+
+
 def simulate_decode(
     lengths: Sequence[float], prompt_tokens: float, slots: int, costs: StepCosts
 ) -> DecodeTerms:
@@ -106,14 +141,9 @@ def simulate_decode(
         if span > 0:
             a = len(running)
             mid = now + span / 2
-            context = a * prompt_tokens + a * mid - start_sum
-            read = costs.weight_bytes(a) + context * costs.kv_bytes_per_token
-            flops = a * costs.flops_per_token + context * costs.attention_flops_per_context
-            t_mem, t_flop = read / costs.bandwidth, flops / costs.flop_rate
-            if t_mem >= t_flop:
-                memory_s += span * t_mem
-            else:
-                compute_s += span * t_flop
+            t_mem, t_flop = step_roofline(costs, a, a * prompt_tokens + a * mid - start_sum)
+            memory_s += span * t_mem
+            compute_s += span * t_flop
             floor_s += span * costs.floor_s
             host_s += span * a * costs.per_sequence_s
             batch_steps += span * a

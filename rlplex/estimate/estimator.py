@@ -31,7 +31,7 @@ from rlplex.dag.pipeline import Pipeline
 from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
 from rlplex.estimate import formulas as f
-from rlplex.estimate.decode import StepCosts, simulate_decode
+from rlplex.estimate.decode import StepCosts, simulate_decode, stream_decode
 from rlplex.estimate.lengths import LengthDistribution, response_lengths
 from rlplex.estimate.specs import GpuSpec, ModelSpec, efficiency_defaults, gpu_spec, resolve_model
 from rlplex.resources.cluster import Cluster, Role
@@ -850,7 +850,9 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
     """Prefill (compute-bound) plus decode under continuous batching (:mod:`decode`).
 
     The replica that gets the step's longest response decides when the stage
-    ends. Terms: compute (prefill, and decode steps bound by FLOPs), memory
+    ends, unless the engine streams across steps (``rollout.partial_rollout``):
+    then its slots stay full and each sync's interrupted sequences are prefilled
+    again. Terms: compute (prefill, and decode steps bound by FLOPs), memory
     (decode steps bound by reading weights and KV cache), latency (the per-step
     floor over every decode step), overhead (host time per running sequence).
     """
@@ -897,9 +899,20 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
         floor_s=_decode_floor(ctx, spec, role, tp, pp),
         per_sequence_s=efficiency_value(eff_in, "decode_sequence_s"),
     )
-    dec = simulate_decode(lengths, prompt.mean, slots, costs)
+    resumed_s = 0.0
+    if rollout.partial_rollout:
+        # A streaming engine: no tail, but the sequences a weight sync interrupts are prefilled
+        # again afterwards (their KV cache was computed with the old weights and freed).
+        ahead = max(1, ctx.inputs.pipeline.staleness)
+        slots = max(1, min(slots, per_replica * (1 + ahead)))
+        dec = stream_decode(per_replica * dist.mean, running_context, slots, costs)
+        resumed_flops = slots * f.forward_flops(spec, running_context)
+        resumed_s = resumed_flops / (group * peak * eff_prefill)
+        prefill_flops += resumed_flops
+    else:
+        dec = simulate_decode(lengths, prompt.mean, slots, costs)
     terms = {
-        "compute": prefill_s + dec.compute_s,
+        "compute": prefill_s + resumed_s + dec.compute_s,
         "memory": dec.memory_s,
         "latency": dec.floor_s,
         "overhead": dec.host_s,
@@ -915,6 +928,7 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
             "slots": dec.slots, "kv_slots": kv_slots, "mean_batch": round(dec.mean_batch, 2),
             "decode_steps": dec.steps, "longest_response": longest,
             "clip_ratio": round(dist.clip_ratio, 6), "prefill_s": prefill_s,
+            "partial_rollout": rollout.partial_rollout, "resumed_prefill_s": resumed_s,
             "decode_s": dec.total_s, "step_floor_s": costs.floor_s,
             "eff_prefill": eff_prefill, "eff_decode": eff_decode,
         },

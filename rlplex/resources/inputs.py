@@ -124,6 +124,13 @@ class Rollout(BaseModel):
     ``bucketed``: buckets gathered, broadcast and loaded one after another (verl's
     checkpoint engine, its default). ``per_tensor``: the same one tensor at a time, each
     paying ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync)."""
+    partial_rollout: bool = False
+    """The engine streams across steps: at each weight sync its unfinished sequences are
+    interrupted and resumed after it with the new weights (verl fully_async's
+    ``partial_rollout``; interruptible generation in AReaL and slime), and finished ones are
+    replaced by the next steps' requests. Its slots stay full, no step waits for the longest
+    response, and every interrupted sequence's context is prefilled again after the sync.
+    Needs ``pipeline.mode: async``."""
 
 
 class Efficiency(BaseModel):

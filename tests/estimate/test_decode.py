@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlplex.estimate.decode import StepCosts, simulate_decode
+from rlplex.estimate.decode import StepCosts, simulate_decode, stream_decode
 
 
 def _costs(**kw: float) -> StepCosts:
@@ -41,3 +41,18 @@ def test_compute_bound_steps() -> None:
     dec = simulate_decode([5, 5], 0, slots=2, costs=_costs(weights=1.0, flops_per_token=3.0))
     assert dec.compute_s == pytest.approx(5 * 6.0)  # 2 tokens x 3 FLOPs per step > 1 byte
     assert dec.memory_s == 0
+
+
+def test_a_streaming_engine_keeps_every_slot_running() -> None:
+    """10 and 20 tokens through 2 slots that never drain: 15 steps of 2 sequences (the
+    drained engine above runs 20 steps, the last 10 with one sequence)."""
+    costs = _costs(weights=2.0, kv_bytes_per_token=0.1, floor_s=0.5, per_sequence_s=0.1)
+    dec = stream_decode(30, running_context=9.0, slots=2, costs=costs)
+    assert dec.steps == pytest.approx(15)
+    assert dec.mean_batch == 2 and dec.slots == 2
+    assert dec.memory_s == pytest.approx(15 * (2.0 + 2 * 9.0 * 0.1))
+    assert dec.floor_s == pytest.approx(15 * 0.5)
+    assert dec.host_s == pytest.approx(15 * 2 * 0.1)
+    bound = stream_decode(30, 0.0, 2, _costs(weights=1.0, flops_per_token=3.0))
+    assert bound.compute_s == pytest.approx(15 * 6.0) and bound.memory_s == 0
+    assert stream_decode(0, 9.0, 2, costs).total_s == 0

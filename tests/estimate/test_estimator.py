@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from rlplex.config import config_from_dict
+from rlplex.errors import ConfigError
 from rlplex.estimate import formulas as f
 from rlplex.estimate.estimator import estimate_config
+from rlplex.estimate.lengths import response_lengths
 from rlplex.estimate.specs import model_presets
 
 P = 8_030_261_248  # llama-3.1-8b parameters (tests/estimate/test_formulas.py)
@@ -243,6 +245,40 @@ def test_decode_floor_of_an_engine_across_hosts(base: dict[str, Any]) -> None:
     base["efficiency"] = {"cross_host_step_s": 0.0}
     given = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"].detail
     assert given["step_floor_s"] == pytest.approx(within["step_floor_s"])
+
+
+def test_partial_rollout_streams_and_prefills_the_interrupted_again(base: dict[str, Any]) -> None:
+    """An engine fed across steps runs its share of tokens at full slots (no tail) and
+    prefills every interrupted sequence's running context again after the weight sync."""
+    spec = model_presets()["llama-3.1-8b"]
+    base["pipeline"]["mode"] = "async"
+    base["pipeline"]["max_staleness"] = 1
+    base["roles"]["actor_infer"]["rollout"] = {"partial_rollout": True, "max_num_seqs": 32}
+    est = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"]
+    d = est.detail
+    assert d["partial_rollout"] and d["slots"] == 32 and d["mean_batch"] == 32
+    # 256 sequences over 4 replicas: 64 each, 300 tokens on average, 32 at a time.
+    assert d["decode_steps"] == pytest.approx(64 * 300 / 32)
+    # The length-biased mean context of a running sequence: prompt + E[L^2] / (2 E[L]).
+    dist = response_lengths(300, 600, None)
+    assert d["clip_ratio"] == pytest.approx(dist.clip_ratio, abs=1e-6)
+    context = 100 + dist.mean_square() / (2 * dist.mean)
+    eff_prefill = 0.6 * 4096 / (4096 + 1024)
+    assert d["resumed_prefill_s"] == pytest.approx(
+        32 * f.forward_flops(spec, context) / (2 * H100 * eff_prefill)
+    )
+    assert est.terms["latency"] == pytest.approx(d["decode_steps"] * d["step_floor_s"])
+    # Without a tail, the stream is faster than the drained engine at the same slot cap.
+    base["roles"]["actor_infer"]["rollout"] = {"max_num_seqs": 32}
+    capped = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"]
+    assert est.seconds - d["resumed_prefill_s"] < capped.seconds
+
+
+def test_partial_rollout_needs_an_async_pipeline(base: dict[str, Any]) -> None:
+    base["roles"]["actor_infer"]["rollout"] = {"partial_rollout": True}
+    with pytest.raises(ConfigError, match=r"needs pipeline\.mode: async") as err:
+        config_from_dict(base, file="t.yaml")
+    assert err.value.field == "roles.actor_infer.rollout.partial_rollout"
 
 
 def test_eager_and_max_num_seqs(base: dict[str, Any]) -> None:

@@ -284,6 +284,25 @@ def test_verl_fully_async_weight_sync(tmp_path: Path, engine: str, method: str) 
     assert rollout is not None and rollout.weight_sync == method
 
 
+@pytest.mark.parametrize(
+    ("async_training", "partial"),
+    [
+        ("{staleness_threshold: 0.5, partial_rollout: true}", True),
+        ("{staleness_threshold: 0, partial_rollout: true}", False),  # verl ignores it at 0
+        ("{staleness_threshold: 0.5, partial_rollout: false}", False),
+        ("{staleness_threshold: 0.5}", False),
+    ],
+)
+def test_verl_fully_async_partial_rollout(
+    tmp_path: Path, async_training: str, partial: bool
+) -> None:
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\nrollout: {nnodes: 1, n_gpus_per_node: 4}\n"
+    text += f"algorithm: {{adv_estimator: grpo}}\nasync_training: {async_training}\n"
+    cfg = load_config(write(tmp_path, text))
+    rollout = cfg.roles["actor_infer"].rollout
+    assert rollout is not None and rollout.partial_rollout is partial
+
+
 def test_verl_fp8_rollout_quantization(tmp_path: Path) -> None:
     text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\n"
     assert load_config(write(tmp_path, text)).roles["actor_infer"].precision == "bf16"

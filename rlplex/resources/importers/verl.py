@@ -425,6 +425,18 @@ def _weight_sync(r: _Reader) -> str:
     return "per_tensor"
 
 
+def _partial_rollout(r: _Reader) -> bool:
+    """Fully async's ``partial_rollout``: verl honours it only with ``staleness_threshold`` > 0
+    (verl/experimental/fully_async_policy/README.md, "Supported Modes")."""
+    threshold = r.get("async_training.staleness_threshold")
+    return (
+        r.get("async_training.partial_rollout") is True
+        and isinstance(threshold, int | float)
+        and not isinstance(threshold, bool)
+        and threshold > 0
+    )
+
+
 def to_native(
     data: dict[str, Any],
     *,
@@ -511,6 +523,8 @@ def to_native(
         and not set(infer["devices"]) & set(train["devices"])
     ):
         infer["rollout"] = {**(infer.get("rollout") or {}), "weight_sync": _weight_sync(r)}
+        if mode == "async" and _partial_rollout(r):
+            infer["rollout"]["partial_rollout"] = True
     for name, verl_name in (("actor_train", "Actor"), ("actor_infer", "Rollout")):
         if name not in roles:
             raise ConfigError(
