@@ -238,6 +238,59 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
         ("heldout-nemorl-v0.5-deepseek-v3-fp8-1off-256gen256train-H100",
          "heldout_nemorl_deepseekv3_fp8_1off_256gen256train_h100.yaml", 67.6, None),
     )
+) + (
+    # Held-out (added 2026-11-25, configs written blind from the rows and their scripts before
+    # any was planned): verl's fully-async ablation (volcengine/verl
+    # verl/experimental/fully_async_policy/README.md @ b178a3cd5; the 7B tables since
+    # b25bb7d4f, the 30B table since c711dd741). `step` is the mean step; the colocated rows'
+    # phases are verl's timers (gen: wake-up, sync, generation, sleep), the fully-async rows
+    # publish only update_actor (their `gen` is the trainer's wait). The 32-GPU pair's
+    # update_actor values are the first publication's (b25bb7d4f: colocate 313.81, async
+    # 269.80); 15a9b0f58 swapped them, leaving the async one above its own step. The mean
+    # response length is not published: each config states the one it assumes, and the sweep
+    # brackets it.
+    *(
+        Case(case_id, config, step, phases, _VERL_COLOCATED if "colocate" in config else _VERL,
+             pair, (700.0, 1500.0, 3000.0, 6000.0), heldout=True)
+        for case_id, config, step, phases, pair in (
+            ("heldout-verl-fa-7b-colocate-128xH20", "heldout_verl_fa_7b_colocate_128xh20.yaml",
+             356.30, {"gen": 177.85, "old_log_prob": 53.92, "update_actor": 113.81},
+             "heldout-verl-fa-7b-128"),
+            ("heldout-verl-fa-7b-async-64gen64train-H20",
+             "heldout_verl_fa_7b_async_64gen64train_h20.yaml", 150.63,
+             {"update_actor": 113.16}, "heldout-verl-fa-7b-128"),
+            ("heldout-verl-fa-7b-colocate-64xH20", "heldout_verl_fa_7b_colocate_64xh20.yaml",
+             365.28, {"gen": 150.72, "old_log_prob": 70.26, "update_actor": 133.41},
+             "heldout-verl-fa-7b-64"),
+            ("heldout-verl-fa-7b-async-32gen32train-H20",
+             "heldout_verl_fa_7b_async_32gen32train_h20.yaml", 189.26,
+             {"update_actor": 156.98}, "heldout-verl-fa-7b-64"),
+            ("heldout-verl-fa-7b-colocate-32xH20", "heldout_verl_fa_7b_colocate_32xh20.yaml",
+             790.10, {"gen": 357.41, "old_log_prob": 107.71, "update_actor": 313.81},
+             "heldout-verl-fa-7b-32"),
+            ("heldout-verl-fa-7b-async-16gen16train-H20",
+             "heldout_verl_fa_7b_async_16gen16train_h20.yaml", 294.77,
+             {"update_actor": 269.80}, "heldout-verl-fa-7b-32"),
+        )
+    ),
+    Case(
+        "heldout-verl-fa-30b-a3b-colocate-128xH20", "heldout_verl_fa_30ba3b_colocate_128xh20.yaml",
+        497.89, {"gen": 348.05, "old_log_prob": 28.73, "ref": 20.86, "update_actor": 86.27},
+        {**_VERL_COLOCATED, "ref": ("ref_logprob",)}, "heldout-verl-fa-30b-a3b",
+        (1000.0, 1960.0, 3000.0, 4500.0), heldout=True,
+    ),
+    Case(
+        "heldout-verl-fa-30b-a3b-async-96gen32train-H20",
+        "heldout_verl_fa_30ba3b_async_96gen32train_h20.yaml", 282.75,
+        {"ref": 50.05, "update_actor": 206.63}, {**_VERL, "ref": ("ref_logprob",)},
+        "heldout-verl-fa-30b-a3b", (1000.0, 1960.0, 3000.0, 4500.0), heldout=True,
+    ),
+    # verl's DeepSeek-V3 671B GRPO on 96 H20 (docs/perf/dpsk.md @ b178a3cd5, row since
+    # e2e4c35ec): step 1700 s, rollout 1050 s (verl's gen timer), mean response 1960 published.
+    Case(
+        "heldout-verl-dsv3-colocate-96xH20", "heldout_verl_dsv3_colocate_96xh20.yaml", 1700.0,
+        {"gen": 1050.0}, {"gen": ("generate", "weight_sync")}, None, heldout=True,
+    ),
 )  # fmt: skip
 
 CASES: tuple[Case, ...] = (*CORPUS_CASES, *HELDOUT_CASES)

@@ -160,7 +160,14 @@ def estimate(
         roles.add_column(column, justify="left" if column == "role" else "right", no_wrap=True)
     cap = cfg.cluster.gpu_memory_gb
     for name, r in result.roles.items():
-        cells = [f"{r.states[k]:.2f}" if k in r.states else "-" for k in kinds]
+        cells = [
+            f"{r.states[k]:.2f}"
+            if k in r.states
+            else f"{r.host_states[k]:.2f} host"
+            if k in r.host_states
+            else "-"
+            for k in kinds
+        ]
         label = name if cfg.is_estimated(f"roles.{name}.states") else f"{name} (plan: given)"
         peak = f"{r.peak_gb:.2f}" + (" [red](> GPU)[/]" if r.peak_gb > cap else "")
         roles.add_row(label, f"{r.tp}/{r.pp}/{r.dp}", *cells, f"{r.activations_gb:.2f}", peak)
@@ -168,7 +175,8 @@ def estimate(
     console.print(
         f"GPU: {cap:g} GB each; act = the role's largest transient memory (activations of the"
         " largest micro-batch); peak = states + act; the plan offloads what does not fit"
-        " (rlplex plan prints each GPU's peak). CPU and driver stages are not estimated.",
+        " (rlplex plan prints each GPU's peak); 'host' = kept in host memory, not on the GPU"
+        " (a CPU optimizer). CPU and driver stages are not estimated.",
         highlight=False,
     )
     _print_assumptions(result.assumptions)

@@ -95,6 +95,8 @@ class RoleEstimate(BaseModel):
     dp: int
     states: dict[str, float]
     """GB per device of each state."""
+    host_states: dict[str, float] = {}
+    """GB per device kept in host memory the whole step instead (a CPU optimizer's state)."""
     activations_gb: float
     """The largest transient memory of the role's stages, GB per device."""
 
@@ -127,7 +129,12 @@ class Estimate(BaseModel):
                 for n, s in self.stages.items()
             },
             "roles": {
-                n: {"states": dict(r.states), "peak_gb": r.peak_gb} for n, r in self.roles.items()
+                n: {
+                    "states": dict(r.states),
+                    "host_states": dict(r.host_states),
+                    "peak_gb": r.peak_gb,
+                }
+                for n, r in self.roles.items()
             },
             "assumptions": self.assumptions,
         }
@@ -312,9 +319,13 @@ def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
         )
 
     states: dict[str, float] = {"weights": per_device(3) * b / f.GB}
+    host_states: dict[str, float] = {}
     if "train" in kinds:
         per_param = f.optimizer_bytes_per_param(role.optimizer, role.precision)
-        states["optimizer"] = per_device(1) * per_param / f.GB
+        # A CPU optimizer (DeepSpeed's CPU Adam, Megatron's optimizer_cpu_offload) keeps its
+        # master weights and moments in host memory: they never take GPU memory.
+        optimizer_on = host_states if par is not None and par.cpu_optimizer else states
+        optimizer_on["optimizer"] = per_device(1) * per_param / f.GB
         states["grads"] = per_device(2) * b / f.GB
     if "generate" in kinds:
         given = role.states.get("kv_cache")
@@ -330,6 +341,7 @@ def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
         pp=pp,
         dp=dp,
         states=states,
+        host_states=host_states,
         activations_gb=0.0,
     )
 
@@ -1207,7 +1219,9 @@ def assumptions(
                 "pp": est.pp,
                 "dp": est.dp,
                 "precision": inputs.roles[name].precision,
-                "optimizer": inputs.roles[name].optimizer if "optimizer" in est.states else None,
+                "optimizer": inputs.roles[name].optimizer
+                if "optimizer" in {**est.states, **est.host_states}
+                else None,
                 "sharding": _sharding(inputs.roles[name]),
                 "recompute": bool(
                     inputs.roles[name].parallel and inputs.roles[name].parallel.recompute

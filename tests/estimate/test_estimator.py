@@ -176,7 +176,15 @@ def test_offload_and_cpu_optimizer_terms(base: dict[str, Any]) -> None:
     extra = 2 * states["weights"] / host + 2 * states["optimizer"] / host
     assert est.stages["train"].terms["overhead"] == pytest.approx(plain.terms["overhead"] + extra)
     base["roles"]["actor_train"]["parallel"] = {"zero": 1, "cpu_optimizer": True}
-    cpu = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+    cpu_est = estimate_config(config_from_dict(base, file="t.yaml"))
+    cpu = cpu_est.stages["train"]
+    # Regression: a CPU optimizer's master weights and moments live in host memory; the GPU
+    # holds weights and grads only (the optimizer state was counted on the GPU, so verl's
+    # DeepSeek-V3 recipe on 96 H20 was refused as not fitting).
+    on_cpu = cpu_est.roles["actor_train"]
+    assert "optimizer" not in on_cpu.states
+    assert on_cpu.host_states["optimizer"] == pytest.approx(states["optimizer"])
+    assert on_cpu.peak_gb == pytest.approx(est.roles["actor_train"].peak_gb - states["optimizer"])
     # 8 ranks on the node each update their (unsharded, zero 1 shards) P/8 parameters.
     cpu_s = P / 8 * 8 / 1e9 + 2 * states["grads"] / host
     assert cpu.terms["overhead"] == pytest.approx(plain.terms["overhead"] + cpu_s)
@@ -436,7 +444,7 @@ def test_json_document_shape(base: dict[str, Any]) -> None:
     assert set(doc["stages"]["train"]) == {"seconds", "flops", "bytes", "bound", "terms"}
     train = doc["stages"]["train"]
     assert train["seconds"] == pytest.approx(sum(train["terms"].values()))
-    assert set(doc["roles"]["actor_infer"]) == {"states", "peak_gb"}
+    assert set(doc["roles"]["actor_infer"]) == {"states", "host_states", "peak_gb"}
     assert doc["stages"]["advantage"]["bound"] == "given"
     assert doc["stages"]["reward"]["terms"] == {"overhead": pytest.approx(256 * 0.004)}
     assert doc["assumptions"]["efficiency"]["train"] == 0.6

@@ -235,10 +235,27 @@ def test_verl_fully_async_models_sync_period_and_staleness() -> None:
     assert cfg.cluster.nodes == 3
     assert cfg.roles["actor_train"].devices == tuple(range(16))
     assert cfg.roles["actor_infer"].devices == tuple(range(16, 24))
-    # staleness_threshold 0.5 lets samples lag one version more than one-step-off
-    assert (cfg.pipeline.mode, cfg.pipeline.max_staleness) == ("async", 2)
+    # staleness_threshold 0.5: the rollouter starts the next sync's samples early, one step
+    # ahead (it was 1 + ceil(0.5) = 2, though verl calls a threshold of 1 "basically
+    # equivalent to one_step_off")
+    assert (cfg.pipeline.mode, cfg.pipeline.max_staleness) == ("async", 1)
     # one rlplex step = one weight sync = 4 trainer steps of 16 x 2 prompts
     assert cfg.workload is not None and cfg.workload.prompts_per_step == 16 * 2 * 4
+
+
+@pytest.mark.parametrize(
+    ("threshold", "mode", "staleness"),
+    [(0, "sync", 0), (0.1, "async", 1), (1, "async", 1), (1.5, "async", 2)],
+)
+def test_verl_fully_async_staleness_threshold(
+    tmp_path: Path, threshold: float, mode: str, staleness: int
+) -> None:
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\nrollout: {nnodes: 1, n_gpus_per_node: 4}\n"
+    text += f"algorithm: {{adv_estimator: grpo}}\nasync_training: {{staleness_threshold: {threshold}}}\n"
+    path = tmp_path / "fully_async.yaml"
+    path.write_text(text)
+    cfg = load_config(path)
+    assert (cfg.pipeline.mode, cfg.pipeline.staleness) == (mode, staleness)
 
 
 def test_verl_split_placement_puts_critic_on_its_own_gpus() -> None:

@@ -303,6 +303,27 @@ def test_verl_fully_async_partial_rollout(
     assert rollout is not None and rollout.partial_rollout is partial
 
 
+def test_verl_megatron_recompute_and_cpu_optimizer(tmp_path: Path) -> None:
+    """Regression: verl's Megatron engine ignores enable_gradient_checkpointing (True by
+    default) and recomputes only what override_transformer_config asks; its CPU Adam is
+    optim.override_optimizer_config.optimizer_cpu_offload. The importer read recompute from
+    the former and never set cpu_optimizer."""
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 8}\nalgorithm: {adv_estimator: grpo}\n"
+    text += "actor_rollout_ref:\n  actor:\n    strategy: megatron\n"
+    text += "    megatron: {tensor_model_parallel_size: 2}\n"
+    plain = load_config(write(tmp_path, text)).roles["actor_train"].parallel
+    assert plain is not None and plain.tp == 2 and not plain.recompute
+    assert not plain.cpu_optimizer
+    text = text.replace(
+        "{tensor_model_parallel_size: 2}",
+        "{tensor_model_parallel_size: 2, override_transformer_config:"
+        " {recompute_granularity: full}}",
+    )
+    text += "    optim: {override_optimizer_config: {optimizer_cpu_offload: true}}\n"
+    both = load_config(write(tmp_path, text)).roles["actor_train"].parallel
+    assert both is not None and both.recompute and both.cpu_optimizer
+
+
 def test_verl_fp8_rollout_quantization(tmp_path: Path) -> None:
     text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\n"
     assert load_config(write(tmp_path, text)).roles["actor_infer"].precision == "bf16"

@@ -31,8 +31,10 @@ reads it. rlplex reads, with the source of each rule:
    ``ppo_mini_batch_size x require_batches`` prompts each, so one rlplex step
    (weight sync to weight sync) covers ``trigger_parameter_sync_step`` trainer
    steps (``workload.prompts_per_step`` counts them all). The rollouter may
-   run ahead by ``staleness_threshold`` (a fraction of a sync's samples) beyond
-   the one version of overlap: ``max_staleness = 1 + ceil(staleness_threshold)``.
+   run ahead by ``staleness_threshold`` (a fraction of a sync's samples):
+   ``max_staleness = ceil(staleness_threshold)``, sync at 0 (verl's README,
+   "Supported Modes": 0 is synchronous training, 1 "basically equivalent to
+   one_step_off").
 4. Split placement (examples/split_placement/main_ppo_split.py), recognised by
    that entry point sitting in the file's folder or its parent: actor, rollout
    and reference on ``actor_rollout_ref_pool``, the critic on ``critic_pool``,
@@ -177,7 +179,11 @@ def _pools(r: _Reader) -> tuple[dict[str, list[int]], dict[str, str], str, int]:
         threshold = r.get("async_training.staleness_threshold")
         fully_async = isinstance(r.get("async_training"), Mapping)
         if fully_async and isinstance(threshold, (int, float)) and not isinstance(threshold, bool):
-            staleness = 1 + math.ceil(max(0.0, threshold))
+            # verl: threshold 0 "indicates synchronous training" (the rollouter waits for each
+            # sync), threshold 1 "is basically equivalent to one_step_off"; a fraction lets the
+            # rollouter start the next sync's samples early: one step ahead.
+            staleness = math.ceil(max(0.0, threshold))
+            mode = "async" if staleness else "sync"
     elif _split_entry(r.file):
         half_node = nnodes // 2 == 0 and per_node // 2 > 0
         size = [per_node // 2] * nnodes if half_node else [per_node] * (nnodes // 2)
@@ -384,14 +390,19 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
     recompute = name != "reference" and bool(r.get(f"{model}.enable_gradient_checkpointing"))
     if strategy == "megatron":
         mega = f"{base}.megatron"
+        # verl's Megatron engine ignores enable_gradient_checkpointing: it recomputes only what
+        # override_transformer_config.recompute_granularity asks (null by default).
+        granularity = r.get(f"{mega}.override_transformer_config.recompute_granularity")
+        cpu_adam = r.get(f"{base}.optim.override_optimizer_config.optimizer_cpu_offload")
         return parallel(
             tp=r.get(f"{mega}.tensor_model_parallel_size"),
             pp=r.get(f"{mega}.pipeline_model_parallel_size"),
             ep=r.get(f"{mega}.expert_model_parallel_size"),
             sp=r.get(f"{mega}.context_parallel_size"),
-            recompute=recompute,
+            recompute=name != "reference" and granularity not in (None, "null", ""),
             offload_params=r.get(f"{mega}.param_offload"),
-            offload_optimizer=r.get(f"{mega}.optimizer_offload"),
+            offload_optimizer=r.get(f"{mega}.optimizer_offload") if cpu_adam is not True else None,
+            cpu_optimizer=cpu_adam if name != "reference" else None,
         )
     # verl's trainer config sets `strategy: fsdp` for actor, ref and critic
     # (verl/trainer/config/ppo_trainer.yaml and its actor/critic groups): a file that
