@@ -729,20 +729,7 @@ def print_report(report: Report) -> None:
             " (calibrate fits per-stage times)",
             highlight=False,
         )
-    swept = [r for r in corpus if r.sweep]
-    if swept:
-        sweeps = Table(title=f"unpublished mean response length: planned step over {SWEEP_KEY}")
-        for column in ("case", "values", "planned steps s", "published", "inside"):
-            sweeps.add_column(column)
-        for r in swept:
-            sw = r.sweep or {}
-            steps = ", ".join(_s(s) for s in sw["steps"])
-            sweeps.add_row(
-                r.id, ", ".join(f"{v:g}" for v in sw["values"]), steps,
-                f"{sw['target']:.1f} ({sw['target_is']})",
-                "yes" if sw["inside"] else "[red]no[/]",
-            )  # fmt: skip
-        console.print(sweeps)
+    _print_sweeps(console, [r for r in corpus if r.sweep], "unpublished mean response length")
     console.print(
         f"step error over {sum(1 for r in corpus if r.step_error is not None)} corpus cases:"
         f" median |error| {_abs_pct(report.median_step_error)},"
@@ -777,6 +764,9 @@ def print_report(report: Report) -> None:
         )
         if held_pairs:
             console.print(_pairs_table("held-out pairs: which member is faster", held_pairs))
+        _print_sweeps(
+            console, [r for r in held if r.sweep], "held-out, unpublished mean response length"
+        )
         console.print(
             f"held-out step error over {sum(1 for r in held if r.step_error is not None)} cases:"
             f" median |error| {_abs_pct(report.heldout_median_step_error)},"
@@ -786,6 +776,28 @@ def print_report(report: Report) -> None:
             f" verdicts right {sum(p.verdict_right for p in held_pairs)} of {len(held_pairs)}",
             highlight=False,
         )
+
+
+def _print_sweeps(console: Any, swept: Sequence[CaseResult], title: str) -> None:
+    """Each case planned over its swept response-length means: does the range hold the step?"""
+    from rich.table import Table
+
+    if not swept:
+        return
+    sweeps = Table(title=f"{title}: planned step over {SWEEP_KEY}")
+    for column in ("case", "values", "planned steps s", "published", "inside"):
+        sweeps.add_column(column)
+    inside = 0
+    for r in swept:
+        sw = r.sweep or {}
+        inside += bool(sw["inside"])
+        sweeps.add_row(
+            r.id, ", ".join(f"{v:g}" for v in sw["values"]),
+            ", ".join(_s(s) for s in sw["steps"]), f"{sw['target']:.1f} ({sw['target_is']})",
+            "yes" if sw["inside"] else "[red]no[/]",
+        )  # fmt: skip
+    console.print(sweeps)
+    console.print(f"published step inside the swept range: {inside} of {len(swept)}")
 
 
 def to_json(report: Report) -> dict[str, Any]:

@@ -479,6 +479,41 @@ def _pass_flops(ctx: _Ctx, spec: ModelSpec, head: f.Head) -> tuple[float, float]
     )
 
 
+def _straggler_factor(
+    ctx: _Ctx, spec: ModelSpec, head: f.Head, groups: int, sequences: float
+) -> float:
+    """Busiest data-parallel group's FLOPs over the mean, for ``sequences`` split over
+    ``groups`` and synchronised once (an optimizer step; a log-prob pass's end).
+
+    A sequence runs whole on one group (its tensor, pipeline and sequence/context-parallel
+    ranks share it), so a group cannot finish before the step's longest sequence, and
+    frameworks balance groups by token count (verl's dynamic batch size, NeMo RL's sequence
+    packing), not by attention FLOPs: the group holding the longest sequence also carries
+    its quadratic attention beyond the mean. With ``T`` the mean tokens per group, ``L`` the
+    longest sequence and ``a`` the mean attention FLOPs per token, the busiest group does
+    ``max(T, L)`` tokens of matmuls, ``L``'s attention, and ``max(0, T - L)`` tokens at ``a``.
+    Padded batches (``packing: false``) cost every sequence the same: no straggler.
+    """
+    w = ctx.inputs.workload
+    assert w is not None
+    if not w.packing or groups <= 1 or sequences <= 0:
+        return 1.0
+    tokens, squares = _sequence_tokens(ctx)
+    n, _, _ = _tokens(w)
+    mean_len, mean_square = tokens / n, squares / n
+    linear = 2.0 * f.active_params(spec, head)
+    width = f.attention_width(spec) * spec.num_layers
+    longest = w.prompt_tokens.mean + _lengths(ctx).longest_of(max(1, int(sequences)))
+    per_group = sequences / groups * mean_len
+    mean_load = sequences / groups * (linear * mean_len + width * mean_square)
+    busiest = (
+        max(per_group, longest) * linear
+        + width * longest**2
+        + max(0.0, per_group - longest) * width * mean_square / mean_len
+    )
+    return max(1.0, busiest / mean_load)
+
+
 def _fp8_speedup(ctx: _Ctx, role: Role) -> float:
     """How much faster an fp8 role's weight matmuls run than in bf16 (1 without FP8 tensor
     cores); attention stays bf16 (Transformer Engine, vLLM)."""
@@ -547,8 +582,11 @@ def _pass_terms(
         * _tokens_factor(ctx, mb_tokens_per_gpu)
     )
     peak = ctx.gpu.peak_tflops * 1e12
-    compute_s = bf16_flops / (est.devices * peak * eff)
     groups = max(1, est.devices // (est.tp * est.pp * sp))
+    n, _, _ = _tokens(w)
+    syncs = max(1, w.mini_batches) if backward else 1
+    straggler = _straggler_factor(ctx, spec, head, groups, n / syncs)
+    compute_s = bf16_flops / (est.devices * peak * eff) * straggler
     micro_batches = math.ceil(tokens * epochs / groups / mb_tokens)
     # Pipeline bubble: (pp - 1) idle slots per optimizer step of m micro-batches (1F1B).
     bubble_s = 0.0
@@ -594,6 +632,7 @@ def _pass_terms(
         "micro_batch_tokens": mb_tokens, "micro_batches_per_rank": micro_batches,
         "pipeline_bubble_s": bubble_s, "launch_overhead_s": overhead_s, "host_s": host_s,
         "param_offload_s": offload_s, "flops": flops, "expert_all_to_all_s": a2a_s,
+        "straggler": straggler,
         "tp_activation_s": tp_comm_s,
     }  # fmt: skip
     return terms, detail, micro_batches

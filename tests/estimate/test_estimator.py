@@ -194,6 +194,40 @@ def test_offload_and_cpu_optimizer_terms(base: dict[str, Any]) -> None:
     )
 
 
+def test_the_busiest_data_parallel_group_sets_the_pace(base: dict[str, Any]) -> None:
+    """Packed sequences split over data-parallel groups: a group cannot finish before the
+    step's longest sequence, and the group holding it carries its attention beyond the mean.
+    Hand-computed for 64 sequences of 100 + 300 tokens on average (600 at most) per optimizer
+    step over 8 groups."""
+    spec = model_presets()["llama-3.1-8b"]
+    base["workload"]["micro_batch_tokens"] = 4096
+    plain = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+    dist = response_lengths(300, 600, None)
+    mean_len = 100 + dist.mean
+    mean_square = 100**2 + 2 * 100 * dist.mean + dist.mean_square()
+    linear = 2 * f.active_params(spec)
+    width = f.attention_width(spec) * spec.num_layers
+    longest = 100 + dist.longest_of(256)
+    # zero 1, tp 1: 8 groups; one optimizer step over the 256 sequences.
+    per_group = 256 / 8 * mean_len
+    mean_load = 256 / 8 * (linear * mean_len + width * mean_square)
+    busiest = (
+        max(per_group, longest) * linear
+        + width * longest**2
+        + max(0.0, per_group - longest) * width * mean_square / mean_len
+    )
+    assert plain.detail["straggler"] == pytest.approx(busiest / mean_load)
+    assert plain.detail["straggler"] > 1.0
+    # Eight optimizer steps: 32 sequences each, 4 per group, so the longest one dominates.
+    base["workload"]["mini_batches"] = 8
+    many = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+    assert many.detail["straggler"] > plain.detail["straggler"]
+    # Padded sequences all cost the longest: no straggler.
+    base["workload"]["packing"] = False
+    padded = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+    assert padded.detail["straggler"] == 1.0
+
+
 def test_generation_terms(base: dict[str, Any]) -> None:
     est = estimate_config(config_from_dict(base, file="t.yaml"))
     gen = est.stages["generate"]
