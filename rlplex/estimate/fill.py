@@ -139,7 +139,8 @@ def fill_estimates(
         if name not in result.roles:
             continue
         states = {k: round(v, 3) for k, v in result.roles[name].states.items()}
-        new_roles[name] = roles[name].model_copy(update={"states": states})
+        host = {k: round(v, 3) for k, v in result.roles[name].host_states.items()}
+        new_roles[name] = roles[name].model_copy(update={"states": states, "host_states": host})
         filled.add(f"roles.{name}.states")
     stages = []
     for stage in pipeline.stages:

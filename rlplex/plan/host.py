@@ -18,7 +18,9 @@ memory. The rules, read from the plan's ops alone (so that the planner and
   offload (kept while clean); otherwise it is released when the reload ends;
 - an op that dirties the state (a ``train`` stage, a weight sync into it)
   releases a held copy when it starts;
-- scratch states (``grads``, ``kv_cache``) hold nothing on the host.
+- scratch states (``grads``, ``kv_cache``) hold nothing on the host;
+- a role's ``host_states`` (a CPU optimizer's state, which never sits on a GPU)
+  are held the whole step, under every copy.
 
 A sync step is cyclic: what is held at its start is what its end holds. The
 rollout engine's weight backup while it sleeps is its ``weights`` offloaded
@@ -70,7 +72,7 @@ class HostPeak:
         )
         return (
             f"node {self.node}'s host memory peaks at {self.peak_gb:.1f} GB at {self.at_s:.2f} s"
-            f" ({parts or 'nothing'} GB of host copies) but a node has {self.capacity_gb:g} GB"
+            f" ({parts or 'nothing'} GB in host memory) but a node has {self.capacity_gb:g} GB"
             " (cluster.host_memory_gb)"
         )
 
@@ -245,8 +247,24 @@ def host_peaks(
     for kind, nodes in kinds.items():
         on = dict(kind)
         peak, at, held = _sweep(plan, intervals, on)
+        # States kept in host memory all step (a CPU optimizer's) sit under every copy.
+        resident = host_resident(config, on)
+        held.update(resident)
+        peak += sum(resident.values())
         for node in nodes:
             out[node] = HostPeak(node, peak, cluster.host_memory_gb, at, held)
+    return out
+
+
+def host_resident(config: Config, on: Mapping[str, int]) -> dict[str, float]:
+    """GB a node's host memory holds all step for roles' ``host_states`` (a CPU optimizer's
+    state), by ``role.state (host-resident)``; ``on``: each role's GPUs on the node."""
+    out: dict[str, float] = {}
+    for role, count in on.items():
+        spec = config.roles.get(role)
+        for state, gb in (spec.host_states if spec is not None else {}).items():
+            if gb * count > 0:
+                out[f"{role}.{state} (host-resident)"] = gb * count
     return out
 
 

@@ -18,7 +18,7 @@ from typing import Literal
 
 from rlplex.config import Config
 from rlplex.plan.fit import span
-from rlplex.plan.host import host_intervals, node_kinds
+from rlplex.plan.host import host_intervals, host_resident, node_kinds
 from rlplex.plan.model import Plan
 
 TRANSIENT = "transient"
@@ -143,5 +143,8 @@ def memory_lanes(plan: Plan, config: Config) -> list[MemoryLane]:
             for a, b in spans:
                 events.append((a, 1, f"{role}.{state}", gb, f"{role}.{state}"))
                 events.append((b, 0, f"{role}.{state}", -gb, f"{role}.{state}"))
-        lanes.append(_series(f"host of node {span(nodes)}", "host", capacity, {}, events, t_end))
+        resident = host_resident(config, count)
+        lanes.append(
+            _series(f"host of node {span(nodes)}", "host", capacity, resident, events, t_end)
+        )
     return lanes

@@ -401,6 +401,6 @@ def _check_host(plan: Plan, config: Config, ops: Sequence[Op], dead) -> None:
             held = " + ".join(f"{k} {v:g}" for k, v in sorted(peak.held.items()))
             raise PlanVerificationError(
                 "host",
-                f"node {peak.node} holds {peak.peak_gb:.6g} GB of host copies at"
+                f"node {peak.node} holds {peak.peak_gb:.6g} GB in host memory at"
                 f" {peak.at_s:.6g} s ({held}) > {cap:g} GB",
             )

@@ -221,3 +221,49 @@ def test_a_baseline_that_overflows_host_memory_is_shown_not_refused():
     with pytest.raises(PlanVerificationError) as err:
         verify_plan(plan, config)
     assert err.value.rule == "host"
+
+
+def cpu_optimizer_8b(host_memory_gb: float) -> dict:
+    """An estimated Llama-3.1-8B GRPO step on one 8-GPU node, AdamW on the CPU."""
+    return {
+        "model": "llama-3.1-8b",
+        "workload": {"prompts_per_step": 16, "samples_per_prompt": 4,
+                     "prompt_tokens": {"mean": 100, "max": 200},
+                     "response_tokens": {"mean": 300, "max": 600}},
+        "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "h100",
+                    "host_memory_gb": host_memory_gb},
+        "roles": {"actor_infer": {"devices": "0-3"},
+                  "actor_train": {"devices": "4-7", "parallel": {"cpu_optimizer": True}}},
+        "pipeline": {"mode": "async", "max_staleness": 1, "stages": {
+            "generate": {"role": "actor_infer"},
+            "train": {"role": "actor_train", "after": ["generate"]},
+            "weight_sync": {"kind": "weight_sync", "from": "actor_train", "to": "actor_infer",
+                            "after": ["train"]},
+        }},
+    }  # fmt: skip
+
+
+def test_a_cpu_optimizers_state_is_held_in_host_memory_all_step():
+    """AdamW's fp32 master weights and moments, 12 bytes per parameter, live in host memory
+    with a CPU optimizer: 4 unsharded trainer GPUs on the node hold 4 x 8.03e9 x 12 B."""
+    config = config_from_dict(cpu_optimizer_8b(2048))
+    role = config.roles["actor_train"]
+    assert "optimizer" not in role.states
+    per_gpu = 8_030_261_248 * 12 / 1e9
+    assert role.host_states["optimizer"] == pytest.approx(per_gpu, abs=1e-3)
+    plan = make_plan(config)
+    verify_plan(plan, config)
+    peak = host_peaks(plan, config)[0]
+    assert peak.held["actor_train.optimizer (host-resident)"] == pytest.approx(
+        4 * per_gpu, abs=0.01
+    )
+    assert plan.host_peaks == {0: pytest.approx(peak.peak_gb)}
+    assert peak.peak_gb >= 4 * per_gpu - 0.01
+    # The Gantt's host strip shows the same GB from the start.
+    from rlplex.plan.memory_lanes import memory_lanes
+
+    host = next(lane for lane in memory_lanes(plan, config) if lane.kind == "host")
+    assert host.peak_gb == pytest.approx(peak.peak_gb, abs=0.01)
+    # 385 GB of optimizer state do not fit a 256 GB node: refused, naming it.
+    with pytest.raises(InfeasibleError, match=r"actor_train\.optimizer \(host-resident\) 385"):
+        make_plan(config_from_dict(cpu_optimizer_8b(256)))
