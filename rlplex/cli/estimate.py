@@ -247,6 +247,12 @@ def _print_assumptions(a: dict[str, Any]) -> None:
         )
     for name, sync in a.get("weight_syncs", {}).items():
         lines.append(f"{name}: {_sync_line(sync)}")
+    if a.get("stragglers"):
+        lines.append(
+            "data-parallel stragglers (the busiest group's FLOPs over the mean: longest"
+            " sequences, their attention): "
+            + ", ".join(f"{name} {x:.2f}x" for name, x in a["stragglers"].items())
+        )
     for role, m in a["models"].items():
         lines.append(
             f"{role}: {m['model']} {m['params_b']:g}B, {m['precision']}, tp {m['tp']} pp {m['pp']}"

@@ -1287,6 +1287,11 @@ def assumptions(
             for name, est in (stages or {}).items()
             if est.kind == "weight_sync" and est.terms and "given" not in est.terms
         },
+        "stragglers": {
+            name: round(est.detail["straggler"], 4)
+            for name, est in (stages or {}).items()
+            if est.detail.get("straggler", 1.0) > 1.005
+        },
     }
 
 

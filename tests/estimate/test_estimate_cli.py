@@ -84,3 +84,18 @@ def test_assumptions_say_how_the_weight_sync_was_priced() -> None:
     assert sync["colocated"] is True
     # The engine's tp-2 share is half the model; an FSDP trainer over 8 GPUs lacks 7/8 of it.
     assert sync["gb_per_device"] == pytest.approx(sync["gather_gb"] * 4 / 7)
+
+
+def test_assumptions_name_the_data_parallel_stragglers() -> None:
+    """A long-tailed 28K-token run over 32 data-parallel groups: the train pass waits for the
+    group holding the longest sequences, and estimate says by how much (table and JSON)."""
+    config = ROOT / "bench" / "published" / "heldout_verl_fa_7b_colocate_128xh20.yaml"
+    result = CliRunner().invoke(app, ["estimate", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    stragglers = doc["assumptions"]["stragglers"]
+    assert stragglers["train"] > 1.1
+    assert "generate" not in stragglers
+    result = CliRunner().invoke(app, ["estimate", str(config)], env={"COLUMNS": "300"})
+    text = " ".join(result.output.split())
+    assert "data-parallel stragglers" in text and f"train {stragglers['train']:.2f}x" in text
