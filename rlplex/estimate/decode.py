@@ -69,6 +69,22 @@ class DecodeTerms:
     def total_s(self) -> float:
         return self.memory_s + self.compute_s + self.floor_s + self.host_s
 
+    def per_step(self, steps_in_flight: int) -> DecodeTerms:
+        """One RL step's share when the replica decoded ``steps_in_flight`` steps' sequences
+        together (the same batches, each step charged an equal part of every term)."""
+        k = max(1, steps_in_flight)
+        if k == 1:
+            return self
+        return DecodeTerms(
+            memory_s=self.memory_s / k,
+            compute_s=self.compute_s / k,
+            floor_s=self.floor_s / k,
+            host_s=self.host_s / k,
+            steps=self.steps / k,
+            mean_batch=self.mean_batch,
+            slots=self.slots,
+        )
+
 
 def step_roofline(costs: StepCosts, batch: float, context: float) -> tuple[float, float]:
     """(memory-bound, compute-bound) seconds of one step of ``batch`` sequences holding

@@ -930,9 +930,14 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
         group * peak * eff_prefill
     )
     dist = _lengths(ctx)
-    lengths = dist.lengths(per_replica)
+    # An async pipeline whose generation runs k steps ahead feeds the engine k steps'
+    # requests at once (NeMo RL's trajectory collector admits prompts_per_step x
+    # max_trajectory_age_steps prompt groups), so continuous batching shares one tail among
+    # k steps: decode k steps' sequences together and charge a step its 1/k.
+    depth = 1 if rollout.partial_rollout else max(1, ctx.inputs.pipeline.staleness)
+    lengths = dist.lengths(per_replica * depth)
     # The slowest replica holds the step's longest response.
-    longest = dist.longest_of(n)
+    longest = dist.longest_of(n * depth)
     if lengths and longest > max(lengths):
         lengths[lengths.index(max(lengths))] = longest
     per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
@@ -961,14 +966,14 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
         resumed_s = resumed_flops / (group * peak * eff_prefill)
         prefill_flops += resumed_flops
     else:
-        dec = simulate_decode(lengths, prompt.mean, slots, costs)
+        dec = simulate_decode(lengths, prompt.mean, slots, costs).per_step(depth)
     terms = {
         "compute": prefill_s + resumed_s + dec.compute_s,
         "memory": dec.memory_s,
         "latency": dec.floor_s,
         "overhead": dec.host_s,
     }
-    response_tokens = sum(lengths)
+    response_tokens = sum(lengths) / depth
     return _combine(
         stage, "generate", terms,
         flops=(prefill_flops + response_tokens * costs.flops_per_token * group) * replicas,
@@ -980,6 +985,7 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
             "decode_steps": dec.steps, "longest_response": longest,
             "clip_ratio": round(dist.clip_ratio, 6), "prefill_s": prefill_s,
             "partial_rollout": rollout.partial_rollout, "resumed_prefill_s": resumed_s,
+            "steps_in_flight": depth,
             "decode_s": dec.total_s, "step_floor_s": costs.floor_s,
             "eff_prefill": eff_prefill, "eff_decode": eff_decode,
         },

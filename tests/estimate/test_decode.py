@@ -56,3 +56,12 @@ def test_a_streaming_engine_keeps_every_slot_running() -> None:
     bound = stream_decode(30, 0.0, 2, _costs(weights=1.0, flops_per_token=3.0))
     assert bound.compute_s == pytest.approx(15 * 6.0) and bound.memory_s == 0
     assert stream_decode(0, 9.0, 2, costs).total_s == 0
+
+
+def test_a_steps_share_of_decoding_several_steps_together() -> None:
+    dec = simulate_decode([10, 20, 10, 20], 0, slots=4, costs=_costs(weights=2.0, floor_s=0.5))
+    share = dec.per_step(2)
+    assert share.steps == pytest.approx(dec.steps / 2)
+    assert share.total_s == pytest.approx(dec.total_s / 2)
+    assert share.mean_batch == dec.mean_batch and share.slots == dec.slots
+    assert dec.per_step(1) is dec

@@ -316,6 +316,22 @@ def test_partial_rollout_streams_and_prefills_the_interrupted_again(base: dict[s
     assert est.seconds - d["resumed_prefill_s"] < capped.seconds
 
 
+def test_generation_running_steps_ahead_shares_one_tail_among_them(base: dict[str, Any]) -> None:
+    """Async with max_staleness k: the engine holds k steps' requests at once (NeMo RL's
+    collector admits prompts_per_step x max_trajectory_age_steps groups), so k steps'
+    sequences are decoded together and one step is charged 1/k of it."""
+    base["pipeline"]["mode"] = "async"
+    base["pipeline"]["max_staleness"] = 1
+    one = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"]
+    base["pipeline"]["max_staleness"] = 4
+    four = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"]
+    assert one.detail["steps_in_flight"] == 1 and four.detail["steps_in_flight"] == 4
+    # The same tokens per step, but the tail (the longest response) is paid once per 4 steps.
+    assert four.detail["decode_steps"] < one.detail["decode_steps"]
+    assert four.seconds < one.seconds
+    assert four.flops == pytest.approx(one.flops, rel=0.02)
+
+
 def test_partial_rollout_needs_an_async_pipeline(base: dict[str, Any]) -> None:
     base["roles"]["actor_infer"]["rollout"] = {"partial_rollout": True}
     with pytest.raises(ConfigError, match=r"needs pipeline\.mode: async") as err:
