@@ -66,6 +66,8 @@ def show(
         devices = "auto" if role.auto else (format_devices(role.devices) or "cpu")
         mark = "*" if cfg.is_estimated(f"roles.{name}.states") else ""
         states = ", ".join(f"{k} {v:g}{mark}" for k, v in role.states.items()) or "-"
+        if role.host_states:
+            states += "; host " + ", ".join(f"{k} {v:g}*" for k, v in role.host_states.items())
         nodes = ",".join(map(str, role.nodes(cfg.cluster))) or "-"
         table.add_row(
             name, devices, str(role.num_gpus_per_worker), str(role.world_size), nodes, states

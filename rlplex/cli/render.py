@@ -27,6 +27,7 @@ def roles_json(cfg: Config) -> dict[str, Any]:
                 "world_size": role.world_size,
                 "nodes": list(role.nodes(cfg.cluster)),
                 "states": role.states,
+                "host_states": role.host_states,
             }
             for name, role in cfg.roles.items()
         },

@@ -275,15 +275,13 @@ def config_from_dict(
         pipeline_spec, raw_pipeline or {}, roles, base_dir or Path.cwd(), file, hint
     )
     check_pipeline_size(pipeline, file)
-    for name, role in roles.items():
-        if role.rollout is not None and role.rollout.partial_rollout and pipeline.staleness < 1:
-            raise ConfigError(
-                "needs pipeline.mode: async with max_staleness >= 1 (an engine can only stream"
-                " into steps that may run ahead of training)",
-                field=f"roles.{name}.rollout.partial_rollout",
-                value=True,
-                file=file,
-            )
+    from rlplex.estimate.estimator import partial_rollout_inactive
+
+    inactive = [
+        f"roles.{name}.rollout.partial_rollout is ignored: {why}"
+        for name in roles
+        if (why := partial_rollout_inactive(name, roles, pipeline)) is not None
+    ]
     notes: tuple[str, ...] = ()
     # A weight sync without seconds is estimated too (the link rule alone misses the
     # whole-model gather and broadcast), so that it is priced the same whatever else is given.
@@ -317,7 +315,7 @@ def config_from_dict(
     check_pipeline(pipeline, roles, file)
     if file_devices is None:
         file_devices = {n: len(r.devices) for n, r in roles.items() if r.devices}
-    warnings = []
+    warnings = list(inactive)
     if pipeline.mode == "async" and pipeline.max_staleness == 0:
         warnings.append(ASYNC_STALENESS_0)
     return Config(

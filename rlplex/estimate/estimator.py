@@ -323,9 +323,13 @@ def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
     if "train" in kinds:
         per_param = f.optimizer_bytes_per_param(role.optimizer, role.precision)
         # A CPU optimizer (DeepSpeed's CPU Adam, Megatron's optimizer_cpu_offload) keeps its
-        # master weights and moments in host memory: they never take GPU memory.
-        optimizer_on = host_states if par is not None and par.cpu_optimizer else states
-        optimizer_on["optimizer"] = per_device(1) * per_param / f.GB
+        # master weights and moments in host memory, never on a GPU, beside an fp32 copy of
+        # the gradients it steps with (Megatron's HybridDeviceOptimizer pins them on the host,
+        # pin_cpu_grads; DeepSpeed's CPU Adam keeps fp32 gradient partitions there).
+        if par is not None and par.cpu_optimizer:
+            host_states["optimizer"] = per_device(1) * (per_param + 4) / f.GB
+        else:
+            states["optimizer"] = per_device(1) * per_param / f.GB
         states["grads"] = per_device(2) * b / f.GB
     if "generate" in kinds:
         given = role.states.get("kv_cache")
@@ -487,9 +491,11 @@ def _straggler_factor(
 
     A sequence runs whole on one group (its tensor, pipeline and sequence/context-parallel
     ranks share it), so a group cannot finish before the step's longest sequence, and
-    frameworks balance groups by token count (verl's dynamic batch size, NeMo RL's sequence
-    packing), not by attention FLOPs: the group holding the longest sequence also carries
-    its quadratic attention beyond the mean. With ``T`` the mean tokens per group, ``L`` the
+    frameworks balance groups by token count (NeMo RL's sequence packing; verl's
+    ``_balance_batch`` before volcengine/verl#3605, October 2025), not by attention FLOPs: the
+    group holding the longest sequence also carries its quadratic attention beyond the mean.
+    (verl since #3605 balances by ``24576 L + L**2``, which spreads that attention: for it
+    this overcharges by up to the attention excess.) With ``T`` the mean tokens per group, ``L`` the
     longest sequence and ``a`` the mean attention FLOPs per token, the busiest group does
     ``max(T, L)`` tokens of matmuls, ``L``'s attention, and ``max(0, T - L)`` tokens at ``a``.
     Padded batches (``packing: false``) cost every sequence the same: no straggler.
@@ -897,6 +903,32 @@ def _weight_reader(spec: ModelSpec, precision: str, group: int) -> Callable[[flo
     return read
 
 
+def partial_rollout_inactive(
+    name: str, roles: Mapping[str, Role], pipeline: Pipeline
+) -> str | None:
+    """Why role ``name``'s ``rollout.partial_rollout`` cannot take effect (None: it does, or
+    the role does not ask for it). As verl honours it only with ``staleness_threshold`` > 0:
+    an engine streams across steps only when generation may run ahead of training (async,
+    ``max_staleness`` >= 1) on GPUs no trained role shares (a colocated engine sleeps while
+    the trainer runs)."""
+    role = roles[name]
+    if role.rollout is None or not role.rollout.partial_rollout:
+        return None
+    if pipeline.staleness < 1:
+        return (
+            "the pipeline is not async with max_staleness >= 1 (it is priced as a drained engine)"
+        )
+    trained = {s.role for s in pipeline.stages if s.kind == "train" and s.role}
+    mine = set(role.devices)
+    for other in sorted(trained - {name}):
+        if other in roles and mine & set(roles[other].devices):
+            return (
+                f"the engine shares GPUs with {other}, which trains there (it is priced as a"
+                " drained engine)"
+            )
+    return None
+
+
 def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> StageEstimate:
     """Prefill (compute-bound) plus decode under continuous batching (:mod:`decode`).
 
@@ -934,7 +966,9 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
     # requests at once (NeMo RL's trajectory collector admits prompts_per_step x
     # max_trajectory_age_steps prompt groups), so continuous batching shares one tail among
     # k steps: decode k steps' sequences together and charge a step its 1/k.
-    depth = 1 if rollout.partial_rollout else max(1, ctx.inputs.pipeline.staleness)
+    streams = partial_rollout_inactive(role.name, ctx.inputs.roles, ctx.inputs.pipeline) is None
+    streams = streams and rollout.partial_rollout
+    depth = 1 if streams else max(1, ctx.inputs.pipeline.staleness)
     lengths = dist.lengths(per_replica * depth)
     # The slowest replica holds the step's longest response.
     longest = dist.longest_of(n * depth)
@@ -956,14 +990,17 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
         per_sequence_s=efficiency_value(eff_in, "decode_sequence_s"),
     )
     resumed_s = 0.0
-    if rollout.partial_rollout:
+    if streams:
         # A streaming engine: no tail, but the sequences a weight sync interrupts are prefilled
         # again afterwards (their KV cache was computed with the old weights and freed).
         ahead = max(1, ctx.inputs.pipeline.staleness)
         slots = max(1, min(slots, per_replica * (1 + ahead)))
         dec = stream_decode(per_replica * dist.mean, running_context, slots, costs)
         resumed_flops = slots * f.forward_flops(spec, running_context)
-        resumed_s = resumed_flops / (group * peak * eff_prefill)
+        resumed_matmul = 2.0 * f.active_params(spec) * running_context * slots
+        resumed_s = (resumed_flops - resumed_matmul * (1 - 1 / _fp8_speedup(ctx, role))) / (
+            group * peak * eff_prefill
+        )
         prefill_flops += resumed_flops
     else:
         dec = simulate_decode(lengths, prompt.mean, slots, costs).per_step(depth)
@@ -984,7 +1021,7 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
             "slots": dec.slots, "kv_slots": kv_slots, "mean_batch": round(dec.mean_batch, 2),
             "decode_steps": dec.steps, "longest_response": longest,
             "clip_ratio": round(dist.clip_ratio, 6), "prefill_s": prefill_s,
-            "partial_rollout": rollout.partial_rollout, "resumed_prefill_s": resumed_s,
+            "partial_rollout": streams, "resumed_prefill_s": resumed_s,
             "steps_in_flight": depth,
             "decode_s": dec.total_s, "step_floor_s": costs.floor_s,
             "eff_prefill": eff_prefill, "eff_decode": eff_decode,

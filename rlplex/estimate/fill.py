@@ -139,9 +139,16 @@ def fill_estimates(
         if name not in result.roles:
             continue
         states = {k: round(v, 3) for k, v in result.roles[name].states.items()}
-        host = {k: round(v, 3) for k, v in result.roles[name].host_states.items()}
-        new_roles[name] = roles[name].model_copy(update={"states": states, "host_states": host})
+        new_roles[name] = roles[name].model_copy(update={"states": states})
         filled.add(f"roles.{name}.states")
+    # A CPU optimizer's host memory is estimated even where the file gives the GPU states
+    # (unless they hold the optimizer themselves): the file cannot say it otherwise.
+    for name, est in result.roles.items():
+        host = {
+            k: round(v, 3) for k, v in est.host_states.items() if k not in new_roles[name].states
+        }
+        if host:
+            new_roles[name] = new_roles[name].model_copy(update={"host_states": host})
     stages = []
     for stage in pipeline.stages:
         est = result.stages.get(stage.name)

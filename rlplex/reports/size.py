@@ -516,12 +516,16 @@ def size_report(
         scored: list[Scored] = []
         for knobs in knobs_list:
             cand_native = candidate_native(native, knobs, base.file_devices)
-            key = (knobs.gpus, knobs.gpu, knobs.rollout_gpus, knobs.rollout_tp, knobs.sharding)
+            # Each staleness is estimated on its own: generation running k steps ahead shares
+            # one tail among k steps, and a partial-rollout engine streams only when async.
+            key = (
+                knobs.gpus, knobs.gpu, knobs.rollout_gpus, knobs.rollout_tp, knobs.sharding,
+                knobs.staleness,
+            )  # fmt: skip
             if key not in configs:
-                sync_native = candidate_native(native, _with_staleness(knobs, 0), base.file_devices)
                 try:
                     configs[key] = config_from_dict(
-                        sync_native, file=file, base_dir=base_dir, file_devices=base.file_devices
+                        cand_native, file=file, base_dir=base_dir, file_devices=base.file_devices
                     )
                 except RlplexError as exc:
                     configs[key] = exc
@@ -529,11 +533,6 @@ def size_report(
             if isinstance(config, BaseException):
                 result = Scored(knobs, reason=_one_line(config), native=cand_native)
             else:
-                if knobs.staleness:
-                    pipeline = config.pipeline.model_copy(
-                        update={"mode": "async", "max_staleness": knobs.staleness}
-                    )
-                    config = config.model_copy(update={"pipeline": pipeline})
                 result = _score(config, knobs, cand_native, price_per_gpu_hour)
             scored.append(result)
             done += 1
@@ -558,12 +557,6 @@ def size_report(
         smallest=smallest,
         price_per_gpu_hour=price_per_gpu_hour,
     )
-
-
-def _with_staleness(knobs: Any, k: int) -> Any:
-    from dataclasses import replace
-
-    return replace(knobs, staleness=k)
 
 
 def _why(scored: Sequence[Scored], gpus: int, gpu: str) -> str:

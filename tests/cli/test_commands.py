@@ -39,6 +39,7 @@ def test_show_json_shape() -> None:
         "world_size": 8,
         "nodes": [],
         "states": {},
+        "host_states": {},
     }
 
 

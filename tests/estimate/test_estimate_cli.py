@@ -95,7 +95,10 @@ def test_assumptions_name_the_data_parallel_stragglers() -> None:
     doc = json.loads(result.stdout)
     stragglers = doc["assumptions"]["stragglers"]
     assert stragglers["train"] > 1.1
-    assert "generate" not in stragglers
+    # Thousands of short sequences per group balance out: nothing to name.
+    other = CliRunner().invoke(app, ["estimate", str(ROOT / "examples" / "estimate_7b.yaml"),
+                                     "--json"])  # fmt: skip
+    assert json.loads(other.stdout)["assumptions"]["stragglers"] == {}
     result = CliRunner().invoke(app, ["estimate", str(config)], env={"COLUMNS": "300"})
     text = " ".join(result.output.split())
     assert "data-parallel stragglers" in text and f"train {stragglers['train']:.2f}x" in text

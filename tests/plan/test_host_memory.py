@@ -244,12 +244,13 @@ def cpu_optimizer_8b(host_memory_gb: float) -> dict:
 
 
 def test_a_cpu_optimizers_state_is_held_in_host_memory_all_step():
-    """AdamW's fp32 master weights and moments, 12 bytes per parameter, live in host memory
-    with a CPU optimizer: 4 unsharded trainer GPUs on the node hold 4 x 8.03e9 x 12 B."""
+    """AdamW's fp32 master weights and moments (12 bytes per parameter) and the fp32 gradients
+    it steps with (4) live in host memory with a CPU optimizer: 4 unsharded trainer GPUs on
+    the node hold 4 x 8.03e9 x 16 B."""
     config = config_from_dict(cpu_optimizer_8b(2048))
     role = config.roles["actor_train"]
     assert "optimizer" not in role.states
-    per_gpu = 8_030_261_248 * 12 / 1e9
+    per_gpu = 8_030_261_248 * 16 / 1e9
     assert role.host_states["optimizer"] == pytest.approx(per_gpu, abs=1e-3)
     plan = make_plan(config)
     verify_plan(plan, config)
@@ -264,6 +265,17 @@ def test_a_cpu_optimizers_state_is_held_in_host_memory_all_step():
 
     host = next(lane for lane in memory_lanes(plan, config) if lane.kind == "host")
     assert host.peak_gb == pytest.approx(peak.peak_gb, abs=0.01)
-    # 385 GB of optimizer state do not fit a 256 GB node: refused, naming it.
-    with pytest.raises(InfeasibleError, match=r"actor_train\.optimizer \(host-resident\) 385"):
+    # 513.9 GB of optimizer state do not fit a 256 GB node: refused, naming it.
+    with pytest.raises(InfeasibleError, match=r"actor_train\.optimizer \(host-resident\) 513\.9"):
         make_plan(config_from_dict(cpu_optimizer_8b(256)))
+
+
+def test_a_cpu_optimizers_host_memory_counts_when_the_gpu_states_are_given():
+    """Regression: the host state was filled only for roles whose states were estimated, so
+    giving the GPU states by hand dropped the CPU optimizer's 514 GB from the host peak."""
+    raw = cpu_optimizer_8b(256)
+    raw["roles"]["actor_train"]["states"] = {"weights": 16.06, "grads": 16.06}
+    config = config_from_dict(raw)
+    assert config.roles["actor_train"].host_states["optimizer"] == pytest.approx(128.484, abs=1e-3)
+    with pytest.raises(InfeasibleError, match=r"actor_train\.optimizer \(host-resident\)"):
+        make_plan(config)

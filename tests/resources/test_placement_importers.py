@@ -265,6 +265,7 @@ def test_verl_one_step_off(tmp_path: Path) -> None:
     # verl broadcasts the trainer's weights to a separate rollout one tensor at a time.
     rollout = cfg.roles["actor_infer"].rollout
     assert rollout is not None and rollout.weight_sync == "per_tensor"
+    assert not rollout.partial_rollout  # one-step-off generates each step's batch whole
 
 
 @pytest.mark.parametrize(
@@ -290,7 +291,8 @@ def test_verl_fully_async_weight_sync(tmp_path: Path, engine: str, method: str) 
         ("{staleness_threshold: 0.5, partial_rollout: true}", True),
         ("{staleness_threshold: 0, partial_rollout: true}", False),  # verl ignores it at 0
         ("{staleness_threshold: 0.5, partial_rollout: false}", False),
-        ("{staleness_threshold: 0.5}", False),
+        ("{staleness_threshold: 0.5}", True),  # verl's fully-async default is on
+        ("{trigger_parameter_sync_step: 4}", True),  # and its default threshold is 0.1
     ],
 )
 def test_verl_fully_async_partial_rollout(
@@ -320,8 +322,17 @@ def test_verl_megatron_recompute_and_cpu_optimizer(tmp_path: Path) -> None:
         " {recompute_granularity: full}}",
     )
     text += "    optim: {override_optimizer_config: {optimizer_cpu_offload: true}}\n"
+    # Megatron-core offloads optimizer_offload_fraction of the states, 0.0 by default.
+    no_fraction = load_config(write(tmp_path, text)).roles["actor_train"].parallel
+    assert no_fraction is not None and no_fraction.recompute and not no_fraction.cpu_optimizer
+    text = text.replace("optimizer_cpu_offload: true}", "optimizer_cpu_offload: true,"
+                        " optimizer_offload_fraction: 1.0}")  # fmt: skip
     both = load_config(write(tmp_path, text)).roles["actor_train"].parallel
     assert both is not None and both.recompute and both.cpu_optimizer
+    # Selective recomputation (the attention core only) is not the full recompute pass.
+    text = text.replace("recompute_granularity: full", "recompute_granularity: selective")
+    selective = load_config(write(tmp_path, text)).roles["actor_train"].parallel
+    assert selective is not None and not selective.recompute
 
 
 def test_verl_fp8_rollout_quantization(tmp_path: Path) -> None:

@@ -392,14 +392,24 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
         mega = f"{base}.megatron"
         # verl's Megatron engine ignores enable_gradient_checkpointing: it recomputes only what
         # override_transformer_config.recompute_granularity asks (null by default).
+        # (selective recomputes only the attention core: priced as none.)
         granularity = r.get(f"{mega}.override_transformer_config.recompute_granularity")
-        cpu_adam = r.get(f"{base}.optim.override_optimizer_config.optimizer_cpu_offload")
+        # Megatron-core's CPU optimizer moves optimizer_offload_fraction of the states, 0.0 by
+        # default (OptimizerConfig); the format says all or nothing.
+        opt = f"{base}.optim.override_optimizer_config"
+        fraction = r.get(f"{opt}.optimizer_offload_fraction")
+        cpu_adam = (
+            r.get(f"{opt}.optimizer_cpu_offload") is True
+            and isinstance(fraction, int | float)
+            and not isinstance(fraction, bool)
+            and fraction >= 1.0
+        )
         return parallel(
             tp=r.get(f"{mega}.tensor_model_parallel_size"),
             pp=r.get(f"{mega}.pipeline_model_parallel_size"),
             ep=r.get(f"{mega}.expert_model_parallel_size"),
             sp=r.get(f"{mega}.context_parallel_size"),
-            recompute=name != "reference" and granularity not in (None, "null", ""),
+            recompute=name != "reference" and granularity == "full",
             offload_params=r.get(f"{mega}.param_offload"),
             offload_optimizer=r.get(f"{mega}.optimizer_offload") if cpu_adam is not True else None,
             cpu_optimizer=cpu_adam if name != "reference" else None,
@@ -438,10 +448,16 @@ def _weight_sync(r: _Reader) -> str:
 
 def _partial_rollout(r: _Reader) -> bool:
     """Fully async's ``partial_rollout``: verl honours it only with ``staleness_threshold`` > 0
-    (verl/experimental/fully_async_policy/README.md, "Supported Modes")."""
+    (verl/experimental/fully_async_policy/README.md, "Supported Modes"); both default on in
+    its fully_async_ppo_trainer.yaml (``partial_rollout: True``, threshold 0.1)."""
+    if not isinstance(r.get("async_training"), Mapping):
+        return False  # one-step-off: each step's batch is generated whole
     threshold = r.get("async_training.staleness_threshold")
+    if threshold is None:
+        threshold = 0.1
+    partial = r.get("async_training.partial_rollout")
     return (
-        r.get("async_training.partial_rollout") is True
+        (partial is True or partial is None)
         and isinstance(threshold, int | float)
         and not isinstance(threshold, bool)
         and threshold > 0
