@@ -317,3 +317,30 @@ def _estimable(name: str, body: Mapping[str, Any], roles: Mapping[str, Any]) -> 
     return stage_kind(stage, role) in ("train", "forward", "generate") or is_rule_reward(
         stage, role
     )
+
+
+def at_staleness(config: Any, k: int) -> Any:
+    """``config`` (a :class:`rlplex.config.Config`) with ``max_staleness`` k, its estimated
+    generation seconds priced again for k: generation k steps ahead shares one tail among k
+    steps, and a partial-rollout engine streams only when the pipeline is async (the
+    estimate reads the staleness; a placement or what-if search that varies it must too)."""
+    from rlplex.estimate.estimator import estimate_config, stage_kind
+
+    pipeline = config.pipeline.model_copy(update={"max_staleness": k})
+    cfg = config.model_copy(update={"pipeline": pipeline})
+    again = [
+        s.name
+        for s in pipeline.stages
+        if cfg.is_estimated(f"pipeline.stages.{s.name}.seconds")
+        and stage_kind(s, cfg.roles.get(s.role or "")) == "generate"
+    ]
+    if not again or config.pipeline.staleness == pipeline.staleness:
+        return cfg
+    est = estimate_config(cfg).stages
+    stages = tuple(
+        s.model_copy(update={"seconds": round(est[s.name].seconds or 0.0, 6)})
+        if s.name in again and s.name in est
+        else s
+        for s in pipeline.stages
+    )
+    return cfg.model_copy(update={"pipeline": pipeline.model_copy(update={"stages": stages})})

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from rlplex.config import Config
 from rlplex.errors import RlplexError
+from rlplex.estimate.fill import at_staleness
 from rlplex.plan.costs import config_placement
 from rlplex.plan.search import PlacementCandidate, SearchProgress, search_placements
 
@@ -126,9 +127,7 @@ def _search_async(
     search_notes: list[str] = []
     error: RlplexError | None = None
     for k in range(1, high + 1):
-        cfg = config.model_copy(
-            update={"pipeline": pipeline.model_copy(update={"max_staleness": k})}
-        )
+        cfg = at_staleness(config, k)
         try:
             scored = search_placements(cfg, top=top, notes=search_notes, progress=progress)
             found += [(ScoredPlacement(k, c), cfg) for c in scored]

@@ -37,6 +37,7 @@ from typing import Any
 
 from rlplex.config import Config
 from rlplex.errors import ConfigError, RlplexError
+from rlplex.estimate.fill import at_staleness
 from rlplex.plan.costs import stage_seconds
 from rlplex.plan.model import Plan
 from rlplex.resources.devices import format_devices
@@ -396,8 +397,7 @@ def _outcomes(
             for i, cand in enumerate(resolved.candidates, start=1):
                 here = cfg
                 if cand.staleness and cand.staleness != cfg.pipeline.max_staleness:
-                    pipeline = cfg.pipeline.model_copy(update={"max_staleness": cand.staleness})
-                    here = cfg.model_copy(update={"pipeline": pipeline})
+                    here = at_staleness(cfg, cand.staleness)
                 plan = plan_for_placement(here, cand.placement)
                 name = f"{alt.label} #{i}: {_placement_label(cand.groups, cand.placement)}"
                 if cand.staleness:

@@ -348,6 +348,30 @@ def test_generation_running_steps_ahead_shares_one_tail_among_them(base: dict[st
     assert four.flops == pytest.approx(one.flops, rel=0.02)
 
 
+def test_a_search_over_staleness_prices_generation_again(base: dict[str, Any]) -> None:
+    """Regression: plan --auto's staleness search and what-if copied the pipeline with
+    another max_staleness and kept the generation seconds estimated for the file's, so a
+    config estimated at k = 1 and planned at k = 4 did not get the shared tail. at_staleness
+    prices them as a config written with k = 4 does."""
+    from rlplex.estimate.fill import at_staleness
+
+    base["pipeline"]["mode"] = "async"
+    base["pipeline"]["max_staleness"] = 1
+    one = config_from_dict(base, file="t.yaml")
+    base["pipeline"]["max_staleness"] = 4
+    four = config_from_dict(base, file="t.yaml")
+    moved = at_staleness(one, 4)
+    assert moved.pipeline.max_staleness == 4
+    assert moved.pipeline.stage("generate").seconds == pytest.approx(
+        four.pipeline.stage("generate").seconds, rel=1e-6
+    )
+    assert moved.pipeline.stage("generate").seconds < one.pipeline.stage("generate").seconds
+    assert moved.pipeline.stage("train").seconds == one.pipeline.stage("train").seconds
+    assert at_staleness(one, 1).pipeline.stage("generate").seconds == (
+        one.pipeline.stage("generate").seconds
+    )
+
+
 def test_partial_rollout_takes_effect_only_on_an_engine_that_can_stream(
     base: dict[str, Any],
 ) -> None:
