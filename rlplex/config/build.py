@@ -51,7 +51,19 @@ def _resolve_role(name: str, spec: RoleSpec, cluster: Cluster, file: str | None)
                 value=gb,
                 file=file,
             )
+    for state, gb in spec.host_states.items():
+        if gb < 0:
+            raise ConfigError(
+                "must be >= 0 GB", field=f"{field}.host_states.{state}", value=gb, file=file
+            )
     if spec.devices is None:
+        if spec.host_states:
+            raise ConfigError(
+                "a CPU role (no devices) holds no per-GPU host states; give it devices",
+                field=f"{field}.host_states",
+                value=dict(spec.host_states),
+                file=file,
+            )
         if spec.states:
             raise ConfigError(
                 "a CPU role (no devices) cannot hold GPU states; give it devices",
@@ -72,6 +84,7 @@ def _resolve_role(name: str, spec: RoleSpec, cluster: Cluster, file: str | None)
             num_gpus_per_worker=spec.num_gpus_per_worker,
             world_size=spec.world_size or 1,
             states=dict(spec.states),
+            host_states=dict(spec.host_states),
             auto=True,
             **_estimate_fields(spec),
         )
@@ -92,6 +105,7 @@ def _resolve_role(name: str, spec: RoleSpec, cluster: Cluster, file: str | None)
         num_gpus_per_worker=spec.num_gpus_per_worker,
         world_size=world_size,
         states=dict(spec.states),
+        host_states=dict(spec.host_states),
         **_estimate_fields(spec),
     )
 

@@ -99,6 +99,7 @@ class RoleSpec(BaseModel):
     num_gpus_per_worker: StrictInt = Field(1, ge=1, le=MAX_GPUS)
     world_size: StrictInt | None = Field(None, ge=1, le=MAX_GPUS)
     states: dict[StateKind, StrictFloat] = Field(default_factory=dict)
+    host_states: dict[StateKind, StrictFloat] = Field(default_factory=dict)
     model: str | None = None
     parallel: Parallel | None = None
     precision: Precision = "bf16"

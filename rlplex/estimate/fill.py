@@ -142,13 +142,16 @@ def fill_estimates(
         new_roles[name] = roles[name].model_copy(update={"states": states})
         filled.add(f"roles.{name}.states")
     # A CPU optimizer's host memory is estimated even where the file gives the GPU states
-    # (unless they hold the optimizer themselves): the file cannot say it otherwise.
+    # (unless they, or the file's host_states, hold the optimizer themselves).
     for name, est in result.roles.items():
+        given = new_roles[name].host_states
         host = {
-            k: round(v, 3) for k, v in est.host_states.items() if k not in new_roles[name].states
+            k: round(v, 3)
+            for k, v in est.host_states.items()
+            if k not in new_roles[name].states and k not in given
         }
         if host:
-            new_roles[name] = new_roles[name].model_copy(update={"host_states": host})
+            new_roles[name] = new_roles[name].model_copy(update={"host_states": {**given, **host}})
     stages = []
     for stage in pipeline.stages:
         est = result.stages.get(stage.name)

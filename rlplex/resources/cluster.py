@@ -113,8 +113,8 @@ class Role(BaseModel):
     """GB per device of each state the role holds (weights, optimizer, grads, kv_cache)."""
     host_states: dict[str, float] = Field(default_factory=dict)
     """GB per device the role keeps in host memory the whole step, never on a GPU (a CPU
-    optimizer's state; filled by the estimate): every step, each node's host memory holds it
-    times the role's devices on the node, beside the plan's host copies."""
+    optimizer's state; given, or filled by the estimate): every step, each node's host
+    memory holds it times the role's devices on the node, beside the plan's host copies."""
     auto: bool = False
     """True when the planner's placement search chooses ``devices``."""
     model: str | None = None

@@ -25,7 +25,7 @@ from __future__ import annotations
 import pytest
 
 from rlplex.config import config_from_dict
-from rlplex.errors import InfeasibleError
+from rlplex.errors import ConfigError, InfeasibleError
 from rlplex.plan import make_plan, verify_plan
 from rlplex.plan.host import host_intervals, host_peaks
 from rlplex.plan.model import Plan
@@ -279,3 +279,21 @@ def test_a_cpu_optimizers_host_memory_counts_when_the_gpu_states_are_given():
     assert config.roles["actor_train"].host_states["optimizer"] == pytest.approx(128.484, abs=1e-3)
     with pytest.raises(InfeasibleError, match=r"actor_train\.optimizer \(host-resident\)"):
         make_plan(config)
+
+
+def test_host_states_can_be_given_and_a_cpu_role_cannot_hold_them():
+    raw = colocated_7b(1024)
+    raw["roles"]["actor_train"]["host_states"] = {"optimizer": 20}
+    config = config_from_dict(raw)
+    assert config.roles["actor_train"].host_states == {"optimizer": 20}
+    plan = make_plan(config)
+    assert host_peaks(plan, config)[0].held["actor_train.optimizer (host-resident)"] == 160
+    raw["roles"]["actor_train"]["host_states"] = {"optimizer": -1}
+    with pytest.raises(ConfigError, match="must be >= 0 GB") as err:
+        config_from_dict(raw)
+    assert err.value.field == "roles.actor_train.host_states.optimizer"
+    raw["roles"]["actor_train"]["host_states"] = {}
+    raw["roles"]["rewards"] = {"world_size": 2, "host_states": {"optimizer": 1}}
+    with pytest.raises(ConfigError, match="CPU role") as err:
+        config_from_dict(raw)
+    assert err.value.field == "roles.rewards.host_states"
