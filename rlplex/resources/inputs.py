@@ -130,7 +130,9 @@ class Rollout(BaseModel):
     ``partial_rollout``; interruptible generation in AReaL and slime), and finished ones are
     replaced by the next steps' requests. Its slots stay full, no step waits for the longest
     response, and every interrupted sequence's context is prefilled again after the sync.
-    Needs ``pipeline.mode: async``."""
+    Ignored, with a warning, where the engine cannot stream (as verl ignores it at staleness
+    0): a pipeline that is not async with ``max_staleness`` >= 1, or GPUs shared with a
+    trained role."""
 
 
 class Efficiency(BaseModel):
