@@ -67,7 +67,10 @@ def show(
         mark = "*" if cfg.is_estimated(f"roles.{name}.states") else ""
         states = ", ".join(f"{k} {v:g}{mark}" for k, v in role.states.items()) or "-"
         if role.host_states:
-            states += "; host " + ", ".join(f"{k} {v:g}*" for k, v in role.host_states.items())
+            states += "; host " + ", ".join(
+                f"{k} {v:g}" + ("*" if cfg.is_estimated(f"roles.{name}.host_states.{k}") else "")
+                for k, v in role.host_states.items()
+            )
         nodes = ",".join(map(str, role.nodes(cfg.cluster))) or "-"
         table.add_row(
             name, devices, str(role.num_gpus_per_worker), str(role.world_size), nodes, states

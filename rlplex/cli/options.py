@@ -104,7 +104,7 @@ class ConfigOptions:
         from rlplex.cli.app import warn
 
         config = load_config(path, overrides=self.overrides, format=self.format, costs=self.costs)
-        warn(w for w in config.warnings if w not in unless)
+        warn(w for w in config.warnings if not any(w == u or w.endswith(u) for u in unless))
         return config
 
 

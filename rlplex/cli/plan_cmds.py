@@ -50,10 +50,12 @@ def plan(
 ) -> None:
     """Plan a step: placement, parallel stages, offload/reload ops, period and bound."""
     from rlplex.config import ASYNC_STALENESS_0
+    from rlplex.estimate.estimator import NOT_ASYNC_FOR_PARTIAL
     from rlplex.reports.plan import plan_report
 
-    # --auto searches the staleness too, so "staleness 0 runs like sync" does not apply.
-    cfg = options.load(config, unless=(ASYNC_STALENESS_0,) if auto else ())
+    # --auto searches the staleness too (k >= 1), so "staleness 0 runs like sync" does not
+    # apply, nor that a partial-rollout engine cannot stream for want of staleness.
+    cfg = options.load(config, unless=(ASYNC_STALENESS_0, NOT_ASYNC_FOR_PARTIAL) if auto else ())
     with search_progress(show=not json_) as progress:
         report = plan_report(cfg, auto=auto, baseline=baseline, verify=verify, progress=progress)
     result, summary = report.plan, report.summary

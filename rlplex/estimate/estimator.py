@@ -331,6 +331,8 @@ def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
         else:
             states["optimizer"] = per_device(1) * per_param / f.GB
         states["grads"] = per_device(2) * b / f.GB
+    for state in role.host_states:  # the file keeps it in host memory: not on a GPU
+        states.pop(state, None)
     if "generate" in kinds:
         given = role.states.get("kv_cache")
         states["kv_cache"] = (
@@ -903,6 +905,12 @@ def _weight_reader(spec: ModelSpec, precision: str, group: int) -> Callable[[flo
     return read
 
 
+NOT_ASYNC_FOR_PARTIAL = (
+    "the pipeline is not async with max_staleness >= 1 (it is priced as a drained engine)"
+)
+"""Why a partial-rollout engine cannot stream in a sync or staleness-0 pipeline."""
+
+
 def partial_rollout_inactive(
     name: str, roles: Mapping[str, Role], pipeline: Pipeline
 ) -> str | None:
@@ -915,9 +923,7 @@ def partial_rollout_inactive(
     if role.rollout is None or not role.rollout.partial_rollout:
         return None
     if pipeline.staleness < 1:
-        return (
-            "the pipeline is not async with max_staleness >= 1 (it is priced as a drained engine)"
-        )
+        return NOT_ASYNC_FOR_PARTIAL
     trained = {s.role for s in pipeline.stages if s.kind == "train" and s.role}
     mine = set(role.devices)
     for other in sorted(trained - {name}):
@@ -1136,6 +1142,51 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
     )  # fmt: skip
 
 
+def streaming_flips(config: Any, stage: Stage, devices: Mapping[str, Sequence[int]]) -> bool:
+    """Whether a partial-rollout engine's generation streams on ``devices`` (role -> devices)
+    but not on the config's own placement, or the other way round: a colocated candidate of a
+    split config, or a split one of a colocated config, is then priced again
+    (:func:`generate_seconds_at`) rather than scaled."""
+    role = config.roles.get(stage.role or "")
+    if role is None or role.rollout is None or not role.rollout.partial_rollout:
+        return False
+    placed = {
+        n: r.with_devices(tuple(devices[n])) if n in devices else r for n, r in config.roles.items()
+    }
+    here = partial_rollout_inactive(role.name, placed, config.pipeline) is None
+    return here != (partial_rollout_inactive(role.name, config.roles, config.pipeline) is None)
+
+
+def generate_seconds_at(
+    config: Any, stage: Stage, devices: Mapping[str, Sequence[int]]
+) -> float | None:
+    """A generation stage's estimated seconds with the roles on ``devices`` (role -> devices);
+    None when it cannot be estimated."""
+    roles = {
+        n: r.with_devices(tuple(devices[n])) if n in devices else r for n, r in config.roles.items()
+    }
+    name = stage.role or ""
+    if name not in roles:
+        return None
+    if config.is_estimated(f"roles.{name}.states"):
+        roles[name] = roles[name].model_copy(update={"states": {}})
+    source = Path(config.source).resolve().parent if config.source else None
+    inputs = Inputs(
+        cluster=config.cluster, roles=roles, pipeline=config.pipeline, model=config.model,
+        workload=config.workload, efficiency=config.efficiency, file=config.source,
+        base_dir=source,
+    )  # fmt: skip
+    if missing_inputs(inputs):
+        return None
+    try:
+        ctx = _Ctx(inputs)
+        est = role_states(ctx, roles[name])
+        role = roles[name].model_copy(update={"states": dict(roles[name].states or est.states)})
+        return estimate_generate(ctx, stage, role, est).seconds
+    except ConfigError:
+        return None
+
+
 def weight_sync_seconds_at(
     config: Any, stage: Stage, devices: Mapping[str, Sequence[int]]
 ) -> float | None:
@@ -1320,7 +1371,14 @@ def assumptions(
         "dispatch_s": inputs.cluster.dispatch_s,
         "prefill_chunk_tokens": PREFILL_CHUNK_TOKENS,
         "rollout": {
-            name: (inputs.roles[name].rollout or Rollout()).model_dump()
+            name: {
+                **(inputs.roles[name].rollout or Rollout()).model_dump(),
+                # what the estimate used: ignored where the engine cannot stream
+                "partial_rollout": bool(
+                    (inputs.roles[name].rollout or Rollout()).partial_rollout
+                    and partial_rollout_inactive(name, inputs.roles, inputs.pipeline) is None
+                ),
+            }
             for name, est in roles.items()
             if "kv_cache" in est.states
         },

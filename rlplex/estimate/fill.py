@@ -138,7 +138,12 @@ def fill_estimates(
     for name in needs_states:
         if name not in result.roles:
             continue
-        states = {k: round(v, 3) for k, v in result.roles[name].states.items()}
+        # A state the file puts in host memory (host_states) is not on the GPU as well.
+        states = {
+            k: round(v, 3)
+            for k, v in result.roles[name].states.items()
+            if k not in roles[name].host_states
+        }
         new_roles[name] = roles[name].model_copy(update={"states": states})
         filled.add(f"roles.{name}.states")
     # A CPU optimizer's host memory is estimated even where the file gives the GPU states
@@ -152,6 +157,7 @@ def fill_estimates(
         }
         if host:
             new_roles[name] = new_roles[name].model_copy(update={"host_states": {**given, **host}})
+            filled.update(f"roles.{name}.host_states.{k}" for k in host)
     stages = []
     for stage in pipeline.stages:
         est = result.stages.get(stage.name)

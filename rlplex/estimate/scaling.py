@@ -30,8 +30,12 @@ def estimator_exponents(config: object, stages: Iterable[str] | None = None) -> 
     if base is None:
         return {}
     wanted = set(stages) if stages is not None else None
+    # Each device d becomes 2d and 2d + 1: twice the GPUs, and roles that shared GPUs (or did
+    # not) still do (or do not), which decides whether a partial-rollout engine streams.
     doubled = {
-        n: r.with_devices(tuple(range(2 * len(r.devices)))) if r.devices else r
+        n: r.with_devices(tuple(sorted(2 * d + i for d in r.devices for i in (0, 1))))
+        if r.devices
+        else r
         for n, r in base.roles.items()
     }
     bigger = base.model_copy(update={"roles": doubled})

@@ -81,6 +81,12 @@ def stage_work_seconds(config: Config, stage: Stage, placement: Placement) -> fl
     role = stage.role or DRIVER
     if not is_gpu_role(config, role) or role not in placement:
         return seconds
+    if config.is_estimated(f"pipeline.stages.{stage.name}.seconds"):
+        # A partial-rollout engine streams only on GPUs of its own: where the candidate
+        # placement changes that, the estimator prices generation on it (not a scaling).
+        again = _regenerated(config, stage, placement)
+        if again is not None:
+            return again
     d = len(placement[role])
     d0 = reference_devices(config, stage)
     if d == d0 or stage.scaling == 0:
@@ -131,6 +137,35 @@ def _repriced(config: Config, stage: Stage, placement: Placement) -> float | Non
         _REPRICED.clear()
     seconds = weight_sync_seconds_at(config, stage, placement)
     _REPRICED[key] = (config, seconds)
+    return seconds
+
+
+_RegenKey = tuple[int, str, tuple[tuple[str, tuple[int, ...]], ...]]
+_REGENERATED: dict[_RegenKey, tuple[Config, float | None]] = {}
+"""Generation priced again per (config, stage, placement), as :data:`_REPRICED`."""
+
+
+def _regenerated(config: Config, stage: Stage, placement: Placement) -> float | None:
+    from rlplex.estimate.estimator import generate_seconds_at, streaming_flips
+
+    role = config.roles.get(stage.role or "")
+    if role is None or role.rollout is None or not role.rollout.partial_rollout:
+        return None
+    key = (
+        id(config), stage.name,
+        tuple(sorted((n, tuple(sorted(d))) for n, d in placement.items())),
+    )  # fmt: skip
+    hit = _REGENERATED.get(key)
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    if len(_REGENERATED) >= 4096:
+        _REGENERATED.clear()
+    seconds = (
+        generate_seconds_at(config, stage, placement)
+        if streaming_flips(config, stage, placement)
+        else None
+    )
+    _REGENERATED[key] = (config, seconds)
     return seconds
 
 

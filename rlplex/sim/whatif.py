@@ -298,6 +298,7 @@ def work_config(
     stages = []
     modelled = []
     measured: set[str] = set()  # syncs that take their recorded seconds
+    recorded_run: set[str] = set()  # other stages whose seconds come from the record
     for stage in config.pipeline.stages:
         mean = work.means.get(stage.name)
         if mean is None:
@@ -318,6 +319,7 @@ def work_config(
                 stages.append(stage)
                 modelled.append(stage.name)
             continue
+        recorded_run.add(stage.name)
         if ratios and stage.name in ratios:
             update = {"seconds": mean * ratios[stage.name], "scaling": 0.0}
             stages.append(stage.model_copy(update=update))
@@ -329,10 +331,12 @@ def work_config(
             update["scaling"] = exponents[stage.name]
         stages.append(stage.model_copy(update=update))
     pipeline = config.pipeline.model_copy(update={"stages": tuple(stages)})
-    # A recorded sync's seconds are measured, not the estimator's (which a plan on other
-    # devices would price again).
+    # Recorded seconds are measured, not the estimator's: a plan on other devices would price
+    # a sync again, and a staleness search (estimate.fill.at_staleness) a generation.
     estimated = frozenset(
-        p for p in config.estimated if p not in {f"pipeline.stages.{n}.seconds" for n in measured}
+        p
+        for p in config.estimated
+        if p not in {f"pipeline.stages.{n}.seconds" for n in measured | recorded_run}
     )
     return config.model_copy(update={"pipeline": pipeline, "estimated": estimated}), tuple(modelled)
 

@@ -102,3 +102,29 @@ def test_assumptions_name_the_data_parallel_stragglers() -> None:
     result = CliRunner().invoke(app, ["estimate", str(config)], env={"COLUMNS": "300"})
     text = " ".join(result.output.split())
     assert "data-parallel stragglers" in text and f"train {stragglers['train']:.2f}x" in text
+
+
+def test_an_ignored_partial_rollout_is_reported_as_ignored(tmp_path: Path) -> None:
+    """Regression: estimate printed "partial rollouts: streams" beside the warning that they
+    were ignored, and plan --auto warned although its search picks a staleness >= 1."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "examples" / "estimate_7b.yaml").read_text())
+    raw["cluster"]["nodes"] = 2
+    raw["roles"]["actor_infer"]["devices"] = "8-15"
+    raw["roles"]["actor_infer"]["rollout"] = {"partial_rollout": True}
+    raw["pipeline"]["mode"] = "async"
+    raw["pipeline"]["max_staleness"] = 0
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    result = CliRunner().invoke(app, ["estimate", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert (
+        json.loads(result.stdout)["assumptions"]["rollout"]["actor_infer"]["partial_rollout"]
+        is False
+    )
+    plan = CliRunner().invoke(app, ["plan", str(path)], env={"COLUMNS": "200"})
+    assert "partial_rollout is ignored" in plan.output
+    auto = CliRunner().invoke(app, ["plan", str(path), "--auto"], env={"COLUMNS": "200"})
+    assert auto.exit_code == 0, auto.output
+    assert "partial_rollout is ignored" not in auto.output

@@ -398,6 +398,33 @@ def test_partial_rollout_takes_effect_only_on_an_engine_that_can_stream(
     assert estimate_config(split).stages["generate"].detail["partial_rollout"]
 
 
+def test_a_candidate_placement_that_changes_streaming_is_priced_again(
+    base: dict[str, Any],
+) -> None:
+    """Regression: a placement search scaled the file's generation seconds, so whether a
+    partial-rollout engine streamed was fixed by the file's devices. A split config's
+    colocated candidate is now priced as the colocated config is (drained), and the
+    what-if exponent of a streaming engine keeps it streaming at twice the GPUs."""
+    from rlplex.estimate.scaling import estimator_exponents
+    from rlplex.plan.costs import stage_work_seconds
+
+    base["cluster"]["nodes"] = 2
+    base["pipeline"]["mode"] = "async"
+    base["pipeline"]["max_staleness"] = 1
+    base["roles"]["actor_infer"]["rollout"] = {"partial_rollout": True}
+    base["roles"]["actor_infer"]["devices"] = "8-15"
+    split = config_from_dict(base, file="t.yaml")
+    base["roles"]["actor_infer"]["devices"] = "0-7"
+    colocated = config_from_dict(base, file="t.yaml")
+    stage = split.pipeline.stage("generate")
+    placement = {n: r.devices for n, r in colocated.roles.items() if r.devices}
+    assert stage_work_seconds(split, stage, placement) == pytest.approx(
+        colocated.pipeline.stage("generate").seconds, rel=1e-4
+    )
+    assert stage_work_seconds(split, stage, placement) != pytest.approx(stage.seconds)
+    assert estimator_exponents(split, ["generate"])["generate"] > 0.1
+
+
 def test_the_resumed_prefill_of_an_fp8_engine_runs_at_fp8_speed(base: dict[str, Any]) -> None:
     base["cluster"]["nodes"] = 2
     base["roles"]["actor_infer"]["devices"] = "8-15"

@@ -297,3 +297,25 @@ def test_host_states_can_be_given_and_a_cpu_role_cannot_hold_them():
     with pytest.raises(ConfigError, match="CPU role") as err:
         config_from_dict(raw)
     assert err.value.field == "roles.rewards.host_states"
+
+
+def test_a_given_host_optimizer_is_not_also_estimated_on_the_gpu_and_show_marks_only_estimates():
+    from typer.testing import CliRunner
+
+    from rlplex.cli import app
+
+    raw = cpu_optimizer_8b(2048)
+    raw["roles"]["actor_train"]["parallel"] = {}
+    raw["roles"]["actor_train"]["host_states"] = {"optimizer": 20.0}
+    config = config_from_dict(raw)
+    role = config.roles["actor_train"]
+    assert "optimizer" not in role.states and role.host_states == {"optimizer": 20.0}
+    assert not config.is_estimated("roles.actor_train.host_states.optimizer")
+    estimated = config_from_dict(cpu_optimizer_8b(2048))
+    assert estimated.is_estimated("roles.actor_train.host_states.optimizer")
+    import yaml
+
+    path = __import__("pathlib").Path(__import__("tempfile").mkdtemp()) / "h.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = CliRunner().invoke(app, ["show", str(path)], env={"COLUMNS": "300"}).output
+    assert "host optimizer 20" in out and "host optimizer 20*" not in out

@@ -33,3 +33,21 @@ def test_a_recorded_sync_stays_measured_on_other_devices_than_the_configs() -> N
     cfg, modelled = work_config(config, work, {}, {**split, "actor_infer": (0, 1)})
     assert modelled == ("weight_sync",)
     assert cfg.is_estimated("pipeline.stages.weight_sync.seconds")
+
+
+def test_recorded_stages_are_not_priced_again_by_a_staleness_search() -> None:
+    """Regression: work_config kept the estimated mark on recorded run stages, so the async
+    search's at_staleness replaced a recorded 100 s generate with a fresh estimate."""
+    from rlplex.estimate.fill import at_staleness
+
+    config = load_config(EXAMPLE)
+    assert config.is_estimated("pipeline.stages.generate.seconds")
+    work = RecordedWork(rows=({"generate": 100.0},), means={"generate": 100.0}, devices={},
+                        sync_devices={})  # fmt: skip
+    cfg, _ = work_config(config, work, {}, None)
+    assert not cfg.is_estimated("pipeline.stages.generate.seconds")
+    async_cfg = cfg.model_copy(
+        update={"pipeline": cfg.pipeline.model_copy(update={"mode": "async"})}
+    )
+    moved = at_staleness(async_cfg, 2)
+    assert moved.pipeline.stage("generate").seconds == pytest.approx(100.0)
