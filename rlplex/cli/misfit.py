@@ -42,7 +42,8 @@ def print_misfit(report: MisfitReport, json_: bool) -> None:
         cells = []
         for k in kinds:
             if k not in states:
-                cells.append("-")
+                host = r.host_states.get(k)
+                cells.append(f"{host:.2f} host" if host is not None else "-")
                 continue
             over = k != "kv_cache" and states[k] > cap
             cells.append(f"[red]{states[k]:.2f}[/]" if over else f"{states[k]:.2f}")

@@ -118,3 +118,16 @@ def test_no_room_for_the_kv_cache_is_a_shortfall() -> None:
     )
     assert report.kv_cache_gb["actor_infer"] == 0.0
     assert "num_gpus_per_worker" in kv.remedy
+
+
+def test_the_misfit_table_shows_a_cpu_optimizers_host_state(tmp_path: Path) -> None:
+    """A 72B trainer with a CPU optimizer still does not fit one node (its weights and grads
+    do not); the table shows where the optimizer is: in host memory, not on the GPU."""
+    raw = {**BIG, "roles": {**BIG["roles"], "actor_train": {
+        "devices": "0-7", "parallel": {"cpu_optimizer": True}}}}  # fmt: skip
+    path = tmp_path / "cpu.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    result = CliRunner().invoke(app, ["estimate", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    row = next(line for line in result.output.splitlines() if line.startswith("│ actor_train"))
+    assert " host " in row
