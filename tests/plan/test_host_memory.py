@@ -22,6 +22,8 @@ The rollout's weights hold nothing on the host: after generate they are dead
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from rlplex.config import config_from_dict
@@ -317,5 +319,6 @@ def test_a_given_host_optimizer_is_not_also_estimated_on_the_gpu_and_show_marks_
 
     path = __import__("pathlib").Path(__import__("tempfile").mkdtemp()) / "h.yaml"
     path.write_text(yaml.safe_dump(raw))
-    out = CliRunner().invoke(app, ["show", str(path)], env={"COLUMNS": "300"}).output
-    assert "host optimizer 20" in out and "host optimizer 20*" not in out
+    shown = json.loads(CliRunner().invoke(app, ["show", str(path), "--json"]).stdout)
+    assert shown["roles"]["actor_train"]["host_states"] == {"optimizer": 20.0}
+    assert "roles.actor_train.host_states.optimizer" not in shown["estimated"]

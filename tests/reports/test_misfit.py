@@ -127,7 +127,26 @@ def test_the_misfit_table_shows_a_cpu_optimizers_host_state(tmp_path: Path) -> N
         "devices": "0-7", "parallel": {"cpu_optimizer": True}}}}  # fmt: skip
     path = tmp_path / "cpu.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    result = CliRunner().invoke(app, ["estimate", str(path)], env={"COLUMNS": "200"})
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    host = misfit_report(path, err.value).estimate.roles["actor_train"].host_states
+    assert host["optimizer"] > 0
+    result = CliRunner().invoke(app, ["estimate", str(path), "--json"])
     assert result.exit_code == 2
-    row = next(line for line in result.output.splitlines() if line.startswith("│ actor_train"))
-    assert " host " in row
+    role = json.loads(result.stdout)["estimate"]["roles"]["actor_train"]
+    assert "optimizer" not in role["states"] and role["host_states"]["optimizer"] > 0
+    # The table, on a console wide enough whatever the terminal (the CLI's follows it).
+    import io
+
+    from rich.console import Console
+
+    import rlplex.cli.misfit as cli_misfit
+
+    wide = Console(file=io.StringIO(), width=200, force_terminal=False)
+    saved = cli_misfit.console
+    cli_misfit.console = wide
+    try:
+        cli_misfit.print_misfit(misfit_report(path, err.value), json_=False)
+    finally:
+        cli_misfit.console = saved
+    assert f"{host['optimizer']:.2f} host" in wide.file.getvalue()
