@@ -191,3 +191,17 @@ def test_published_syncs_estimate_and_per_tensor_costs_the_tensors_more() -> Non
         assert per_tensor["predicted_s"] == pytest.approx(
             bucketed["predicted_s"] + per_tensor["tensors"] * per_tensor_s
         )
+
+
+def test_heldout_sync_case_plans_the_published_layout() -> None:
+    """NeMo RL's DeepSeek-V3 refit is planned as published: one engine of tp 32 receives the
+    whole model from a trainer split pp 16 x ep 16; it is reported apart from the corpus's."""
+    bench = _bench()
+    (case,) = bench.HELDOUT_SYNC_CASES
+    config = bench.sync_config(case)
+    assert config["roles"]["actor_infer"]["num_gpus_per_worker"] == 32
+    assert config["cluster"] == {"nodes": 36, "gpus_per_node": 8, "gpu": "h100"}
+    row = bench.run_sync_case(case)
+    assert row["heldout"] is True
+    assert row["tensors"] == 45_395
+    assert all(not bench.run_sync_case(c)["heldout"] for c in bench.SYNC_CASES)
