@@ -396,7 +396,7 @@ def kv_cache_gb(ctx: _Ctx, role: Role, spec: ModelSpec, weights_gb: float) -> fl
     n, _, longest = _tokens(w)
     per_replica = math.ceil(n / _replicas(ctx, role))
     per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
-    need = per_replica * longest * per_token / f.GB
+    need = per_replica * _steps_held(ctx, role) * longest * per_token / f.GB
     transient = generate_transient_gb(spec, stored_precision(role.precision), tp, pp)
     fraction = (role.rollout or Rollout()).gpu_memory_utilization
     room = fraction * ctx.inputs.cluster.gpu_memory_gb - weights_gb - transient
@@ -411,6 +411,20 @@ def kv_cache_gb(ctx: _Ctx, role: Role, spec: ModelSpec, weights_gb: float) -> fl
             file=ctx.inputs.file,
         )
     return min(need, room)
+
+
+def _steps_held(ctx: _Ctx, role: Role) -> int:
+    """Steps' sequences an inference engine holds at once: one in a sync pipeline; k in an
+    async one of staleness k (NeMo RL's collector admits k steps' prompt groups); 1 + k for
+    an engine that streams across steps (partial rollouts, :func:`estimate_generate`)."""
+    staleness = ctx.inputs.pipeline.staleness
+    rollout = role.rollout or Rollout()
+    if (
+        rollout.partial_rollout
+        and partial_rollout_inactive(role.name, ctx.inputs.roles, ctx.inputs.pipeline) is None
+    ):
+        return 1 + max(1, staleness)
+    return max(1, staleness)
 
 
 def generate_transient_gb(spec: ModelSpec, precision: str, tp: int, pp: int) -> float:
@@ -974,7 +988,7 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
     # k steps: decode k steps' sequences together and charge a step its 1/k.
     streams = partial_rollout_inactive(role.name, ctx.inputs.roles, ctx.inputs.pipeline) is None
     streams = streams and rollout.partial_rollout
-    depth = 1 if streams else max(1, ctx.inputs.pipeline.staleness)
+    depth = 1 if streams else _steps_held(ctx, role)
     lengths = dist.lengths(per_replica * depth)
     # The slowest replica holds the step's longest response.
     longest = dist.longest_of(n * depth)
@@ -999,8 +1013,7 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
     if streams:
         # A streaming engine: no tail, but the sequences a weight sync interrupts are prefilled
         # again afterwards (their KV cache was computed with the old weights and freed).
-        ahead = max(1, ctx.inputs.pipeline.staleness)
-        slots = max(1, min(slots, per_replica * (1 + ahead)))
+        slots = max(1, min(slots, per_replica * _steps_held(ctx, role)))
         dec = stream_decode(per_replica * dist.mean, running_context, slots, costs)
         resumed_flops = slots * f.forward_flops(spec, running_context)
         resumed_matmul = 2.0 * f.active_params(spec) * running_context * slots

@@ -348,6 +348,27 @@ def test_generation_running_steps_ahead_shares_one_tail_among_them(base: dict[st
     assert four.flops == pytest.approx(one.flops, rel=0.02)
 
 
+def test_an_engine_holding_k_steps_sizes_its_kv_cache_for_them(base: dict[str, Any]) -> None:
+    """Regression: with max_staleness k the KV cache was sized for one step's sequences, so
+    an engine holding k steps' requests ran them in waves (NeMo RL's 8-step-off row); the
+    cache is now what k steps need, within what gpu_memory_utilization leaves."""
+    base["pipeline"]["mode"] = "async"
+    base["workload"]["response_tokens"] = {"mean": 1500, "max": 2000}
+    base["pipeline"]["max_staleness"] = 1
+    one = estimate_config(config_from_dict(base, file="t.yaml"))
+    base["pipeline"]["max_staleness"] = 4
+    four = estimate_config(config_from_dict(base, file="t.yaml"))
+    kv_one = one.roles["actor_infer"].states["kv_cache"]
+    kv_four = four.roles["actor_infer"].states["kv_cache"]
+    room = 0.9 * 85.52 - one.roles["actor_infer"].states["weights"]
+    assert kv_one < room / 4  # one step's sequences fit with room to spare
+    assert kv_four == pytest.approx(4 * kv_one)
+    gen_one, gen_four = one.stages["generate"].detail, four.stages["generate"].detail
+    per_replica = gen_one["sequences_per_replica"]
+    assert gen_one["slots"] == per_replica
+    assert gen_four["slots"] == 4 * per_replica  # every held sequence runs, no waves
+
+
 def test_a_search_over_staleness_prices_generation_again(base: dict[str, Any]) -> None:
     """Regression: plan --auto's staleness search and what-if copied the pipeline with
     another max_staleness and kept the generation seconds estimated for the file's, so a
