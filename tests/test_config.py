@@ -131,6 +131,20 @@ BAD_SETS = [
 ]
 
 
+def test_staleness_may_exceed_the_stage_count_up_to_the_cap(tmp_path: Path) -> None:
+    """Regression: max_staleness was refused above the stage count, so NeMo RL's
+    max_trajectory_age_steps 8 with six stages could not be written; the engine holds that
+    many steps' requests, so the value matters. The absolute cap still holds."""
+    path = write(tmp_path, BASE)
+    stages = len(load_config(path).pipeline.stages)
+    cfg = load_config(
+        path, overrides=["pipeline.mode=async", f"pipeline.max_staleness={stages + 3}"]
+    )
+    assert cfg.pipeline.staleness == stages + 3
+    with pytest.raises(ConfigError, match="less than or equal to 64"):
+        load_config(path, overrides=["pipeline.mode=async", "pipeline.max_staleness=65"])
+
+
 @pytest.mark.parametrize(("override", "message"), [b for b in BAD_SETS if b[1]])
 def test_bad_values(tmp_path: Path, override: str, message: str) -> None:
     path = write(tmp_path, BASE)

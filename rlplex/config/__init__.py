@@ -26,7 +26,8 @@ field paths:
   (:mod:`rlplex.estimate`) and listed in :attr:`Config.estimated`;
 - ``pipeline.stages.X.role`` / ``after`` / ``from`` / ``to`` / ``needs``:
   unknown role, stage or state; duplicate stages; cycles;
-- ``pipeline.max_staleness``: at most the number of stages (:func:`max_useful_staleness`);
+- ``pipeline.max_staleness``: at most :data:`MAX_STALENESS` (it may exceed the stage count:
+  an engine holds that many steps' requests, NeMo RL's ``max_trajectory_age_steps``);
 - sizes: at most :data:`MAX_ROLES` roles and :data:`MAX_STAGES` stages, an
   ``after`` no longer than the stage list, and (in any section) no NaN or
   infinity, no boolean where a number belongs (strict pydantic numbers).
@@ -51,7 +52,6 @@ from rlplex.config.checks import (
     check_finite,
     check_override_targets,
     check_pipeline_size,
-    max_useful_staleness,
     validate_model,
 )
 from rlplex.config.formats import FORMATS, IMPORTERS, ConfigFormat, detect_format, to_native
@@ -79,7 +79,6 @@ __all__ = [
     "detect_format",
     "import_pipeline_module",
     "load_config",
-    "max_useful_staleness",
     "probe_pipeline_function",
     "to_native",
     "validate_model",

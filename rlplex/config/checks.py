@@ -117,20 +117,6 @@ def check_finite(data: Any, file: str | None, field: str = "") -> None:
             stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
 
 
-def max_useful_staleness(pipeline: Pipeline) -> int:
-    """The largest ``max_staleness`` that can still change a plan: the number of stages.
-
-    With staleness k, generation may run k steps ahead, so up to k + 1 steps
-    are in flight. A step in flight is only useful while one of its stages can
-    run; a step has ``len(stages)`` stages, and the cluster runs the stages of
-    the steps in flight on the roles' devices, each device one compute op at a
-    time. So at most ``len(stages)`` steps can each have a stage running at
-    once (one stage each); any extra step in flight only waits, adding
-    memory and planning work (the planner unrolls k + 1 steps) and no speed.
-    """
-    return max(1, len(pipeline.stages))
-
-
 def check_pipeline_size(pipeline: Pipeline, file: str | None) -> None:
     """Stage count, ``after`` lengths and ``max_staleness`` within their bounds."""
     if len(pipeline.stages) > MAX_STAGES:
@@ -146,16 +132,6 @@ def check_pipeline_size(pipeline: Pipeline, file: str | None) -> None:
                 field=f"pipeline.stages.{stage.name}.after",
                 file=file,
             )
-    bound = max_useful_staleness(pipeline)
-    if pipeline.staleness > bound:
-        raise ConfigError(
-            f"must be at most {bound}, the number of stages: with k steps of staleness up to"
-            " k+1 steps are in flight, and no more steps than a step has stages can each"
-            " have a stage running at once",
-            field="pipeline.max_staleness",
-            value=pipeline.max_staleness,
-            file=file,
-        )
 
 
 def check_override_targets(native: Mapping[str, Any], overrides: Sequence[str], file: str) -> None:

@@ -33,7 +33,9 @@ MAX_STAGES = 1_000
 
 
 MAX_STALENESS = 64
-"""Absolute cap on ``max_staleness``, whatever the pipeline (see :func:`max_useful_staleness`)."""
+"""Cap on ``max_staleness`` (it bounds the steps the planner unrolls, k + 1); it may exceed
+the stage count, since an inference engine holds up to k steps' requests (NeMo RL's
+``max_trajectory_age_steps`` of 8 with six stages)."""
 
 
 class Config(BaseModel):
