@@ -345,11 +345,25 @@ def at_staleness(config: Any, k: int) -> Any:
     ]
     if not again or config.pipeline.staleness == pipeline.staleness:
         return cfg
-    est = estimate_config(cfg).stages
+    est = estimate_config(cfg)
     stages = tuple(
-        s.model_copy(update={"seconds": round(est[s.name].seconds or 0.0, 6)})
-        if s.name in again and s.name in est
+        s.model_copy(update={"seconds": round(est.stages[s.name].seconds or 0.0, 6)})
+        if s.name in again and s.name in est.stages
         else s
         for s in pipeline.stages
     )
-    return cfg.model_copy(update={"pipeline": pipeline.model_copy(update={"stages": stages})})
+    # The engine holds k steps' requests, so an estimated KV cache is sized for k too.
+    roles = {
+        n: r.model_copy(
+            update={"states": {**r.states, "kv_cache": round(est.roles[n].states["kv_cache"], 3)}}
+        )
+        if cfg.is_estimated(f"roles.{n}.states")
+        and n in est.roles
+        and "kv_cache" in est.roles[n].states
+        and "kv_cache" in r.states
+        else r
+        for n, r in cfg.roles.items()
+    }
+    return cfg.model_copy(
+        update={"pipeline": pipeline.model_copy(update={"stages": stages}), "roles": roles}
+    )

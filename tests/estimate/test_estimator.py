@@ -388,6 +388,11 @@ def test_a_search_over_staleness_prices_generation_again(base: dict[str, Any]) -
     )
     assert moved.pipeline.stage("generate").seconds < one.pipeline.stage("generate").seconds
     assert moved.pipeline.stage("train").seconds == one.pipeline.stage("train").seconds
+    # The engine's estimated KV cache follows k too (the plan's memory at k = 4).
+    kv_one, kv_four, kv_moved = (
+        c.roles["actor_infer"].states["kv_cache"] for c in (one, four, moved)
+    )
+    assert kv_moved == pytest.approx(kv_four, rel=1e-6) and kv_four > kv_one
     assert at_staleness(one, 1).pipeline.stage("generate").seconds == (
         one.pipeline.stage("generate").seconds
     )
