@@ -99,6 +99,13 @@ _VERL_PPO_PHASES = {
 """verl's PPO-with-critic phases of late 2024 (``timing/`` keys) as sums of stages."""
 
 
+def _verl_timers_summary(phases: Mapping[str, float], step: float) -> dict:
+    """The summary record of a verl row that publishes verl's own timers (``gen`` is verl's
+    colocated generation timer: the record maps it to ``generate``, so the colocated weight
+    sync it also holds is fitted as generation)."""
+    return {"framework": "verl", "timing_s": {**phases, "step": step}}
+
+
 def _verl_summary(generate_sequences: float, old: float, update: float, step: float) -> dict:
     """The summary record of a verl row: the engine's generation time is ``generate``."""
     return {
@@ -268,7 +275,8 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
     # brackets it.
     *(
         Case(case_id, config, step, phases, _VERL_COLOCATED if "colocate" in config else _VERL,
-             pair, (700.0, 1500.0, 3000.0, 6000.0), heldout=True)
+             pair, (700.0, 1500.0, 3000.0, 6000.0),
+             _verl_timers_summary(phases, step) if "colocate" in config else None, heldout=True)
         for case_id, config, step, phases, pair in (
             ("heldout-verl-fa-7b-colocate-128xH20", "heldout_verl_fa_7b_colocate_128xh20.yaml",
              356.30, {"gen": 177.85, "old_log_prob": 53.92, "update_actor": 113.81},
@@ -294,7 +302,11 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
         "heldout-verl-fa-30b-a3b-colocate-128xH20", "heldout_verl_fa_30ba3b_colocate_128xh20.yaml",
         497.89, {"gen": 348.05, "old_log_prob": 28.73, "ref": 20.86, "update_actor": 86.27},
         {**_VERL_COLOCATED, "ref": ("ref_logprob",)}, "heldout-verl-fa-30b-a3b",
-        (1000.0, 1960.0, 3000.0, 4500.0), heldout=True,
+        (1000.0, 1960.0, 3000.0, 4500.0),
+        _verl_timers_summary(
+            {"gen": 348.05, "old_log_prob": 28.73, "ref": 20.86, "update_actor": 86.27}, 497.89
+        ),
+        heldout=True,
     ),
     Case(
         "heldout-verl-fa-30b-a3b-async-96gen32train-H20",
@@ -414,7 +426,12 @@ SYNC_CASES: tuple[SyncCase, ...] = tuple(
 HELDOUT_SYNC_CASES: tuple[SyncCase, ...] = (
     # Held-out: NeMo RL's refit of DeepSeek-V3 (BF16) from a Megatron trainer (tp 1, pp 16,
     # ep 16 on 32 nodes of 8 H100) to one vLLM engine of tp 32 on 4 nodes, over its NCCL
-    # collective path (the packed broadcast of full tensors, two buffers in flight: overlapped):
+    # collective path (the packed broadcast of full tensors from trainer rank 0 over a group
+    # of every trainer and engine rank, two buffers in flight: overlapped). The page's "45,395
+    # destination-local tensors ... 69.95 GiB" per rank describes its NIXL column
+    # (shard_expert_weights is an option of refit_cfg.nixl); the NCCL path had no expert
+    # sharding when the page was written (aa8bfb2e8, 2026-07-20; nccl_reshard_refit came in
+    # e40aa046e, 2026-07-28), but the page does not say so of its NCCL column outright:
     # NVIDIA-NeMo/RL docs/guides/checkpoint-engine-refit.md @ 7ea279abf (added in aa8bfb2e8,
     # 2026-07-20), "DeepSeek-V3 Benchmark", row "| Dedicated async refit timer | 9.25 s |
     # 14.21 s | ..." (NCCL column). The same trainer layout as the v0.5/v0.6 DeepSeek-V3
@@ -794,26 +811,7 @@ def print_report(report: Report) -> None:
     corpus_pairs = [p for p in report.pairs if not p.heldout]
     console.print(_cases_table("rlplex (no calibration) vs published RL step times", corpus))
     console.print(_pairs_table("pairs: which member is faster, and by how much", corpus_pairs))
-    moved = [p for p in corpus_pairs if p.transfer]
-    if moved:
-        table = Table(title="transfer: calibrated on one member's summary record (rlplex"
-                      " calibrate), the other member predicted with the fitted costs")  # fmt: skip
-        for column in ("pair", "calibrated on", "predicted", "step pred s", "published s",
-                       "error", "fitted"):  # fmt: skip
-            table.add_column(column, justify="right" if " s" in column or column == "error"
-                             else "left")  # fmt: skip
-        for p in moved:
-            t = p.transfer or {}
-            fitted = t["fitted"]
-            eff = {k: v for k, v in fitted.get("efficiency", {}).items() if k != "stages"}
-            text = ", ".join(f"{k} {v:.3g}" for k, v in eff.items())
-            text += f"; dispatch_s {fitted.get('cluster', {}).get('dispatch_s', 0):.3g}"
-            table.add_row(
-                p.pair, short_name(t["calibrated_on"], p.members),
-                short_name(t["predicted"], p.members), _s(t["predicted_step_s"]),
-                _s(t["published_step_s"]), _pct(t["error"]), text,
-            )  # fmt: skip
-        console.print(table)
+    _print_transfers(console, "transfer", corpus_pairs)
     no_transfer = [p.pair for p in corpus_pairs if not p.transfer]
     if no_transfer:
         console.print(
@@ -861,6 +859,7 @@ def print_report(report: Report) -> None:
         )
         if held_pairs:
             console.print(_pairs_table("held-out pairs: which member is faster", held_pairs))
+            _print_transfers(console, "HELD-OUT transfer", held_pairs)
         _print_sweeps(
             console, [r for r in held if r.sweep], "held-out, unpublished mean response length"
         )
@@ -873,6 +872,40 @@ def print_report(report: Report) -> None:
             f" verdicts right {sum(p.verdict_right for p in held_pairs)} of {len(held_pairs)}",
             highlight=False,
         )
+
+
+def _print_transfers(console: Any, title: str, pairs: Sequence[PairResult]) -> None:
+    """The pairs calibrated on one member's summary record: the other member's step, the
+    published one, and what ``rlplex calibrate`` fitted."""
+    from rich.table import Table
+
+    moved = [p for p in pairs if p.transfer]
+    if not moved:
+        return
+    table = Table(title=f"{title}: calibrated on one member's summary record (rlplex"
+                  " calibrate), the other member predicted with the fitted costs")  # fmt: skip
+    for column in ("pair", "calibrated on", "predicted", "step pred s", "published s",
+                   "error", "fitted"):  # fmt: skip
+        table.add_column(column, justify="right" if " s" in column or column == "error"
+                         else "left")  # fmt: skip
+    for p in moved:
+        t = p.transfer or {}
+        fitted = t["fitted"]
+        eff = {k: v for k, v in fitted.get("efficiency", {}).items() if k != "stages"}
+        text = ", ".join(f"{k} {v:.3g}" for k, v in eff.items())
+        text += f"; dispatch_s {fitted.get('cluster', {}).get('dispatch_s', 0):.3g}"
+        table.add_row(
+            p.pair, short_name(t["calibrated_on"], p.members),
+            short_name(t["predicted"], p.members), _s(t["predicted_step_s"]),
+            _s(t["published_step_s"]), _pct(t["error"]), text,
+        )  # fmt: skip
+    console.print(table)
+    errors = [float((p.transfer or {})["error"]) for p in moved]
+    console.print(
+        f"{title}: {len(moved)} pairs, median |error| {_abs_pct(median_abs(errors))},"
+        f" worst {_pct(worst_abs(errors))}",
+        highlight=False,
+    )
 
 
 def _print_sweeps(console: Any, swept: Sequence[CaseResult], title: str) -> None:

@@ -141,6 +141,12 @@ def test_staleness_may_exceed_the_stage_count_up_to_the_cap(tmp_path: Path) -> N
         path, overrides=["pipeline.mode=async", f"pipeline.max_staleness={stages + 3}"]
     )
     assert cfg.pipeline.staleness == stages + 3
+    # The planner unrolls enough steps for k in flight, and the plan verifies.
+    from rlplex.plan import make_plan, verify_plan
+
+    plan = make_plan(cfg)
+    verify_plan(plan, cfg)
+    assert plan.period_s > 0
     with pytest.raises(ConfigError, match="less than or equal to 64"):
         load_config(path, overrides=["pipeline.mode=async", "pipeline.max_staleness=65"])
 

@@ -33,7 +33,7 @@ MAX_STAGES = 1_000
 
 
 MAX_STALENESS = 64
-"""Cap on ``max_staleness`` (it bounds the steps the planner unrolls, k + 1); it may exceed
+"""Cap on ``max_staleness`` (it bounds the steps the planner unrolls, 3 (k + 1) + 4); it may exceed
 the stage count, since an inference engine holds up to k steps' requests (NeMo RL's
 ``max_trajectory_age_steps`` of 8 with six stages)."""
 

@@ -343,7 +343,14 @@ def at_staleness(config: Any, k: int) -> Any:
         if cfg.is_estimated(f"pipeline.stages.{s.name}.seconds")
         and stage_kind(s, cfg.roles.get(s.role or "")) == "generate"
     ]
-    if not again or config.pipeline.staleness == pipeline.staleness:
+    # The engine holds k steps' requests, so an estimated KV cache is sized for k too, even
+    # where the generation seconds are given (a record's, a costs file's).
+    kv_roles = [
+        n
+        for n, r in cfg.roles.items()
+        if cfg.is_estimated(f"roles.{n}.states") and "kv_cache" in r.states
+    ]
+    if (not again and not kv_roles) or config.pipeline.staleness == pipeline.staleness:
         return cfg
     est = estimate_config(cfg)
     stages = tuple(
@@ -352,15 +359,11 @@ def at_staleness(config: Any, k: int) -> Any:
         else s
         for s in pipeline.stages
     )
-    # The engine holds k steps' requests, so an estimated KV cache is sized for k too.
     roles = {
         n: r.model_copy(
             update={"states": {**r.states, "kv_cache": round(est.roles[n].states["kv_cache"], 3)}}
         )
-        if cfg.is_estimated(f"roles.{n}.states")
-        and n in est.roles
-        and "kv_cache" in est.roles[n].states
-        and "kv_cache" in r.states
+        if n in kv_roles and n in est.roles and "kv_cache" in est.roles[n].states
         else r
         for n, r in cfg.roles.items()
     }

@@ -12,7 +12,11 @@ searching again.
 In async mode (``pipeline.mode: async``) a search also picks the staleness:
 ``k`` from 1 to the config's ``max_staleness`` (or to
 :data:`AUTO_MAX_STALENESS` when the config leaves it at 0), the smallest
-``k`` that reaches the best period. Roles may share GPUs in async mode too
+``k`` whose period is within :data:`STALENESS_TOLERANCE` of the best one (each
+step of staleness costs freshness; a generation tail shared among more steps
+keeps shortening the period by ever less). The search stops once
+:data:`STALENESS_PATIENCE` values of ``k`` in a row improve the best period by
+less than that, so a cap of 64 is not 64 searches. Roles may share GPUs in async mode too
 (DESIGN.md, ROLL's partial-GPU mode): shared devices run one compute op at a
 time and the plan interleaves them, so colocated candidates are scored like
 the others.
@@ -30,6 +34,12 @@ from rlplex.plan.search import PlacementCandidate, SearchProgress, search_placem
 
 AUTO_MAX_STALENESS = 2
 """Largest k an async search tries when the config's ``max_staleness`` is 0."""
+
+STALENESS_TOLERANCE = 0.005
+"""A larger staleness must shorten the best period by more than this share to be chosen."""
+
+STALENESS_PATIENCE = 2
+"""Values of k in a row that gain less than :data:`STALENESS_TOLERANCE` end the search."""
 
 
 @dataclass(frozen=True)
@@ -120,27 +130,46 @@ def resolve_placement(
 def _search_async(
     config: Config, top: int, progress: SearchProgress | None = None
 ) -> ResolvedPlacement:
-    """Search placement and staleness k (1..K); the smallest k reaching the best period wins."""
+    """Search placement and staleness k (1..K): the smallest k within
+    :data:`STALENESS_TOLERANCE` of the best period wins; the search stops after
+    :data:`STALENESS_PATIENCE` values of k in a row that gain less."""
     pipeline = config.pipeline
     high = pipeline.max_staleness or AUTO_MAX_STALENESS
     found: list[tuple[ScoredPlacement, Config]] = []
     search_notes: list[str] = []
     error: RlplexError | None = None
+    best_period = float("inf")
+    idle = 0
+    tried = 0
     for k in range(1, high + 1):
+        tried = k
         cfg = at_staleness(config, k)
         try:
             scored = search_placements(cfg, top=top, notes=search_notes, progress=progress)
-            found += [(ScoredPlacement(k, c), cfg) for c in scored]
         except RlplexError as exc:  # raised again when no k has a candidate
             error = error or exc
+            continue
+        found += [(ScoredPlacement(k, c), cfg) for c in scored]
+        period = min(c.period_s for c in scored) if scored else float("inf")
+        idle = idle + 1 if period >= best_period * (1 - STALENESS_TOLERANCE) else 0
+        best_period = min(best_period, period)
+        if idle >= STALENESS_PATIENCE:
+            break
     if not found:
         assert error is not None
         raise error
     found.sort(key=lambda item: (round(item[0].period_s, 9), item[0].staleness))
+    within = best_period * (1 + STALENESS_TOLERANCE)
+    chosen_k = min(c.staleness for c, _ in found if c.period_s <= within)
+    # The chosen k's candidates first (best period first), then the others as ranked.
+    found.sort(key=lambda item: item[0].staleness != chosen_k)
     best, cfg = found[0]
     notes = list(dict.fromkeys(search_notes))
     if pipeline.max_staleness != best.staleness:
-        notes.append(f"async: the search picked max_staleness {best.staleness} (tried 1 to {high})")
+        tried_text = f"1 to {tried}" + (f" of {high}" if tried < high else "")
+        notes.append(f"async: the search picked max_staleness {best.staleness}"
+                     f" (tried {tried_text}; a larger k must gain more than"
+                     f" {STALENESS_TOLERANCE:.1%})")  # fmt: skip
     return ResolvedPlacement(
         config=cfg,
         placement=dict(best.placement),

@@ -22,7 +22,10 @@ own Timeline, verl's and ROLL's logs) and fits, on the record's first steps:
 - ``cluster.dispatch_s``: the per-op overhead that makes the planned period
   equal the measured one (what the stage durations do not explain: driver
   work between ops, Ray calls, data loading), solved by the secant method on
-  the plan's period.
+  the plan's period; or, when the plan with the fitted stages is already
+  longer than the measured period, the estimated per-step overhead
+  (``step_overhead_s``, ``sequence_overhead_s``: the only estimated time no
+  recorded stage holds) lowered by one ratio until the two match.
 
 It then checks the fit on the remaining steps (held out) and reports the
 error per stage and of the period before and after. The fit is a costs file
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -375,7 +378,25 @@ def calibrate(
     )  # fmt: skip
     dispatch = 0.0
     if target is not None:
-        dispatch = _fit_dispatch(config, draft, base_doc, overrides, config_format, target)
+
+        def period_of(fit: Calibration) -> float:
+            doc = fit.costs_document(base_doc)
+            return _plan_period(_with_costs(config, doc, overrides, config_format))
+
+        ratio = _fit_overhead(period_of, draft, target, cfg)
+        if ratio is not None:
+            efficiency = {
+                **efficiency,
+                **{k: round(efficiency_value(eff, k) * ratio, 9) for k in _OVERHEAD_KEYS},
+            }
+            draft = draft.model_copy(update={"efficiency": efficiency})
+            warnings.append(
+                "the plan with the fitted stages is longer than the record's step: the"
+                " estimated per-step overhead (step_overhead_s, sequence_overhead_s) scaled by"
+                f" {ratio:.3g}"
+            )
+        else:
+            dispatch = _fit_dispatch(period_of, draft, target)
     else:
         warnings.append("the record has no step times: dispatch_s not fitted (0)")
     final = draft.model_copy(update={"dispatch_s": dispatch})
@@ -410,19 +431,53 @@ def calibrate(
     return result, doc
 
 
+_OVERHEAD_KEYS = ("step_overhead_s", "sequence_overhead_s")
+"""The estimated per-step overhead: the only estimated time no recorded stage holds."""
+
+
+def _fit_overhead(
+    period_of: Callable[[Calibration], float], draft: Calibration, target: float, cfg: Config
+) -> float | None:
+    """The ratio in [0, 1) by which the estimated per-step overhead is multiplied so that the
+    planned period falls to ``target``; None when the plan is not longer than ``target`` (then
+    ``dispatch_s`` covers the rest) or the overhead does not move the period.
+
+    Time the plan lacks may be anything the model does not price (driver work between ops:
+    ``dispatch_s``); time it has in excess, once every recorded stage is fitted, can only be
+    estimated time outside them: the framework's per-step and per-sequence overhead.
+    """
+    from rlplex.estimate.estimator import efficiency_value
+
+    base = {k: efficiency_value(cfg.efficiency, k) for k in _OVERHEAD_KEYS}
+
+    def period(r: float) -> float:
+        eff = {**draft.efficiency, **{k: v * r for k, v in base.items()}}
+        return period_of(draft.model_copy(update={"efficiency": eff}))
+
+    p1 = period(1.0)
+    if p1 <= target * (1 + 1e-6):
+        return None
+    p0 = period(0.0)
+    if p0 >= p1 - 1e-9 * p1:
+        return None
+    if p0 >= target:
+        return 0.0
+    # The period is piecewise linear in r (the overhead moves from one path to another):
+    # bisection, to a thousandth of the ratio.
+    lo, hi = 0.0, 1.0
+    while hi - lo > 1e-3:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if period(mid) < target else (lo, mid)
+    return (lo + hi) / 2
+
+
 def _fit_dispatch(
-    config: str | Path,
-    draft: Calibration,
-    base_doc: dict[str, Any],
-    overrides: Sequence[str],
-    fmt: str | None,
-    target: float,
+    period_of: Callable[[Calibration], float], draft: Calibration, target: float
 ) -> float:
     """The dispatch_s >= 0 whose planned period matches ``target`` (secant steps)."""
 
     def period(d: float) -> float:
-        doc = draft.model_copy(update={"dispatch_s": d}).costs_document(base_doc)
-        return _plan_period(_with_costs(config, doc, overrides, fmt))
+        return period_of(draft.model_copy(update={"dispatch_s": d}))
 
     p0 = period(0.0)
     if p0 >= target:

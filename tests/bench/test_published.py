@@ -128,6 +128,38 @@ def test_transfer_calibrates_on_one_member_and_predicts_the_other() -> None:
     assert "efficiency" in moved["fitted"]
 
 
+def test_heldout_colocated_members_carry_their_verl_timers_for_a_transfer() -> None:
+    """Each held-out verl fully-async pair is calibrated on its colocated member's own timers
+    (``gen`` is verl's generation timer) and predicts the other member; the report prints it
+    in a table of its own, apart from the corpus's transfers."""
+    import io
+
+    from rich.console import Console
+
+    bench = _bench()
+    held_pairs = {c.pair for c in bench.HELDOUT_CASES if c.summary is not None}
+    assert held_pairs == {
+        "heldout-verl-fa-7b-128", "heldout-verl-fa-7b-64", "heldout-verl-fa-7b-32",
+        "heldout-verl-fa-30b-a3b",
+    }  # fmt: skip
+    source = next(c for c in bench.CASES if c.id == "heldout-verl-fa-7b-colocate-128xH20")
+    assert source.summary == {
+        "framework": "verl",
+        "timing_s": {"gen": 177.85, "old_log_prob": 53.92, "update_actor": 113.81, "step": 356.30},
+    }
+    target = next(c for c in bench.CASES if c.id == "heldout-verl-fa-7b-async-64gen64train-H20")
+    moved = bench.transfer(source, target)
+    assert moved["fitted_period_s"] == pytest.approx(356.30, rel=0.02)
+    assert moved["error"] == pytest.approx(moved["predicted_step_s"] / 150.63 - 1.0)
+    pair = bench.PairResult("heldout-verl-fa-7b-128", (source.id, target.id), target.id,
+                            target.id, 2.37, 2.1, transfer=moved, heldout=True)  # fmt: skip
+    out = io.StringIO()
+    bench._print_transfers(Console(file=out, width=200), "HELD-OUT transfer", [pair])
+    text = out.getvalue()
+    assert "colocate-128xH20" in text and "150.6" in text
+    assert f"HELD-OUT transfer: 1 pairs, median |error| {abs(moved['error']) * 100:.0f}%" in text
+
+
 def test_heldout_cases_load_and_plan() -> None:
     """The held-out runs (not in the corpus) load, plan, and stay out of the corpus summary."""
     bench = _bench()
@@ -193,9 +225,10 @@ def test_published_syncs_estimate_and_per_tensor_costs_the_tensors_more() -> Non
         )
 
 
-def test_heldout_sync_case_plans_the_published_layout() -> None:
+def test_heldout_sync_case_plans_the_published_layout(capsys: pytest.CaptureFixture[str]) -> None:
     """NeMo RL's DeepSeek-V3 refit is planned as published: one engine of tp 32 receives the
-    whole model from a trainer split pp 16 x ep 16; it is reported apart from the corpus's."""
+    whole model from a trainer split pp 16 x ep 16; it is reported apart from the corpus's.
+    45,395 is the tensor count the source reports each engine rank loading."""
     bench = _bench()
     (case,) = bench.HELDOUT_SYNC_CASES
     config = bench.sync_config(case)
@@ -204,4 +237,8 @@ def test_heldout_sync_case_plans_the_published_layout() -> None:
     row = bench.run_sync_case(case)
     assert row["heldout"] is True
     assert row["tensors"] == 45_395
-    assert all(not bench.run_sync_case(c)["heldout"] for c in bench.SYNC_CASES)
+    report = bench.run(bench.CORPUS_CASES[:1], sweep=False, transfers=False)
+    bench.print_report(report)
+    out = capsys.readouterr().out
+    assert f"weight sync error over {len(bench.SYNC_CASES)} published syncs" in out
+    assert "weight sync error over 1 HELD-OUT syncs: median" in out

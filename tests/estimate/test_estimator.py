@@ -369,6 +369,47 @@ def test_an_engine_holding_k_steps_sizes_its_kv_cache_for_them(base: dict[str, A
     assert gen_four["slots"] == 4 * per_replica  # every held sequence runs, no waves
 
 
+def test_a_streaming_engine_sizes_its_kv_cache_for_one_step_more(base: dict[str, Any]) -> None:
+    """A partial-rollout engine on its own GPUs keeps the next step's requests running
+    beside the k steps' it holds: its KV cache is sized for 1 + k steps (twice the drained
+    engine's at k = 1)."""
+    base["pipeline"]["mode"] = "async"
+    base["pipeline"]["max_staleness"] = 1
+    base["workload"]["response_tokens"] = {"mean": 1500, "max": 2000}
+    base["cluster"]["nodes"] = 2
+    base["roles"]["actor_infer"]["devices"] = "8-15"
+    drained = estimate_config(config_from_dict(base, file="t.yaml"))
+    base["roles"]["actor_infer"]["rollout"] = {"partial_rollout": True}
+    streaming = estimate_config(config_from_dict(base, file="t.yaml"))
+    assert streaming.stages["generate"].detail["partial_rollout"]
+    kv_drained = drained.roles["actor_infer"].states["kv_cache"]
+    kv_streaming = streaming.roles["actor_infer"].states["kv_cache"]
+    assert kv_streaming == pytest.approx(2 * kv_drained)
+
+
+def test_a_search_over_staleness_sizes_the_kv_cache_with_given_seconds(
+    base: dict[str, Any],
+) -> None:
+    """Regression: at_staleness returned early when no generation seconds were estimated (a
+    record's or a costs file's seconds, as what-if gives them), so the estimated KV cache
+    kept the file's k and the plan at k = 4 understated the engine's memory."""
+    from rlplex.estimate.fill import at_staleness
+
+    base["pipeline"]["mode"] = "async"
+    base["pipeline"]["max_staleness"] = 1
+    base["pipeline"]["stages"]["generate"]["seconds"] = 20.0
+    one = config_from_dict(base, file="t.yaml")
+    base["pipeline"]["max_staleness"] = 4
+    four = config_from_dict(base, file="t.yaml")
+    moved = at_staleness(one, 4)
+    assert moved.pipeline.stage("generate").seconds == 20.0
+    kv_one, kv_four, kv_moved = (
+        c.roles["actor_infer"].states["kv_cache"] for c in (one, four, moved)
+    )
+    assert kv_four > kv_one
+    assert kv_moved == pytest.approx(kv_four, rel=1e-6)
+
+
 def test_a_search_over_staleness_prices_generation_again(base: dict[str, Any]) -> None:
     """Regression: plan --auto's staleness search and what-if copied the pipeline with
     another max_staleness and kept the generation seconds estimated for the file's, so a

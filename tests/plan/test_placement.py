@@ -6,7 +6,7 @@ import pytest
 
 from rlplex.config import ASYNC_STALENESS_0, load_config
 from rlplex.plan import make_plan, plan_for_placement, search_placements, verify_plan
-from rlplex.plan.placement import AUTO_MAX_STALENESS, resolve_placement
+from rlplex.plan.placement import AUTO_MAX_STALENESS, STALENESS_TOLERANCE, resolve_placement
 
 GRPO = "examples/grpo.yaml"
 ASYNC_K1 = ["pipeline.mode=async", "pipeline.max_staleness=1"]
@@ -83,8 +83,28 @@ def test_async_auto_also_searches_the_staleness() -> None:
     }
     best = min(periods.values())
     assert resolved.config.pipeline.staleness == min(
-        k for k, p in periods.items() if p <= best + 1e-9
+        k for k, p in periods.items() if p <= best * (1 + STALENESS_TOLERANCE)
     )
+
+
+def test_a_large_staleness_cap_stops_the_search_when_k_gains_little() -> None:
+    """Regression: with max_staleness 64 the search planned every k from 1 to 64 (24 s for
+    the 72B example) and chose k = 64 for a period 0.9 % below k = 2's. It now stops after
+    STALENESS_PATIENCE values of k in a row gain less than STALENESS_TOLERANCE, and takes
+    the smallest k within that share of the best period."""
+    cfg = load_config("examples/estimate_72b.yaml",
+                      overrides=["pipeline.mode=async", "pipeline.max_staleness=64"])  # fmt: skip
+    resolved = resolve_placement(cfg, auto=True)
+    tried = sorted({c.staleness for c in resolved.candidates})
+    assert max(tried) < 64
+    k = resolved.config.pipeline.staleness
+    assert any(f"picked max_staleness {k} (tried 1 to " in n and " of 64;" in n
+               for n in resolved.notes)  # fmt: skip
+    best = min(c.period_s for c in resolved.candidates)
+    assert resolved.best.staleness == k
+    assert resolved.best.period_s <= best * (1 + STALENESS_TOLERANCE)
+    assert all(c.period_s > best * (1 + STALENESS_TOLERANCE)
+               for c in resolved.candidates if c.staleness < k)  # fmt: skip
 
 
 def test_sync_warnings_are_empty_and_explicit_placements_are_not_searched() -> None:

@@ -236,3 +236,49 @@ def test_the_fit_of_an_engine_across_hosts_reprices_its_whole_latency(tmp_path: 
     costs.write_text(yaml.safe_dump(doc))
     planned = load_config(path, costs=costs).pipeline.stage("generate").seconds
     assert planned == pytest.approx(generate.after_s, rel=1e-3)
+
+
+def test_an_estimate_longer_than_the_record_lowers_the_per_step_overhead(
+    tmp_path: Path,
+) -> None:
+    """Regression: a summary whose step leaves less time outside its stages than the
+    estimate's per-step overhead (verl's fully-async colocated rows: 11 s outside, 35 s
+    estimated) was fitted with dispatch_s 0 and a plan 9 % longer than the step it was fitted
+    on. The per-step overhead, the only estimated time no recorded stage holds, is lowered
+    until the plan matches; a plan that falls short still takes dispatch_s."""
+    config = {
+        "model": "qwen2.5-7b",
+        "workload": {"prompts_per_step": 256, "samples_per_prompt": 16,
+                     "prompt_tokens": {"mean": 200, "max": 400},
+                     "response_tokens": {"mean": 500, "max": 1000}},
+        "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "h100"},
+        "roles": {"actor_infer": {"devices": "0-7", "num_gpus_per_worker": 2},
+                  "actor_train": {"devices": "0-7", "parallel": {"fsdp": True}},
+                  "rewards": {"world_size": 4}},
+        "pipeline": {"stages": {
+            "generate": {"role": "actor_infer"},
+            "reward": {"role": "rewards", "after": ["generate"]},
+            "train": {"role": "actor_train", "after": ["reward"]},
+        }},
+    }  # fmt: skip
+    path = tmp_path / "colocated.yaml"
+    path.write_text(yaml.safe_dump(config))
+    reward_s = 256 * 16 * 0.004  # sequences x the default sequence_overhead_s
+    for outside_s, lowered in ((2.0, True), (30.0, False)):
+        step = 60.0 + 40.0 + outside_s
+        record = tmp_path / "summary.yaml"
+        record.write_text(yaml.safe_dump({"framework": "verl", "timing_s": {
+            "gen": 60.0, "update_actor": 40.0, "step": step}}))  # fmt: skip
+        result, doc = calibrate(record, path)
+        assert result.period_after_s == pytest.approx(step, rel=0.01), outside_s
+        if lowered:
+            ratio = doc["efficiency"]["sequence_overhead_s"] / 0.004
+            assert 0.0 <= ratio < 1.0
+            assert doc["efficiency"]["step_overhead_s"] == pytest.approx(2.0 * ratio, rel=1e-3)
+            assert doc["cluster"]["dispatch_s"] == 0.0
+            assert any("per-step overhead" in w for w in result.warnings)
+            # what the plan keeps outside the two stages is what the record leaves
+            assert reward_s * ratio + 2.0 * ratio == pytest.approx(outside_s, abs=0.2)
+        else:
+            assert "sequence_overhead_s" not in doc["efficiency"]
+            assert doc["cluster"]["dispatch_s"] > 0.0
