@@ -373,7 +373,11 @@ def calibrate(
             f"{s.after_s:.3f} s", _pct(s.error_after),
         )  # fmt: skip
     table.add_row(
-        "period", f"dispatch {result.dispatch_s:.4g} s/op", f"{result.measured_period_s:.3f} s",
+        "period",
+        f"dispatch {result.dispatch_s:.4g} s/op"
+        if result.overhead_ratio is None
+        else f"overhead x{result.overhead_ratio:.3g}",
+        f"{result.measured_period_s:.3f} s",
         f"{result.period_before_s:.3f} s", _pct(result.period_error_before),
         f"{result.period_after_s:.3f} s", _pct(result.period_error_after), style="bold",
     )  # fmt: skip

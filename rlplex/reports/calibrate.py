@@ -110,6 +110,10 @@ class Calibration(BaseModel):
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     """Fitted seconds of stages the config gives."""
     dispatch_s: float = 0.0
+    overhead_ratio: float | None = None
+    """The factor on the estimated per-step overhead (``step_overhead_s``,
+    ``sequence_overhead_s``) when the plan with the fitted stages was longer than the record's
+    step; None when ``dispatch_s`` was fitted instead."""
     measured_period_s: float
     """Measured period over the held-out steps."""
     period_before_s: float
@@ -389,7 +393,7 @@ def calibrate(
                 **efficiency,
                 **{k: round(efficiency_value(eff, k) * ratio, 9) for k in _OVERHEAD_KEYS},
             }
-            draft = draft.model_copy(update={"efficiency": efficiency})
+            draft = draft.model_copy(update={"efficiency": efficiency, "overhead_ratio": ratio})
             warnings.append(
                 "the plan with the fitted stages is longer than the record's step: the"
                 " estimated per-step overhead (step_overhead_s, sequence_overhead_s) scaled by"

@@ -274,6 +274,7 @@ def test_an_estimate_longer_than_the_record_lowers_the_per_step_overhead(
         if lowered:
             ratio = doc["efficiency"]["sequence_overhead_s"] / 0.004
             assert 0.0 <= ratio < 1.0
+            assert result.overhead_ratio == pytest.approx(ratio, rel=1e-3)
             assert doc["efficiency"]["step_overhead_s"] == pytest.approx(2.0 * ratio, rel=1e-3)
             assert doc["cluster"]["dispatch_s"] == 0.0
             assert any("per-step overhead" in w for w in result.warnings)
@@ -281,4 +282,5 @@ def test_an_estimate_longer_than_the_record_lowers_the_per_step_overhead(
             assert reward_s * ratio + 2.0 * ratio == pytest.approx(outside_s, abs=0.2)
         else:
             assert "sequence_overhead_s" not in doc["efficiency"]
+            assert result.overhead_ratio is None
             assert doc["cluster"]["dispatch_s"] > 0.0
