@@ -371,6 +371,40 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
              "heldout-nemorl06-qwen3-30b-a3b-gb200"),
         )
     ),
+    # NeMo RL v0.4 (its first performance summary, docs/about/performance-summary.md @
+    # cff17f83b, 2025-12-01, "Nemo RL v0.4", H100 BF16; recipes @ tag v0.4.0): other layouts and
+    # lengths than v0.5's. Added 2026-11-25, configs written blind by a helper from the rows and
+    # the recipes and committed (cc005c3) before any was planned. Only the step is published;
+    # pairs as the table gives them (the Llama-3.1-8B rows are the corpus's settings, left out).
+    *(
+        Case(case_id, config, step, {}, {}, pair, heldout=True)
+        for case_id, config, step, pair in (
+            ("heldout-nemorl-v0.4-deepseek-v3-onpolicy-256xH100",
+             "heldout_nemorl04_deepseekv3_onpolicy_256xh100.yaml", 154.0,
+             "heldout-nemorl04-deepseek-v3"),
+            ("heldout-nemorl-v0.4-deepseek-v3-1off-256gen256train-H100",
+             "heldout_nemorl04_deepseekv3_1off_256gen256train_h100.yaml", 77.9,
+             "heldout-nemorl04-deepseek-v3"),
+            ("heldout-nemorl-v0.4-qwen3-235b-a22b-onpolicy-128xH100",
+             "heldout_nemorl04_qwen3_235b_onpolicy_128xh100.yaml", 506.0,
+             "heldout-nemorl04-qwen3-235b"),
+            ("heldout-nemorl-v0.4-qwen3-235b-a22b-1off-128gen128train-H100",
+             "heldout_nemorl04_qwen3_235b_1off_128gen128train_h100.yaml", 241.0,
+             "heldout-nemorl04-qwen3-235b"),
+            ("heldout-nemorl-v0.4-qwen3-30b-a3b-onpolicy-32xH100",
+             "heldout_nemorl04_qwen3_30ba3b_onpolicy_32xh100.yaml", 225.0,
+             "heldout-nemorl04-qwen3-30b-a3b"),
+            ("heldout-nemorl-v0.4-qwen3-30b-a3b-1off-16gen16train-H100",
+             "heldout_nemorl04_qwen3_30ba3b_1off_16gen16train_h100.yaml", 244.0,
+             "heldout-nemorl04-qwen3-30b-a3b"),
+            ("heldout-nemorl-v0.4-qwen3-32b-onpolicy-32xH100",
+             "heldout_nemorl04_qwen3_32b_onpolicy_32xh100.yaml", 393.0,
+             "heldout-nemorl04-qwen3-32b"),
+            ("heldout-nemorl-v0.4-qwen3-32b-1off-32gen32train-H100",
+             "heldout_nemorl04_qwen3_32b_1off_32gen32train_h100.yaml", 215.0,
+             "heldout-nemorl04-qwen3-32b"),
+        )
+    ),
     # verl's DeepSeek-V3 671B GRPO on 96 H20 (docs/perf/dpsk.md @ b178a3cd5, row since
     # e2e4c35ec): step 1700 s, rollout 1050 s (verl's gen timer), mean response 1960 published.
     Case(
