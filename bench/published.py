@@ -101,8 +101,8 @@ _VERL_PPO_PHASES = {
 
 def _verl_timers_summary(phases: Mapping[str, float], step: float) -> dict:
     """The summary record of a verl row that publishes verl's own timers (``gen`` is verl's
-    colocated generation timer: the record maps it to ``generate``, so the colocated weight
-    sync it also holds is fitted as generation)."""
+    colocated generation timer, which also holds the colocated weight sync:
+    :func:`summary_record` takes the sync's estimate off before the fit)."""
     return {"framework": "verl", "timing_s": {**phases, "step": step}}
 
 
@@ -687,6 +687,28 @@ def _calibrate() -> Any:
     return calibrate
 
 
+def summary_record(source: Case) -> dict[str, Any]:
+    """``source``'s summary record as calibrate reads it. A published timer that holds
+    several stages (``predicted_as``: verl's colocated ``gen`` is generation and the weight
+    sync) is given to its first stage less the estimates of the others, which the plan keeps:
+    otherwise the fit would count them twice."""
+    record = dict(source.summary or {})
+    timing = dict(record.get("timing_s", {}))
+    mixed = {n: source.predicted_as[n] for n in timing if len(source.predicted_as.get(n, ())) > 1}
+    if not mixed:
+        return record
+    from rlplex.config import load_config
+    from rlplex.estimate.estimator import estimate_config
+
+    estimate = estimate_config(load_config(CONFIGS / source.config))
+    stages = dict(record.get("stages", {}))
+    for name, (first, *others) in mixed.items():
+        held = sum(float(estimate.stages[o].seconds or 0.0) for o in others if o in estimate.stages)
+        timing[name] = round(max(0.0, timing[name] - held), 6)
+        stages[name] = first
+    return {**record, "timing_s": timing, "stages": stages}
+
+
 def transfer(source: Case, target: Case) -> dict[str, Any]:
     """Calibrate on ``source``'s summary record; predict ``target``'s step with those costs."""
     import tempfile
@@ -698,7 +720,7 @@ def transfer(source: Case, target: Case) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp:
         record = Path(tmp) / "summary.yaml"
-        record.write_text(yaml.safe_dump(dict(source.summary or {})), encoding="utf-8")
+        record.write_text(yaml.safe_dump(summary_record(source)), encoding="utf-8")
         fit, doc = _calibrate()(record, CONFIGS / source.config)
         costs = Path(tmp) / "costs.yaml"
         costs.write_text(yaml.safe_dump(doc), encoding="utf-8")

@@ -81,9 +81,13 @@ class ResolvedPlacement:
     placement: dict[str, tuple[int, ...]]
     """Devices of each GPU role."""
     candidates: tuple[ScoredPlacement, ...] = ()
-    """Every candidate scored, best first (empty when nothing was searched)."""
+    """The candidates scored, best first (empty when nothing was searched); in an async
+    search, those of the chosen staleness first, then the others by period."""
     notes: tuple[str, ...] = field(default=())
     """What the resolution decided that the user should know (the staleness picked)."""
+    staleness_periods: dict[int, float] = field(default_factory=dict)
+    """Async search: the best period of each staleness k tried (a k that could not be
+    planned is absent)."""
 
     @property
     def searched(self) -> bool:
@@ -139,6 +143,8 @@ def _search_async(
     search_notes: list[str] = []
     error: RlplexError | None = None
     best_period = float("inf")
+    periods: dict[int, float] = {}
+    failed: list[int] = []
     idle = 0
     tried = 0
     for k in range(1, high + 1):
@@ -148,9 +154,16 @@ def _search_async(
             scored = search_placements(cfg, top=top, notes=search_notes, progress=progress)
         except RlplexError as exc:  # raised again when no k has a candidate
             error = error or exc
+            failed.append(k)
+            # Past a k that planned, a larger k that cannot (its KV cache grows with k)
+            # gains nothing either.
+            idle += 1 if periods else 0
+            if idle >= STALENESS_PATIENCE:
+                break
             continue
         found += [(ScoredPlacement(k, c), cfg) for c in scored]
         period = min(c.period_s for c in scored) if scored else float("inf")
+        periods[k] = period
         idle = idle + 1 if period >= best_period * (1 - STALENESS_TOLERANCE) else 0
         best_period = min(best_period, period)
         if idle >= STALENESS_PATIENCE:
@@ -170,9 +183,14 @@ def _search_async(
         notes.append(f"async: the search picked max_staleness {best.staleness}"
                      f" (tried {tried_text}; a larger k must gain more than"
                      f" {STALENESS_TOLERANCE:.1%})")  # fmt: skip
+    if failed and error is not None:
+        ks = ", ".join(str(k) for k in failed)
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        notes.append(f"async: max_staleness {ks} could not be planned ({reason})")
     return ResolvedPlacement(
         config=cfg,
         placement=dict(best.placement),
         candidates=tuple(c for c, _ in found[:top]),
         notes=tuple(notes),
+        staleness_periods=periods,
     )

@@ -164,6 +164,7 @@ class Calibration(BaseModel):
             "efficiency": self.efficiency,
             "stage_seconds": self.stage_seconds,
             "dispatch_s": self.dispatch_s,
+            "overhead_ratio": self.overhead_ratio,
             "period": {
                 "measured_s": self.measured_period_s,
                 "before_s": self.period_before_s,
@@ -282,7 +283,7 @@ def calibrate(
         ConfigError: an unreadable record or config, no stage of the config in
             the record, or too few steps.
     """
-    from rlplex.estimate.estimator import efficiency_value, stage_kind
+    from rlplex.estimate.estimator import efficiency_value, is_rule_reward, stage_kind
     from rlplex.plan.costs import config_placement, stage_work_seconds
     from rlplex.resources.importers.common import check_costs
     from rlplex.resources.yaml_io import load_yaml_file
@@ -350,6 +351,24 @@ def calibrate(
             efficiency[key] = round(efficiency_value(eff, key) * ratio, 9)
         for n in names:
             after[n] = fixed[n] + scaled[n] * ratio
+    # A recorded rule-reward stage is the per-sequence controller work the estimate prices
+    # at sequence_overhead_s: its measured seconds fit that parameter (what remains of the
+    # per-step overhead is then step_overhead_s alone).
+    overhead_keys = _OVERHEAD_KEYS
+    for stage in cfg.pipeline.stages:
+        name = stage.name
+        if (
+            measured[name]
+            and before[name] > 0
+            and cfg.is_estimated(f"pipeline.stages.{name}.seconds")
+            and is_rule_reward(stage, cfg.roles.get(stage.role or ""))
+        ):
+            key = "sequence_overhead_s"
+            scale = float(measured[name] or 0.0) / before[name]
+            efficiency[key] = round(efficiency_value(eff, key) * scale, 9)
+            after[name] = float(measured[name] or 0.0)
+            overhead_keys = ("step_overhead_s",)
+            break
     if any(v > 1.0 for k, v in efficiency.items() if k in ("train", "forward", "prefill")):
         warnings.append(
             "a fitted efficiency exceeds 1 (more than the GPU preset's peak): the preset's"
@@ -387,16 +406,16 @@ def calibrate(
             doc = fit.costs_document(base_doc)
             return _plan_period(_with_costs(config, doc, overrides, config_format))
 
-        ratio = _fit_overhead(period_of, draft, target, cfg)
+        ratio = _fit_overhead(period_of, draft, target, cfg, overhead_keys)
         if ratio is not None:
             efficiency = {
                 **efficiency,
-                **{k: round(efficiency_value(eff, k) * ratio, 9) for k in _OVERHEAD_KEYS},
+                **{k: round(efficiency_value(eff, k) * ratio, 9) for k in overhead_keys},
             }
             draft = draft.model_copy(update={"efficiency": efficiency, "overhead_ratio": ratio})
             warnings.append(
                 "the plan with the fitted stages is longer than the record's step: the"
-                " estimated per-step overhead (step_overhead_s, sequence_overhead_s) scaled by"
+                f" estimated per-step overhead ({', '.join(overhead_keys)}) scaled by"
                 f" {ratio:.3g}"
             )
         else:
@@ -424,11 +443,18 @@ def calibrate(
         )
         for n in cfg.pipeline.names
     )
+    period_after = _plan_period(cfg_after)
+    if target is not None and period_after > target * 1.01:
+        warnings.append(
+            f"the plan stays {period_after / target - 1:.1%} longer than the record's step"
+            f" ({period_after:.3f} s against {target:.3f} s): no fitted parameter moves the"
+            " rest (a stage's terms that are not fitted, or a given seconds)"
+        )
     result = final.model_copy(
         update={
             "stages": fits,
             "measured_period_s": recorded_period(run, check_or_fit) or 0.0,
-            "period_after_s": _plan_period(cfg_after),
+            "period_after_s": period_after,
             "warnings": tuple(warnings),
         }
     )
@@ -436,11 +462,16 @@ def calibrate(
 
 
 _OVERHEAD_KEYS = ("step_overhead_s", "sequence_overhead_s")
-"""The estimated per-step overhead: the only estimated time no recorded stage holds."""
+"""The estimated per-step overhead: estimated time no recorded stage holds (unless the record
+has the rule-reward stage, whose measured seconds fit ``sequence_overhead_s``)."""
 
 
 def _fit_overhead(
-    period_of: Callable[[Calibration], float], draft: Calibration, target: float, cfg: Config
+    period_of: Callable[[Calibration], float],
+    draft: Calibration,
+    target: float,
+    cfg: Config,
+    keys: Sequence[str] = _OVERHEAD_KEYS,
 ) -> float | None:
     """The ratio in [0, 1) by which the estimated per-step overhead is multiplied so that the
     planned period falls to ``target``; None when the plan is not longer than ``target`` (then
@@ -452,14 +483,16 @@ def _fit_overhead(
     """
     from rlplex.estimate.estimator import efficiency_value
 
-    base = {k: efficiency_value(cfg.efficiency, k) for k in _OVERHEAD_KEYS}
+    base = {k: efficiency_value(cfg.efficiency, k) for k in keys}
 
     def period(r: float) -> float:
         eff = {**draft.efficiency, **{k: v * r for k, v in base.items()}}
         return period_of(draft.model_copy(update={"efficiency": eff}))
 
     p1 = period(1.0)
-    if p1 <= target * (1 + 1e-6):
+    # Within the bisection's precision of the target: nothing to lower (a fit calibrated
+    # again on its own record stays as it is).
+    if p1 <= target * (1 + 1e-4):
         return None
     p0 = period(0.0)
     if p0 >= p1 - 1e-9 * p1:

@@ -7,7 +7,8 @@ config file (colocated or split rollout, rollout tensor parallel size,
 trainer sharding, sync or async), lets the estimator price and size it (with
 ``--costs`` from ``rlplex calibrate`` merged in), plans it (offloads where
 states do not fit together, GPU and host memory checked), and keeps the
-fastest plan that fits. A count where nothing fits says why in one line. The
+fastest plan that fits (within 0.5 % of it, the least stale). A count where nothing
+fits says why in one line. The
 rows no other row beats on both step time and GPU-hours form the Pareto
 front; any front row can be written back as a native config
 (:func:`write_config`) that plans to the same period.
@@ -540,7 +541,7 @@ def size_report(
                 progress(done, total, f"{n} x {g}: {knobs.label()}")
         every.extend(scored)
         fit = [s for s in scored if s.fits]
-        best = min(fit, key=lambda s: (s.period_s, s.knobs)) if fit else None
+        best = _fastest(fit)
         rows.append(CountRow(n, g, best, None if best else _why(scored, n, g), len(scored)))
     smallest: dict[str, int] = {}
     for row in rows:
@@ -578,6 +579,18 @@ def _with_fix(row: CountRow, smallest: Mapping[str, int]) -> CountRow:
     else:
         fix = "fix: more GPUs than tried, or a GPU with more memory"
     return CountRow(row.gpus, row.gpu, None, f"{row.reason}; {fix}", row.tried)
+
+
+def _fastest(fit: Sequence[Scored]) -> Scored | None:
+    """The fastest plan that fits; within ``STALENESS_TOLERANCE`` of it, the one with the
+    least staleness (as ``plan --auto`` chooses k: a step of staleness must buy more)."""
+    from rlplex.plan.placement import STALENESS_TOLERANCE
+
+    if not fit:
+        return None
+    fastest = min(s.period_s or 0.0 for s in fit)
+    near = [s for s in fit if (s.period_s or 0.0) <= fastest * (1 + STALENESS_TOLERANCE)]
+    return min(near, key=lambda s: (s.knobs.staleness, s.period_s, s.knobs))
 
 
 def write_config(report: SizeReport, row: int, path: str | Path) -> Scored:

@@ -147,6 +147,12 @@ def test_heldout_colocated_members_carry_their_verl_timers_for_a_transfer() -> N
         "framework": "verl",
         "timing_s": {"gen": 177.85, "old_log_prob": 53.92, "update_actor": 113.81, "step": 356.30},
     }
+    # verl's colocated gen holds the weight sync: the record gives generate the rest
+    record = bench.summary_record(source)
+    sync_s = estimate_config(load_config(bench.CONFIGS / source.config)).stages["weight_sync"]
+    assert record["stages"] == {"gen": "generate"}
+    assert record["timing_s"]["gen"] == pytest.approx(177.85 - float(sync_s.seconds or 0), abs=1e-5)
+    assert 0 < float(sync_s.seconds or 0) < 20
     target = next(c for c in bench.CASES if c.id == "heldout-verl-fa-7b-async-64gen64train-H20")
     moved = bench.transfer(source, target)
     assert moved["fitted_period_s"] == pytest.approx(356.30, rel=0.02)

@@ -6,7 +6,12 @@ import pytest
 
 from rlplex.config import ASYNC_STALENESS_0, load_config
 from rlplex.plan import make_plan, plan_for_placement, search_placements, verify_plan
-from rlplex.plan.placement import AUTO_MAX_STALENESS, STALENESS_TOLERANCE, resolve_placement
+from rlplex.plan.placement import (
+    AUTO_MAX_STALENESS,
+    STALENESS_PATIENCE,
+    STALENESS_TOLERANCE,
+    resolve_placement,
+)
 
 GRPO = "examples/grpo.yaml"
 ASYNC_K1 = ["pipeline.mode=async", "pipeline.max_staleness=1"]
@@ -95,16 +100,20 @@ def test_a_large_staleness_cap_stops_the_search_when_k_gains_little() -> None:
     cfg = load_config("examples/estimate_72b.yaml",
                       overrides=["pipeline.mode=async", "pipeline.max_staleness=64"])  # fmt: skip
     resolved = resolve_placement(cfg, auto=True)
-    tried = sorted({c.staleness for c in resolved.candidates})
-    assert max(tried) < 64
+    periods = resolved.staleness_periods
+    tried = sorted(periods)
+    assert tried == list(range(1, len(tried) + 1)) and len(tried) < 64
+    # it stopped because the last STALENESS_PATIENCE values each gained too little
+    for k in tried[-STALENESS_PATIENCE:]:
+        before = min(periods[j] for j in tried if j < k)
+        assert periods[k] >= before * (1 - STALENESS_TOLERANCE), k
+    best = min(periods.values())
     k = resolved.config.pipeline.staleness
-    assert any(f"picked max_staleness {k} (tried 1 to " in n and " of 64;" in n
+    assert k == min(j for j, p in periods.items() if p <= best * (1 + STALENESS_TOLERANCE))
+    assert resolved.best is not None and resolved.best.staleness == k
+    assert resolved.best.period_s == pytest.approx(periods[k])
+    assert any(f"picked max_staleness {k} (tried 1 to {tried[-1]} of 64;" in n
                for n in resolved.notes)  # fmt: skip
-    best = min(c.period_s for c in resolved.candidates)
-    assert resolved.best.staleness == k
-    assert resolved.best.period_s <= best * (1 + STALENESS_TOLERANCE)
-    assert all(c.period_s > best * (1 + STALENESS_TOLERANCE)
-               for c in resolved.candidates if c.staleness < k)  # fmt: skip
 
 
 def test_sync_warnings_are_empty_and_explicit_placements_are_not_searched() -> None:
@@ -154,3 +163,29 @@ def _json(output: str) -> dict:
     import json
 
     return json.loads(output[output.index("{") :])
+
+
+def test_a_staleness_that_cannot_be_planned_ends_the_search(monkeypatch) -> None:
+    """Past a k that planned, each k that cannot (its KV cache grows with k) counts as one
+    that gains nothing: the search stops instead of trying every k to the cap, and says
+    which k failed."""
+    import rlplex.plan.placement as placement
+    from rlplex.errors import InfeasibleError
+
+    real = placement.search_placements
+    calls: list[int] = []
+
+    def search(cfg, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(cfg.pipeline.staleness)
+        if cfg.pipeline.staleness >= 3:
+            raise InfeasibleError("no placement fits")
+        return real(cfg, **kwargs)
+
+    monkeypatch.setattr(placement, "search_placements", search)
+    cfg = load_config("examples/estimate_72b.yaml",
+                      overrides=["pipeline.mode=async", "pipeline.max_staleness=64"])  # fmt: skip
+    resolved = resolve_placement(cfg, auto=True)
+    assert max(calls) <= 2 + STALENESS_PATIENCE
+    assert set(resolved.staleness_periods) == {1, 2}
+    assert resolved.config.pipeline.staleness in (1, 2)
+    assert any("could not be planned (no placement fits)" in n for n in resolved.notes)

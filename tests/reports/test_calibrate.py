@@ -284,3 +284,54 @@ def test_an_estimate_longer_than_the_record_lowers_the_per_step_overhead(
             assert "sequence_overhead_s" not in doc["efficiency"]
             assert result.overhead_ratio is None
             assert doc["cluster"]["dispatch_s"] > 0.0
+
+
+def test_a_recorded_reward_stage_fits_the_per_sequence_overhead(tmp_path: Path) -> None:
+    """Regression: a recorded rule-reward stage kept its estimate (the record's seconds were
+    ignored), and the per-step overhead fit then moved it to close the period gap (10 s
+    measured -> 1.8 s planned). Its measured seconds now fit sequence_overhead_s, and only
+    step_overhead_s is left to the period."""
+    config = {
+        "model": "qwen2.5-7b",
+        "workload": {"prompts_per_step": 256, "samples_per_prompt": 16,
+                     "prompt_tokens": {"mean": 200, "max": 400},
+                     "response_tokens": {"mean": 500, "max": 1000}},
+        "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "h100"},
+        "roles": {"actor_infer": {"devices": "0-7", "num_gpus_per_worker": 2},
+                  "actor_train": {"devices": "0-7", "parallel": {"fsdp": True}},
+                  "rewards": {"world_size": 4}},
+        "pipeline": {"stages": {
+            "generate": {"role": "actor_infer"},
+            "reward": {"role": "rewards", "after": ["generate"]},
+            "train": {"role": "actor_train", "after": ["reward"]},
+        }},
+    }  # fmt: skip
+    path = tmp_path / "colocated.yaml"
+    path.write_text(yaml.safe_dump(config))
+    record = tmp_path / "summary.yaml"
+    record.write_text(yaml.safe_dump({"framework": "rlplex", "timing_s": {
+        "generate": 60.0, "reward": 10.0, "train": 40.0, "step": 111.0}}))  # fmt: skip
+    result, doc = calibrate(record, path)
+    reward = next(s for s in result.stages if s.stage == "reward")
+    assert reward.after_s == pytest.approx(10.0, rel=1e-3)
+    assert doc["efficiency"]["sequence_overhead_s"] == pytest.approx(10.0 / (256 * 16), rel=1e-3)
+    # 111 s = 60 + 10 + 40 + step_overhead_s: the default 2 s is lowered to about 1 s
+    assert result.overhead_ratio is not None
+    assert doc["efficiency"]["step_overhead_s"] == pytest.approx(1.0, abs=0.05)
+    assert result.period_after_s == pytest.approx(111.0, rel=1e-3)
+    assert result.to_json()["overhead_ratio"] == result.overhead_ratio
+
+
+def test_a_plan_that_stays_longer_than_the_record_says_so(tmp_path: Path) -> None:
+    """A record whose step is shorter than its stages run one after another (given seconds:
+    no fitted parameter moves the period) is fitted as far as it goes, and the fit says by
+    how much the plan stays longer."""
+    config = tmp_path / "toy.yaml"
+    config.write_text(yaml.safe_dump(TOY))
+    record = tmp_path / "summary.yaml"
+    record.write_text(yaml.safe_dump({"framework": "rlplex", "timing_s": {
+        **TRUE_S, "step": 0.5}}))  # fmt: skip
+    result, _ = calibrate(record, config)
+    assert result.period_after_s > 0.5 * 1.5
+    assert any("the plan stays" in w and "longer than the record's step" in w
+               for w in result.warnings)  # fmt: skip

@@ -123,3 +123,20 @@ def test_a_config_without_a_model_keeps_its_worker_size_and_states():
     best = report.rows[1].best
     # Stage seconds given for 8 GPUs scale ideally to 16 (scaling 1): about half the period.
     assert best.period_s < report.rows[0].best.period_s * 0.6
+
+
+def test_the_fastest_plan_gives_way_to_a_less_stale_one_within_the_tolerance() -> None:
+    """As plan --auto picks k: a plan with more staleness must be faster by more than
+    STALENESS_TOLERANCE to be chosen over one with less."""
+    from rlplex.plan.placement import STALENESS_TOLERANCE
+    from rlplex.plan.sizing import Knobs
+    from rlplex.reports.size import Scored, _fastest
+
+    def scored(k: int, period: float) -> Scored:
+        return Scored(Knobs(16, "h100", 4, 1, "fsdp", staleness=k), period_s=period)
+
+    sync, k2 = scored(0, 100.0), scored(2, 100.0 / (1 + STALENESS_TOLERANCE / 2))
+    assert _fastest([k2, sync]) is sync
+    faster = scored(2, 100.0 / (1 + 2 * STALENESS_TOLERANCE))
+    assert _fastest([sync, faster]) is faster
+    assert _fastest([]) is None
