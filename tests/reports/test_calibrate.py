@@ -39,6 +39,24 @@ TRUE_S = {"generate": 0.30, "reward": 0.05, "train": 0.50, "weight_sync": 0.02}
 GAP_S = 0.04
 
 
+ESTIMATED_COLOCATED = {
+    "model": "qwen2.5-7b",
+    "workload": {"prompts_per_step": 256, "samples_per_prompt": 16,
+                 "prompt_tokens": {"mean": 200, "max": 400},
+                 "response_tokens": {"mean": 500, "max": 1000}},
+    "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "h100"},
+    "roles": {"actor_infer": {"devices": "0-7", "num_gpus_per_worker": 2},
+              "actor_train": {"devices": "0-7", "parallel": {"fsdp": True}},
+              "rewards": {"world_size": 4}},
+    "pipeline": {"stages": {
+        "generate": {"role": "actor_infer"},
+        "reward": {"role": "rewards", "after": ["generate"]},
+        "train": {"role": "actor_train", "after": ["reward"]},
+    }},
+}  # fmt: skip
+"""An estimated 7B step, all roles on 8 H100s, with a rule reward on CPUs (4,096 sequences)."""
+
+
 def _record(path: Path, steps: int = 10, jitter: float = 0.03) -> None:
     """An rlplex record of TOY run one op after another with GAP_S between ops."""
     rng = random.Random(7)
@@ -246,23 +264,8 @@ def test_an_estimate_longer_than_the_record_lowers_the_per_step_overhead(
     estimated) was fitted with dispatch_s 0 and a plan 9 % longer than the step it was fitted
     on. The per-step overhead, the only estimated time no recorded stage holds, is lowered
     until the plan matches; a plan that falls short still takes dispatch_s."""
-    config = {
-        "model": "qwen2.5-7b",
-        "workload": {"prompts_per_step": 256, "samples_per_prompt": 16,
-                     "prompt_tokens": {"mean": 200, "max": 400},
-                     "response_tokens": {"mean": 500, "max": 1000}},
-        "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "h100"},
-        "roles": {"actor_infer": {"devices": "0-7", "num_gpus_per_worker": 2},
-                  "actor_train": {"devices": "0-7", "parallel": {"fsdp": True}},
-                  "rewards": {"world_size": 4}},
-        "pipeline": {"stages": {
-            "generate": {"role": "actor_infer"},
-            "reward": {"role": "rewards", "after": ["generate"]},
-            "train": {"role": "actor_train", "after": ["reward"]},
-        }},
-    }  # fmt: skip
     path = tmp_path / "colocated.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(ESTIMATED_COLOCATED))
     reward_s = 256 * 16 * 0.004  # sequences x the default sequence_overhead_s
     for outside_s, lowered in ((2.0, True), (30.0, False)):
         step = 60.0 + 40.0 + outside_s
@@ -291,23 +294,8 @@ def test_a_recorded_reward_stage_fits_the_per_sequence_overhead(tmp_path: Path) 
     ignored), and the per-step overhead fit then moved it to close the period gap (10 s
     measured -> 1.8 s planned). Its measured seconds now fit sequence_overhead_s, and only
     step_overhead_s is left to the period."""
-    config = {
-        "model": "qwen2.5-7b",
-        "workload": {"prompts_per_step": 256, "samples_per_prompt": 16,
-                     "prompt_tokens": {"mean": 200, "max": 400},
-                     "response_tokens": {"mean": 500, "max": 1000}},
-        "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "h100"},
-        "roles": {"actor_infer": {"devices": "0-7", "num_gpus_per_worker": 2},
-                  "actor_train": {"devices": "0-7", "parallel": {"fsdp": True}},
-                  "rewards": {"world_size": 4}},
-        "pipeline": {"stages": {
-            "generate": {"role": "actor_infer"},
-            "reward": {"role": "rewards", "after": ["generate"]},
-            "train": {"role": "actor_train", "after": ["reward"]},
-        }},
-    }  # fmt: skip
     path = tmp_path / "colocated.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(ESTIMATED_COLOCATED))
     record = tmp_path / "summary.yaml"
     record.write_text(yaml.safe_dump({"framework": "rlplex", "timing_s": {
         "generate": 60.0, "reward": 10.0, "train": 40.0, "step": 111.0}}))  # fmt: skip
