@@ -153,6 +153,11 @@ def estimate(
             )
     console.print(stages)
     console.print(terms)
+    for name, est in result.stages.items():
+        if est.kind == "generate" and est.bound != "given" and "replicas" in est.detail:
+            console.print(
+                f"{escape(name)}: {generation_line(est.detail)}", highlight=False, soft_wrap=True
+            )
     roles = Table(title="estimated memory per GPU (GB)")
     kinds = ("weights", "optimizer", "grads", "kv_cache")
     headers = ("role", "tp/pp/dp", "weights", "optim", "grads", "kv", "act", "peak")
@@ -206,6 +211,30 @@ def _logprob_micro_batch(w: dict[str, Any]) -> str:
     keys = (("logprob_micro_batch_size", ""), ("logprob_micro_batch_tokens", " tokens"))
     parts = [f"{w[key]}{unit}" for key, unit in keys if w.get(key)]
     return f" (log-prob passes {', '.join(parts)})" if parts else ""
+
+
+def generation_line(d: dict[str, Any]) -> str:
+    """How one generate stage runs, from its estimate's detail: where its time goes (a
+    throughput-bound body or a latency-bound tail)."""
+    k = max(1, int(d.get("steps_in_flight", 1)))
+    text = (
+        f"{d['replicas']} replica(s) of tp {d['tp']} x pp {d['pp']}; "
+        f"{d['sequences_per_replica']:,} sequences each per step"
+    )
+    if d.get("partial_rollout"):
+        text += f", streamed {d['slots']:,} at a time across steps"
+    else:
+        text += f", at most {d['slots']:,} running"
+        if d.get("kv_slots") is not None:
+            text += f" (KV cache room for {d['kv_slots']:,})"
+        text += f", {d['mean_batch']:,.0f} on average"
+    steps = f"{d['decode_steps'] * k:,.0f} decode steps"
+    if k > 1:
+        steps += f" for {k} steps' requests decoded together, {d['decode_steps']:,.0f} per step"
+    text += f"; {steps} (longest response {d['longest_response']:,.0f} tokens"
+    if d.get("clip_ratio"):
+        text += f", {d['clip_ratio']:.1%} cut at the max"
+    return text + f"); floor {d['step_floor_s'] * 1000:.1f} ms per decode step"
 
 
 def _print_assumptions(a: dict[str, Any]) -> None:

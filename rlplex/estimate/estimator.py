@@ -125,6 +125,7 @@ class Estimate(BaseModel):
                     "bytes": s.bytes,
                     "bound": s.bound,
                     "terms": dict(s.terms),
+                    "detail": _plain(s.detail),
                 }
                 for n, s in self.stages.items()
             },
@@ -138,6 +139,11 @@ class Estimate(BaseModel):
             },
             "assumptions": self.assumptions,
         }
+
+
+def _plain(detail: dict[str, Any]) -> dict[str, Any]:
+    """The JSON-ready figures of a stage's detail (numbers, flags, names)."""
+    return {k: v for k, v in detail.items() if v is None or isinstance(v, (bool, int, float, str))}
 
 
 class Inputs(BaseModel):

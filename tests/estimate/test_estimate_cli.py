@@ -128,3 +128,36 @@ def test_an_ignored_partial_rollout_is_reported_as_ignored(tmp_path: Path) -> No
     auto = CliRunner().invoke(app, ["plan", str(path), "--auto"], env={"COLUMNS": "200"})
     assert auto.exit_code == 0, auto.output
     assert "partial_rollout is ignored" not in " ".join(auto.output.split())
+
+
+def test_the_estimate_says_how_generation_runs() -> None:
+    """Where generation's time goes: replicas, sequences, running slots against the KV
+    cache's room, decode steps and the longest response, the floor; the same figures are in
+    --json under the stage's detail."""
+    path = str(ROOT / "examples" / "estimate_7b.yaml")
+    text = CliRunner().invoke(app, ["estimate", path], env={"COLUMNS": "100"})
+    assert text.exit_code == 0, text.output
+    doc = json.loads(CliRunner().invoke(app, ["estimate", path, "--json"]).stdout)
+    d = doc["stages"]["generate"]["detail"]
+    assert {"replicas", "slots", "kv_slots", "decode_steps", "longest_response"} <= set(d)
+    line = next(x for x in text.output.splitlines() if x.startswith("generate: "))
+    assert f"{d['replicas']} replica(s) of tp {d['tp']} x pp {d['pp']}" in line
+    assert f"at most {d['slots']:,} running (KV cache room for {d['kv_slots']:,})" in line
+    assert f"{d['decode_steps']:,.0f} decode steps" in line
+    assert f"floor {d['step_floor_s'] * 1000:.1f} ms per decode step" in line
+
+
+def test_generation_line_for_steps_held_together_and_a_streaming_engine() -> None:
+    from rlplex.cli.estimate import generation_line
+
+    held = {"replicas": 2, "tp": 1, "pp": 1, "sequences_per_replica": 64, "slots": 256,
+            "kv_slots": 300, "mean_batch": 200.0, "decode_steps": 500.0,
+            "longest_response": 4000.0, "clip_ratio": 0.0, "step_floor_s": 0.005,
+            "steps_in_flight": 4, "partial_rollout": False}  # fmt: skip
+    line = generation_line(held)
+    assert "2,000 decode steps for 4 steps' requests decoded together, 500 per step" in line
+    assert "cut at the max" not in line
+    streaming = {**held, "partial_rollout": True, "steps_in_flight": 1}
+    line = generation_line(streaming)
+    assert "streamed 256 at a time across steps" in line and "KV cache room" not in line
+    assert "; 500 decode steps (longest response 4,000 tokens)" in line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 from typing import Any
 
@@ -656,7 +657,8 @@ def test_dispatch_s_is_added_to_every_compute_op(base: dict[str, Any]) -> None:
 def test_json_document_shape(base: dict[str, Any]) -> None:
     doc = estimate_config(config_from_dict(base, file="t.yaml")).to_json()
     assert set(doc) == {"stages", "roles", "assumptions"}
-    assert set(doc["stages"]["train"]) == {"seconds", "flops", "bytes", "bound", "terms"}
+    assert set(doc["stages"]["train"]) == {"seconds", "flops", "bytes", "bound", "terms", "detail"}
+    json.dumps(doc)  # every figure, the detail too, is plain JSON
     train = doc["stages"]["train"]
     assert train["seconds"] == pytest.approx(sum(train["terms"].values()))
     assert set(doc["roles"]["actor_infer"]) == {"states", "host_states", "peak_gb"}
