@@ -161,3 +161,27 @@ def test_generation_line_for_steps_held_together_and_a_streaming_engine() -> Non
     line = generation_line(streaming)
     assert "streamed 256 at a time across steps" in line and "KV cache room" not in line
     assert "; 500 decode steps (longest response 4,000 tokens)" in line
+
+
+def test_the_estimate_says_how_each_pass_runs() -> None:
+    """Train and log-prob stages say their tokens, micro-batches per rank, passes and
+    efficiency, and the terms beyond compute that cost time (0.05 s or more)."""
+    from rlplex.cli.estimate import pass_line
+
+    path = str(ROOT / "examples" / "estimate_7b.yaml")
+    text = CliRunner().invoke(app, ["estimate", path], env={"COLUMNS": "100"}).output
+    doc = json.loads(CliRunner().invoke(app, ["estimate", path, "--json"]).stdout)
+    d = doc["stages"]["train"]["detail"]
+    line = next(x for x in text.splitlines() if x.startswith("train: "))
+    assert line == f"train: {pass_line(d)}"
+    assert (
+        f"{d['micro_batches_per_rank']:,} micro-batches of {d['micro_batch_tokens']:,.0f}" in line
+    )
+    assert f"communication not hidden {d['comm_s']:.1f} s" in line
+    made = {"tokens": 1000.0, "devices": 2, "micro_batches_per_rank": 3,
+            "micro_batch_tokens": 200.0, "passes": 1.0, "efficiency": 0.5,
+            "pipeline_bubble_s": 0.01, "host_s": 1.25, "straggler": 1.2}  # fmt: skip
+    assert pass_line(made) == (
+        "1,000 tokens on 2 GPU(s), 3 micro-batches of 200 tokens per rank, 1 pass(es) at"
+        " efficiency 0.50; host 1.2 s, busiest data-parallel rank x1.20"
+    )
