@@ -153,16 +153,9 @@ def estimate(
             )
     console.print(stages)
     console.print(terms)
-    for name, est in result.stages.items():
-        if est.bound == "given":
-            continue
-        line = None
-        if est.kind == "generate" and "replicas" in est.detail:
-            line = generation_line(est.detail)
-        elif est.kind in ("train", "forward") and "micro_batches_per_rank" in est.detail:
-            line = pass_line(est.detail)
-        if line:
-            console.print(f"{escape(name)}: {line}", highlight=False, soft_wrap=True)
+    from rlplex.cli.stage_lines import print_stage_lines
+
+    print_stage_lines(result)
     roles = Table(title="estimated memory per GPU (GB)")
     kinds = ("weights", "optimizer", "grads", "kv_cache")
     headers = ("role", "tp/pp/dp", "weights", "optim", "grads", "kv", "act", "peak")
@@ -216,57 +209,6 @@ def _logprob_micro_batch(w: dict[str, Any]) -> str:
     keys = (("logprob_micro_batch_size", ""), ("logprob_micro_batch_tokens", " tokens"))
     parts = [f"{w[key]}{unit}" for key, unit in keys if w.get(key)]
     return f" (log-prob passes {', '.join(parts)})" if parts else ""
-
-
-def generation_line(d: dict[str, Any]) -> str:
-    """How one generate stage runs, from its estimate's detail: where its time goes (a
-    throughput-bound body or a latency-bound tail)."""
-    k = max(1, int(d.get("steps_in_flight", 1)))
-    text = (
-        f"{d['replicas']} replica(s) of tp {d['tp']} x pp {d['pp']}; "
-        f"{d['sequences_per_replica']:,} sequences each per step"
-    )
-    if d.get("partial_rollout"):
-        text += f", streamed {d['slots']:,} at a time across steps"
-    else:
-        text += f", at most {d['slots']:,} running"
-        if d.get("kv_slots") is not None:
-            text += f" (KV cache room for {d['kv_slots']:,})"
-        text += f", {d['mean_batch']:,.0f} on average"
-    steps = f"{d['decode_steps'] * k:,.0f} decode steps"
-    if k > 1:
-        steps += f" for {k} steps' requests decoded together, {d['decode_steps']:,.0f} per step"
-    text += f"; {steps} (longest response {d['longest_response']:,.0f} tokens"
-    if d.get("clip_ratio"):
-        text += f", {d['clip_ratio']:.1%} cut at the max"
-    return text + f"); floor {d['step_floor_s'] * 1000:.1f} ms per decode step"
-
-
-_PASS_PARTS = (
-    ("comm_s", "communication not hidden {:.1f} s"),
-    ("pipeline_bubble_s", "pipeline bubble {:.1f} s"),
-    ("expert_all_to_all_s", "expert all-to-all {:.1f} s"),
-    ("tp_activation_s", "tensor-parallel activations {:.1f} s"),
-    ("launch_overhead_s", "launches {:.1f} s"),
-    ("host_s", "host {:.1f} s"),
-    ("param_offload_s", "offload {:.1f} s"),
-    ("cpu_optimizer_s", "CPU optimizer {:.1f} s"),
-)
-
-
-def pass_line(d: dict[str, Any]) -> str:
-    """How one forward or train stage runs, from its estimate's detail."""
-    text = (
-        f"{d['tokens']:,.0f} tokens on {d['devices']} GPU(s), {d['micro_batches_per_rank']:,}"
-        f" micro-batches of {d['micro_batch_tokens']:,.0f} tokens per rank, {d['passes']:g}"
-        f" pass(es) at efficiency {d['efficiency']:.2f}"
-    )
-    if d.get("optimizer_steps"):
-        text += f", {d['optimizer_steps']} optimizer step(s)"
-    parts = [fmt.format(d[key]) for key, fmt in _PASS_PARTS if d.get(key, 0.0) >= 0.05]
-    if d.get("straggler", 1.0) > 1.005:
-        parts.append(f"busiest data-parallel rank x{d['straggler']:.2f}")
-    return text + (f"; {', '.join(parts)}" if parts else "")
 
 
 def _print_assumptions(a: dict[str, Any]) -> None:

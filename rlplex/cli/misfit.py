@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rlplex.cli.app import console, err_console
+from rlplex.cli.stage_lines import print_stage_lines
 from rlplex.reports.misfit import MisfitReport
 
 
@@ -32,6 +33,7 @@ def print_misfit(report: MisfitReport, json_: bool) -> None:
             s.bound, mem,
         )  # fmt: skip
     console.print(stages)
+    print_stage_lines(est, kv_room=False)
     roles = Table(title=f"estimated memory per GPU (GB; a GPU has {cap:g})")
     kinds = ("weights", "optimizer", "grads", "kv_cache")
     for column in ("role", "tp/pp/dp", "weights", "optim", "grads", "kv", "act", "peak"):

@@ -148,7 +148,7 @@ def test_the_estimate_says_how_generation_runs() -> None:
 
 
 def test_generation_line_for_steps_held_together_and_a_streaming_engine() -> None:
-    from rlplex.cli.estimate import generation_line
+    from rlplex.cli.stage_lines import generation_line
 
     held = {"replicas": 2, "tp": 1, "pp": 1, "sequences_per_replica": 64, "slots": 256,
             "kv_slots": 300, "mean_batch": 200.0, "decode_steps": 500.0,
@@ -166,7 +166,7 @@ def test_generation_line_for_steps_held_together_and_a_streaming_engine() -> Non
 def test_the_estimate_says_how_each_pass_runs() -> None:
     """Train and log-prob stages say their tokens, micro-batches per rank, passes and
     efficiency, and the terms beyond compute that cost time (0.05 s or more)."""
-    from rlplex.cli.estimate import pass_line
+    from rlplex.cli.stage_lines import pass_line
 
     path = str(ROOT / "examples" / "estimate_7b.yaml")
     text = CliRunner().invoke(app, ["estimate", path], env={"COLUMNS": "100"}).output

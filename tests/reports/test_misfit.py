@@ -90,6 +90,11 @@ def test_cli_prints_figures_marks_and_exits_2(big: Path) -> None:
     for text in ("does NOT fit", "memory per GPU", "does not fit:", "over by", "zero: 3"):
         assert text in result.output, text
     assert "Traceback" not in result.output
+    # how each stage runs, as for a config that fits, but without a KV cache's room the GPU
+    # does not leave (the misfit estimate prices the cache its sequences need)
+    train = [x for x in result.output.splitlines() if x.startswith("train: ")]
+    assert train and "micro-batches of" in train[0]
+    assert "KV cache room" not in result.output
     result = CliRunner().invoke(app, ["estimate", str(big), "--json"])
     assert result.exit_code == 2
     doc = json.loads(result.stdout)

@@ -1,0 +1,79 @@
+"""One line per estimated stage saying how it runs: where a generate, train or log-prob
+stage's time goes (its replicas and decode steps, its micro-batches and the terms beyond
+compute), shared by ``rlplex estimate`` and its view of a config that does not fit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+
+from rlplex.cli.app import console
+
+
+def print_stage_lines(result: Any, *, kv_room: bool = True) -> None:
+    """One line per estimated generate, train or log-prob stage of ``result`` (an
+    :class:`rlplex.estimate.estimator.Estimate`): how it runs, where its time goes.
+    ``kv_room=False`` leaves out the KV cache's room (a config that does not fit is
+    estimated with the cache its sequences need, not the one the GPU leaves)."""
+    for name, est in result.stages.items():
+        if est.bound == "given":
+            continue
+        line = None
+        if est.kind == "generate" and "replicas" in est.detail:
+            line = generation_line(est.detail, kv_room=kv_room)
+        elif est.kind in ("train", "forward") and "micro_batches_per_rank" in est.detail:
+            line = pass_line(est.detail)
+        if line:
+            console.print(f"{escape(name)}: {line}", highlight=False, soft_wrap=True)
+
+
+def generation_line(d: dict[str, Any], *, kv_room: bool = True) -> str:
+    """How one generate stage runs, from its estimate's detail: where its time goes (a
+    throughput-bound body or a latency-bound tail)."""
+    k = max(1, int(d.get("steps_in_flight", 1)))
+    text = (
+        f"{d['replicas']} replica(s) of tp {d['tp']} x pp {d['pp']}; "
+        f"{d['sequences_per_replica']:,} sequences each per step"
+    )
+    if d.get("partial_rollout"):
+        text += f", streamed {d['slots']:,} at a time across steps"
+    else:
+        text += f", at most {d['slots']:,} running"
+        if kv_room and d.get("kv_slots") is not None:
+            text += f" (KV cache room for {d['kv_slots']:,})"
+        text += f", {d['mean_batch']:,.0f} on average"
+    steps = f"{d['decode_steps'] * k:,.0f} decode steps"
+    if k > 1:
+        steps += f" for {k} steps' requests decoded together, {d['decode_steps']:,.0f} per step"
+    text += f"; {steps} (longest response {d['longest_response']:,.0f} tokens"
+    if d.get("clip_ratio"):
+        text += f", {d['clip_ratio']:.1%} cut at the max"
+    return text + f"); floor {d['step_floor_s'] * 1000:.1f} ms per decode step"
+
+
+_PASS_PARTS = (
+    ("comm_s", "communication not hidden {:.1f} s"),
+    ("pipeline_bubble_s", "pipeline bubble {:.1f} s"),
+    ("expert_all_to_all_s", "expert all-to-all {:.1f} s"),
+    ("tp_activation_s", "tensor-parallel activations {:.1f} s"),
+    ("launch_overhead_s", "launches {:.1f} s"),
+    ("host_s", "host {:.1f} s"),
+    ("param_offload_s", "offload {:.1f} s"),
+    ("cpu_optimizer_s", "CPU optimizer {:.1f} s"),
+)
+
+
+def pass_line(d: dict[str, Any]) -> str:
+    """How one forward or train stage runs, from its estimate's detail."""
+    text = (
+        f"{d['tokens']:,.0f} tokens on {d['devices']} GPU(s), {d['micro_batches_per_rank']:,}"
+        f" micro-batches of {d['micro_batch_tokens']:,.0f} tokens per rank, {d['passes']:g}"
+        f" pass(es) at efficiency {d['efficiency']:.2f}"
+    )
+    if d.get("optimizer_steps"):
+        text += f", {d['optimizer_steps']} optimizer step(s)"
+    parts = [fmt.format(d[key]) for key, fmt in _PASS_PARTS if d.get(key, 0.0) >= 0.05]
+    if d.get("straggler", 1.0) > 1.005:
+        parts.append(f"busiest data-parallel rank x{d['straggler']:.2f}")
+    return text + (f"; {', '.join(parts)}" if parts else "")
