@@ -245,6 +245,9 @@ def _print_assumptions(a: dict[str, Any]) -> None:
                 "; partial rollouts: streams across steps at full slots, interrupted sequences"
                 " prefilled again after each sync"
                 if r.get("partial_rollout")
+                else "; in-flight weight updates: decodes through each sync on its KV cache, the"
+                " next steps' prompts admitted as the trainer's weights arrive"
+                if r.get("in_flight_weight_updates")
                 else ""
             )
         )

@@ -49,7 +49,14 @@ def generation_line(d: dict[str, Any], *, kv_room: bool = True) -> str:
     text += f"; {steps} (longest response {d['longest_response']:,.0f} tokens"
     if d.get("clip_ratio"):
         text += f", {d['clip_ratio']:.1%} cut at the max"
-    return text + f"); floor {d['step_floor_s'] * 1000:.1f} ms per decode step"
+    text += f"); floor {d['step_floor_s'] * 1000:.1f} ms per decode step"
+    if d.get("in_flight_weight_updates"):
+        text += (
+            f"; in-flight weight updates: decodes on through the trainer's"
+            f" {d['trainer_s']:,.1f} s and each {d['sync_s']:,.1f} s weight load, a step every"
+            f" {d['loop_period_s']:,.1f} s, idle {d['idle_s']:,.1f} s of it"
+        )
+    return text
 
 
 _PASS_PARTS = (

@@ -289,10 +289,10 @@ def config_from_dict(
         pipeline_spec, raw_pipeline or {}, roles, base_dir or Path.cwd(), file, hint
     )
     check_pipeline_size(pipeline, file)
-    from rlplex.estimate.estimator import partial_rollout_inactive
+    from rlplex.estimate.estimator import partial_rollout_inactive, streaming_field
 
     inactive = [
-        f"roles.{name}.rollout.partial_rollout is ignored: {why}"
+        f"roles.{name}.rollout.{streaming_field(roles[name])} is ignored: {why}"
         for name in roles
         if (why := partial_rollout_inactive(name, roles, pipeline)) is not None
     ]

@@ -15,11 +15,16 @@ the tail that makes RL generation slower than ``tokens / throughput``.
 starts) rather than every step: between two events the batch is constant and
 its context grows linearly, so each interval costs O(1). :func:`stream_decode` prices an
 engine that never drains (partial rollouts across steps): every step at full slots.
+:func:`simulate_in_flight` walks an engine that keeps decoding through weight syncs (NeMo
+RL's in-flight weight updates) with its collector's admission rule and a trainer beside it,
+step after step, to its steady state: full while the collector may admit, draining while the
+trainer trains and syncs.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -177,3 +182,148 @@ def simulate_decode(
         mean_batch=batch_steps / now if now else 0.0,
         slots=slots,
     )
+
+
+IN_FLIGHT_MAX_SEQUENCES = 4096
+"""Most sequences per step :func:`simulate_in_flight` walks one by one (about 0.1 s); a
+replica with more is walked at this many representative lengths, each standing for several."""
+IN_FLIGHT_WARMUP_STEPS = 3
+"""Steps :func:`simulate_in_flight` runs before it measures (the loop starts with k + 1 steps
+admitted at once, NeMo RL's first version; three steps settle it)."""
+IN_FLIGHT_MEASURED_STEPS = 6
+"""Steps :func:`simulate_in_flight` averages over once settled."""
+
+
+@dataclass(frozen=True)
+class InFlightLoop:
+    """Decode of one replica in steady state under in-flight weight updates: what one RL
+    step costs the engine, and how often steps come."""
+
+    per_step: DecodeTerms
+    """Decode terms of one step: the seconds the engine decodes, averaged (not idle or
+    loading weights)."""
+    period_s: float
+    """Seconds between two training steps' starts (the loop's own period: decode, the
+    trainer's turn, the engine's pauses to load weights)."""
+    idle_s: float
+    """Seconds per step the engine has nothing to decode (waiting for weights that admit the
+    next step's prompts)."""
+
+
+def simulate_in_flight(
+    lengths: Sequence[float],
+    prompt_tokens: float,
+    slots: int,
+    steps_ahead: int,
+    trainer_s: float,
+    sync_s: float,
+    costs: StepCosts,
+    stands_for: float = 1.0,
+) -> InFlightLoop:
+    """Decode step after step on a replica whose engine keeps going through weight syncs.
+
+    Every RL step brings ``lengths`` (tokens each, in arrival order). The collector keeps at
+    most ``steps_ahead`` (k) steps' sequences in flight and admits step t's once the weights
+    of step t - k have arrived (steps 0..k at the start: NeMo RL's AsyncTrajectoryCollector,
+    its semaphore of ``num_prompts_per_step x max_trajectory_age_steps`` prompt groups and
+    its target weight versions); the engine runs ``slots`` of them at a time. Step t trains
+    once its last sequence finished and the trainer is done with step t - 1;
+    ``trainer_s`` later the engine stops ``sync_s`` to load the new weights, which admit step
+    t + 1 + k. Where the trainer keeps up, the engine's slots stay full but for the drain
+    while it trains and syncs; where it does not, the engine drains and waits.
+
+    Each sequence of ``lengths`` may stand for ``stands_for`` of the replica's (a replica
+    with more sequences than :data:`IN_FLIGHT_MAX_SEQUENCES` is walked at that many
+    representative lengths: a step of ``a`` of them costs what ``a x stands_for`` running
+    sequences cost, and the engine runs ``slots / stands_for`` of them at a time).
+
+    Returns the decode terms per step averaged over :data:`IN_FLIGHT_MEASURED_STEPS` after
+    :data:`IN_FLIGHT_WARMUP_STEPS`, the period between training starts and the engine's idle
+    seconds per step.
+    """
+    per_step = len(lengths)
+    if per_step == 0:
+        return InFlightLoop(DecodeTerms(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0), trainer_s + sync_s, 0.0)
+    k = max(1, steps_ahead)
+    w = max(1.0, stands_for)
+    slots = max(1, slots)
+    walked_slots = max(1, round(slots / w))
+    cap = per_step * k
+    running: list[tuple[float, float, int]] = []  # (end step, start step, step index): a heap
+    waiting: deque[tuple[float, int]] = deque()  # admitted, not running: (length, step index)
+    left: dict[int, int] = {}  # unfinished sequences of each step
+    done_at: dict[int, float] = {}  # seconds when each step's last sequence finished
+    clock = 0.0  # decode steps so far
+    now = 0.0  # seconds so far
+    start_sum = 0.0
+    in_flight = 0
+    version = 0
+    next_step, next_index = 0, 0
+    trainer_free, trained = 0.0, 0
+    weights_at: tuple[float, int] | None = None  # (seconds, version they bring)
+    totals = [0.0] * 7  # memory, compute, floor, host, decode steps, batch x steps, idle
+    starts: list[tuple[float, list[float]]] = []
+    wanted = IN_FLIGHT_WARMUP_STEPS + IN_FLIGHT_MEASURED_STEPS + 1
+    while len(starts) < wanted:
+        while in_flight < cap and next_step <= version + k:
+            waiting.append((lengths[next_index], next_step))
+            left[next_step] = left.get(next_step, 0) + 1
+            in_flight += 1
+            next_index += 1
+            if next_index == per_step:
+                next_step, next_index = next_step + 1, 0
+        while len(running) < walked_slots and waiting:
+            length, step = waiting.popleft()
+            heapq.heappush(running, (clock + max(1.0, float(length)), clock, step))
+            start_sum += clock
+        if weights_at is None and trained in done_at:
+            start = max(done_at[trained], trainer_free)
+            starts.append((start, list(totals)))
+            weights_at = (start + trainer_s, trained + 1)
+            trainer_free = start + trainer_s + sync_s
+            trained += 1
+            continue
+        event = weights_at[0] if weights_at is not None else float("inf")
+        if not running:
+            if weights_at is None:  # cannot happen: a step in flight finishes or trains
+                break
+            totals[6] += max(0.0, event - now)
+            now = max(now, event)
+        else:
+            a = len(running) * w
+            span = running[0][0] - clock
+            mid = clock + span / 2
+            context = a * prompt_tokens + (len(running) * mid - start_sum) * w
+            t_mem, t_flop = step_roofline(costs, a, context)
+            host = a * costs.per_sequence_s
+            dt = t_mem + t_flop + costs.floor_s + host
+            cut = span * dt > event - now
+            if cut:
+                span = max(0.0, (event - now) / dt)
+            totals[0] += span * t_mem
+            totals[1] += span * t_flop
+            totals[2] += span * costs.floor_s
+            totals[3] += span * host
+            totals[4] += span
+            totals[5] += span * a
+            clock += span
+            now = event if cut else now + span * dt
+            while running and running[0][0] <= clock + 1e-9:
+                _, began, step = heapq.heappop(running)
+                start_sum -= began
+                in_flight -= 1
+                left[step] -= 1
+                if left[step] == 0:
+                    done_at[step] = now
+        if weights_at is not None and weights_at[0] <= now + 1e-12:
+            now = max(now, weights_at[0]) + sync_s  # the engine loads the new weights
+            version = weights_at[1]
+            weights_at = None
+    first, last = starts[IN_FLIGHT_WARMUP_STEPS], starts[-1]
+    n = len(starts) - 1 - IN_FLIGHT_WARMUP_STEPS
+    d = [(b - a) / n for a, b in zip(first[1], last[1], strict=True)]
+    per = DecodeTerms(
+        memory_s=d[0], compute_s=d[1], floor_s=d[2], host_s=d[3], steps=d[4],
+        mean_batch=d[5] / d[4] if d[4] else 0.0, slots=slots,
+    )  # fmt: skip
+    return InFlightLoop(per_step=per, period_s=(last[0] - first[0]) / n, idle_s=d[6])

@@ -31,7 +31,13 @@ from rlplex.dag.pipeline import Pipeline
 from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
 from rlplex.estimate import formulas as f
-from rlplex.estimate.decode import StepCosts, simulate_decode, stream_decode
+from rlplex.estimate.decode import (
+    IN_FLIGHT_MAX_SEQUENCES,
+    StepCosts,
+    simulate_decode,
+    simulate_in_flight,
+    stream_decode,
+)
 from rlplex.estimate.lengths import LengthDistribution, response_lengths
 from rlplex.estimate.specs import GpuSpec, ModelSpec, efficiency_defaults, gpu_spec, resolve_model
 from rlplex.resources.cluster import Cluster, Role
@@ -424,11 +430,7 @@ def _steps_held(ctx: _Ctx, role: Role) -> int:
     async one of staleness k (NeMo RL's collector admits k steps' prompt groups); 1 + k for
     an engine that streams across steps (partial rollouts, :func:`estimate_generate`)."""
     staleness = ctx.inputs.pipeline.staleness
-    rollout = role.rollout or Rollout()
-    if (
-        rollout.partial_rollout
-        and partial_rollout_inactive(role.name, ctx.inputs.roles, ctx.inputs.pipeline) is None
-    ):
+    if stream_mode(role.name, ctx.inputs.roles, ctx.inputs.pipeline) == "partial_rollout":
         return 1 + max(1, staleness)
     return max(1, staleness)
 
@@ -928,19 +930,34 @@ def _weight_reader(spec: ModelSpec, precision: str, group: int) -> Callable[[flo
 NOT_ASYNC_FOR_PARTIAL = (
     "the pipeline is not async with max_staleness >= 1 (it is priced as a drained engine)"
 )
-"""Why a partial-rollout engine cannot stream in a sync or staleness-0 pipeline."""
+"""Why an engine cannot stream across steps (partial rollouts, in-flight weight updates) in a
+sync or staleness-0 pipeline."""
+
+
+def streaming_field(role: Role) -> str | None:
+    """The ``rollout`` field by which ``role``'s engine asks to stream across steps
+    (``partial_rollout`` or ``in_flight_weight_updates``; they exclude each other), or None."""
+    rollout = role.rollout
+    if rollout is None:
+        return None
+    if rollout.partial_rollout:
+        return "partial_rollout"
+    if rollout.in_flight_weight_updates:
+        return "in_flight_weight_updates"
+    return None
 
 
 def partial_rollout_inactive(
     name: str, roles: Mapping[str, Role], pipeline: Pipeline
 ) -> str | None:
-    """Why role ``name``'s ``rollout.partial_rollout`` cannot take effect (None: it does, or
-    the role does not ask for it). As verl honours it only with ``staleness_threshold`` > 0:
-    an engine streams across steps only when generation may run ahead of training (async,
-    ``max_staleness`` >= 1) on GPUs no trained role shares (a colocated engine sleeps while
-    the trainer runs)."""
+    """Why role ``name``'s engine cannot stream across steps as its ``rollout`` asks
+    (``partial_rollout`` or ``in_flight_weight_updates``; None: it does, or the role does not
+    ask). As verl honours ``partial_rollout`` only with ``staleness_threshold`` > 0 and NeMo
+    RL in-flight updates only in async GRPO: an engine streams across steps only when
+    generation may run ahead of training (async, ``max_staleness`` >= 1) on GPUs no trained
+    role shares (a colocated engine sleeps while the trainer runs)."""
     role = roles[name]
-    if role.rollout is None or not role.rollout.partial_rollout:
+    if streaming_field(role) is None:
         return None
     if pipeline.staleness < 1:
         return NOT_ASYNC_FOR_PARTIAL
@@ -955,15 +972,72 @@ def partial_rollout_inactive(
     return None
 
 
-def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> StageEstimate:
+def stream_mode(name: str, roles: Mapping[str, Role], pipeline: Pipeline) -> str | None:
+    """How role ``name``'s engine goes on across steps where it can: ``partial_rollout`` or
+    ``in_flight_weight_updates`` (:func:`streaming_field`), None where it drains each step."""
+    if partial_rollout_inactive(name, roles, pipeline) is not None:
+        return None
+    return streaming_field(roles[name])
+
+
+def in_flight_turn(
+    pipeline: Pipeline, stage: Stage, seconds_of: Callable[[Stage], float | None]
+) -> tuple[float, float]:
+    """(trainer seconds, sync seconds) of one step as an engine with in-flight weight updates
+    sees them: every stage after ``stage`` and before the weight sync into its role, one
+    after another (NeMo RL's trainer runs its log-prob passes and its training in turn), and
+    that sync. ``seconds_of`` gives a stage's seconds (None: 0)."""
+    by_name = {s.name: s for s in pipeline.stages}
+    later: set[str] = set()
+    frontier = [stage.name]
+    while frontier:
+        name = frontier.pop()
+        for s in pipeline.stages:
+            if name in s.after and s.name not in later:
+                later.add(s.name)
+                frontier.append(s.name)
+    sync = next(
+        (s for s in pipeline.stages if s.is_weight_sync and s.to_role == stage.role
+         and s.name in later),
+        None,
+    )  # fmt: skip
+    if sync is None:
+        return sum(seconds_of(by_name[n]) or 0.0 for n in sorted(later)), 0.0
+    before: set[str] = set()
+    frontier = [sync.name]
+    while frontier:
+        for name in by_name[frontier.pop()].after:
+            if name not in before:
+                before.add(name)
+                frontier.append(name)
+    between = sorted((later & before) - {stage.name})
+    return sum(seconds_of(by_name[n]) or 0.0 for n in between), seconds_of(sync) or 0.0
+
+
+def _in_flight(ctx: _Ctx, role: Role) -> bool:
+    """Whether ``role``'s engine keeps decoding through weight syncs here."""
+    mode = stream_mode(role.name, ctx.inputs.roles, ctx.inputs.pipeline)
+    return mode == "in_flight_weight_updates"
+
+
+def estimate_generate(
+    ctx: _Ctx,
+    stage: Stage,
+    role: Role,
+    est: RoleEstimate,
+    turn: tuple[float, float] = (0.0, 0.0),
+) -> StageEstimate:
     """Prefill (compute-bound) plus decode under continuous batching (:mod:`decode`).
 
     The replica that gets the step's longest response decides when the stage
-    ends, unless the engine streams across steps (``rollout.partial_rollout``):
-    then its slots stay full and each sync's interrupted sequences are prefilled
-    again. Terms: compute (prefill, and decode steps bound by FLOPs), memory
-    (decode steps bound by reading weights and KV cache), latency (the per-step
-    floor over every decode step), overhead (host time per running sequence).
+    ends, unless the engine streams across steps: with ``rollout.partial_rollout``
+    its slots stay full and each sync's interrupted sequences are prefilled
+    again; with ``rollout.in_flight_weight_updates`` the collector's loop is
+    simulated with the trainer's ``turn`` (:func:`in_flight_turn`: its seconds
+    and the sync's), and the stage is the engine's decoding per step. Terms:
+    compute (prefill, and decode steps bound by FLOPs), memory (decode steps
+    bound by reading weights and KV cache), latency (the per-step floor over
+    every decode step), overhead (host time per running sequence).
     """
     w = ctx.inputs.workload
     assert w is not None
@@ -992,9 +1066,10 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
     # requests at once (NeMo RL's trajectory collector admits prompts_per_step x
     # max_trajectory_age_steps prompt groups), so continuous batching shares one tail among
     # k steps: decode k steps' sequences together and charge a step its 1/k.
-    streams = partial_rollout_inactive(role.name, ctx.inputs.roles, ctx.inputs.pipeline) is None
-    streams = streams and rollout.partial_rollout
-    depth = 1 if streams else _steps_held(ctx, role)
+    mode = stream_mode(role.name, ctx.inputs.roles, ctx.inputs.pipeline)
+    streams = mode == "partial_rollout"
+    in_flight = mode == "in_flight_weight_updates"
+    depth = 1 if mode is not None else _steps_held(ctx, role)
     lengths = dist.lengths(per_replica * depth)
     # The slowest replica holds the step's longest response.
     longest = dist.longest_of(n * depth)
@@ -1016,6 +1091,7 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
         per_sequence_s=efficiency_value(eff_in, "decode_sequence_s"),
     )
     resumed_s = 0.0
+    loop_detail: dict[str, Any] = {}
     if streams:
         # A streaming engine: no tail, but the sequences a weight sync interrupts are prefilled
         # again afterwards (their KV cache was computed with the old weights and freed).
@@ -1027,6 +1103,19 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
             group * peak * eff_prefill
         )
         prefill_flops += resumed_flops
+    elif in_flight:
+        slots = max(1, min(slots, per_replica * max(1, ctx.inputs.pipeline.staleness)))
+        walked = min(per_replica, IN_FLIGHT_MAX_SEQUENCES)
+        loop = simulate_in_flight(
+            lengths if walked == per_replica else dist.lengths(walked),
+            prompt.mean, slots, max(1, ctx.inputs.pipeline.staleness), *turn, costs,
+            stands_for=per_replica / walked,
+        )  # fmt: skip
+        dec = loop.per_step
+        loop_detail = {
+            "in_flight_weight_updates": True, "trainer_s": turn[0], "sync_s": turn[1],
+            "loop_period_s": loop.period_s, "idle_s": loop.idle_s,
+        }  # fmt: skip
     else:
         dec = simulate_decode(lengths, prompt.mean, slots, costs).per_step(depth)
     terms = {
@@ -1049,7 +1138,7 @@ def estimate_generate(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) ->
             "partial_rollout": streams, "resumed_prefill_s": resumed_s,
             "steps_in_flight": depth,
             "decode_s": dec.total_s, "step_floor_s": costs.floor_s,
-            "eff_prefill": eff_prefill, "eff_decode": eff_decode,
+            "eff_prefill": eff_prefill, "eff_decode": eff_decode, **loop_detail,
         },
     )  # fmt: skip
 
@@ -1167,7 +1256,7 @@ def streaming_flips(config: Any, stage: Stage, devices: Mapping[str, Sequence[in
     split config, or a split one of a colocated config, is then priced again
     (:func:`generate_seconds_at`) rather than scaled."""
     role = config.roles.get(stage.role or "")
-    if role is None or role.rollout is None or not role.rollout.partial_rollout:
+    if role is None or streaming_field(role) is None:
         return False
     placed = {
         n: r.with_devices(tuple(devices[n])) if n in devices else r for n, r in config.roles.items()
@@ -1201,7 +1290,9 @@ def generate_seconds_at(
         ctx = _Ctx(inputs)
         est = role_states(ctx, roles[name])
         role = roles[name].model_copy(update={"states": dict(roles[name].states or est.states)})
-        return estimate_generate(ctx, stage, role, est).seconds
+        # The trainer's turn as the config prices it (its stages' seconds on its own devices).
+        turn = in_flight_turn(config.pipeline, stage, lambda s: s.seconds)
+        return estimate_generate(ctx, stage, role, est, turn).seconds
     except ConfigError:
         return None
 
@@ -1295,8 +1386,24 @@ def estimate(inputs: Inputs) -> Estimate:
                         " estimated: give seconds"},
             )  # fmt: skip
             continue
+        if kind == "generate" and _in_flight(ctx, role):
+            continue  # priced below, with the trainer's turn
         fn = {"train": estimate_train, "forward": estimate_forward, "generate": estimate_generate}
         stages[stage.name] = fn[kind](ctx, stage, role, roles[role.name])
+
+    def used(s: Stage) -> float | None:
+        """What the plan will take: the given seconds, else the estimate."""
+        if s.seconds is not None or s.name not in stages:
+            return s.seconds
+        return stages[s.name].seconds
+
+    for stage in inputs.pipeline.stages:
+        role = effective.get(stage.role or "")
+        if stage.name in stages or role is None:
+            continue
+        turn = in_flight_turn(inputs.pipeline, stage, used)
+        stages[stage.name] = estimate_generate(ctx, stage, role, roles[role.name], turn)
+    stages = {s.name: stages[s.name] for s in inputs.pipeline.stages}
     for name, est in roles.items():
         transient = max(
             (stages[s.name].memory_gb for s in ctx.stages_of.get(name, []) if s.name in stages),
@@ -1393,10 +1500,10 @@ def assumptions(
             name: {
                 **(inputs.roles[name].rollout or Rollout()).model_dump(),
                 # what the estimate used: ignored where the engine cannot stream
-                "partial_rollout": bool(
-                    (inputs.roles[name].rollout or Rollout()).partial_rollout
-                    and partial_rollout_inactive(name, inputs.roles, inputs.pipeline) is None
-                ),
+                "partial_rollout": stream_mode(name, inputs.roles, inputs.pipeline)
+                == "partial_rollout",
+                "in_flight_weight_updates": stream_mode(name, inputs.roles, inputs.pipeline)
+                == "in_flight_weight_updates",
             }
             for name, est in roles.items()
             if "kv_cache" in est.states

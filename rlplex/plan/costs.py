@@ -146,10 +146,10 @@ _REGENERATED: dict[_RegenKey, tuple[Config, float | None]] = {}
 
 
 def _regenerated(config: Config, stage: Stage, placement: Placement) -> float | None:
-    from rlplex.estimate.estimator import generate_seconds_at, streaming_flips
+    from rlplex.estimate.estimator import generate_seconds_at, streaming_field, streaming_flips
 
     role = config.roles.get(stage.role or "")
-    if role is None or role.rollout is None or not role.rollout.partial_rollout:
+    if role is None or streaming_field(role) is None:
         return None
     key = (
         id(config), stage.name,

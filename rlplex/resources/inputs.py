@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Precision = Literal["bf16", "fp16", "fp32", "fp8"]
 OptimizerName = Literal["adamw", "adam", "sgd"]
@@ -133,6 +133,28 @@ class Rollout(BaseModel):
     Ignored, with a warning, where the engine cannot stream (as verl ignores it at staleness
     0): a pipeline that is not async with ``max_staleness`` >= 1, or GPUs shared with a
     trained role."""
+    in_flight_weight_updates: bool = False
+    """The engine keeps decoding through each weight sync: its running sequences go on with
+    their KV cache under the new weights, nothing is prefilled again, and the next steps'
+    prompts are admitted as earlier ones finish (NeMo RL's
+    ``grpo.async_grpo.in_flight_weight_updates`` with vLLM's async engine). Its trajectory
+    collector keeps at most ``max_staleness`` steps' prompts in flight and admits step
+    t + ``max_staleness``'s only once the weights of step t have arrived, so while the
+    trainer trains and syncs, the engine runs on what it holds. Priced by simulating that
+    loop (docs/cost-model.md): no step waits for the longest response unless the trainer's
+    turn outlasts it. Ignored, with a warning, where the engine cannot stream (as
+    ``partial_rollout``); not together with ``partial_rollout``, which interrupts sequences
+    instead."""
+
+    @model_validator(mode="after")
+    def _one_way_to_stream(self) -> Rollout:
+        if self.partial_rollout and self.in_flight_weight_updates:
+            raise ValueError(
+                "partial_rollout and in_flight_weight_updates are two ways for an engine to go"
+                " on through a weight sync (interrupt and prefill again, or keep the KV"
+                " cache): set one"
+            )
+        return self
 
 
 class Efficiency(BaseModel):

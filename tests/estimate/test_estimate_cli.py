@@ -161,6 +161,24 @@ def test_generation_line_for_steps_held_together_and_a_streaming_engine() -> Non
     line = generation_line(streaming)
     assert "streamed 256 at a time across steps" in line and "KV cache room" not in line
     assert "; 500 decode steps (longest response 4,000 tokens)" in line
+    in_flight = {**held, "steps_in_flight": 1, "in_flight_weight_updates": True,
+                 "trainer_s": 40.0, "sync_s": 2.5, "loop_period_s": 61.3,
+                 "idle_s": 0.0}  # fmt: skip
+    assert generation_line(in_flight).endswith(
+        "; in-flight weight updates: decodes on through the trainer's 40.0 s and each 2.5 s"
+        " weight load, a step every 61.3 s, idle 0.0 s of it"
+    )
+
+
+def test_the_estimate_of_a_nemo_rl_one_step_off_run_says_it_decodes_through_syncs() -> None:
+    path = str(ROOT / "bench" / "published" / "nemorl_llama31_8b_1off_8gen8train_h100.yaml")
+    text = CliRunner().invoke(app, ["estimate", path], env={"COLUMNS": "300"})
+    assert text.exit_code == 0, text.output
+    out = " ".join(text.output.split())
+    assert "in-flight weight updates: decodes through each sync on its KV cache" in out
+    assert "in-flight weight updates: decodes on through the trainer's" in out
+    doc = json.loads(CliRunner().invoke(app, ["estimate", path, "--json"]).stdout)
+    assert doc["assumptions"]["rollout"]["actor_infer"]["in_flight_weight_updates"] is True
 
 
 def test_the_estimate_says_how_each_pass_runs() -> None:

@@ -868,3 +868,92 @@ def test_fp8_speeds_up_prefill_and_log_prob_passes_too(base: dict[str, Any]) -> 
     fp8 = estimate_config(config_from_dict(base, file="t.yaml")).stages
     assert fp8["old_logprob"].terms["compute"] < 0.8 * bf16["old_logprob"].terms["compute"]
     assert fp8["generate"].detail["prefill_s"] < 0.8 * bf16["generate"].detail["prefill_s"]
+
+
+def _split_async(base: dict[str, Any]) -> dict[str, Any]:
+    """The base config async (staleness 1) with the engine on GPUs of its own."""
+    base["pipeline"]["mode"] = "async"
+    base["pipeline"]["max_staleness"] = 1
+    base["cluster"]["nodes"] = 2
+    base["roles"]["actor_infer"]["devices"] = "8-15"
+    return base
+
+
+def test_in_flight_turn_is_what_runs_between_generation_and_its_weights(
+    base: dict[str, Any],
+) -> None:
+    """The trainer's turn: every stage after generate and before the sync into its role, in
+    turn (reward 3 + ref 4 + old 5 + advantage 1 + train 6), and the sync's own seconds; a
+    stage after the sync is not in it."""
+    from rlplex.estimate.estimator import in_flight_turn
+
+    raw = _split_async(base)
+    seconds = {"ref_logprob": 4, "old_logprob": 5, "train": 6, "weight_sync": 2, "generate": 9}
+    for name, value in seconds.items():
+        raw["pipeline"]["stages"][name]["seconds"] = value
+    raw["pipeline"]["stages"]["report"] = {
+        "role": "driver",
+        "seconds": 50,
+        "after": ["weight_sync"],
+    }
+    cfg = config_from_dict(raw, file="t.yaml")
+    gen = cfg.pipeline.stage("generate")
+    assert in_flight_turn(cfg.pipeline, gen, lambda s: s.seconds) == (3 + 4 + 5 + 1 + 6, 2)
+
+
+def test_in_flight_weight_updates_hide_the_tail_only_while_the_trainer_keeps_up(
+    base: dict[str, Any],
+) -> None:
+    """An engine that decodes through weight syncs: with a quick trainer its slots stay full
+    (fewer decode steps than the drained engine's, which waits for the longest response);
+    with a trainer slower than generation it drains and waits, as the drained engine."""
+    raw = _split_async(base)
+    drained = estimate_config(config_from_dict(raw, file="t.yaml")).stages["generate"]
+    raw["roles"]["actor_infer"]["rollout"] = {"in_flight_weight_updates": True}
+    raw["pipeline"]["stages"]["train"]["seconds"] = 0.5
+    quick = estimate_config(config_from_dict(raw, file="t.yaml")).stages["generate"]
+    d = quick.detail
+    assert d["in_flight_weight_updates"] and not d["partial_rollout"]
+    assert d["trainer_s"] > 0.5 and d["sync_s"] > 0  # the log-prob passes' estimates too
+    assert quick.seconds < drained.seconds
+    assert d["decode_steps"] < drained.detail["decode_steps"]
+    assert d["idle_s"] == pytest.approx(0, abs=1e-9)
+    assert d["loop_period_s"] == pytest.approx(
+        quick.seconds - d["prefill_s"] + d["sync_s"], rel=0.02
+    )
+    raw["pipeline"]["stages"]["train"]["seconds"] = 10 * drained.seconds
+    slow = estimate_config(config_from_dict(raw, file="t.yaml")).stages["generate"]
+    assert slow.seconds == pytest.approx(drained.seconds, rel=0.02)
+    assert slow.detail["idle_s"] > 0
+    assert slow.detail["loop_period_s"] == pytest.approx(
+        slow.detail["trainer_s"] + slow.detail["sync_s"]
+    )
+
+
+def test_in_flight_weight_updates_take_effect_only_on_an_engine_that_can_stream(
+    base: dict[str, Any],
+) -> None:
+    """As partial rollouts: a sync pipeline, or an engine sharing the trainer's GPUs, drains
+    every step, and the config says the field is ignored."""
+    base["roles"]["actor_infer"]["rollout"] = {"in_flight_weight_updates": True}
+    cfg = config_from_dict(base, file="t.yaml")
+    assert any(
+        "roles.actor_infer.rollout.in_flight_weight_updates is ignored" in w for w in cfg.warnings
+    )
+    assert not estimate_config(cfg).stages["generate"].detail.get("in_flight_weight_updates")
+    split = config_from_dict(_split_async(base), file="t.yaml")
+    assert not any("in_flight_weight_updates" in w for w in split.warnings)
+    assert estimate_config(split).stages["generate"].detail["in_flight_weight_updates"]
+
+
+def test_partial_rollout_and_in_flight_weight_updates_exclude_each_other(
+    base: dict[str, Any],
+) -> None:
+    from rlplex.errors import ConfigError
+
+    base["roles"]["actor_infer"]["rollout"] = {
+        "partial_rollout": True, "in_flight_weight_updates": True,
+    }  # fmt: skip
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(base, file="t.yaml")
+    assert "roles.actor_infer.rollout" in str(err.value) and "set one" in str(err.value)
