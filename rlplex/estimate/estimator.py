@@ -1265,11 +1265,27 @@ def streaming_flips(config: Any, stage: Stage, devices: Mapping[str, Sequence[in
     return here != (partial_rollout_inactive(role.name, config.roles, config.pipeline) is None)
 
 
+def in_flight_at(config: Any, stage: Stage, devices: Mapping[str, Sequence[int]]) -> bool:
+    """Whether generation ``stage``'s engine decodes through weight syncs (in-flight weight
+    updates) with the roles on ``devices`` (role -> devices)."""
+    role = config.roles.get(stage.role or "")
+    if role is None or streaming_field(role) != "in_flight_weight_updates":
+        return False
+    placed = {
+        n: r.with_devices(tuple(devices[n])) if n in devices else r for n, r in config.roles.items()
+    }
+    return stream_mode(role.name, placed, config.pipeline) == "in_flight_weight_updates"
+
+
 def generate_seconds_at(
-    config: Any, stage: Stage, devices: Mapping[str, Sequence[int]]
+    config: Any,
+    stage: Stage,
+    devices: Mapping[str, Sequence[int]],
+    turn: tuple[float, float] | None = None,
 ) -> float | None:
     """A generation stage's estimated seconds with the roles on ``devices`` (role -> devices);
-    None when it cannot be estimated."""
+    None when it cannot be estimated. ``turn``: the trainer's turn an engine with in-flight
+    weight updates sees (:func:`in_flight_turn`; default: as the config's seconds give it)."""
     roles = {
         n: r.with_devices(tuple(devices[n])) if n in devices else r for n, r in config.roles.items()
     }
@@ -1290,8 +1306,8 @@ def generate_seconds_at(
         ctx = _Ctx(inputs)
         est = role_states(ctx, roles[name])
         role = roles[name].model_copy(update={"states": dict(roles[name].states or est.states)})
-        # The trainer's turn as the config prices it (its stages' seconds on its own devices).
-        turn = in_flight_turn(config.pipeline, stage, lambda s: s.seconds)
+        if turn is None:  # as the config prices it (its stages' seconds on its own devices)
+            turn = in_flight_turn(config.pipeline, stage, lambda s: s.seconds)
         return estimate_generate(ctx, stage, role, est, turn).seconds
     except ConfigError:
         return None

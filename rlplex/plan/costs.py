@@ -82,8 +82,9 @@ def stage_work_seconds(config: Config, stage: Stage, placement: Placement) -> fl
     if not is_gpu_role(config, role) or role not in placement:
         return seconds
     if config.is_estimated(f"pipeline.stages.{stage.name}.seconds"):
-        # A partial-rollout engine streams only on GPUs of its own: where the candidate
-        # placement changes that, the estimator prices generation on it (not a scaling).
+        # An engine streams only on GPUs of its own: where the candidate placement changes
+        # that, or the engine's drain depends on the trainer's turn there (in-flight weight
+        # updates), the estimator prices generation on it (not a scaling).
         again = _regenerated(config, stage, placement)
         if again is not None:
             return again
@@ -146,7 +147,16 @@ _REGENERATED: dict[_RegenKey, tuple[Config, float | None]] = {}
 
 
 def _regenerated(config: Config, stage: Stage, placement: Placement) -> float | None:
-    from rlplex.estimate.estimator import generate_seconds_at, streaming_field, streaming_flips
+    """Generation priced on ``placement`` where a scaling would not do: an engine whose
+    streaming the placement turns on or off, or one with in-flight weight updates (its
+    drain depends on the trainer's turn, priced on the same placement)."""
+    from rlplex.estimate.estimator import (
+        generate_seconds_at,
+        in_flight_at,
+        in_flight_turn,
+        streaming_field,
+        streaming_flips,
+    )
 
     role = config.roles.get(stage.role or "")
     if role is None or streaming_field(role) is None:
@@ -160,11 +170,14 @@ def _regenerated(config: Config, stage: Stage, placement: Placement) -> float | 
         return hit[1]
     if len(_REGENERATED) >= 4096:
         _REGENERATED.clear()
-    seconds = (
-        generate_seconds_at(config, stage, placement)
-        if streaming_flips(config, stage, placement)
-        else None
-    )
+    seconds = None
+    if in_flight_at(config, stage, placement):
+        turn = in_flight_turn(
+            config.pipeline, stage, lambda s: stage_work_seconds(config, s, placement)
+        )
+        seconds = generate_seconds_at(config, stage, placement, turn)
+    elif streaming_flips(config, stage, placement):
+        seconds = generate_seconds_at(config, stage, placement)
     _REGENERATED[key] = (config, seconds)
     return seconds
 

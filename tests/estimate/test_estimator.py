@@ -957,3 +957,28 @@ def test_partial_rollout_and_in_flight_weight_updates_exclude_each_other(
     with pytest.raises(ConfigError) as err:
         config_from_dict(base, file="t.yaml")
     assert "roles.actor_infer.rollout" in str(err.value) and "set one" in str(err.value)
+
+
+def test_an_in_flight_engine_is_priced_again_with_the_trainer_of_each_placement(
+    base: dict[str, Any],
+) -> None:
+    """A placement search scaled an in-flight engine's seconds by its own GPUs alone; its
+    drain depends on the trainer's turn, so a candidate with the trainer on fewer GPUs (the
+    engine's GPUs unchanged) prices more generation, and the config's own placement gives the
+    config's own seconds."""
+    from rlplex.plan.costs import config_placement, stage_work_seconds
+
+    raw = _split_async(base)
+    raw["roles"]["actor_infer"]["rollout"] = {"in_flight_weight_updates": True}
+    raw["pipeline"]["stages"]["train"]["seconds"] = 0.5  # a trainer that keeps up on 8 GPUs
+    raw["workload"]["response_tokens"] = {"mean": 300, "max": 2400}  # a long tail
+    cfg = config_from_dict(raw, file="t.yaml")
+    stage = cfg.pipeline.stage("generate")
+    own = config_placement(cfg)
+    assert stage_work_seconds(cfg, stage, own) == pytest.approx(stage.seconds, rel=1e-6)
+    fewer = {**own, "actor_train": own["actor_train"][:2], "reference": own["reference"][:2]}
+    slower = stage_work_seconds(cfg, stage, fewer)
+    assert slower > stage.seconds * 1.01
+    drained = copy.deepcopy(raw)
+    drained["roles"]["actor_infer"]["rollout"] = {}
+    assert slower <= config_from_dict(drained).pipeline.stage("generate").seconds * 1.001
