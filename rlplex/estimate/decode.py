@@ -185,15 +185,28 @@ def simulate_decode(
 
 
 IN_FLIGHT_MAX_SEQUENCES = 1024
-"""Most sequences per step :func:`simulate_in_flight` walks one by one (about 15 ms, so that a
-placement search can price every candidate); a replica with more is walked at this many
-representative lengths, each standing for several (within 1.3 % of walking 8,192 one by one
-at three length shapes, docs/cost-model.md)."""
+"""Most sequences per step :func:`simulate_in_flight` walks one by one (milliseconds, so that
+a placement search can price every candidate); a replica with more is walked at fewer
+representative prompt groups, each sequence standing for several (docs/cost-model.md)."""
 IN_FLIGHT_WARMUP_STEPS = 3
-"""Steps :func:`simulate_in_flight` runs before it measures (the loop starts with k + 1 steps
-admitted at once, NeMo RL's first version; three steps settle it)."""
+"""Steps :func:`simulate_in_flight` runs before it measures, besides two per step of
+staleness (the loop starts with k steps' prompt groups admitted at once; the backlog takes
+up to about 2k steps to clear where the trainer is the slower side)."""
 IN_FLIGHT_MEASURED_STEPS = 6
-"""Steps :func:`simulate_in_flight` averages over once settled."""
+"""Steps :func:`simulate_in_flight` averages over once settled, besides two per step of
+staleness (k steps' groups in flight make the loop's pattern longer)."""
+
+
+@dataclass(frozen=True)
+class PromptGroup:
+    """One prompt's responses as one replica sees them."""
+
+    lengths: tuple[float, ...]
+    """The replica's own responses of the group (tokens each, in arrival order)."""
+    longest: float
+    """The group's longest response over every replica: its slot in the collector is freed
+    when that one finishes (NeMo RL releases a prompt group's semaphore when all its samples
+    are done)."""
 
 
 @dataclass(frozen=True)
@@ -208,12 +221,13 @@ class InFlightLoop:
     """Seconds between two training steps' starts (the loop's own period: decode, the
     trainer's turn, the engine's pauses to load weights)."""
     idle_s: float
-    """Seconds per step the engine has nothing to decode (waiting for weights that admit the
-    next step's prompts)."""
+    """Seconds per step the engine has nothing of its own to decode (waiting for weights
+    that admit the next step's prompts, or for other replicas to finish a group's last
+    responses)."""
 
 
 def simulate_in_flight(
-    lengths: Sequence[float],
+    groups: Sequence[PromptGroup],
     prompt_tokens: float,
     slots: int,
     steps_ahead: int,
@@ -224,59 +238,87 @@ def simulate_in_flight(
 ) -> InFlightLoop:
     """Decode step after step on a replica whose engine keeps going through weight syncs.
 
-    Every RL step brings ``lengths`` (tokens each, in arrival order). The collector keeps at
-    most ``steps_ahead`` (k) steps' sequences in flight and admits step t's once the weights
-    of step t - k have arrived (steps 0..k at the start: NeMo RL's AsyncTrajectoryCollector,
-    its semaphore of ``num_prompts_per_step x max_trajectory_age_steps`` prompt groups and
-    its target weight versions); the engine runs ``slots`` of them at a time. Step t trains
-    once its last sequence finished and the trainer is done with step t - 1;
-    ``trainer_s`` later the engine stops ``sync_s`` to load the new weights, which admit step
-    t + 1 + k. Where the trainer keeps up, the engine's slots stay full but for the drain
-    while it trains and syncs; where it does not, the engine drains and waits.
+    Every RL step brings ``groups`` (one per prompt, in arrival order). The collector keeps
+    at most ``steps_ahead`` (k) steps' prompt groups in flight, frees a group's place when
+    its longest response (on whichever replica) has finished, and admits step t's groups
+    once the weights trained on step t - 1 - k have arrived (steps 0..k from the start):
+    NeMo RL's AsyncTrajectoryCollector, its semaphore of ``num_prompts_per_step x
+    max_trajectory_age_steps`` prompt groups and its target weight versions. The engine runs
+    ``slots`` sequences at a time. Step t trains once its last group finished and the
+    trainer is done with step t - 1; ``trainer_s`` later the engine stops ``sync_s`` to load
+    the new weights. Where the trainer keeps up, the engine's slots stay full but for the
+    drain while groups finish and the trainer trains; where it does not, the engine drains
+    and waits. While the replica has nothing of its own to run but waits for a group's last
+    response elsewhere, time passes at the pace of a replica decoding that one response.
 
-    Each sequence of ``lengths`` may stand for ``stands_for`` of the replica's (a replica
-    with more sequences than :data:`IN_FLIGHT_MAX_SEQUENCES` is walked at that many
-    representative lengths: a step of ``a`` of them costs what ``a x stands_for`` running
-    sequences cost, and the engine runs ``slots / stands_for`` of them at a time).
+    Each sequence may stand for ``stands_for`` of the replica's (a replica with more than
+    :data:`IN_FLIGHT_MAX_SEQUENCES` sequences is walked at fewer representative groups: a
+    step of ``a`` of them costs what ``a x stands_for`` running sequences cost, and the
+    engine runs ``slots / stands_for`` of them at a time).
 
-    Returns the decode terms per step averaged over :data:`IN_FLIGHT_MEASURED_STEPS` after
-    :data:`IN_FLIGHT_WARMUP_STEPS`, the period between training starts and the engine's idle
-    seconds per step.
+    Returns the decode terms per step averaged over :data:`IN_FLIGHT_MEASURED_STEPS` + 2k
+    steps after a warm-up (:data:`IN_FLIGHT_WARMUP_STEPS` + 2k; the terms scaled to one
+    step's tokens), the period between training starts and the replica's idle seconds per
+    step.
     """
-    per_step = len(lengths)
-    if per_step == 0:
+    per_step = len(groups)
+    if per_step == 0 or not any(g.lengths for g in groups):
         return InFlightLoop(DecodeTerms(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0), trainer_s + sync_s, 0.0)
     k = max(1, steps_ahead)
     w = max(1.0, stands_for)
     slots = max(1, slots)
     walked_slots = max(1, round(slots / w))
-    cap = per_step * k
-    running: list[tuple[float, float, int]] = []  # (end step, start step, step index): a heap
-    waiting: deque[tuple[float, int]] = deque()  # admitted, not running: (length, step index)
-    left: dict[int, int] = {}  # unfinished sequences of each step
-    done_at: dict[int, float] = {}  # seconds when each step's last sequence finished
+    cap = per_step * k  # prompt groups in flight
+    running: list[tuple[float, float, int]] = []  # (end step, start step, group id): a heap
+    waiting: deque[tuple[float, int]] = deque()  # admitted, not running: (length, group id)
+    releases: list[tuple[float, int]] = []  # (step the group's longest response ends, id)
+    own_left: dict[int, int] = {}  # the replica's unfinished sequences of each group
+    free_at: dict[int, float] = {}  # decode step at which each group's longest one ends
+    step_of: dict[int, int] = {}  # the RL step of each group
+    left: dict[int, int] = {}  # unreleased groups of each RL step
+    done_at: dict[int, float] = {}  # seconds when each RL step's last group was released
     clock = 0.0  # decode steps so far
     now = 0.0  # seconds so far
     start_sum = 0.0
     in_flight = 0
     version = 0
-    next_step, next_index = 0, 0
+    next_step, next_index, next_id = 0, 0, 0
     trainer_free, trained = 0.0, 0
     weights_at: tuple[float, int] | None = None  # (seconds, version they bring)
     totals = [0.0] * 7  # memory, compute, floor, host, decode steps, batch x steps, idle
     starts: list[tuple[float, list[float]]] = []
-    wanted = IN_FLIGHT_WARMUP_STEPS + IN_FLIGHT_MEASURED_STEPS + 1
+    warmup = IN_FLIGHT_WARMUP_STEPS + 2 * k
+    wanted = warmup + IN_FLIGHT_MEASURED_STEPS + 2 * k + 1
+    alone = step_roofline(costs, w, w * prompt_tokens)  # one response (standing for w)
+    alone_dt = sum(alone) + costs.floor_s + w * costs.per_sequence_s
+
+    def release(gid: int) -> None:
+        nonlocal in_flight
+        in_flight -= 1
+        step = step_of.pop(gid)
+        left[step] -= 1
+        if left[step] == 0:
+            done_at[step] = now
+
     while len(starts) < wanted:
         while in_flight < cap and next_step <= version + k:
-            waiting.append((lengths[next_index], next_step))
+            group = groups[next_index]
+            gid, next_id = next_id, next_id + 1
+            step_of[gid] = next_step
             left[next_step] = left.get(next_step, 0) + 1
+            own_left[gid] = len(group.lengths)
+            free_at[gid] = clock + max(1.0, float(group.longest))
+            for length in group.lengths:
+                waiting.append((length, gid))
+            if not group.lengths:
+                heapq.heappush(releases, (free_at[gid], gid))
             in_flight += 1
             next_index += 1
             if next_index == per_step:
                 next_step, next_index = next_step + 1, 0
         while len(running) < walked_slots and waiting:
-            length, step = waiting.popleft()
-            heapq.heappush(running, (clock + max(1.0, float(length)), clock, step))
+            length, gid = waiting.popleft()
+            heapq.heappush(running, (clock + max(1.0, float(length)), clock, gid))
             start_sum += clock
         if weights_at is None and trained in done_at:
             start = max(done_at[trained], trainer_free)
@@ -286,46 +328,70 @@ def simulate_in_flight(
             trained += 1
             continue
         event = weights_at[0] if weights_at is not None else float("inf")
+        ends = running[0][0] if running else float("inf")
+        freed = releases[0][0] if releases else float("inf")
         if not running:
-            if weights_at is None:  # cannot happen: a step in flight finishes or trains
-                break
-            totals[6] += max(0.0, event - now)
-            now = max(now, event)
+            if freed < float("inf"):  # the group's last responses run elsewhere
+                span = freed - clock
+                dt = alone_dt
+                busy = False
+            else:
+                if weights_at is None:  # cannot happen: a step in flight finishes or trains
+                    break
+                totals[6] += max(0.0, event - now)
+                now = max(now, event)
+                span = 0.0
+                dt = 0.0
+                busy = False
         else:
             a = len(running) * w
-            span = running[0][0] - clock
+            span = min(ends, freed) - clock
             mid = clock + span / 2
             context = a * prompt_tokens + (len(running) * mid - start_sum) * w
             t_mem, t_flop = step_roofline(costs, a, context)
             host = a * costs.per_sequence_s
             dt = t_mem + t_flop + costs.floor_s + host
+            busy = True
+        if dt > 0:
             cut = span * dt > event - now
             if cut:
                 span = max(0.0, (event - now) / dt)
-            totals[0] += span * t_mem
-            totals[1] += span * t_flop
-            totals[2] += span * costs.floor_s
-            totals[3] += span * host
-            totals[4] += span
-            totals[5] += span * a
+            if busy:
+                totals[0] += span * t_mem
+                totals[1] += span * t_flop
+                totals[2] += span * costs.floor_s
+                totals[3] += span * host
+                totals[4] += span
+                totals[5] += span * a
+            else:
+                totals[6] += span * dt
             clock += span
             now = event if cut else now + span * dt
-            while running and running[0][0] <= clock + 1e-9:
-                _, began, step = heapq.heappop(running)
-                start_sum -= began
-                in_flight -= 1
-                left[step] -= 1
-                if left[step] == 0:
-                    done_at[step] = now
+        while running and running[0][0] <= clock + 1e-9:
+            _, began, gid = heapq.heappop(running)
+            start_sum -= began
+            own_left[gid] -= 1
+            if own_left[gid] == 0:
+                if free_at[gid] <= clock + 1e-9:
+                    release(gid)
+                else:
+                    heapq.heappush(releases, (free_at[gid], gid))
+        while releases and releases[0][0] <= clock + 1e-9:
+            release(heapq.heappop(releases)[1])
         if weights_at is not None and weights_at[0] <= now + 1e-12:
             now = max(now, weights_at[0]) + sync_s  # the engine loads the new weights
             version = weights_at[1]
             weights_at = None
-    first, last = starts[IN_FLIGHT_WARMUP_STEPS], starts[-1]
-    n = len(starts) - 1 - IN_FLIGHT_WARMUP_STEPS
+    first, last = starts[warmup], starts[-1]
+    n = len(starts) - 1 - warmup
     d = [(b - a) / n for a, b in zip(first[1], last[1], strict=True)]
+    # The window between two training starts holds up to k steps' work begun before it or
+    # finished after it: the decode terms are scaled to one step's tokens exactly.
+    tokens = w * sum(sum(max(1.0, float(x)) for x in g.lengths) for g in groups)
+    scale = tokens / d[5] if d[5] > 0 else 1.0
     per = DecodeTerms(
-        memory_s=d[0], compute_s=d[1], floor_s=d[2], host_s=d[3], steps=d[4],
-        mean_batch=d[5] / d[4] if d[4] else 0.0, slots=slots,
+        memory_s=d[0] * scale, compute_s=d[1] * scale, floor_s=d[2] * scale,
+        host_s=d[3] * scale, steps=d[4] * scale, mean_batch=d[5] / d[4] if d[4] else 0.0,
+        slots=slots,
     )  # fmt: skip
     return InFlightLoop(per_step=per, period_s=(last[0] - first[0]) / n, idle_s=d[6])

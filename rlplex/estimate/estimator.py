@@ -20,6 +20,7 @@ Which formula a stage gets follows from its kind and name:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from rlplex.errors import ConfigError
 from rlplex.estimate import formulas as f
 from rlplex.estimate.decode import (
     IN_FLIGHT_MAX_SEQUENCES,
+    PromptGroup,
     StepCosts,
     simulate_decode,
     simulate_in_flight,
@@ -984,9 +986,12 @@ def in_flight_turn(
     pipeline: Pipeline, stage: Stage, seconds_of: Callable[[Stage], float | None]
 ) -> tuple[float, float]:
     """(trainer seconds, sync seconds) of one step as an engine with in-flight weight updates
-    sees them: every stage after ``stage`` and before the weight sync into its role, one
-    after another (NeMo RL's trainer runs its log-prob passes and its training in turn), and
-    that sync. ``seconds_of`` gives a stage's seconds (None: 0)."""
+    sees them: every GPU stage after ``stage`` and before the last weight sync into its role,
+    one after another (NeMo RL's trainer runs its log-prob passes and its training in turn;
+    its rewards are scored in the collector, beside generation), and that sync. Without a
+    sync into the role the engine never receives weights: every later GPU stage, no pause.
+    ``seconds_of`` gives a stage's seconds, None for a stage that is not the trainer's
+    (a CPU or driver stage): it counts 0."""
     by_name = {s.name: s for s in pipeline.stages}
     later: set[str] = set()
     frontier = [stage.name]
@@ -996,22 +1001,73 @@ def in_flight_turn(
             if name in s.after and s.name not in later:
                 later.add(s.name)
                 frontier.append(s.name)
-    sync = next(
-        (s for s in pipeline.stages if s.is_weight_sync and s.to_role == stage.role
-         and s.name in later),
-        None,
-    )  # fmt: skip
-    if sync is None:
+    syncs = [s for s in pipeline.stages if s.is_weight_sync and s.to_role == stage.role]
+    syncs = [s for s in syncs if s.name in later]
+    if not syncs:
         return sum(seconds_of(by_name[n]) or 0.0 for n in sorted(later)), 0.0
-    before: set[str] = set()
-    frontier = [sync.name]
-    while frontier:
-        for name in by_name[frontier.pop()].after:
-            if name not in before:
-                before.add(name)
-                frontier.append(name)
-    between = sorted((later & before) - {stage.name})
+    # The last sync into the role: the one no other sync into it comes after.
+    sync = next(s for s in reversed(syncs) if not any(s.name in _before(pipeline, o.name)
+                                                      for o in syncs))  # fmt: skip
+    between = sorted((later & _before(pipeline, sync.name)) - {stage.name})
     return sum(seconds_of(by_name[n]) or 0.0 for n in between), seconds_of(sync) or 0.0
+
+
+def _before(pipeline: Pipeline, name: str) -> set[str]:
+    """Names of every stage that ``name`` waits for, directly or not."""
+    by_name = {s.name: s for s in pipeline.stages}
+    before: set[str] = set()
+    frontier = [name]
+    while frontier:
+        for other in by_name[frontier.pop()].after:
+            if other not in before:
+                before.add(other)
+                frontier.append(other)
+    return before
+
+
+@functools.lru_cache(maxsize=256)
+def prompt_groups(
+    dist: LengthDistribution, prompts: int, samples: int, replicas: int, slots: int
+) -> tuple[tuple[PromptGroup, ...], float]:
+    """One step's prompt groups as one of ``replicas`` engines sees them, and how many
+    sequences each walked one stands for (:func:`decode.simulate_in_flight`).
+
+    NeMo RL sends each response of a group to the next engine in turn, so a replica holds
+    ``samples / replicas`` responses of each group (at least one: with fewer samples than
+    replicas, each of its responses stands for a group of its own), and the group frees its
+    place when its longest of ``samples`` responses ends. The lengths are the distribution's
+    representative ones, ``samples`` consecutive per group. A replica of more than
+    :data:`~decode.IN_FLIGHT_MAX_SEQUENCES` sequences is walked at fewer groups, each
+    sequence standing for several, chosen so that the walked slots come out whole."""
+    own = max(1, round(samples / replicas))
+    here = max(1, math.ceil(prompts * samples / replicas / own))  # groups on this replica
+    walked = min(here, max(1, IN_FLIGHT_MAX_SEQUENCES // own))
+    if walked < here:
+        # Whole walked slots: slots / stands_for rounded is exact.
+        walked_slots = max(1, round(slots * walked / here))
+        walked = min(here, max(1, math.ceil(here * walked_slots / slots)))
+    lengths = dist.lengths(walked * samples)
+    groups = tuple(
+        PromptGroup(
+            lengths=tuple(lengths[i * samples : i * samples + own]),
+            longest=max(lengths[i * samples : (i + 1) * samples]),
+        )
+        for i in range(walked)
+    )
+    return groups, here / walked
+
+
+TURN_STEP = 1.005
+"""The trainer's turn and the sync an in-flight loop is simulated with are taken on a
+geometric grid of this ratio (within 0.25 %), so that a placement search that meets the same
+turn again reuses the loop (:func:`in_flight_grid`)."""
+
+
+def in_flight_grid(turn: tuple[float, float]) -> tuple[float, float]:
+    """``turn`` (trainer seconds, sync seconds) on the :data:`TURN_STEP` grid."""
+    return tuple(  # type: ignore[return-value]
+        0.0 if v <= 0 else TURN_STEP ** round(math.log(v) / math.log(TURN_STEP)) for v in turn
+    )
 
 
 def _in_flight(ctx: _Ctx, role: Role) -> bool:
@@ -1104,13 +1160,13 @@ def estimate_generate(
         )
         prefill_flops += resumed_flops
     elif in_flight:
-        slots = max(1, min(slots, per_replica * max(1, ctx.inputs.pipeline.staleness)))
-        walked = min(per_replica, IN_FLIGHT_MAX_SEQUENCES)
+        k = max(1, ctx.inputs.pipeline.staleness)
+        slots = max(1, min(slots, per_replica * k))
+        groups, stands_for = prompt_groups(dist, w.prompts_per_step, w.samples_per_prompt,
+                                           replicas, slots)  # fmt: skip
         loop = simulate_in_flight(
-            lengths if walked == per_replica else dist.lengths(walked),
-            prompt.mean, slots, max(1, ctx.inputs.pipeline.staleness), *turn, costs,
-            stands_for=per_replica / walked,
-        )  # fmt: skip
+            groups, prompt.mean, slots, k, *in_flight_grid(turn), costs, stands_for
+        )
         dec = loop.per_step
         loop_detail = {
             "in_flight_weight_updates": True, "trainer_s": turn[0], "sync_s": turn[1],
@@ -1265,6 +1321,15 @@ def streaming_flips(config: Any, stage: Stage, devices: Mapping[str, Sequence[in
     return here != (partial_rollout_inactive(role.name, config.roles, config.pipeline) is None)
 
 
+def trainer_seconds(config: Any, stage: Stage) -> float | None:
+    """A stage's seconds as :func:`in_flight_turn` counts them: a GPU stage's or a weight
+    sync's, None for a CPU or driver stage."""
+    role = config.roles.get(stage.role or "")
+    if stage.is_weight_sync or (role is not None and role.is_gpu):
+        return stage.seconds
+    return None
+
+
 def in_flight_at(config: Any, stage: Stage, devices: Mapping[str, Sequence[int]]) -> bool:
     """Whether generation ``stage``'s engine decodes through weight syncs (in-flight weight
     updates) with the roles on ``devices`` (role -> devices)."""
@@ -1307,7 +1372,7 @@ def generate_seconds_at(
         est = role_states(ctx, roles[name])
         role = roles[name].model_copy(update={"states": dict(roles[name].states or est.states)})
         if turn is None:  # as the config prices it (its stages' seconds on its own devices)
-            turn = in_flight_turn(config.pipeline, stage, lambda s: s.seconds)
+            turn = in_flight_turn(config.pipeline, stage, lambda s: trainer_seconds(config, s))
         return estimate_generate(ctx, stage, role, est, turn).seconds
     except ConfigError:
         return None
@@ -1408,7 +1473,10 @@ def estimate(inputs: Inputs) -> Estimate:
         stages[stage.name] = fn[kind](ctx, stage, role, roles[role.name])
 
     def used(s: Stage) -> float | None:
-        """What the plan will take: the given seconds, else the estimate."""
+        """What the plan will take of a trainer's stage: the given seconds, else the
+        estimate; None for a CPU or driver stage (not the trainer's)."""
+        if s.name in stages and stages[s.name].kind == "cpu":
+            return None
         if s.seconds is not None or s.name not in stages:
             return s.seconds
         return stages[s.name].seconds

@@ -141,6 +141,9 @@ def _repriced(config: Config, stage: Stage, placement: Placement) -> float | Non
     return seconds
 
 
+_LOOPS: dict[tuple[object, ...], tuple[Config, float | None]] = {}
+"""In-flight generation priced per (config, stage, engine devices, trainer turn on its grid)."""
+
 _RegenKey = tuple[int, str, tuple[tuple[str, tuple[int, ...]], ...]]
 _REGENERATED: dict[_RegenKey, tuple[Config, float | None]] = {}
 """Generation priced again per (config, stage, placement), as :data:`_REPRICED`."""
@@ -153,9 +156,11 @@ def _regenerated(config: Config, stage: Stage, placement: Placement) -> float | 
     from rlplex.estimate.estimator import (
         generate_seconds_at,
         in_flight_at,
+        in_flight_grid,
         in_flight_turn,
         streaming_field,
         streaming_flips,
+        trainer_seconds,
     )
 
     role = config.roles.get(stage.role or "")
@@ -173,9 +178,28 @@ def _regenerated(config: Config, stage: Stage, placement: Placement) -> float | 
     seconds = None
     if in_flight_at(config, stage, placement):
         turn = in_flight_turn(
-            config.pipeline, stage, lambda s: stage_work_seconds(config, s, placement)
+            config.pipeline,
+            stage,
+            lambda s: (
+                stage_work_seconds(config, s, placement)
+                if trainer_seconds(config, s) is not None
+                else None
+            ),
         )
-        seconds = generate_seconds_at(config, stage, placement, turn)
+        # The loop depends on the engine's devices and the turn alone (on its grid): a search
+        # meets the same ones under many trainer placements.
+        loop_key = (
+            id(config), stage.name, tuple(sorted(placement.get(stage.role or "", ()))),
+            in_flight_grid(turn),
+        )  # fmt: skip
+        known = _LOOPS.get(loop_key)
+        if known is not None and known[0] is config:
+            seconds = known[1]
+        else:
+            if len(_LOOPS) >= 4096:
+                _LOOPS.clear()
+            seconds = generate_seconds_at(config, stage, placement, turn)
+            _LOOPS[loop_key] = (config, seconds)
     elif streaming_flips(config, stage, placement):
         seconds = generate_seconds_at(config, stage, placement)
     _REGENERATED[key] = (config, seconds)

@@ -135,16 +135,16 @@ class Rollout(BaseModel):
     trained role."""
     in_flight_weight_updates: bool = False
     """The engine keeps decoding through each weight sync: its running sequences go on with
-    their KV cache under the new weights, nothing is prefilled again, and the next steps'
-    prompts are admitted as earlier ones finish (NeMo RL's
+    their KV cache under the new weights, nothing is prefilled again (NeMo RL's
     ``grpo.async_grpo.in_flight_weight_updates`` with vLLM's async engine). Its trajectory
-    collector keeps at most ``max_staleness`` steps' prompts in flight and admits step
-    t + ``max_staleness``'s only once the weights of step t have arrived, so while the
-    trainer trains and syncs, the engine runs on what it holds. Priced by simulating that
-    loop (docs/cost-model.md): no step waits for the longest response unless the trainer's
-    turn outlasts it. Ignored, with a warning, where the engine cannot stream (as
-    ``partial_rollout``); not together with ``partial_rollout``, which interrupts sequences
-    instead."""
+    collector keeps at most ``max_staleness`` steps' prompt groups in flight, frees a
+    group's place only when all its responses are done, and admits a group for step
+    t + 1 + ``max_staleness`` only once the weights trained on step t have arrived; while
+    the trainer trains and syncs, the engine runs on what it holds. Priced by simulating
+    that loop (docs/cost-model.md): how much of the longest responses' tail it hides
+    depends on the responses per prompt and on the trainer. Ignored, with a warning, where
+    the engine cannot stream (as ``partial_rollout``); not together with
+    ``partial_rollout``, which interrupts sequences instead."""
 
     @model_validator(mode="after")
     def _one_way_to_stream(self) -> Rollout:

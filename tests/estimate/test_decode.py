@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rlplex.estimate.decode import StepCosts, simulate_decode, simulate_in_flight, stream_decode
+from rlplex.estimate.decode import (
+    PromptGroup,
+    StepCosts,
+    simulate_decode,
+    simulate_in_flight,
+    stream_decode,
+)
 
 
 def _costs(**kw: float) -> StepCosts:
@@ -67,11 +73,16 @@ def test_a_steps_share_of_decoding_several_steps_together() -> None:
     assert dec.per_step(1) is dec
 
 
+def _singles(*lengths: float) -> list[PromptGroup]:
+    """Prompt groups of one response each (its place frees when it ends)."""
+    return [PromptGroup((length,), length) for length in lengths]
+
+
 def test_in_flight_loop_with_a_trainer_that_takes_no_time() -> None:
-    """Two 10-token sequences a step, the collector holding one step's worth (k = 1): each
+    """Two 10-token responses a step, the collector holding one step's worth (k = 1): each
     step runs 10 decode steps of 2 sequences (2 + 0.5 s each), one step every 25 s."""
     costs = _costs(weights=2.0, floor_s=0.5)
-    loop = simulate_in_flight([10, 10], 0, 4, 1, 0.0, 0.0, costs)
+    loop = simulate_in_flight(_singles(10, 10), 0, 4, 1, 0.0, 0.0, costs)
     assert loop.per_step.steps == pytest.approx(10)
     assert loop.per_step.mean_batch == pytest.approx(2)
     assert loop.per_step.memory_s == pytest.approx(20)
@@ -82,38 +93,61 @@ def test_in_flight_loop_with_a_trainer_that_takes_no_time() -> None:
 
 def test_in_flight_loop_waits_for_a_slow_trainer() -> None:
     """The trainer takes 100 s and each weight load 1 s: step t + 2 is admitted only when
-    step t's weights arrive, so the engine decodes its 25 s, then idles; a step every 101 s."""
-    loop = simulate_in_flight([10, 10], 0, 4, 1, 100.0, 1.0, _costs(weights=2.0, floor_s=0.5))
+    step t's weights arrive, so the engine decodes its 25 s, then idles; a step every 101 s.
+    Eight steps ahead (k = 8) start with eight steps admitted at once; the warm-up outlasts
+    that backlog and the loop settles at the trainer's pace all the same."""
+    costs = _costs(weights=2.0, floor_s=0.5)
+    loop = simulate_in_flight(_singles(10, 10), 0, 4, 1, 100.0, 1.0, costs)
     assert loop.period_s == pytest.approx(101)
     assert loop.per_step.total_s == pytest.approx(25)
     assert loop.idle_s == pytest.approx(101 - 25 - 1)
+    ahead = simulate_in_flight(_singles(10, 10), 0, 4, 8, 100.0, 1.0, costs)
+    assert ahead.period_s == pytest.approx(101)
+    assert ahead.idle_s == pytest.approx(101 - 1 - ahead.per_step.total_s)
 
 
-def test_in_flight_loop_hides_the_tail_when_the_trainer_keeps_up() -> None:
-    """10 and 30 tokens a step: drained, a step takes 30 decode steps (the last 20 alone);
-    with the next step admitted as sequences finish, two always run: 20 decode steps."""
+def test_in_flight_loop_hides_the_tail_of_one_response_groups() -> None:
+    """10 and 30 tokens a step, each its own prompt group: drained, a step takes 30 decode
+    steps (the last 20 alone); with the next step admitted as groups finish, two always run:
+    20 decode steps."""
     costs = _costs(weights=1.0)
     assert simulate_decode([10, 30], 0, 2, costs).steps == 30
-    loop = simulate_in_flight([10, 30], 0, 2, 1, 0.0, 0.0, costs)
+    loop = simulate_in_flight(_singles(10, 30), 0, 2, 1, 0.0, 0.0, costs)
     assert loop.per_step.steps == pytest.approx(20)
     assert loop.per_step.mean_batch == pytest.approx(2)
     assert loop.period_s == pytest.approx(20)
     # Two steps ahead (k = 2) with four slots: 40 tokens a step over up to four running, 10
-    # decode steps a step; now and then step t - 1's long sequence holds back step t + 2's
+    # decode steps a step; now and then step t - 1's long response holds back step t + 2's
     # admission and fewer run.
-    ahead = simulate_in_flight([10, 30], 0, 4, 2, 0.0, 0.0, costs)
+    ahead = simulate_in_flight(_singles(10, 30), 0, 4, 2, 0.0, 0.0, costs)
     assert ahead.period_s == pytest.approx(10)
     assert ahead.per_step.steps == pytest.approx(10)
     assert 3.5 < ahead.per_step.mean_batch <= 4
     assert simulate_in_flight([], 0, 2, 1, 3.0, 1.0, costs).period_s == 4
 
 
-def test_in_flight_loop_walks_representative_sequences_for_a_large_replica() -> None:
-    """Each of 10 and 30 tokens standing for two: the same loop as both twice, walked one
-    by one (a step of 2 walked sequences costs what 4 running ones do)."""
+def test_a_prompt_group_holds_its_place_until_its_longest_response_ends() -> None:
+    """NeMo RL frees a group's place when all its responses are done: one group of 10 and 30
+    tokens drains as a drained engine does (30 decode steps, 4/3 running on average); a
+    group whose longest response (30) runs on another replica leaves this one 10 steps of
+    its own response (1 + 0.5 s each) and 20 steps of waiting at the same pace."""
+    costs = _costs(weights=1.0, floor_s=0.5)
+    pair = simulate_in_flight([PromptGroup((10, 30), 30)], 0, 2, 1, 0.0, 0.0, costs)
+    assert pair.per_step.steps == pytest.approx(30)
+    assert pair.per_step.mean_batch == pytest.approx((10 * 2 + 20) / 30)
+    elsewhere = simulate_in_flight([PromptGroup((10,), 30)], 0, 2, 1, 0.0, 0.0, costs)
+    assert elsewhere.per_step.steps == pytest.approx(10)
+    assert elsewhere.per_step.total_s == pytest.approx(15)
+    assert elsewhere.idle_s == pytest.approx(30)
+    assert elsewhere.period_s == pytest.approx(45)
+
+
+def test_in_flight_loop_walks_representative_groups_for_a_large_replica() -> None:
+    """Groups of 10 and 30 tokens standing for two each: the same loop as both twice,
+    walked one by one (a step of 2 walked sequences costs what 4 running ones do)."""
     costs = _costs(weights=1.0, kv_bytes_per_token=0.01, floor_s=0.25, per_sequence_s=0.1)
-    whole = simulate_in_flight([10, 10, 30, 30], 5, 4, 1, 3.0, 1.0, costs)
-    walked = simulate_in_flight([10, 30], 5, 4, 1, 3.0, 1.0, costs, stands_for=2)
+    whole = simulate_in_flight(_singles(10, 10, 30, 30), 5, 4, 1, 3.0, 1.0, costs)
+    walked = simulate_in_flight(_singles(10, 30), 5, 4, 1, 3.0, 1.0, costs, stands_for=2)
     assert walked.period_s == pytest.approx(whole.period_s)
     assert walked.per_step.total_s == pytest.approx(whole.per_step.total_s)
     assert walked.per_step.mean_batch == pytest.approx(whole.per_step.mean_batch)

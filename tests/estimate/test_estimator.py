@@ -882,10 +882,11 @@ def _split_async(base: dict[str, Any]) -> dict[str, Any]:
 def test_in_flight_turn_is_what_runs_between_generation_and_its_weights(
     base: dict[str, Any],
 ) -> None:
-    """The trainer's turn: every stage after generate and before the sync into its role, in
-    turn (reward 3 + ref 4 + old 5 + advantage 1 + train 6), and the sync's own seconds; a
-    stage after the sync is not in it."""
-    from rlplex.estimate.estimator import in_flight_turn
+    """The trainer's turn: every GPU stage after generate and before the last sync into its
+    role, in turn (ref 4 + old 5 + train 6; the CPU reward and the driver's advantage are
+    not the trainer's), and the sync's own seconds; a stage after the sync is not in it.
+    With a second sync into the engine after the first, the turn runs to the last one."""
+    from rlplex.estimate.estimator import in_flight_turn, trainer_seconds
 
     raw = _split_async(base)
     seconds = {"ref_logprob": 4, "old_logprob": 5, "train": 6, "weight_sync": 2, "generate": 9}
@@ -898,7 +899,36 @@ def test_in_flight_turn_is_what_runs_between_generation_and_its_weights(
     }
     cfg = config_from_dict(raw, file="t.yaml")
     gen = cfg.pipeline.stage("generate")
-    assert in_flight_turn(cfg.pipeline, gen, lambda s: s.seconds) == (3 + 4 + 5 + 1 + 6, 2)
+    assert in_flight_turn(cfg.pipeline, gen, lambda s: trainer_seconds(cfg, s)) == (4 + 5 + 6, 2)
+    raw["pipeline"]["stages"]["polish"] = {"role": "actor_train", "seconds": 7,
+                                           "after": ["weight_sync"]}  # fmt: skip
+    raw["pipeline"]["stages"]["weight_sync2"] = {
+        "kind": "weight_sync", "from": "actor_train", "to": "actor_infer", "seconds": 3,
+        "after": ["polish"],
+    }  # fmt: skip
+    cfg = config_from_dict(raw, file="t.yaml")
+    turn = in_flight_turn(cfg.pipeline, gen, lambda s: trainer_seconds(cfg, s))
+    assert turn == (4 + 5 + 6 + 2 + 7, 3)
+
+
+def test_prompt_groups_spread_over_replicas() -> None:
+    """8 prompts of 4 responses on 2 replicas: each replica holds 2 responses of each group,
+    and a group frees its place when the longest of its 4 ends; with 8 replicas each holds
+    one response per group, its group's longest of 4."""
+    from rlplex.estimate.estimator import prompt_groups
+
+    dist = response_lengths(300, 600, None)
+    groups, stands_for = prompt_groups(dist, 8, 4, 2, 1024)
+    lengths = dist.lengths(8 * 4)
+    assert stands_for == 1 and len(groups) == 8
+    assert groups[1].lengths == tuple(lengths[4:6])
+    assert groups[1].longest == max(lengths[4:8])
+    groups, _ = prompt_groups(dist, 8, 4, 8, 1024)
+    assert [len(g.lengths) for g in groups] == [1] * 4  # 32 responses over 8 replicas
+    # 4,096 groups of one response on a replica, 12 slots: walked at fewer groups with whole
+    # slots (12 / stands_for an integer).
+    groups, stands_for = prompt_groups(dist, 4096, 1, 1, 12)
+    assert len(groups) < 4096 and (12 / stands_for) == pytest.approx(round(12 / stands_for))
 
 
 def test_in_flight_weight_updates_hide_the_tail_only_while_the_trainer_keeps_up(
@@ -907,6 +937,8 @@ def test_in_flight_weight_updates_hide_the_tail_only_while_the_trainer_keeps_up(
     """An engine that decodes through weight syncs: with a quick trainer its slots stay full
     (fewer decode steps than the drained engine's, which waits for the longest response);
     with a trainer slower than generation it drains and waits, as the drained engine."""
+    from rlplex.estimate.estimator import in_flight_grid
+
     raw = _split_async(base)
     drained = estimate_config(config_from_dict(raw, file="t.yaml")).stages["generate"]
     raw["roles"]["actor_infer"]["rollout"] = {"in_flight_weight_updates": True}
@@ -925,8 +957,12 @@ def test_in_flight_weight_updates_hide_the_tail_only_while_the_trainer_keeps_up(
     slow = estimate_config(config_from_dict(raw, file="t.yaml")).stages["generate"]
     assert slow.seconds == pytest.approx(drained.seconds, rel=0.02)
     assert slow.detail["idle_s"] > 0
+    # The loop takes the turn on its 0.5 % grid (in_flight_grid).
     assert slow.detail["loop_period_s"] == pytest.approx(
-        slow.detail["trainer_s"] + slow.detail["sync_s"]
+        sum(in_flight_grid((slow.detail["trainer_s"], slow.detail["sync_s"])))
+    )
+    assert slow.detail["loop_period_s"] == pytest.approx(
+        slow.detail["trainer_s"] + slow.detail["sync_s"], rel=0.003
     )
 
 
@@ -982,3 +1018,15 @@ def test_an_in_flight_engine_is_priced_again_with_the_trainer_of_each_placement(
     drained = copy.deepcopy(raw)
     drained["roles"]["actor_infer"]["rollout"] = {}
     assert slower <= config_from_dict(drained).pipeline.stage("generate").seconds * 1.001
+
+
+def test_the_trainer_turn_grid() -> None:
+    """Turns on a 0.5 % geometric grid: 0 stays 0, 1 s is on it, any turn within 0.25 %."""
+    from rlplex.estimate.estimator import TURN_STEP, in_flight_grid
+
+    assert in_flight_grid((0.0, 1.0)) == (0.0, 1.0)
+    trainer, sync = in_flight_grid((73.3, 2.04))
+    assert trainer == pytest.approx(73.3, rel=0.0025) and sync == pytest.approx(2.04, rel=0.0025)
+    assert math.log(trainer) / math.log(TURN_STEP) == pytest.approx(
+        round(math.log(trainer) / math.log(TURN_STEP))
+    )
