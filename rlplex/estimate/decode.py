@@ -300,7 +300,29 @@ def simulate_in_flight(
         if left[step] == 0:
             done_at[step] = now
 
-    while len(starts) < wanted:
+    settled = max(2, k)  # steps alike in a row that show a repeating loop
+
+    def repeats() -> bool:
+        """Whether the last ``settled`` steps came at one period with the same decode
+        work (a loop that repeats step by step: nothing left to average)."""
+        if len(starts) < IN_FLIGHT_WARMUP_STEPS + settled + 1:
+            return False
+        gaps = [starts[-i][0] - starts[-i - 1][0] for i in range(1, settled + 1)]
+        work = [starts[-i][1][4] - starts[-i - 1][1][4] for i in range(1, settled + 1)]
+        return max(gaps) - min(gaps) <= 1e-9 * max(gaps) and max(work) - min(work) <= 1e-9 * max(
+            max(work), 1.0
+        )
+
+    # The step's roofline (step_roofline) inlined with the weight reads kept per batch: the
+    # loop takes thousands of steps per call and a placement search thousands of calls.
+    inf = float("inf")
+    floor_s, per_seq_s = costs.floor_s, costs.per_sequence_s
+    kv_bytes, bandwidth = costs.kv_bytes_per_token, costs.bandwidth
+    flops_token, flops_context = costs.flops_per_token, costs.attention_flops_per_context
+    flop_rate = costs.flop_rate
+    weight_reads: dict[float, float] = {}
+    settled_loop = False
+    while len(starts) < wanted and not settled_loop:
         while in_flight < cap and next_step <= version + k:
             group = groups[next_index]
             gid, next_id = next_id, next_id + 1
@@ -323,15 +345,16 @@ def simulate_in_flight(
         if weights_at is None and trained in done_at:
             start = max(done_at[trained], trainer_free)
             starts.append((start, list(totals)))
+            settled_loop = repeats()
             weights_at = (start + trainer_s, trained + 1)
             trainer_free = start + trainer_s + sync_s
             trained += 1
             continue
-        event = weights_at[0] if weights_at is not None else float("inf")
-        ends = running[0][0] if running else float("inf")
-        freed = releases[0][0] if releases else float("inf")
+        event = weights_at[0] if weights_at is not None else inf
+        ends = running[0][0] if running else inf
+        freed = releases[0][0] if releases else inf
         if not running:
-            if freed < float("inf"):  # the group's last responses run elsewhere
+            if freed < inf:  # the group's last responses run elsewhere
                 span = freed - clock
                 dt = alone_dt
                 busy = False
@@ -348,9 +371,17 @@ def simulate_in_flight(
             span = min(ends, freed) - clock
             mid = clock + span / 2
             context = a * prompt_tokens + (len(running) * mid - start_sum) * w
-            t_mem, t_flop = step_roofline(costs, a, context)
-            host = a * costs.per_sequence_s
-            dt = t_mem + t_flop + costs.floor_s + host
+            weights = weight_reads.get(a)
+            if weights is None:
+                weights = weight_reads[a] = costs.weight_bytes(a)
+            t_mem = (weights + context * kv_bytes) / bandwidth
+            t_flop = (a * flops_token + context * flops_context) / flop_rate
+            if t_mem >= t_flop:
+                t_flop = 0.0
+            else:
+                t_mem = 0.0
+            host = a * per_seq_s
+            dt = t_mem + t_flop + floor_s + host
             busy = True
         if dt > 0:
             cut = span * dt > event - now
@@ -359,7 +390,7 @@ def simulate_in_flight(
             if busy:
                 totals[0] += span * t_mem
                 totals[1] += span * t_flop
-                totals[2] += span * costs.floor_s
+                totals[2] += span * floor_s
                 totals[3] += span * host
                 totals[4] += span
                 totals[5] += span * a
@@ -382,8 +413,9 @@ def simulate_in_flight(
             now = max(now, weights_at[0]) + sync_s  # the engine loads the new weights
             version = weights_at[1]
             weights_at = None
-    first, last = starts[warmup], starts[-1]
-    n = len(starts) - 1 - warmup
+    begin = warmup if len(starts) >= wanted else len(starts) - 1 - settled
+    first, last = starts[begin], starts[-1]
+    n = len(starts) - 1 - begin
     d = [(b - a) / n for a, b in zip(first[1], last[1], strict=True)]
     # The window between two training starts holds up to k steps' work begun before it or
     # finished after it: the decode terms are scaled to one step's tokens exactly.
