@@ -190,8 +190,9 @@ a placement search can price every candidate); a replica with more is walked at 
 representative prompt groups, each sequence standing for several (docs/cost-model.md)."""
 IN_FLIGHT_WARMUP_STEPS = 3
 """Steps :func:`simulate_in_flight` runs before it measures, besides two per step of
-staleness (the loop starts with k steps' prompt groups admitted at once; the backlog takes
-up to about 2k steps to clear where the trainer is the slower side)."""
+staleness, and longer until the gaps between training starts decode one step's tokens (the
+loop starts with k steps' prompt groups admitted at once; near balance that backlog clears
+slowly), up to sixteen per step of staleness."""
 IN_FLIGHT_MEASURED_STEPS = 6
 """Steps :func:`simulate_in_flight` averages over once settled, besides two per step of
 staleness (k steps' groups in flight make the loop's pattern longer)."""
@@ -257,15 +258,17 @@ def simulate_in_flight(
     engine runs ``slots / stands_for`` of them at a time).
 
     Returns the decode terms per step averaged over :data:`IN_FLIGHT_MEASURED_STEPS` + 2k
-    steps after a warm-up (:data:`IN_FLIGHT_WARMUP_STEPS` + 2k; the terms scaled to one
-    step's tokens), the period between training starts and the replica's idle seconds per
-    step.
+    steps (the terms scaled to one step's tokens) after a warm-up (at least
+    :data:`IN_FLIGHT_WARMUP_STEPS` + 2k steps, longer until two gaps between training starts
+    in a row decode one step's tokens within 2 %, at most 3 + 16k), or over the last
+    max(2, k) once they repeat exactly;
+    the period between training starts and the replica's idle seconds per step.
     """
     per_step = len(groups)
     if per_step == 0 or not any(g.lengths for g in groups):
         return InFlightLoop(DecodeTerms(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0), trainer_s + sync_s, 0.0)
     k = max(1, steps_ahead)
-    w = max(1.0, stands_for)
+    w = stands_for if stands_for > 0 else 1.0
     slots = max(1, slots)
     walked_slots = max(1, round(slots / w))
     cap = per_step * k  # prompt groups in flight
@@ -287,8 +290,16 @@ def simulate_in_flight(
     weights_at: tuple[float, int] | None = None  # (seconds, version they bring)
     totals = [0.0] * 7  # memory, compute, floor, host, decode steps, batch x steps, idle
     starts: list[tuple[float, list[float]]] = []
-    warmup = IN_FLIGHT_WARMUP_STEPS + 2 * k
-    wanted = warmup + IN_FLIGHT_MEASURED_STEPS + 2 * k + 1
+    # Settled: at least 3 + 2k steps, and the last two gaps between training starts decoding
+    # one step's tokens within 2 % (a loop near balance works off its first k steps' backlog
+    # slowly), at most 3 + 16k steps; then 6 + 2k steps are measured.
+    shortest = IN_FLIGHT_WARMUP_STEPS + 2 * k
+    longest_warmup = IN_FLIGHT_WARMUP_STEPS + 16 * k
+    measured = IN_FLIGHT_MEASURED_STEPS + 2 * k
+    warmup: int | None = None
+    # One step's tokens: a gap between training starts that decodes about that many (twice
+    # in a row) has worked off the first k steps' backlog.
+    step_tokens = w * sum(sum(max(1.0, float(x)) for x in g.lengths) for g in groups)
     alone = step_roofline(costs, w, w * prompt_tokens)  # one response (standing for w)
     alone_dt = sum(alone) + costs.floor_s + w * costs.per_sequence_s
 
@@ -303,15 +314,19 @@ def simulate_in_flight(
     settled = max(2, k)  # steps alike in a row that show a repeating loop
 
     def repeats() -> bool:
-        """Whether the last ``settled`` steps came at one period with the same decode
-        work (a loop that repeats step by step: nothing left to average)."""
-        if len(starts) < IN_FLIGHT_WARMUP_STEPS + settled + 1:
+        """Whether, once warmed up, the last ``settled`` steps came at one period with the
+        same work in every term (a loop that repeats step by step: nothing left to
+        average)."""
+        if warmup is None or len(starts) < warmup + settled + 1:
             return False
         gaps = [starts[-i][0] - starts[-i - 1][0] for i in range(1, settled + 1)]
-        work = [starts[-i][1][4] - starts[-i - 1][1][4] for i in range(1, settled + 1)]
-        return max(gaps) - min(gaps) <= 1e-9 * max(gaps) and max(work) - min(work) <= 1e-9 * max(
-            max(work), 1.0
-        )
+        if max(gaps) - min(gaps) > 1e-9 * max(gaps):
+            return False
+        for term in range(len(totals)):
+            work = [starts[-i][1][term] - starts[-i - 1][1][term] for i in range(1, settled + 1)]
+            if max(work) - min(work) > 1e-9 * max(abs(max(work)), 1.0):
+                return False
+        return True
 
     # The step's roofline (step_roofline) inlined with the weight reads kept per batch: the
     # loop takes thousands of steps per call and a placement search thousands of calls.
@@ -322,7 +337,7 @@ def simulate_in_flight(
     flop_rate = costs.flop_rate
     weight_reads: dict[float, float] = {}
     settled_loop = False
-    while len(starts) < wanted and not settled_loop:
+    while not settled_loop and (warmup is None or len(starts) < warmup + measured + 1):
         while in_flight < cap and next_step <= version + k:
             group = groups[next_index]
             gid, next_id = next_id, next_id + 1
@@ -345,6 +360,19 @@ def simulate_in_flight(
         if weights_at is None and trained in done_at:
             start = max(done_at[trained], trainer_free)
             starts.append((start, list(totals)))
+            if (
+                warmup is None
+                and len(starts) > shortest
+                and (
+                    len(starts) > longest_warmup
+                    or all(
+                        abs(starts[-i][1][5] - starts[-i - 1][1][5] - step_tokens)
+                        <= 0.02 * step_tokens
+                        for i in (1, 2)
+                    )
+                )
+            ):
+                warmup = len(starts) - 1
             settled_loop = repeats()
             weights_at = (start + trainer_s, trained + 1)
             trainer_free = start + trainer_s + sync_s
@@ -413,14 +441,14 @@ def simulate_in_flight(
             now = max(now, weights_at[0]) + sync_s  # the engine loads the new weights
             version = weights_at[1]
             weights_at = None
-    begin = warmup if len(starts) >= wanted else len(starts) - 1 - settled
+    assert warmup is not None
+    begin = len(starts) - 1 - settled if settled_loop else warmup
     first, last = starts[begin], starts[-1]
     n = len(starts) - 1 - begin
     d = [(b - a) / n for a, b in zip(first[1], last[1], strict=True)]
     # The window between two training starts holds up to k steps' work begun before it or
     # finished after it: the decode terms are scaled to one step's tokens exactly.
-    tokens = w * sum(sum(max(1.0, float(x)) for x in g.lengths) for g in groups)
-    scale = tokens / d[5] if d[5] > 0 else 1.0
+    scale = step_tokens / d[5] if d[5] > 0 else 1.0
     per = DecodeTerms(
         memory_s=d[0] * scale, compute_s=d[1] * scale, floor_s=d[2] * scale,
         host_s=d[3] * scale, steps=d[4] * scale, mean_batch=d[5] / d[4] if d[4] else 0.0,

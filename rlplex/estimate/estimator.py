@@ -1033,28 +1033,35 @@ def prompt_groups(
     sequences each walked one stands for (:func:`decode.simulate_in_flight`).
 
     NeMo RL sends each response of a group to the next engine in turn, so a replica holds
-    ``samples / replicas`` responses of each group (at least one: with fewer samples than
-    replicas, each of its responses stands for a group of its own), and the group frees its
-    place when its longest of ``samples`` responses ends. The lengths are the distribution's
-    representative ones, ``samples`` consecutive per group. A replica of more than
-    :data:`~decode.IN_FLIGHT_MAX_SEQUENCES` sequences is walked at fewer groups, each
-    sequence standing for several, chosen so that the walked slots come out whole."""
-    own = max(1, round(samples / replicas))
-    here = max(1, math.ceil(prompts * samples / replicas / own))  # groups on this replica
+    ``samples / replicas`` responses of each group (the nearest whole number, at least one:
+    with fewer samples than replicas each of its responses stands for a group of its own;
+    ``stands_for`` makes up the fraction), and the group frees its place when its longest of
+    ``samples`` responses ends. The replica's own responses are the distribution's
+    representative lengths, evenly spread; the group's others, elsewhere, a second such set.
+    A replica of more than :data:`~decode.IN_FLIGHT_MAX_SEQUENCES` sequences is walked at
+    fewer groups, each sequence standing for several (their count rounded so that
+    ``slots / stands_for`` comes out near a whole number)."""
+    per_replica = math.ceil(prompts * samples / replicas)
+    share = samples / replicas
+    own = max(1, round(share))
+    here = prompts if share >= 1 else per_replica  # groups with a response on this replica
     walked = min(here, max(1, IN_FLIGHT_MAX_SEQUENCES // own))
     if walked < here:
-        # Whole walked slots: slots / stands_for rounded is exact.
-        walked_slots = max(1, round(slots * walked / here))
-        walked = min(here, max(1, math.ceil(here * walked_slots / slots)))
-    lengths = dist.lengths(walked * samples)
+        walked_slots = max(1, round(slots * walked * own / per_replica))
+        walked = min(here, max(1, math.ceil(per_replica * walked_slots / (slots * own))))
+    mine = dist.lengths(walked * own)
+    elsewhere = samples - own
+    others = dist.lengths(walked * elsewhere) if elsewhere > 0 else []
     groups = tuple(
         PromptGroup(
-            lengths=tuple(lengths[i * samples : i * samples + own]),
-            longest=max(lengths[i * samples : (i + 1) * samples]),
+            lengths=tuple(mine[i * own : (i + 1) * own]),
+            longest=max(
+                mine[i * own : (i + 1) * own] + others[i * elsewhere : (i + 1) * elsewhere]
+            ),
         )
         for i in range(walked)
     )
-    return groups, here / walked
+    return groups, per_replica / (walked * own)
 
 
 TURN_STEP = 1.005

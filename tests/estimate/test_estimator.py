@@ -912,23 +912,28 @@ def test_in_flight_turn_is_what_runs_between_generation_and_its_weights(
 
 
 def test_prompt_groups_spread_over_replicas() -> None:
-    """8 prompts of 4 responses on 2 replicas: each replica holds 2 responses of each group,
-    and a group frees its place when the longest of its 4 ends; with 8 replicas each holds
-    one response per group, its group's longest of 4."""
+    """8 prompts of 4 responses on 2 replicas: each replica holds 2 responses of each group
+    (evenly spread representative lengths), and a group frees its place when the longest of
+    its 4 ends (the other 2 from a second such set); with 8 replicas each holds one response
+    per group. 16 responses on 6 replicas: 3 of each group here, standing for 2.67, so the
+    replica's sequences add up to its share."""
     from rlplex.estimate.estimator import prompt_groups
 
     dist = response_lengths(300, 600, None)
     groups, stands_for = prompt_groups(dist, 8, 4, 2, 1024)
-    lengths = dist.lengths(8 * 4)
+    mine, others = dist.lengths(16), dist.lengths(16)
     assert stands_for == 1 and len(groups) == 8
-    assert groups[1].lengths == tuple(lengths[4:6])
-    assert groups[1].longest == max(lengths[4:8])
+    assert groups[1].lengths == tuple(mine[2:4])
+    assert groups[1].longest == max(mine[2:4] + others[2:4])
     groups, _ = prompt_groups(dist, 8, 4, 8, 1024)
     assert [len(g.lengths) for g in groups] == [1] * 4  # 32 responses over 8 replicas
-    # 4,096 groups of one response on a replica, 12 slots: walked at fewer groups with whole
-    # slots (12 / stands_for an integer).
+    groups, stands_for = prompt_groups(dist, 64, 16, 6, 1024)
+    assert len(groups) == 64 and {len(g.lengths) for g in groups} == {3}
+    assert sum(len(g.lengths) for g in groups) * stands_for == pytest.approx(math.ceil(1024 / 6))
+    # 4,096 groups of one response on a replica, 12 slots: walked at 1,024 groups standing
+    # for 4 each, 3 walked slots.
     groups, stands_for = prompt_groups(dist, 4096, 1, 1, 12)
-    assert len(groups) < 4096 and (12 / stands_for) == pytest.approx(round(12 / stands_for))
+    assert len(groups) == 1024 and stands_for == 4
 
 
 def test_in_flight_weight_updates_hide_the_tail_only_while_the_trainer_keeps_up(
