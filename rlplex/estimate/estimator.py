@@ -1089,6 +1089,8 @@ def estimate_generate(
     role: Role,
     est: RoleEstimate,
     turn: tuple[float, float] = (0.0, 0.0),
+    *,
+    throughput_bound: bool = False,
 ) -> StageEstimate:
     """Prefill (compute-bound) plus decode under continuous batching (:mod:`decode`).
 
@@ -1101,6 +1103,10 @@ def estimate_generate(
     compute (prefill, and decode steps bound by FLOPs), memory (decode steps
     bound by reading weights and KV cache), latency (the per-step floor over
     every decode step), overhead (host time per running sequence).
+
+    ``throughput_bound``: an in-flight engine is priced at its steady state instead of
+    simulated (every step at full slots, each sequence at the token-weighted mean context):
+    what its loop averages at best, whatever the trainer's turn (:func:`generate_bound_at`).
     """
     w = ctx.inputs.workload
     assert w is not None
@@ -1166,6 +1172,10 @@ def estimate_generate(
             group * peak * eff_prefill
         )
         prefill_flops += resumed_flops
+    elif in_flight and throughput_bound:
+        k = max(1, ctx.inputs.pipeline.staleness)
+        slots = max(1, min(slots, per_replica * k))
+        dec = stream_decode(per_replica * dist.mean, running_context, slots, costs)
     elif in_flight:
         k = max(1, ctx.inputs.pipeline.staleness)
         slots = max(1, min(slots, per_replica * k))
@@ -1354,10 +1364,14 @@ def generate_seconds_at(
     stage: Stage,
     devices: Mapping[str, Sequence[int]],
     turn: tuple[float, float] | None = None,
+    *,
+    throughput_bound: bool = False,
 ) -> float | None:
     """A generation stage's estimated seconds with the roles on ``devices`` (role -> devices);
     None when it cannot be estimated. ``turn``: the trainer's turn an engine with in-flight
-    weight updates sees (:func:`in_flight_turn`; default: as the config's seconds give it)."""
+    weight updates sees (:func:`in_flight_turn`; default: as the config's seconds give it).
+    ``throughput_bound``: such an engine's steady state instead of its loop
+    (:func:`generate_bound_at`)."""
     roles = {
         n: r.with_devices(tuple(devices[n])) if n in devices else r for n, r in config.roles.items()
     }
@@ -1378,11 +1392,28 @@ def generate_seconds_at(
         ctx = _Ctx(inputs)
         est = role_states(ctx, roles[name])
         role = roles[name].model_copy(update={"states": dict(roles[name].states or est.states)})
-        if turn is None:  # as the config prices it (its stages' seconds on its own devices)
+        if turn is None and not throughput_bound:  # as the config's seconds give it
             turn = in_flight_turn(config.pipeline, stage, lambda s: trainer_seconds(config, s))
-        return estimate_generate(ctx, stage, role, est, turn).seconds
+        return estimate_generate(
+            ctx, stage, role, est, turn or (0.0, 0.0), throughput_bound=throughput_bound
+        ).seconds
     except ConfigError:
         return None
+
+
+def generate_bound_at(
+    config: Any, stage: Stage, devices: Mapping[str, Sequence[int]]
+) -> float | None:
+    """What an in-flight engine's generation costs a step at least, on ``devices``, whatever
+    the trainer's turn: its prefill plus one step's tokens decoded at full slots, each running
+    sequence at the token-weighted mean context (a sequence of ``L`` tokens holds on average
+    its prompt plus ``E[L^2] / 2E[L]`` while it decodes). The loop
+    (:func:`decode.simulate_in_flight`) runs fewer sequences while it drains, and a step of
+    fewer costs each token more (the weights and the floor are shared by fewer), so it
+    averages no less, up to its representative lengths and its measuring window. A placement
+    search ranks and prunes candidates with it: milliseconds where the loop takes a
+    simulation per trainer turn. None where it cannot be estimated."""
+    return generate_seconds_at(config, stage, devices, throughput_bound=True)
 
 
 def weight_sync_seconds_at(

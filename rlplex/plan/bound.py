@@ -11,6 +11,12 @@ placement search without scheduling. Three bounds, each valid on its own:
 - weight-sync cycle (async, staleness k): generate of step t+k+1 starts after
   weight_sync of step t, which ends at least the reader-to-sync path after
   generate of step t started, so k+1 periods cover that path.
+
+Each bound takes the stages' seconds from the cost model. The placement search
+ranks its candidates with ``relaxed=True``: an engine with in-flight weight
+updates is then priced at its steady state (every step at full slots), which its
+loop cannot beat on average, instead of simulating the loop for each trainer
+turn the candidates give (:func:`~rlplex.plan.costs.stage_seconds_bound`).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rlplex.config import Config
-from rlplex.plan.costs import stage_seconds
+from rlplex.plan.costs import stage_seconds, stage_seconds_bound
 from rlplex.plan.layout import group_device_classes
 from rlplex.resources.cluster import DRIVER
 
@@ -44,16 +50,19 @@ def lower_bound(
     *,
     staleness: int | None = None,
     serial: bool = False,
+    relaxed: bool = False,
 ) -> Bound:
     """The lower bound of ``config`` on ``placement`` (role -> devices).
 
     ``staleness`` defaults to the pipeline's (0 in sync mode); ``serial`` bounds
-    the ``sequential`` baseline, whose stages run one at a time.
+    the ``sequential`` baseline, whose stages run one at a time; ``relaxed``
+    prices in-flight engines at their steady state (cheaper, never above).
     """
     pipeline = config.pipeline
     k = pipeline.staleness if staleness is None else staleness
     layout = group_device_classes(placement)
-    dur = {s.name: stage_seconds(config, s, layout.placement) for s in pipeline.stages}
+    seconds = stage_seconds_bound if relaxed else stage_seconds
+    dur = {s.name: seconds(config, s, layout.placement) for s in pipeline.stages}
     order = pipeline.topological_order()
     finish: dict[str, float] = {}
     for name in order:

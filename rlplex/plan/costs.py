@@ -61,6 +61,23 @@ def stage_seconds(
     return stage_work_seconds(config, stage, placement) * work_scale + config.cluster.dispatch_s
 
 
+def stage_seconds_bound(config: Config, stage: Stage, placement: Placement) -> float:
+    """What the stage costs on ``placement`` at least: :func:`stage_seconds`, but for an
+    in-flight engine's generation its steady state at full slots
+    (:func:`~rlplex.estimate.estimator.generate_bound_at`) instead of its loop, which the
+    trainer's turn on each placement changes. A placement search ranks and prunes
+    candidates with it: the loop is simulated only for the candidates it scores."""
+    if (
+        not stage.is_weight_sync
+        and config.is_estimated(f"pipeline.stages.{stage.name}.seconds")
+        and _in_flight(config, stage, placement)
+    ):
+        bound = _generate_bound(config, stage, placement)
+        if bound is not None:
+            return bound + config.cluster.dispatch_s
+    return stage_seconds(config, stage, placement)
+
+
 def split_op_seconds(duration_s: float, kind: OpKind, dispatch_s: float) -> tuple[float, float]:
     """(work, overhead) of a planned op's duration: the inverse of :func:`stage_seconds`.
 
@@ -203,6 +220,33 @@ def _regenerated(config: Config, stage: Stage, placement: Placement) -> float | 
     elif streaming_flips(config, stage, placement):
         seconds = generate_seconds_at(config, stage, placement)
     _REGENERATED[key] = (config, seconds)
+    return seconds
+
+
+def _in_flight(config: Config, stage: Stage, placement: Placement) -> bool:
+    from rlplex.estimate.estimator import in_flight_at, streaming_field
+
+    role = config.roles.get(stage.role or "")
+    if role is None or streaming_field(role) != "in_flight_weight_updates":
+        return False
+    return stage.role in placement and in_flight_at(config, stage, placement)
+
+
+_BOUNDS: dict[tuple[object, ...], tuple[Config, float | None]] = {}
+"""In-flight generation's steady-state bound per (config, stage, engine devices)."""
+
+
+def _generate_bound(config: Config, stage: Stage, placement: Placement) -> float | None:
+    from rlplex.estimate.estimator import generate_bound_at
+
+    key = (id(config), stage.name, tuple(sorted(placement.get(stage.role or "", ()))))
+    hit = _BOUNDS.get(key)
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    if len(_BOUNDS) >= 4096:
+        _BOUNDS.clear()
+    seconds = generate_bound_at(config, stage, placement)
+    _BOUNDS[key] = (config, seconds)
     return seconds
 
 

@@ -229,7 +229,7 @@ def search_placements(
             placement = _assign(groups, cnts, pool, fixed, config)
             if placement is None:
                 continue
-            raw.append((lower_bound(config, placement).value, groups, cnts))
+            raw.append((lower_bound(config, placement, relaxed=True).value, groups, cnts))
     if not raw:
         raise InfeasibleError(
             f"no placement of roles {', '.join(auto)} on {len(pool)} GPUs respects"
@@ -307,12 +307,14 @@ def _score(config, groups, counts, pool, fixed, bound) -> PlacementCandidate | R
         sched = schedule(config, placement, plan_options(config, placement))
     except RlplexError as exc:
         return exc
+    # The ranking's bound may be relaxed (in-flight engines); the candidate reports the exact
+    # one, whose loop the schedule has just priced.
     return PlacementCandidate(
         placement=placement,
         groups=groups,
         counts=counts,
         period_s=sched.period(),
-        lower_bound_s=bound,
+        lower_bound_s=max(bound, lower_bound(config, placement).value),
     )
 
 
@@ -351,7 +353,7 @@ def _refine(config, scored, pool, fixed, gpn, deadline=math.inf) -> list[Placeme
                 placement = _assign(groups, cnts, pool, fixed, config)
                 if placement is None:
                     continue
-                bound = lower_bound(config, placement).value
+                bound = lower_bound(config, placement, relaxed=True).value
                 if bound >= best.period_s:
                     continue
                 cand = _score(config, groups, cnts, pool, fixed, bound)

@@ -1035,3 +1035,26 @@ def test_the_trainer_turn_grid() -> None:
     assert math.log(trainer) / math.log(TURN_STEP) == pytest.approx(
         round(math.log(trainer) / math.log(TURN_STEP))
     )
+
+
+def test_an_in_flight_engine_s_steady_state_bounds_its_loop(base: dict[str, Any]) -> None:
+    """The bound a placement search ranks in-flight engines by: one step's tokens at full
+    slots, each sequence at the token-weighted mean context, plus the prefill. It does not
+    depend on the trainer's turn and lies below the loop with a quick trainer (slots nearly
+    full) and a slow one (the engine drains)."""
+    from rlplex.estimate.estimator import generate_bound_at
+    from rlplex.plan.costs import config_placement, stage_work_seconds
+
+    raw = _split_async(base)
+    raw["roles"]["actor_infer"]["rollout"] = {"in_flight_weight_updates": True}
+    bounds = []
+    for train_s in (0.5, 500.0):
+        raw["pipeline"]["stages"]["train"]["seconds"] = train_s
+        cfg = config_from_dict(raw, file="t.yaml")
+        stage = cfg.pipeline.stage("generate")
+        own = config_placement(cfg)
+        bound = generate_bound_at(cfg, stage, own)
+        assert bound is not None
+        assert bound <= stage_work_seconds(cfg, stage, own)
+        bounds.append(bound)
+    assert bounds[0] == pytest.approx(bounds[1], rel=1e-12)

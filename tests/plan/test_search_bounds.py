@@ -55,3 +55,37 @@ def test_budget_returns_the_best_so_far_with_a_note(tmp_path: Path) -> None:
     assert notes and "stopped at its budget of 0 s" in notes[0]
     unlimited = search_placements(config, top=3, budget_s=None)
     assert unlimited[0].period_s <= best[0].period_s
+
+
+def test_in_flight_engines_are_ranked_by_their_steady_state(monkeypatch) -> None:
+    """The search ranks and prunes with the relaxed bound (an in-flight engine at full
+    slots, no loop simulated per trainer turn): it is never above the exact bound, and the
+    search finds the same candidates, each reporting its exact bound, as when it ranked by
+    the exact one."""
+    import rlplex.plan.search as search
+    from rlplex.plan.bound import lower_bound
+
+    root = Path(__file__).resolve().parents[2]
+    config = load_config(
+        root / "bench/published/heldout_nemorl06_qwen3_30ba3b_1off_8gen8train_gb200.yaml"
+    )
+    roles = {n: r.model_copy(update={"auto": True}) if r.is_gpu else r
+             for n, r in config.roles.items()}  # fmt: skip
+    config = config.model_copy(update={"roles": roles})
+    relaxed = search_placements(config, top=5, budget_s=None)
+    for cand in relaxed:
+        loose = lower_bound(config, cand.placement, relaxed=True).value
+        exact = lower_bound(config, cand.placement).value
+        assert loose <= exact + 1e-9 and cand.lower_bound_s == exact
+    split = next(c for c in relaxed if len(c.groups) == 2 and ("actor_infer",) in c.groups)
+    assert (
+        lower_bound(config, split.placement, relaxed=True).value
+        < lower_bound(config, split.placement).value
+    )  # the engine's loop is relaxed there
+    monkeypatch.setattr(
+        search, "lower_bound", lambda cfg, p, relaxed=False, **kw: lower_bound(cfg, p, **kw)
+    )
+    exact = search_placements(config, top=5, budget_s=None)
+    assert [(c.groups, c.counts, c.period_s, c.lower_bound_s) for c in relaxed] == [
+        (c.groups, c.counts, c.period_s, c.lower_bound_s) for c in exact
+    ]
