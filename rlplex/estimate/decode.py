@@ -24,6 +24,7 @@ trainer trains and syncs.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -101,7 +102,7 @@ def step_roofline(costs: StepCosts, batch: float, context: float) -> tuple[float
 
 
 def stream_decode(
-    tokens: float, running_context: float, slots: int, costs: StepCosts
+    tokens: float, running_context: float, slots: float, costs: StepCosts
 ) -> DecodeTerms:
     """Decode ``tokens`` with every one of ``slots`` always running (a streaming engine).
 
@@ -109,8 +110,10 @@ def stream_decode(
     step's and resumes interrupted ones, so its batch never drains: it runs ``tokens / slots``
     steps of ``slots`` sequences, each holding ``running_context`` cached tokens on average
     (its prompt plus, for a sequence seen at a random step, half its length, length-biased).
+    ``slots`` may be fractional where each sequence stands for several
+    (:func:`simulate_in_flight`'s walked slots).
     """
-    if tokens <= 0 or slots < 1:
+    if tokens <= 0 or slots <= 0:
         return DecodeTerms(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
     steps = tokens / slots
     t_mem, t_flop = step_roofline(costs, slots, slots * running_context)
@@ -121,7 +124,7 @@ def stream_decode(
         host_s=steps * slots * costs.per_sequence_s,
         steps=steps,
         mean_batch=float(slots),
-        slots=slots,
+        slots=math.ceil(slots),
     )
 
 

@@ -36,6 +36,8 @@ from rlplex.errors import InfeasibleError, RlplexError
 from rlplex.plan.bound import lower_bound
 from rlplex.plan.policy import plan_options
 from rlplex.plan.schedule import schedule
+from rlplex.resources.cluster import Role
+from rlplex.resources.placement import parallel_layout_problem, worker_layout_problem
 
 SearchProgress = Callable[[int, int], None]
 """Called as ``progress(scored, total)`` while the search scores candidates."""
@@ -212,7 +214,7 @@ def search_placements(
             break
         if len(part) > len(pool):
             continue
-        units = [math.lcm(*(roles[r].num_gpus_per_worker for r in g)) for g in part]
+        units = [math.lcm(*(gpu_unit(roles[r]) for r in g)) for g in part]
         step = _grid_step(len(pool), gpn, units)
         if len(part) <= FEW_GROUPS:
             options: Any = _compositions(len(pool), len(part), step, units)
@@ -233,7 +235,7 @@ def search_placements(
     if not raw:
         raise InfeasibleError(
             f"no placement of roles {', '.join(auto)} on {len(pool)} GPUs respects"
-            " num_gpus_per_worker and node boundaries"
+            " num_gpus_per_worker, the roles' parallel layouts and node boundaries"
         )
     raw.sort(key=lambda item: (item[0], item[1], item[2]))
     scored: list[PlacementCandidate] = []
@@ -272,6 +274,15 @@ def _key(c: PlacementCandidate) -> tuple:
     return (round(c.period_s, 9), c.groups, c.counts)
 
 
+def gpu_unit(role: Role) -> int:
+    """The GPU count a role's device count must be a multiple of: its worker's, and its
+    parallel layout's (tp x pp, and pp x ep: ep divides a pipeline stage's devices)."""
+    par = role.parallel
+    if par is None:
+        return role.num_gpus_per_worker
+    return math.lcm(role.num_gpus_per_worker, (par.tp or 1) * par.pp, par.pp * par.ep)
+
+
 def _grid_step(n: int, gpn: int, units: Sequence[int]) -> int:
     base = math.lcm(*units)
     if n > gpn:
@@ -281,19 +292,22 @@ def _grid_step(n: int, gpn: int, units: Sequence[int]) -> int:
 
 
 def _assign(groups, counts, pool, fixed, config) -> dict[str, tuple[int, ...]] | None:
-    """Contiguous blocks of ``pool`` per group; None when a worker would span nodes."""
-    gpn = config.cluster.gpus_per_node
+    """Contiguous blocks of ``pool`` per group; None where a role's workers cannot tile its
+    block (a worker that fits in a node would span two, or a larger one would not fill whole
+    nodes) or its parallel layout does not divide it (tp x pp, ep per pipeline stage): the
+    rules a config's own devices must meet (:mod:`rlplex.resources.placement`)."""
     placement = dict(fixed)
     offset = 0
     for group, count in zip(groups, counts, strict=False):
         block = tuple(pool[offset : offset + count])
         offset += count
         for role in group:
-            per = config.roles[role].num_gpus_per_worker
-            for w in range(0, len(block), per):
-                worker = block[w : w + per]
-                if worker[0] // gpn != worker[-1] // gpn:
-                    return None
+            spec = config.roles[role]
+            if worker_layout_problem(block, spec.num_gpus_per_worker, config.cluster):
+                return None
+            par = spec.parallel
+            if par is not None and parallel_layout_problem(len(block), par.tp or 1, par.pp, par.ep):
+                return None
             placement[role] = block
     # Keep the config's role order (determinism of the plan).
     return {r: placement[r] for r in config.gpu_roles if r in placement}
@@ -302,7 +316,7 @@ def _assign(groups, counts, pool, fixed, config) -> dict[str, tuple[int, ...]] |
 def _score(config, groups, counts, pool, fixed, bound) -> PlacementCandidate | RlplexError:
     placement = _assign(groups, counts, pool, fixed, config)
     if placement is None:
-        return InfeasibleError("a worker would span nodes")
+        return InfeasibleError("a role's workers cannot tile its block of GPUs")
     try:
         sched = schedule(config, placement, plan_options(config, placement))
     except RlplexError as exc:
@@ -324,7 +338,7 @@ def _refine(config, scored, pool, fixed, gpn, deadline=math.inf) -> list[Placeme
     if len(best.groups) < 2:
         return scored
     roles = config.roles
-    units = [math.lcm(*(roles[r].num_gpus_per_worker for r in g)) for g in best.groups]
+    units = [math.lcm(*(gpu_unit(roles[r]) for r in g)) for g in best.groups]
     unit = math.lcm(*units)
     if len(pool) > gpn:
         unit = math.lcm(unit, gpn)
@@ -362,9 +376,7 @@ def _refine(config, scored, pool, fixed, gpn, deadline=math.inf) -> list[Placeme
                 scored.append(cand)
                 if cand.period_s < best.period_s - 1e-9:
                     best, improved = cand, True
-                    units = [
-                        math.lcm(*(roles[r].num_gpus_per_worker for r in g)) for g in best.groups
-                    ]
+                    units = [math.lcm(*(gpu_unit(roles[r]) for r in g)) for g in best.groups]
         if not improved:
             step //= 2
             step -= step % unit if step >= unit else 0

@@ -18,6 +18,67 @@ from rlplex.errors import ConfigError
 from rlplex.resources.cluster import Cluster
 
 
+def worker_layout_problem(
+    devices: Sequence[int], num_gpus_per_worker: int, cluster: Cluster
+) -> str | None:
+    """Why workers of ``num_gpus_per_worker`` GPUs cannot tile ``devices`` (in worker order)
+    on ``cluster``, or None when they can (the rules of the module doc). The placement search
+    asks it of every candidate block; :func:`check_worker_layout` turns it into the error."""
+    if len(devices) % num_gpus_per_worker:
+        return f"does not divide the role's {len(devices)} devices"
+    per_node = cluster.gpus_per_node
+    per = num_gpus_per_worker
+    # Consecutive ranks (every block the placement search tries) whose workers start aligned
+    # fit without walking them one by one.
+    first_rank = devices[0] if devices else 0
+    consecutive = list(devices) == list(range(first_rank, first_rank + len(devices)))
+    aligned = (per <= per_node and per_node % per == 0 and first_rank % per == 0) or (
+        per % per_node == 0 and first_rank % per_node == 0
+    )
+    if consecutive and aligned:
+        return None
+    for start in range(0, len(devices), num_gpus_per_worker):
+        worker = devices[start : start + num_gpus_per_worker]
+        # Nodes hold consecutive ranks: the lowest and highest rank tell the nodes spanned.
+        low, high = min(worker), max(worker)
+        first, last = cluster.node_of(low), cluster.node_of(high)
+        if num_gpus_per_worker <= per_node:
+            if first != last:
+                nodes = sorted({cluster.node_of(d) for d in worker})
+                return (
+                    f"worker {start // num_gpus_per_worker} would span nodes {nodes}"
+                    f" (GPUs {list(worker)}); a worker that fits in one node"
+                    f" ({per_node} GPUs) must stay in it"
+                )
+            continue
+        whole = (last + 1 - first) * per_node == num_gpus_per_worker == len(set(worker))
+        if num_gpus_per_worker % per_node or low % per_node or not whole:
+            return (
+                f"worker {start // num_gpus_per_worker} needs {num_gpus_per_worker} GPUs, more"
+                f" than a node's {per_node}, so it must fill whole consecutive nodes"
+                f" (got GPUs {list(worker)})"
+            )
+    return None
+
+
+def parallel_layout_problem(devices: int, tp: int, pp: int, ep: int) -> tuple[str, str] | None:
+    """Why a role of ``devices`` GPUs cannot run tensor parallel ``tp``, pipeline parallel
+    ``pp`` and expert parallel ``ep``, as (the field under ``roles.R.``, the reason), or None
+    when it can: tp x pp must divide the devices, and ep the devices of a pipeline stage.
+    The estimator raises it for a config's own devices; the placement search skips a
+    candidate block it names."""
+    if devices % (tp * pp):
+        return "parallel", f"tp x pp = {tp * pp} does not divide the role's {devices} devices"
+    ranks = devices // pp
+    if ep > 1 and ranks % ep:
+        return (
+            "parallel.ep",
+            f"expert-parallel size {ep} does not divide the role's {ranks} devices per"
+            " pipeline stage (devices / pp)",
+        )
+    return None
+
+
 def check_worker_layout(
     name: str,
     devices: Sequence[int],
@@ -42,35 +103,6 @@ def check_worker_layout(
             spans two, or a larger worker does not fill whole consecutive nodes.
     """
     field = field or f"roles.{name}.num_gpus_per_worker"
-    if len(devices) % num_gpus_per_worker:
-        raise ConfigError(
-            f"does not divide the role's {len(devices)} devices",
-            field=field,
-            value=num_gpus_per_worker,
-            file=file,
-        )
-    per_node = cluster.gpus_per_node
-    for start in range(0, len(devices), num_gpus_per_worker):
-        worker = devices[start : start + num_gpus_per_worker]
-        nodes = sorted({cluster.node_of(d) for d in worker})
-        if num_gpus_per_worker <= per_node:
-            if len(nodes) > 1:
-                raise ConfigError(
-                    f"worker {start // num_gpus_per_worker} would span nodes {nodes}"
-                    f" (GPUs {list(worker)}); a worker that fits in one node"
-                    f" ({per_node} GPUs) must stay in it",
-                    field=field,
-                    value=num_gpus_per_worker,
-                    file=file,
-                )
-            continue
-        whole = set(range(nodes[0] * per_node, (nodes[-1] + 1) * per_node))
-        if num_gpus_per_worker % per_node or set(worker) != whole:
-            raise ConfigError(
-                f"worker {start // num_gpus_per_worker} needs {num_gpus_per_worker} GPUs, more"
-                f" than a node's {per_node}, so it must fill whole consecutive nodes"
-                f" (got GPUs {list(worker)})",
-                field=field,
-                value=num_gpus_per_worker,
-                file=file,
-            )
+    problem = worker_layout_problem(devices, num_gpus_per_worker, cluster)
+    if problem is not None:
+        raise ConfigError(problem, field=field, value=num_gpus_per_worker, file=file)

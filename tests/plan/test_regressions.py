@@ -242,3 +242,29 @@ def test_an_estimated_weight_sync_is_priced_again_on_other_devices():
     expected = written_split.pipeline.stage("weight_sync").seconds
     assert moved == pytest.approx(expected, rel=1e-6)
     assert moved < 0.5 * stage.seconds  # no engine wake-up between disjoint GPUs
+
+
+def test_auto_placement_takes_workers_wider_than_a_node_and_the_trainers_expert_layout():
+    """The search rejected every block in which a worker crossed a node, even a worker wider
+    than a node that fills whole nodes, as the config's own rule allows (vLLM tp 16 on 8-GPU
+    nodes; NeMo RL's DeepSeek-V3 engines of 32 GPUs): `plan --auto` found no placement at
+    all. It also proposed trainers whose expert-parallel size does not divide a pipeline
+    stage's devices, which the estimator rejects in a config written that way."""
+    from rlplex.plan.search import search_placements
+
+    roles = {
+        "infer": {"devices": "auto", "num_gpus_per_worker": 16, "states": ONE_GB},
+        "train": {"devices": "auto", "parallel": {"pp": 2, "ep": 8}, "states": TRAIN},
+    }
+    stages = {
+        "gen": {"role": "infer", "seconds": 10},
+        "learn": {"role": "train", "seconds": 10, "after": ["gen"]},
+        "sync": {"kind": "weight_sync", "from": "train", "to": "infer", "after": ["learn"]},
+    }
+    cfg = make_config(roles, stages, nodes=4)
+    found = search_placements(cfg, top=10, budget_s=None)
+    assert found
+    for cand in found:
+        infer, train = cand.placement["infer"], cand.placement["train"]
+        assert len(infer) % 16 == 0 and infer[0] % 8 == 0  # whole nodes per worker
+        assert (len(train) // 2) % 8 == 0  # ep 8 divides a pipeline stage's devices

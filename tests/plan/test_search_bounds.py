@@ -64,6 +64,7 @@ def test_in_flight_engines_are_ranked_by_their_steady_state(monkeypatch) -> None
     the exact one."""
     import rlplex.plan.search as search
     from rlplex.plan.bound import lower_bound
+    from rlplex.plan.costs import stage_seconds, stage_seconds_bound
 
     root = Path(__file__).resolve().parents[2]
     config = load_config(
@@ -72,15 +73,26 @@ def test_in_flight_engines_are_ranked_by_their_steady_state(monkeypatch) -> None
     roles = {n: r.model_copy(update={"auto": True}) if r.is_gpu else r
              for n, r in config.roles.items()}  # fmt: skip
     config = config.model_copy(update={"roles": roles})
+    pairs: list[tuple[float, float]] = []
+
+    def both(cfg, placement, relaxed=False, **kw):  # every bound the search takes, both ways
+        loose = lower_bound(cfg, placement, relaxed=True, **kw).value
+        pairs.append((loose, lower_bound(cfg, placement, **kw).value))
+        return lower_bound(cfg, placement, relaxed=relaxed, **kw)
+
+    monkeypatch.setattr(search, "lower_bound", both)
     relaxed = search_placements(config, top=5, budget_s=None)
+    monkeypatch.undo()
+    assert len(pairs) > 4 and all(loose <= exact + 1e-9 for loose, exact in pairs)
+    assert any(loose < exact for loose, exact in pairs)
     for cand in relaxed:
         loose = lower_bound(config, cand.placement, relaxed=True).value
         exact = lower_bound(config, cand.placement).value
         assert loose <= exact + 1e-9 and cand.lower_bound_s == exact
     split = next(c for c in relaxed if len(c.groups) == 2 and ("actor_infer",) in c.groups)
-    assert (
-        lower_bound(config, split.placement, relaxed=True).value
-        < lower_bound(config, split.placement).value
+    gen = config.pipeline.stage("generate")
+    assert stage_seconds_bound(config, gen, split.placement) < stage_seconds(
+        config, gen, split.placement
     )  # the engine's loop is relaxed there
     monkeypatch.setattr(
         search, "lower_bound", lambda cfg, p, relaxed=False, **kw: lower_bound(cfg, p, **kw)
