@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rlplex.config import config_from_dict, load_config  # noqa: E402
-from rlplex.plan import make_plan, search_placements, verify_plan  # noqa: E402
+from rlplex.plan import make_plan, resolve_placement, search_placements, verify_plan  # noqa: E402
 from rlplex.sim import simulate  # noqa: E402
 
 TRAIN = {"weights": 4, "optimizer": 8, "grads": 4}
@@ -118,6 +118,20 @@ def main() -> None:
             f"best {best.counts} period {best.period_s:.2f} s",
         )
     )
+    # Published configs with in-flight engines: a staleness search that simulates the
+    # collector's loop for the candidates it schedules (16.3 s before 2026-11-25's relaxed
+    # bound), and a 512-GPU one whose engine workers span 4 nodes (no placement before then).
+    for name, label in (
+        ("heldout_nemorl06_qwen3_30ba3b_8off_64gen128train_h100.yaml",
+         "plan --auto search, NeMo RL 8-step-off in-flight config, 192 GPUs, k 1-8"),
+        ("heldout_nemorl06_deepseekv3_1off_256gen256train_h100.yaml",
+         "plan --auto search, NeMo RL DeepSeek-V3 one-step-off, 512 GPUs (tp 32 engines)"),
+    ):  # fmt: skip
+        cfg_pub = load_config(ROOT / "bench" / "published" / name)
+        t, resolved = best_of(lambda cfg=cfg_pub: resolve_placement(cfg, auto=True, top=5), 1)
+        found = resolved.best
+        assert found is not None
+        rows.append((label, t, 10.0, f"best k={found.staleness}, period {found.period_s:.2f} s"))
     t, timeline = best_of(lambda: simulate(plan8, cfg8, steps=10_000), 3)
     rows.append(
         ("simulate 10,000 steps of the 10-stage plan", t, 2.0, f"{len(timeline.events):,} events")
