@@ -131,7 +131,9 @@ def main() -> None:
         t, resolved = best_of(lambda cfg=cfg_pub: resolve_placement(cfg, auto=True, top=5), 1)
         found = resolved.best
         assert found is not None
-        rows.append((label, t, 10.0, f"best k={found.staleness}, period {found.period_s:.2f} s"))
+        cut = " (cut by the search's budget)" if any("budget" in n for n in resolved.notes) else ""
+        note = f"best k={found.staleness}, period {found.period_s:.2f} s{cut}"
+        rows.append((label, t, 10.0, note))
     t, timeline = best_of(lambda: simulate(plan8, cfg8, steps=10_000), 3)
     rows.append(
         ("simulate 10,000 steps of the 10-stage plan", t, 2.0, f"{len(timeline.events):,} events")

@@ -175,13 +175,14 @@ def _regenerated(config: Config, stage: Stage, placement: Placement) -> float | 
         in_flight_at,
         in_flight_grid,
         in_flight_turn,
+        stage_kind,
         streaming_field,
         streaming_flips,
         trainer_seconds,
     )
 
     role = config.roles.get(stage.role or "")
-    if role is None or streaming_field(role) is None:
+    if role is None or streaming_field(role) is None or stage_kind(stage, role) != "generate":
         return None
     key = (
         id(config), stage.name,
@@ -224,10 +225,12 @@ def _regenerated(config: Config, stage: Stage, placement: Placement) -> float | 
 
 
 def _in_flight(config: Config, stage: Stage, placement: Placement) -> bool:
-    from rlplex.estimate.estimator import in_flight_at, streaming_field
+    from rlplex.estimate.estimator import in_flight_at, stage_kind, streaming_field
 
     role = config.roles.get(stage.role or "")
     if role is None or streaming_field(role) != "in_flight_weight_updates":
+        return False
+    if stage_kind(stage, role) != "generate":
         return False
     return stage.role in placement and in_flight_at(config, stage, placement)
 

@@ -36,8 +36,11 @@ from rlplex.errors import InfeasibleError, RlplexError
 from rlplex.plan.bound import lower_bound
 from rlplex.plan.policy import plan_options
 from rlplex.plan.schedule import schedule
-from rlplex.resources.cluster import Role
-from rlplex.resources.placement import parallel_layout_problem, worker_layout_problem
+from rlplex.resources.placement import (
+    parallel_layout_problem,
+    role_parallel_sizes,
+    worker_layout_problem,
+)
 
 SearchProgress = Callable[[int, int], None]
 """Called as ``progress(scored, total)`` while the search scores candidates."""
@@ -214,7 +217,7 @@ def search_placements(
             break
         if len(part) > len(pool):
             continue
-        units = [math.lcm(*(gpu_unit(roles[r]) for r in g)) for g in part]
+        units = [math.lcm(*(gpu_unit(config, r) for r in g)) for g in part]
         step = _grid_step(len(pool), gpn, units)
         if len(part) <= FEW_GROUPS:
             options: Any = _compositions(len(pool), len(part), step, units)
@@ -274,13 +277,26 @@ def _key(c: PlacementCandidate) -> tuple:
     return (round(c.period_s, 9), c.groups, c.counts)
 
 
-def gpu_unit(role: Role) -> int:
+def gpu_unit(config: Config, role: str) -> int:
     """The GPU count a role's device count must be a multiple of: its worker's, and its
-    parallel layout's (tp x pp, and pp x ep: ep divides a pipeline stage's devices)."""
-    par = role.parallel
-    if par is None:
-        return role.num_gpus_per_worker
-    return math.lcm(role.num_gpus_per_worker, (par.tp or 1) * par.pp, par.pp * par.ep)
+    parallel layout's (tp x pp, and pp x ep: ep divides a pipeline stage's devices), with
+    tensor parallel as the estimator lays the role out
+    (:func:`~rlplex.resources.placement.role_parallel_sizes`)."""
+    spec = config.roles[role]
+    tp, pp, ep = role_parallel_sizes(spec, role in _generating_roles(config))
+    return math.lcm(spec.num_gpus_per_worker, tp * pp, pp * ep)
+
+
+def _generating_roles(config: Config) -> frozenset[str]:
+    """Roles that run a generation stage (an inference engine: tensor parallel defaults to its
+    worker's GPUs)."""
+    from rlplex.estimate.estimator import stage_kind
+
+    return frozenset(
+        s.role
+        for s in config.pipeline.stages
+        if s.role in config.roles and stage_kind(s, config.roles[s.role]) == "generate"
+    )
 
 
 def _grid_step(n: int, gpn: int, units: Sequence[int]) -> int:
@@ -298,6 +314,7 @@ def _assign(groups, counts, pool, fixed, config) -> dict[str, tuple[int, ...]] |
     rules a config's own devices must meet (:mod:`rlplex.resources.placement`)."""
     placement = dict(fixed)
     offset = 0
+    generating = _generating_roles(config)
     for group, count in zip(groups, counts, strict=False):
         block = tuple(pool[offset : offset + count])
         offset += count
@@ -305,8 +322,8 @@ def _assign(groups, counts, pool, fixed, config) -> dict[str, tuple[int, ...]] |
             spec = config.roles[role]
             if worker_layout_problem(block, spec.num_gpus_per_worker, config.cluster):
                 return None
-            par = spec.parallel
-            if par is not None and parallel_layout_problem(len(block), par.tp or 1, par.pp, par.ep):
+            tp, pp, ep = role_parallel_sizes(spec, role in generating)
+            if parallel_layout_problem(len(block), tp, pp, ep):
                 return None
             placement[role] = block
     # Keep the config's role order (determinism of the plan).
@@ -337,8 +354,7 @@ def _refine(config, scored, pool, fixed, gpn, deadline=math.inf) -> list[Placeme
     best = scored[0]
     if len(best.groups) < 2:
         return scored
-    roles = config.roles
-    units = [math.lcm(*(gpu_unit(roles[r]) for r in g)) for g in best.groups]
+    units = [math.lcm(*(gpu_unit(config, r) for r in g)) for g in best.groups]
     unit = math.lcm(*units)
     if len(pool) > gpn:
         unit = math.lcm(unit, gpn)
@@ -376,7 +392,7 @@ def _refine(config, scored, pool, fixed, gpn, deadline=math.inf) -> list[Placeme
                 scored.append(cand)
                 if cand.period_s < best.period_s - 1e-9:
                     best, improved = cand, True
-                    units = [math.lcm(*(gpu_unit(roles[r]) for r in g)) for g in best.groups]
+                    units = [math.lcm(*(gpu_unit(config, r) for r in g)) for g in best.groups]
         if not improved:
             step //= 2
             step -= step % unit if step >= unit else 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rlplex.errors import ConfigError
-from rlplex.resources.cluster import Cluster
+from rlplex.resources.cluster import Cluster, Role
 
 
 def worker_layout_problem(
@@ -59,6 +59,17 @@ def worker_layout_problem(
                 f" (got GPUs {list(worker)})"
             )
     return None
+
+
+def role_parallel_sizes(role: Role, generates: bool) -> tuple[int, int, int]:
+    """(tp, pp, ep) of a role: its ``parallel`` fields, tensor parallel defaulting to the
+    worker's GPUs for an inference engine (``generates``: it runs a generation stage) and to 1
+    otherwise. The estimator lays roles out with it and the placement search sizes them."""
+    par = role.parallel
+    tp = par.tp if par is not None and par.tp else (role.num_gpus_per_worker if generates else 1)
+    pp = par.pp if par is not None else 1
+    ep = par.ep if par is not None else 1
+    return tp, pp, ep
 
 
 def parallel_layout_problem(devices: int, tp: int, pp: int, ep: int) -> tuple[str, str] | None:

@@ -1037,11 +1037,12 @@ def test_the_trainer_turn_grid() -> None:
     )
 
 
-def test_an_in_flight_engine_s_steady_state_bounds_its_loop(base: dict[str, Any]) -> None:
+def test_an_in_flight_engine_s_steady_state_bounds_its_loop(
+    base: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The bound a placement search ranks in-flight engines by: one step's tokens at full
-    slots, each sequence at the token-weighted mean context, plus the prefill. It does not
-    depend on the trainer's turn and lies below the loop with a quick trainer (slots nearly
-    full) and a slow one (the engine drains)."""
+    slots, each sequence at the token-weighted mean context, plus the prefill. It lies below
+    the loop with a quick trainer (slots nearly full) and a slow one (the engine drains)."""
     from rlplex.estimate.estimator import generate_bound_at
     from rlplex.plan.costs import config_placement, stage_work_seconds
 
@@ -1057,4 +1058,62 @@ def test_an_in_flight_engine_s_steady_state_bounds_its_loop(base: dict[str, Any]
         assert bound is not None
         assert bound <= stage_work_seconds(cfg, stage, own)
         bounds.append(bound)
-    assert bounds[0] == pytest.approx(bounds[1], rel=1e-12)
+    # Its inputs, by hand: the loop's own walked responses (each standing for stands_for of
+    # the replica's), their token-weighted mean context, the loop's walked slots; 1 % off.
+    import rlplex.estimate.estimator as estimator
+    from rlplex.estimate.estimator import IN_FLIGHT_BOUND_SLACK, generate_seconds_at
+    from rlplex.estimate.lengths import response_lengths
+
+    seen: list[tuple[float, float, float]] = []
+    real = estimator.stream_decode
+
+    def spy(tokens: float, context: float, slots: float, costs: Any) -> Any:
+        seen.append((tokens, context, slots))
+        return real(tokens, context, slots, costs)
+
+    monkeypatch.setattr(estimator, "stream_decode", spy)
+    steady = generate_seconds_at(cfg, stage, own, throughput_bound=True)
+    assert steady is not None and bounds[1] == pytest.approx(steady * (1 - IN_FLIGHT_BOUND_SLACK))
+    dist = response_lengths(300, 600)
+    groups, stands_for = estimator.prompt_groups(dist, 64, 4, 4, 64)  # 4 engines of tp 2
+    walked = [max(1.0, x) for g in groups for x in g.lengths]
+    assert stands_for == 1 and len(walked) == 64  # 256 responses over 4 engines
+    assert seen == [
+        pytest.approx((sum(walked), 100 + sum(x * x for x in walked) / (2 * sum(walked)), 64))
+    ]
+
+
+def test_an_engine_whose_own_role_trains_does_not_stream(base: dict[str, Any]) -> None:
+    """A role that generates and trains shares its GPUs with its own training: its engine
+    sleeps while it trains, so it is priced as drained, with a warning naming the field (the
+    check used to look at other trained roles only)."""
+    raw = _split_async(base)
+    raw["roles"]["actor_infer"]["rollout"] = {"in_flight_weight_updates": True}
+    raw["pipeline"]["stages"]["train"]["role"] = "actor_infer"
+    raw["pipeline"]["stages"]["weight_sync"]["from"] = "actor_infer"
+    raw["pipeline"]["stages"]["weight_sync"]["to"] = "actor_train"
+    cfg = config_from_dict(raw, file="t.yaml")
+    assert any(
+        "in_flight_weight_updates is ignored" in w and "own role trains" in w for w in cfg.warnings
+    )
+    assert not estimate_config(cfg).stages["generate"].detail.get("in_flight_weight_updates")
+
+
+def test_an_in_flight_engine_s_other_stages_are_not_priced_as_generation(
+    base: dict[str, Any],
+) -> None:
+    """A log-prob pass on the engine's own role kept its forward seconds on the config's own
+    devices only by luck: a plan re-priced every estimated stage of an in-flight role as
+    generation. Only generation stages are now."""
+    from rlplex.plan.costs import config_placement, stage_seconds_bound, stage_work_seconds
+
+    raw = _split_async(base)
+    raw["roles"]["actor_infer"]["rollout"] = {"in_flight_weight_updates": True}
+    raw["pipeline"]["stages"]["old_logprob"]["role"] = "actor_infer"
+    cfg = config_from_dict(raw, file="t.yaml")
+    own = config_placement(cfg)
+    gen, old = cfg.pipeline.stage("generate"), cfg.pipeline.stage("old_logprob")
+    assert estimate_config(cfg).stages["generate"].detail["in_flight_weight_updates"]
+    assert old.seconds is not None and old.seconds != pytest.approx(gen.seconds, rel=0.05)
+    assert stage_work_seconds(cfg, old, own) == pytest.approx(old.seconds)
+    assert stage_seconds_bound(cfg, old, own) == pytest.approx(old.seconds)

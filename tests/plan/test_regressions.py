@@ -268,3 +268,42 @@ def test_auto_placement_takes_workers_wider_than_a_node_and_the_trainers_expert_
         infer, train = cand.placement["infer"], cand.placement["train"]
         assert len(infer) % 16 == 0 and infer[0] % 8 == 0  # whole nodes per worker
         assert (len(train) // 2) % 8 == 0  # ep 8 divides a pipeline stage's devices
+
+
+def test_auto_placement_lays_an_engine_out_as_the_estimator_does(monkeypatch):
+    """An engine with `parallel.pp` but no `tp` runs tensor parallel over its worker's GPUs
+    (the estimator's rule); the search took its tp as 1 and offered engines of 40 or 56 GPUs
+    (8-GPU workers, pp 2), which the estimator cannot lay out: their generation fell back to
+    scaling the config's seconds. Every candidate's engine now holds whole tp x pp groups."""
+    from pathlib import Path
+
+    import rlplex.plan.search as search
+    from rlplex.config import load_config
+    from rlplex.estimate.estimator import generate_seconds_at
+    from rlplex.plan.bound import lower_bound
+    from rlplex.plan.search import search_placements
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_config(
+        root / "bench/published/heldout_nemorl_qwen3_32b_1off_32gen32train_h100.yaml",
+        overrides=[
+            "roles.actor_infer.num_gpus_per_worker=8", "roles.actor_infer.parallel.pp=2",
+            "roles.actor_train.parallel.tp=8", "roles.reference.parallel.tp=8",
+            "roles.actor_train.parallel.pp=1", "roles.reference.parallel.pp=1",
+        ],
+    )  # fmt: skip
+    roles = {n: r.model_copy(update={"auto": True}) if r.is_gpu else r
+             for n, r in cfg.roles.items()}  # fmt: skip
+    cfg = cfg.model_copy(update={"roles": roles})
+    tried: list[int] = []  # the engine's GPUs in every candidate the search bounds
+
+    def spy(config, placement, **kw):
+        tried.append(len(placement["actor_infer"]))
+        return lower_bound(config, placement, **kw)
+
+    monkeypatch.setattr(search, "lower_bound", spy)
+    found = search_placements(cfg, top=10, budget_s=None)
+    assert found and tried and all(n % 16 == 0 for n in tried)
+    gen = cfg.pipeline.stage("generate")
+    for cand in found:
+        assert generate_seconds_at(cfg, gen, cand.placement) is not None

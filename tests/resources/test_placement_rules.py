@@ -78,3 +78,26 @@ def test_consecutive_blocks_follow_the_rule_worker_by_worker(gpn: int) -> None:
                     continue
                 fits = worker_layout_problem(block, per, cluster) is None
                 assert fits == _naive_fits(block, per, gpn), (per, first, workers)
+
+
+@pytest.mark.parametrize("gpn", [4, 8])
+def test_any_device_order_follows_the_rule_worker_by_worker(gpn: int) -> None:
+    """Unsorted and gapped device lists (what a user may write) take the worker-by-worker
+    path: the lowest and highest rank of a worker decide, as every rank would."""
+    import random
+
+    rng = random.Random(gpn)
+    cluster = Cluster(nodes=8, gpus_per_node=gpn)
+    for _ in range(2000):
+        per = rng.choice([1, 2, 3, 4, 6, 8, 12, 16])
+        workers = rng.choice([1, 2, 3])
+        if per * workers > cluster.num_gpus:
+            continue
+        block = tuple(rng.sample(range(cluster.num_gpus), per * workers))
+        if rng.random() < 0.5:  # whole nodes, shuffled within each worker
+            first = rng.randrange(0, 8 - (per * workers + gpn - 1) // gpn + 1) * gpn
+            block = tuple(range(first, first + per * workers))
+            block = tuple(d for w in range(workers)
+                          for d in rng.sample(block[w * per : (w + 1) * per], per))  # fmt: skip
+        fits = worker_layout_problem(block, per, cluster) is None
+        assert fits == _naive_fits(block, per, gpn), (per, block)
