@@ -571,11 +571,18 @@ def _why(scored: Sequence[Scored], gpus: int, gpu: str) -> str:
     return lean[0].reason or "no candidate fits"
 
 
+LAYOUT_MISFIT = "does not divide the role's"
+"""What :func:`~rlplex.resources.placement.parallel_layout_problem`'s reasons say: a GPU count
+the role's parallel layout cannot be laid out on."""
+
+
 def _with_fix(row: CountRow, smallest: Mapping[str, int]) -> CountRow:
     if row.best is not None or row.reason is None:
         return row
     if row.gpu in smallest and smallest[row.gpu] > row.gpus:
         fix = f"fix: {smallest[row.gpu]} {row.gpu} GPUs fit"
+    elif LAYOUT_MISFIT in row.reason:  # the role's parallel layout, not its memory
+        fix = "fix: a GPU count the role's tp x pp and pp x ep divide, or a smaller layout"
     else:
         fix = "fix: more GPUs than tried, or a GPU with more memory"
     return CountRow(row.gpus, row.gpu, None, f"{row.reason}; {fix}", row.tried)

@@ -73,6 +73,19 @@ def test_a_count_that_cannot_fit_says_why_in_one_line():
     assert "fix:" in row.reason
 
 
+def test_a_count_the_parallel_layout_cannot_use_says_so_not_memory():
+    """A trainer of tp 4 x pp 4 and ep 16 cannot be laid out on 8 GB200s: the fix names the
+    layout, not more memory (it used to say "a GPU with more memory")."""
+    published = Path(__file__).resolve().parents[2] / "bench" / "published"
+    path = published / "heldout_nemorl06_qwen3_235b_1off_64gen64train_gb200.yaml"
+    report = size_report(path, [8], ["gb200"])
+    (row,) = report.rows
+    assert row.best is None and row.reason is not None
+    assert "does not divide the role's 8 devices" in row.reason
+    assert row.reason.endswith("fix: a GPU count the role's tp x pp and pp x ep divide, or a"
+                               " smaller layout")  # fmt: skip
+
+
 def test_cli_table_json_png_and_out_config(tmp_path):
     png, out = tmp_path / "size.png", tmp_path / "row1.yaml"
     args = ["size", str(SEVEN_B), "--gpus", "8", "--gpu", "h100", "--png", str(png)]
