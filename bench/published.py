@@ -92,6 +92,12 @@ _VERL = {
 }
 _VERL_COLOCATED = {"gen": ("generate", "weight_sync"), **_VERL}
 _VERL_SWEEP = (500.0, 700.0, 1400.0, 2800.0)
+_NEMO_V03 = {
+    "policy_training": ("train",),
+    "refit": ("weight_sync",),
+    "generation": ("generate", "reward"),
+    "logprobs": ("old_logprob", "ref_logprob"),
+}
 _VERL_PPO_PHASES = {
     "gen": ("weight_sync", "generate", "old_logprob"), "ref": ("ref_logprob",),
     "values": ("values",), "update_critic": ("critic_train",), "update_actor": ("train",),
@@ -313,6 +319,33 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
         "heldout_verl_fa_30ba3b_async_96gen32train_h20.yaml", 282.75,
         {"ref": 50.05, "update_actor": 206.63}, {**_VERL, "ref": ("ref_logprob",)},
         "heldout-verl-fa-30b-a3b", (1000.0, 1960.0, 3000.0, 4500.0), heldout=True,
+    ),
+    # NeMo RL v0.3's step-time breakdown (NVIDIA-NeMo/.github blog/posts/nemo-rl-v0.3/index.md
+    # @ e0c825560, "Results", Megatron rows and the 16K row; recipes at NVIDIA-NeMo/RL v0.3.0),
+    # added 2026-11-25, configs written blind and registered before any was planned. Phases
+    # are grpo.py's timers (v0.3.0): "Policy training" = policy_training (train); "Refit" =
+    # prepare_for_generation (the weight sync, with the trainer's offloads and the engine's
+    # wake-up around it); "Generation" = generation (the rollout, rewards scored inside it);
+    # "Get logprobs" = policy_and_reference_logprobs (both passes).
+    *(
+        Case(case_id, config, step, phases, _NEMO_V03, None, heldout=True)
+        for case_id, config, step, phases in (
+            ("heldout-nemorl-v0.3-llama3.1-8b-onpolicy-8xH100",
+             "heldout_nemorl03_llama31_8b_onpolicy_8xh100.yaml", 112.0,
+             {"policy_training": 28.0, "refit": 5.0, "generation": 58.0, "logprobs": 18.0}),
+            ("heldout-nemorl-v0.3-llama3.1-70b-onpolicy-64xH100",
+             "heldout_nemorl03_llama31_70b_onpolicy_64xh100.yaml", 147.0,
+             {"policy_training": 28.0, "refit": 14.0, "generation": 84.0, "logprobs": 18.0}),
+            ("heldout-nemorl-v0.3-qwen3-32b-onpolicy-64xH100",
+             "heldout_nemorl03_qwen3_32b_onpolicy_64xh100.yaml", 213.0,
+             {"policy_training": 68.0, "refit": 7.0, "generation": 96.0, "logprobs": 40.0}),
+            ("heldout-nemorl-v0.3-qwen3-30b-a3b-onpolicy-64xH100",
+             "heldout_nemorl03_qwen3_30ba3b_onpolicy_64xh100.yaml", 167.0,
+             {"policy_training": 50.0, "refit": 12.0, "generation": 78.0, "logprobs": 23.0}),
+            ("heldout-nemorl-v0.3-llama3.3-70b-16k-onpolicy-128xH100",
+             "heldout_nemorl03_llama33_70b_16k_onpolicy_128xh100.yaml", 445.0,
+             {"policy_training": 64.0, "refit": 17.0, "generation": 287.0, "logprobs": 75.0}),
+        )
     ),
     # NeMo RL v0.6 (docs/about/performance-summary.md @ 69c7ca117, "NeMo RL v0.6" H100 BF16,
     # H100 FP8 and GB200 BF16 tables; recipes at the same commit; vLLM 0.17.1), added
