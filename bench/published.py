@@ -505,6 +505,21 @@ HELDOUT_SYNC_CASES: tuple[SyncCase, ...] = (
     # one-step-off rows; looked for because those rows come out long (docs/benchmarks.md).
     SyncCase("heldout-nemorl-refit-deepseek-v3-256to32-H100-nccl", "deepseek-v3", "h100", 256, 32,
              {"pp": 16, "ep": 16}, "overlapped", 14.21, engine_gpus=32, heldout=True),
+    # Held-out: NeMo RL's optimized non-colocated refit on DGX H100, BF16 (NVIDIA-NeMo/.github
+    # discussions/posts/nemo-rl-async-refit-performance/index.md @ 72b4a40, 2026-02-26,
+    # "Optimized Refit Time (s)": Qwen3-30B-A3B 1.5, Qwen3-235B-A22B 5, DeepSeek-V3 14). The
+    # post gives no layouts: each is taken from the one-step-off performance recipe of NeMo
+    # RL v0.5 (grpo-*-async-1off.yaml), whose trainer and engines are as many GPUs each.
+    *(
+        SyncCase(f"heldout-nemorl-refit-{name}-{ranks}to{ranks}-H100-blog", model, "h100",
+                 ranks, ranks, parallel, "overlapped", seconds, engine_gpus=engine,
+                 heldout=True)
+        for name, model, ranks, parallel, engine, seconds in (
+            ("qwen3-30b-a3b", "qwen3-30b-a3b", 16, {"pp": 2, "ep": 8}, 2, 1.5),
+            ("qwen3-235b-a22b", "qwen3-235b-a22b", 128, {"tp": 4, "pp": 8, "ep": 16}, 8, 5.0),
+            ("deepseek-v3", "deepseek-v3", 256, {"pp": 16, "ep": 16}, 32, 14.0),
+        )
+    ),
 )  # fmt: skip
 """Published sync times outside the corpus (:data:`SYNC_CASES` holds the corpus's)."""
 

@@ -1230,13 +1230,23 @@ def _full_model_gb(ctx: _Ctx, role: Role) -> float:
     return f.total_params(ctx.spec(role)) * f.BYTES_PER_ELEMENT[precision] / f.GB
 
 
-def _gather_s(ctx: _Ctx, role: Role) -> tuple[float, float]:
+def fabric_network_gb_per_s(cluster: Any) -> float:
+    """GB/s per device of a collective whose communicator holds every GPU of the fabrics it
+    spans: NCCL runs a ring through each of a fabric's NICs, so the bytes cross into a fabric
+    once over all its NICs and reach its GPUs over NVLink (NVIDIA-NeMo/.github
+    ``discussions/posts/nemo-rl-async-refit-performance``: 8 x 50 GB/s on a DGX H100)."""
+    return min(cluster.device_copy_gb_per_s, cluster.fabric_gpus * cluster.network_gb_per_s)
+
+
+def _gather_s(ctx: _Ctx, role: Role, *, every_nic: bool = False) -> tuple[float, float]:
     """(GB, seconds) for one trainer device to gather the whole model from its shards.
 
     What the device lacks arrives over NVLink while the ranks that hold distinct
     shards (tensor x pipeline x expert parallel, and data parallel under
     ZeRO-3/FSDP, laid out on consecutive devices) share an NVLink fabric, over
-    the network otherwise.
+    the network otherwise: at one NIC per device, or, ``every_nic`` (NeMo RL's
+    refit), over every NIC of the fabric (:func:`fabric_network_gb_per_s`) at the
+    ``refit_gather`` fraction of that speed of light its export reaches.
     """
     full_gb = _full_model_gb(ctx, role)
     own_gb = role.states.get("weights", 0.0) * (
@@ -1251,7 +1261,12 @@ def _gather_s(ctx: _Ctx, role: Role) -> tuple[float, float]:
     ep = par.ep if par is not None else 1
     group = min(tp * pp * (dp if zero >= 3 else ep), ctx.devices(role))
     c = ctx.inputs.cluster
-    speed = c.network_gb_per_s if _spans_nodes(ctx, group) else c.device_copy_gb_per_s
+    spans = _spans_nodes(ctx, group)
+    if every_nic:
+        light = fabric_network_gb_per_s(c) if spans else c.device_copy_gb_per_s
+        speed = light * efficiency_value(ctx.inputs.efficiency, "refit_gather")
+    else:
+        speed = c.network_gb_per_s if spans else c.device_copy_gb_per_s
     return missing_gb, missing_gb / speed
 
 
@@ -1299,10 +1314,14 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         full_gb = _full_model_gb(ctx, src)
         c = inputs.cluster
         fabrics = {c.fabric_of(d) for d in (*src.devices, *dst.devices)}
-        broadcast_speed = c.network_gb_per_s if len(fabrics) > 1 else c.device_copy_gb_per_s
-        broadcast_s = full_gb / broadcast_speed
-        gather_gb, gather_s = _gather_s(ctx, src)
         method = (dst.rollout or Rollout()).weight_sync
+        # NeMo RL's packed refit broadcasts over a communicator of every trainer and engine
+        # rank (so every NIC carries it); verl's syncs send from one trainer rank's NIC.
+        every_nic = method == "overlapped"
+        network = fabric_network_gb_per_s(c) if every_nic else c.network_gb_per_s
+        broadcast_speed = network if len(fabrics) > 1 else c.device_copy_gb_per_s
+        broadcast_s = full_gb / broadcast_speed
+        gather_gb, gather_s = _gather_s(ctx, src, every_nic=every_nic)
         tensors = f.param_tensors(spec)
         if method == "overlapped":
             terms = {"communication": max(broadcast_s, gather_s)}

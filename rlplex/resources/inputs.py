@@ -118,12 +118,12 @@ class Rollout(BaseModel):
     weight_sync: Literal["overlapped", "bucketed", "per_tensor"] = "overlapped"
     """How the engine receives trained weights from a trainer on other GPUs. Every way,
     every engine rank receives every full tensor (the trainer gathers each one from its
-    shards and broadcasts it) and keeps its slice. ``overlapped``: tensors packed into
-    buckets, the next one gathered while the last is broadcast (NeMo RL's packed
-    broadcast; verl's checkpoint engine with ``overlap_broadcast_and_consume``).
-    ``bucketed``: buckets gathered, broadcast and loaded one after another (verl's
-    checkpoint engine, its default). ``per_tensor``: the same one tensor at a time, each
-    paying ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync)."""
+    shards and broadcasts it) and keeps its slice. ``overlapped``: NeMo RL's refit: tensors
+    packed into buckets, the next one gathered while the last is broadcast, over
+    communicators of every trainer and engine rank, so that both moves use every NIC of a
+    node. ``bucketed``: buckets gathered, broadcast from one trainer rank and loaded one
+    after another (verl's checkpoint engine). ``per_tensor``: the same one tensor at a time,
+    each paying ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync)."""
     partial_rollout: bool = False
     """The engine streams across steps: at each weight sync its unfinished sequences are
     interrupted and resumed after it with the new weights (verl fully_async's
@@ -219,6 +219,9 @@ class Efficiency(BaseModel):
     """Seconds per checkpoint tensor of a ``per_tensor`` weight sync between disjoint GPUs
     besides moving its bytes (two collectives' latency and the engine's load of the
     tensor)."""
+    refit_gather: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
+    """Fraction of its speed of light (every NIC of the trainer's nodes; NVLink within one) at
+    which an ``overlapped`` weight sync's trainer gathers full tensors (NeMo RL's export)."""
     reshard_gb_s: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False)
     """GB/s at which a colocated weight sync gathers the trainer's shards and loads them into
     the engine's layout, per device (tensor-by-tensor, through the framework)."""

@@ -236,7 +236,7 @@ def test_heldout_sync_case_plans_the_published_layout(capsys: pytest.CaptureFixt
     whole model from a trainer split pp 16 x ep 16; it is reported apart from the corpus's.
     45,395 is the tensor count the source reports each engine rank loading."""
     bench = _bench()
-    (case,) = bench.HELDOUT_SYNC_CASES
+    case = next(c for c in bench.HELDOUT_SYNC_CASES if c.id.endswith("-nccl"))
     config = bench.sync_config(case)
     assert config["roles"]["actor_infer"]["num_gpus_per_worker"] == 32
     assert config["cluster"] == {"nodes": 36, "gpus_per_node": 8, "gpu": "h100"}
@@ -247,4 +247,6 @@ def test_heldout_sync_case_plans_the_published_layout(capsys: pytest.CaptureFixt
     bench.print_report(report)
     out = capsys.readouterr().out
     assert f"weight sync error over {len(bench.SYNC_CASES)} published syncs" in out
-    assert "weight sync error over 1 HELD-OUT syncs: median" in out
+    held_out = len(bench.HELDOUT_SYNC_CASES)
+    assert held_out == 4
+    assert f"weight sync error over {held_out} HELD-OUT syncs: median" in out

@@ -539,7 +539,8 @@ def test_split_weight_sync_sends_every_engine_device_the_whole_model(
     base: dict[str, Any], method: str
 ) -> None:
     """Each engine rank receives every full tensor (not its tp-2 shard); an FSDP trainer on
-    4 GPUs first gathers the 3/4 of the model it lacks; all on one node's NVLink."""
+    4 GPUs first gathers the 3/4 of the model it lacks; all on one node's NVLink. NeMo RL's
+    refit (overlapped) gathers at the measured 0.27 of that link (``refit_gather``)."""
     base = _split(base)
     base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
     base["roles"]["actor_infer"]["rollout"] = {"weight_sync": method}
@@ -551,7 +552,7 @@ def test_split_weight_sync_sends_every_engine_device_the_whole_model(
     broadcast, gather = full / copy, 0.75 * full / copy
     assert sync.detail["gather_gb"] == pytest.approx(0.75 * full)
     if method == "overlapped":
-        assert sync.terms == {"communication": pytest.approx(broadcast)}
+        assert sync.terms == {"communication": pytest.approx(0.75 * full / (copy * 0.27))}
     elif method == "bucketed":
         assert sync.terms == {"communication": pytest.approx(broadcast + gather)}
     else:
@@ -565,10 +566,17 @@ def test_split_weight_sync_sends_every_engine_device_the_whole_model(
 
 
 def test_split_weight_sync_across_nodes_goes_over_the_network(base: dict[str, Any]) -> None:
+    """Two nodes of 4 GPUs: NeMo RL's refit (overlapped, the default) broadcasts over a
+    communicator of every rank, so all 4 NICs of a node carry it (4 x 40 GB/s, under
+    NVLink's 360); verl's syncs send from one trainer rank's NIC (40 GB/s)."""
     cfg = config_from_dict(_split(base, nodes=2), file="t.yaml")
     sync = estimate_config(cfg).stages["weight_sync"]
     assert cfg.cluster.network_gb_per_s == pytest.approx(50 * 0.8)
-    assert sync.terms == {"communication": pytest.approx(P * 2 / 1e9 / (50 * 0.8))}
+    assert sync.detail["gather_gb"] == 0  # the trainer holds every weight
+    assert sync.terms == {"communication": pytest.approx(P * 2 / 1e9 / (4 * 50 * 0.8))}
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "bucketed"}
+    bucketed = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    assert bucketed.terms == {"communication": pytest.approx(P * 2 / 1e9 / (50 * 0.8))}
     base["efficiency"] = {"sync_tensor_s": 0.01}
     base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "per_tensor"}
     slow = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
@@ -856,7 +864,7 @@ def test_gather_with_expert_parallel_stays_inside_the_node(base: dict[str, Any])
     without = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
     base["roles"]["actor_train"]["parallel"]["ep"] = 2
     with_ep = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
-    copy = 450 * 0.8
+    copy = 450 * 0.8 * 0.27  # NVLink, at the refit's measured share of it (refit_gather)
     assert without.detail["gather_s"] == pytest.approx(without.detail["gather_gb"] / copy)
     assert with_ep.detail["gather_s"] == pytest.approx(with_ep.detail["gather_gb"] / copy)
 
@@ -1117,3 +1125,29 @@ def test_an_in_flight_engine_s_other_stages_are_not_priced_as_generation(
     assert old.seconds is not None and old.seconds != pytest.approx(gen.seconds, rel=0.05)
     assert stage_work_seconds(cfg, old, own) == pytest.approx(old.seconds)
     assert stage_seconds_bound(cfg, old, own) == pytest.approx(old.seconds)
+
+
+def test_refit_gather_across_nodes_uses_every_nic_of_the_node(base: dict[str, Any]) -> None:
+    """A trainer of tp 4 x pp 2 over two 4-GPU nodes lacks its shards' 7/8 of the model; NeMo
+    RL's refit (overlapped) gathers it over all 4 NICs of a node at ``refit_gather`` of that
+    speed of light (0.27 x 4 x 40 GB/s), while it broadcasts the whole model to the other
+    node's engine at 4 x 40 GB/s; the slower move bounds it. verl's bucketed sync gathers at
+    one NIC and adds the two moves."""
+    base["cluster"].update({"nodes": 4, "gpus_per_node": 4})
+    base["roles"]["actor_train"] = {"devices": "0-7", "parallel": {"tp": 4, "pp": 2}}
+    base["roles"]["reference"]["devices"] = "0-7"
+    base["roles"]["actor_infer"]["devices"] = "8-15"
+    cfg = config_from_dict(base, file="t.yaml")
+    est = estimate_config(cfg)
+    sync = est.stages["weight_sync"]
+    full = P * 2 / 1e9
+    missing = full - est.roles["actor_train"].states["weights"]
+    assert missing == pytest.approx(full * 7 / 8, rel=0.02)
+    nic = 50 * 0.8
+    gather, broadcast = missing / (0.27 * 4 * nic), full / (4 * nic)
+    assert sync.detail["gather_s"] == pytest.approx(gather)
+    assert sync.detail["broadcast_s"] == pytest.approx(broadcast)
+    assert sync.terms == {"communication": pytest.approx(max(gather, broadcast))}
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "bucketed"}
+    verl = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    assert verl.terms == {"communication": pytest.approx(missing / nic + full / nic)}
