@@ -75,6 +75,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 
 HIDDEN = 64
 HEADS = 4
@@ -156,7 +157,7 @@ def _cpu_shims() -> None:
         state
     )
     tracker = rnd.get_cuda_rng_tracker()
-    for name in (rnd.get_cuda_rng_tracker_name(), rnd.get_expert_parallel_rng_tracker_name()):
+    for name in (rnd._MODEL_PARALLEL_RNG_TRACKER_NAME, rnd.get_expert_parallel_rng_tracker_name()):
         tracker.states_[name] = generator.get_state()
     tracker._is_initialized = True
 
@@ -326,12 +327,10 @@ def main() -> None:
     if any(e < TOPK for e in experts):
         parser.error(f"each expert count must be at least the top-k, {TOPK}")
 
+    warnings.filterwarnings("ignore")  # megatron-core warns about absent TE and Apex
     _require_megatron()
-    import warnings
-
     import torch
 
-    warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     _init_parallel()
     _cpu_shims()

@@ -276,7 +276,10 @@ def _sync_line(sync: dict[str, Any]) -> str:
     """How a weight sync was priced, in words (docs/cost-model.md, "Weight sync")."""
     gather = sync.get("gather_gb")
     gathered = (
-        f"; {sync['from']} first gathers the {gather:.2f} GB its shards lack" if gather else ""
+        f"; {sync['from']} first gathers the {gather:.2f} GB its shards lack"
+        f" ({sync.get('gather_s', 0.0):.2f} s)"
+        if gather
+        else ""
     )
     if sync.get("path") == "broadcast":
         return (

@@ -1684,8 +1684,8 @@ def assumptions(
 def _sync_assumption(stage: Stage, est: StageEstimate) -> dict[str, Any]:
     """How a weight sync was priced: its path, the GB each move carries, the tensors."""
     d = est.detail
-    keys = ("path", "colocated", "method", "full_model_gb", "gather_gb", "gb_per_device",
-            "gb_per_s", "tensors")  # fmt: skip
+    keys = ("path", "colocated", "method", "full_model_gb", "gather_gb", "gather_s",
+            "gb_per_device", "gb_per_s", "tensors")  # fmt: skip
     return {"from": stage.from_role, "to": stage.to_role, **{k: d[k] for k in keys if k in d}}
 
 
