@@ -1,7 +1,7 @@
 """The host cost of a Megatron-Core MoE layer against a dense one: is ``layer_s`` enough for MoE?
 
-Run: ``python bench/moe_layer_overhead.py [--layers 8] [--rounds 15] [--experts 128,16,8]``
-from an environment that has megatron-core (it is not a dependency of this project)::
+Run: ``python bench/moe_layer_overhead.py [--layers 8] [--rounds 8] [--experts 128,16]``
+from an environment that has megatron-core, which this project does not depend on::
 
     python3.11 -m venv /tmp/mcvenv
     /tmp/mcvenv/bin/pip install torch==2.13.0 megatron-core==0.16.1 transformers
@@ -10,67 +10,73 @@ from an environment that has megatron-core (it is not a dependency of this proje
 ``bench/layer_overhead.py`` measures ``layer_s``, the host (Python and
 dispatcher) seconds one dense transformer layer costs per micro-batch and
 pass, on a Hugging Face Qwen2 stack made so narrow that arithmetic is
-negligible. NeMo RL's and verl's Megatron trainers run MoE models (Qwen3-30B-A3B:
-128 experts, top-8) through Megatron-Core's ``MoELayer`` with the token-dropless
-``alltoall`` dispatcher, and that layer does much more on the host: a router
-(gating, top-k, an auxiliary loss in training), a permutation of the tokens by
-expert, a loop or grouped GEMM over the experts, and an unpermutation. It also
-reads the per-expert token counts back to the host once per MoE layer and
+negligible. NeMo RL's and verl's Megatron trainers run MoE models
+(Qwen3-30B-A3B: 128 experts, top-8) through Megatron-Core's ``MoELayer`` with
+the token-dropless ``alltoall`` dispatcher, and that layer does much more on
+the host: a router (gating, top-k, an auxiliary loss in training), a
+permutation of the tokens by expert, the experts, and an unpermutation. It
+also reads the per-expert token counts back to the host once per MoE layer and
 forward pass (``MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize``: a
 ``.to("cpu", non_blocking=True)`` on a side stream, then a blocking
-``event.synchronize()``; without TE's fused permutation, the two
-``masked_select`` of ``moe_utils.permute`` synchronise as well), so on a GPU
-the host cannot run ahead of the device past that point, and the host time of
-the layer adds to the device time instead of hiding behind it.
+``event.synchronize()``; without Transformer Engine's fused permutation, the
+two ``masked_select`` of ``moe_utils.permute`` synchronise too). On a GPU the
+host therefore cannot run ahead of the device past any MoE layer, and the
+layer's host time can no longer hide behind the device time of other layers.
 
-This script builds, on this machine's CPU and with the same narrow shapes
-(hidden 64, 4 heads, 2 KV groups, FFN 128, 4 x 16 tokens, one thread), three
-stacks and times them interleaved, round by round, so that their ratios
+This script builds on this machine's CPU, with the narrow shapes of
+``bench/layer_overhead.py`` (hidden 64, 4 heads, 2 KV groups, FFN 128, 4 x 16
+tokens, one thread), and times in interleaved rounds, so that their ratios
 survive a noisy machine:
 
 - the Hugging Face Qwen2 stack of ``bench/layer_overhead.py`` (the reference);
-- a dense Megatron-Core GPT stack (local, non Transformer-Engine layer spec,
-  RMSNorm, SwiGLU, QKV bias, rotary embeddings);
-- the same stack with ``MoELayer`` in place of the MLP, top-8 routing, the
-  ``alltoall`` dispatcher, expert parallel 1, once per expert count in
-  ``--experts``. Without Transformer Engine or the ``grouped_gemm`` package the
-  experts are ``SequentialMLP``, a Python loop over *every* local expert (an
-  expert that received no token still runs on an empty tensor), which a GPU
-  run with grouped GEMM does not do; the expert counts are there to split the
-  layer's time into a part independent of the expert count (attention, router,
-  dispatcher) and a part per expert (a least-squares line through them).
+- a dense Megatron-Core GPT stack (the local, non Transformer-Engine layer
+  spec: RMSNorm, SwiGLU, QKV bias, rotary embeddings);
+- the same stack with ``MoELayer`` as MLP (top-8, ``alltoall`` dispatcher,
+  expert parallel 1, expert FFN 32, auxiliary loss), once per count in
+  ``--experts``. Without Transformer Engine or the ``grouped_gemm`` package
+  the experts are ``SequentialMLP``: a Python loop over *every* local expert
+  (one that received no token still runs on an empty tensor), which a GPU run
+  with grouped GEMM does not do. So each MoE stack is timed twice, the second
+  time ("1 call") with the loop replaced by one expert's MLP on all the tokens,
+  a stand-in for one grouped GEMM: that row is the router and dispatcher cost,
+  and the difference, per expert, the cost of the loop.
 
-Megatron-Core 0.16.1 insists on CUDA in a few places; the script replaces
-them for the run, and counts what they would have done: the dispatcher's
-side stream and event (``torch.cuda.Stream``, ``current_stream``, ``stream``,
-``Event.synchronize``: counted as the layer's blocking syncs), the tensors the
-dispatcher copies to the host (``maybe_move_tensor_to_cpu``, counted), the
-CUDA RNG tracker the attention dropout forks (a CPU generator stands in), the
-router gating's move of its weight to the GPU (skipped), and ``te_general_gemm``,
-which megatron-core leaves undefined when Transformer Engine is absent (set to
-``None``, as it means). A causal mask is passed explicitly, since the default
-one is built on ``cuda``.
+Megatron-Core 0.16.1 insists on CUDA in a few places; for the run the script
+replaces them, counting what they would have done: the dispatcher's side
+stream and DtoH event (``torch.cuda.Stream``, ``current_stream``, ``stream``;
+each ``Event.synchronize`` is counted as a blocking sync), its copies to the
+host (``maybe_move_tensor_to_cpu``, counted), the CUDA RNG state the
+attention dropout forks (a CPU generator stands in), the router gating's move
+of its weight to the GPU (skipped), and ``te_general_gemm``, which megatron-core
+leaves undefined without Transformer Engine (set to ``None``, as it means). A
+causal mask is passed, since the default one is built on ``cuda``. The large
+MoE stacks are frozen out of the garbage collector, and each timed pass follows
+passes of the same kind, so that they do not slow the small stacks down.
 
-It prints, per stack: operators per layer in a forward pass (top-level ``aten``
-ops, ``torch.profiler``), the ``masked_select`` and ``nonzero`` among them
-(each a host-device synchronisation on a GPU), the dispatcher's blocking syncs
-and host copies per layer in a forward and in a forward + backward, the number
-of experts that received tokens, milliseconds per layer for a forward pass (no
-grad) and for forward + backward (medians over ``--rounds``), the share of the
-forward spent inside the experts module, and the ratios to the Hugging Face
-dense layer; then the fit over expert counts.
+It prints three tables and a summary, all per layer (whole-model figures over
+``--layers``): milliseconds for a forward pass (no grad) and for forward +
+backward (medians) with their ratios to the Hugging Face layer and the
+top-level ``aten`` operators of a forward (``torch.profiler``); the
+dispatcher's blocking syncs (forward; forward + backward), its host copies,
+the ``masked_select`` and ``nonzero`` ops (each a sync on a GPU) and the
+experts that received tokens; the forward's milliseconds in attention and in
+the MLP, and for MoE in the router, the dispatcher (the rest of the MLP) and
+the experts (module hooks); then the cost per expert of the loop and the
+ratio of the one-call layer to the Hugging Face layer.
 
-On a GPU each operator also pays a kernel launch on top (not measured here),
-and Transformer Engine's layers (fused LayerNorm-linear, fused attention,
-grouped GEMM, fused permutation) issue other operators than the local spec;
-read these figures as ratios of host cost between layer kinds, not as the host
-cost of a production MoE layer.
+On a GPU each operator also pays a kernel launch (not measured here), and
+Transformer Engine's modules (fused LayerNorm-linear, fused attention, grouped
+GEMM, fused permutation) issue other operators than the local spec: read the
+figures as ratios of host cost between layer kinds, not as the host cost of a
+production MoE layer.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
+import itertools
 import os
 import statistics
 import sys
@@ -81,10 +87,12 @@ HIDDEN = 64
 HEADS = 4
 KV_GROUPS = 2
 FFN = 128
+MOE_FFN = 32  # Qwen3-30B-A3B: 768 per expert against hidden 2048; small keeps arithmetic out
 VOCAB = 256
 BATCH = 4
 SEQ = 16
 TOPK = 8
+BLOCK = 4
 
 _COUNTS = {"syncs": 0, "copies": 0}
 
@@ -153,9 +161,7 @@ def _cpu_shims() -> None:
     rnd._get_cuda_rng_state = lambda device="cuda", clone=False, graph_safe=False: (
         generator.get_state()
     )
-    rnd._set_cuda_rng_state = lambda state, device=-1, graph_safe=False: generator.set_state(
-        state
-    )
+    rnd._set_cuda_rng_state = lambda state, device=-1, graph_safe=False: generator.set_state(state)
     tracker = rnd.get_cuda_rng_tracker()
     for name in (rnd._MODEL_PARALLEL_RNG_TRACKER_NAME, rnd.get_expert_parallel_rng_tracker_name()):
         tracker.states_[name] = generator.get_state()
@@ -184,7 +190,7 @@ def _build_megatron(layers: int, experts: int):
         moe = dict(
             num_moe_experts=experts,
             moe_router_topk=TOPK,
-            moe_ffn_hidden_size=FFN,
+            moe_ffn_hidden_size=MOE_FFN,
             moe_token_dispatcher_type="alltoall",
             moe_router_load_balancing_type="aux_loss",
             moe_aux_loss_coeff=1e-3,
@@ -220,26 +226,53 @@ def _build_megatron(layers: int, experts: int):
     )
 
 
+def _one_call(experts):
+    """SequentialMLP.forward as if it held one expert: a stand-in for one grouped GEMM call."""
+
+    def forward(hidden_states, tokens_per_expert, probs):
+        tokens_per_expert.tolist()  # as TEGroupedMLP does (a host tensor by now: no sync)
+        return experts.local_experts[0](hidden_states, probs)
+
+    return forward
+
+
 class _Stack:
     """One model with its forward and forward + backward closures and its counters."""
 
-    def __init__(self, name: str, model, layers: int, megatron: bool, experts: int = 0):
+    def __init__(
+        self,
+        name: str,
+        model,
+        layers: int,
+        seq: int,
+        megatron: bool,
+        experts: int = 0,
+        one_call: bool = False,
+    ):
         import torch
 
         self.name, self.model, self.layers, self.experts = name, model, layers, experts
+        self.megatron, self.one_call = megatron, one_call
         self.fwd: list[float] = []
         self.both: list[float] = []
-        ids = torch.randint(0, VOCAB, (BATCH, SEQ))
+        ids = torch.randint(0, VOCAB, (BATCH, seq))
         if megatron:
-            pos = torch.arange(SEQ).unsqueeze(0).expand(BATCH, -1)
-            causal = torch.triu(torch.ones(SEQ, SEQ, dtype=torch.bool), 1)[None, None]
+            pos = torch.arange(seq).unsqueeze(0).expand(BATCH, -1)
+            causal = torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1)[None, None]
             kwargs = dict(input_ids=ids, position_ids=pos, attention_mask=causal)
+            model.train()  # the router's auxiliary loss runs in training only
         else:
             kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
-        model.train()
+        modules = [layer.mlp.experts for layer in model.decoder.layers] if one_call else []
 
         def run():
-            out = model(**kwargs)
+            for module in modules:
+                module.forward = _one_call(module)
+            try:
+                out = model(**kwargs)
+            finally:
+                for module in modules:
+                    del module.forward
             return out if megatron else out.logits
 
         def forward() -> None:
@@ -255,73 +288,70 @@ class _Stack:
 def _per_layer_counts(stack: _Stack) -> dict:
     from torch.profiler import profile
 
-    with profile() as prof:
-        stack.forward()
-    events = prof.events()
-    top = [e for e in events if e.name.startswith("aten::") and e.cpu_parent is None]
-    syncing = [e for e in events if e.name in ("aten::masked_select", "aten::nonzero")]
-    counts = {"ops": len(top) / stack.layers, "syncing_ops": len(syncing) / stack.layers}
+    counts = {}
     for label, fn in (("fwd", stack.forward), ("both", stack.train)):
         _COUNTS.update(syncs=0, copies=0)
-        fn()
+        with profile() as prof:
+            fn()
         counts[f"syncs_{label}"] = _COUNTS["syncs"] / stack.layers
         counts[f"copies_{label}"] = _COUNTS["copies"] / stack.layers
+        events = prof.events()
+        syncing = [e for e in events if e.name in ("aten::masked_select", "aten::nonzero")]
+        counts[f"syncing_ops_{label}"] = len(syncing) / stack.layers
+        if label == "fwd":
+            top = [e for e in events if e.name.startswith("aten::") and e.cpu_parent is None]
+            counts["ops"] = len(top) / stack.layers
     return counts
 
 
-def _moe_probe(stack: _Stack) -> tuple[float, float]:
-    """Experts that received tokens (mean over layers) and the forward share inside experts."""
-    import torch
-
+def _breakdown(stack: _Stack) -> dict:
+    """One forward's seconds per layer in attention, MLP, router, experts (hooks); hits."""
+    clock = time.perf_counter
+    spent: dict[str, float] = {}
+    open_at: dict[str, float] = {}
     hit: list[int] = []
-    inside = [0.0]
-    start = [0.0]
     handles = []
+
+    def timed(module, key: str) -> None:
+        def pre(m, i):
+            open_at[key] = clock()
+
+        def post(m, i, o):
+            spent[key] = spent.get(key, 0.0) + clock() - open_at[key]
+
+        handles.append(module.register_forward_pre_hook(pre))
+        handles.append(module.register_forward_hook(post))
+
     for layer in stack.model.decoder.layers:
-        mlp = layer.mlp
-        handles.append(
-            mlp.router.register_forward_hook(
-                lambda m, i, o: hit.append(int(o[1].any(dim=0).sum()))
+        timed(layer.self_attention, "attention")
+        timed(layer.mlp, "mlp")
+        if stack.experts:
+            timed(layer.mlp.router, "router")
+            timed(layer.mlp.experts, "experts")
+            handles.append(
+                layer.mlp.router.register_forward_hook(
+                    lambda m, i, o: hit.append(int(o[1].any(dim=0).sum()))
+                )
             )
-        )
-        handles.append(
-            mlp.experts.register_forward_pre_hook(
-                lambda m, i: start.__setitem__(0, time.perf_counter())
-            )
-        )
-        handles.append(
-            mlp.experts.register_forward_hook(
-                lambda m, i, o: inside.__setitem__(0, inside[0] + time.perf_counter() - start[0])
-            )
-        )
-    shares = []
-    for _ in range(5):
-        hit.clear()
-        inside[0] = 0.0
-        t0 = time.perf_counter()
+    try:
         stack.forward()
-        shares.append(inside[0] / (time.perf_counter() - t0))
-    for handle in handles:
-        handle.remove()
-    del torch
-    return statistics.mean(hit), statistics.median(shares)
-
-
-def _fit(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """Least-squares line t = a + b * experts; returns (a, b)."""
-    xs, ys = zip(*points)
-    mx, my = statistics.mean(xs), statistics.mean(ys)
-    b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
-    return my - b * mx, b
+    finally:
+        for handle in handles:
+            handle.remove()
+    if stack.experts:
+        spent["dispatch"] = spent["mlp"] - spent["router"] - spent["experts"]
+    out = {key: value / stack.layers for key, value in spent.items()}
+    if hit:
+        out["hit"] = statistics.mean(hit)
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument(
-        "--experts", default="128,16,8", help="comma-separated expert counts (>= 8)"
-    )
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=SEQ, help=f"tokens per sequence, {BATCH} seqs")
+    parser.add_argument("--experts", default="128,16", help="comma-separated expert counts (>= 8)")
     args = parser.parse_args()
     experts = [int(e) for e in args.experts.split(",") if e]
     if any(e < TOPK for e in experts):
@@ -335,75 +365,102 @@ def main() -> None:
     _init_parallel()
     _cpu_shims()
 
+    layers, seq = args.layers, args.seq
     stacks = []
     try:
         from layer_overhead import _build as build_hf
 
-        stacks.append(_Stack("HF Qwen2 dense", build_hf(args.layers), args.layers, False))
+        stacks.append(_Stack("HF Qwen2 dense", build_hf(layers), layers, seq, False))
     except ImportError as exc:
         print(f"(no Hugging Face reference: {exc})")
-    stacks.append(_Stack("Megatron dense", _build_megatron(args.layers, 0), args.layers, True))
+    stacks.append(_Stack("Megatron dense", _build_megatron(layers, 0), layers, seq, True))
     for count in experts:
-        model = _build_megatron(args.layers, count)
-        stacks.append(_Stack(f"Megatron MoE {count}e", model, args.layers, True, count))
+        model = _build_megatron(layers, count)
+        stacks.append(_Stack(f"Megatron MoE {count}e", model, layers, seq, True, count))
+        stacks.append(_Stack(f"  {count}e, 1 call", model, layers, seq, True, count, one_call=True))
 
+    # The MoE stacks hold far more Python objects than the dense ones; keep them out of the
+    # garbage collector's scans, or they slow down whichever stack is timed.
+    gc.collect()
+    gc.freeze()
     counts = {s.name: _per_layer_counts(s) for s in stacks}
-    probes = {s.name: _moe_probe(s) for s in stacks if s.experts}
+    parts: dict[str, dict[str, list[float]]] = {}
     for stack in stacks:  # warm up
         for _ in range(3):
             stack.forward()
             stack.train()
-    for _ in range(args.rounds):  # interleaved, so that drift hits every stack alike
+    # Interleaved rounds, so that drift on a shared machine hits every stack alike; in each,
+    # every stack runs an untimed pass then BLOCK timed ones of each kind back to back, so that
+    # they find the caches warm as bench/layer_overhead.py's do.
+    for _ in range(args.rounds):
         for stack in stacks:
-            t0 = time.perf_counter()
-            stack.forward()
-            t1 = time.perf_counter()
-            stack.train()
-            t2 = time.perf_counter()
-            stack.fwd.append((t1 - t0) / stack.layers)
-            stack.both.append((t2 - t1) / stack.layers)
+            for fn, samples in ((stack.forward, stack.fwd), (stack.train, stack.both)):
+                fn()
+                for _ in range(BLOCK):
+                    start = time.perf_counter()
+                    fn()
+                    samples.append((time.perf_counter() - start) / layers)
+                if stack.megatron and fn is stack.forward:  # after warm forwards
+                    for key, value in _breakdown(stack).items():
+                        parts.setdefault(stack.name, {}).setdefault(key, []).append(value)
+
+    def med(stack: _Stack, attr: str) -> float:
+        return statistics.median(getattr(stack, attr))
 
     ref = stacks[0]
-    ref_fwd, ref_both = statistics.median(ref.fwd), statistics.median(ref.both)
     print(
-        f"{args.layers} layers, hidden {HIDDEN}, {HEADS} heads / {KV_GROUPS} KV groups, "
-        f"FFN {FFN}, {BATCH} x {SEQ} tokens, top-{TOPK}, 1 CPU thread, "
-        f"torch {torch.__version__}, median of {args.rounds} interleaved rounds"
+        f"\n{layers} layers, hidden {HIDDEN}, {HEADS} heads / {KV_GROUPS} KV groups, FFN {FFN} "
+        f"(expert FFN {MOE_FFN}), "
+        f"{BATCH} x {seq} tokens, top-{TOPK}, 1 CPU thread, torch {torch.__version__}, "
+        f"median of {args.rounds} interleaved rounds; x = ratio to {ref.name}"
     )
-    print(f"ratios are to: {ref.name}")
-    header = (
-        f"{'stack':<18}{'fwd ms':>8}{'f+b ms':>8}{'fwd x':>7}{'f+b x':>7}{'ops':>6}"
-        f"{'msel/nz':>8}{'syncs f':>8}{'syncs fb':>9}{'D2H f':>6}{'hit':>7}{'in exp':>7}"
-    )
-    print(header)
-    print("-" * len(header))
+    print(f"\n{'ms per layer':<18}{'fwd':>8}{'fwd+bwd':>9}{'fwd x':>7}{'f+b x':>7}{'ops/fwd':>9}")
     for stack in stacks:
-        fwd, both = statistics.median(stack.fwd), statistics.median(stack.both)
-        c = counts[stack.name]
-        hit, share = probes.get(stack.name, (None, None))
-        hit_s = f"{hit:.0f}/{stack.experts}" if hit is not None else "-"
-        share_s = f"{share:.0%}" if share is not None else "-"
+        fwd, both = med(stack, "fwd"), med(stack, "both")
         print(
-            f"{stack.name:<18}{fwd * 1e3:>8.3f}{both * 1e3:>8.3f}{fwd / ref_fwd:>7.1f}"
-            f"{both / ref_both:>7.1f}{c['ops']:>6.0f}{c['syncing_ops']:>8.0f}"
-            f"{c['syncs_fwd']:>8.0f}{c['syncs_both']:>9.0f}{c['copies_fwd']:>6.0f}"
-            f"{hit_s:>7}{share_s:>7}"
+            f"{stack.name:<18}{fwd * 1e3:>8.3f}{both * 1e3:>9.3f}{fwd / med(ref, 'fwd'):>7.1f}"
+            f"{both / med(ref, 'both'):>7.1f}{counts[stack.name]['ops']:>9.0f}"
         )
-    moe = [s for s in stacks if s.experts]
-    if len({s.experts for s in moe}) >= 2:
-        for label, attr in (("forward", "fwd"), ("forward + backward", "both")):
-            a, b = _fit([(s.experts, statistics.median(getattr(s, attr))) for s in moe])
-            print(
-                f"fit, {label}: {a * 1e3:.3f} ms per layer + {b * 1e6:.1f} us per expert "
-                f"(SequentialMLP loop); the constant is "
-                f"{a / statistics.median(getattr(ref, attr)):.1f}x {ref.name}"
-            )
+
     print(
-        "columns: ms per layer (forward no grad; forward + backward); x = ratio; ops = top-level"
-        " aten ops per layer, forward; msel/nz = masked_select + nonzero per layer (each syncs"
-        " on a GPU); syncs = dispatcher event syncs per layer (forward; forward + backward);"
-        " D2H = tensors the dispatcher copies to the host per layer; hit = experts with tokens;"
-        " in exp = share of the forward inside the experts module"
+        f"\n{'per layer':<18}{'syncs f':>8}{'syncs fb':>9}{'D2H f':>7}"
+        f"{'msel/nz f':>10}{'msel/nz fb':>11}{'experts hit':>12}"
+    )
+    for stack in stacks:
+        c = counts[stack.name]
+        hits = parts.get(stack.name, {}).get("hit")
+        hit = statistics.median(hits) if hits else None
+        print(
+            f"{stack.name:<18}{c['syncs_fwd']:>8.0f}{c['syncs_both']:>9.0f}"
+            f"{c['copies_fwd']:>7.0f}{c['syncing_ops_fwd']:>10.0f}{c['syncing_ops_both']:>11.0f}"
+            f"{f'{hit:.0f}/{stack.experts}' if hit is not None else '-':>12}"
+        )
+
+    keys = ("attention", "mlp", "router", "dispatch", "experts")
+    print(f"\n{'fwd ms per layer':<18}" + "".join(f"{k:>10}" for k in keys))
+    for name, part in parts.items():
+        cells = "".join(
+            f"{statistics.median(part[k]) * 1e3:>10.3f}" if k in part else f"{'-':>10}"
+            for k in keys
+        )
+        print(f"{name:<18}{cells}")
+
+    print()
+    for full, one in itertools.pairwise(stacks):
+        if not one.one_call:
+            continue
+        per = [(med(full, a) - med(one, a)) / (full.experts - 1) for a in ("fwd", "both")]
+        rest = [med(one, a) / med(ref, a) for a in ("fwd", "both")]
+        print(
+            f"{full.name}: per expert beyond the first {per[0] * 1e6:.0f} us fwd, "
+            f"{per[1] * 1e6:.0f} us fwd+bwd; the layer with one expert call is "
+            f"{rest[0]:.1f}x / {rest[1]:.1f}x {ref.name} (fwd / fwd+bwd)"
+        )
+    print(
+        "\nsyncs: the dispatcher's blocking event syncs (forward; forward + backward); D2H:"
+        " tensors it copies to the host in a forward; msel/nz: masked_select and nonzero ops,"
+        " each a sync on a GPU; mlp = router + dispatch + experts for MoE, where dispatch is"
+        " the rest (permutation, token counts, unpermutation); experts is SequentialMLP's loop"
     )
 
 
