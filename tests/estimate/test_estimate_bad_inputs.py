@@ -208,6 +208,8 @@ def test_stage_that_cannot_fit_even_with_the_rest_offloaded(base: dict[str, Any]
         ("rollout", "weight_sync", "nccl", "roles.actor_infer.rollout.weight_sync"),
         ("rollout", "kv_cache_dtype", "fp4", "roles.actor_infer.rollout.kv_cache_dtype"),
         ("efficiency", "fp8_matmul_speedup", 0.5, "efficiency.fp8_matmul_speedup"),
+        ("efficiency", "refit_gather", 0.0, "efficiency.refit_gather"),
+        ("efficiency", "refit_gather", 1.5, "efficiency.refit_gather"),
     ],
 )
 def test_bad_cost_term_inputs_name_the_key(
