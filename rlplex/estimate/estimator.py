@@ -1284,10 +1284,12 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
 
     Disjoint devices: every engine device receives the whole model (a broadcast,
     over the network when the two roles span NVLink fabrics). An
-    ``overlapped`` sync gathers one bucket while broadcasting the last (the
-    slower move bounds it); a ``bucketed`` one does both in turn; a
-    ``per_tensor`` one also pays ``sync_tensor_s`` for each checkpoint tensor
-    (:func:`formulas.param_tensors`).
+    ``overlapped`` sync (NeMo RL's refit) gathers one bucket while broadcasting
+    the last (the slower move bounds it), both over every NIC of a node
+    (:func:`fabric_network_gb_per_s`; the gather at ``refit_gather`` of it); a
+    ``bucketed`` one (verl's checkpoint engine) does both in turn from one NIC,
+    a ``bucketed_overlapped`` one overlaps them; a ``per_tensor`` one also pays
+    ``sync_tensor_s`` for each checkpoint tensor (:func:`formulas.param_tensors`).
     """
     inputs = ctx.inputs
     src, dst = roles.get(stage.from_role or ""), roles.get(stage.to_role or "")
@@ -1323,7 +1325,7 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         broadcast_s = full_gb / broadcast_speed
         gather_gb, gather_s = _gather_s(ctx, src, every_nic=every_nic)
         tensors = f.param_tensors(spec)
-        if method == "overlapped":
+        if method in ("overlapped", "bucketed_overlapped"):
             terms = {"communication": max(broadcast_s, gather_s)}
         else:
             terms = {"communication": broadcast_s + gather_s}

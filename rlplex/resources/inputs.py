@@ -115,15 +115,19 @@ class Rollout(BaseModel):
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     """The KV cache's element type (vLLM ``kv_cache_dtype``): ``auto`` keeps it in the
     model's activation type (bf16, also for an fp8 engine), ``fp8`` halves it."""
-    weight_sync: Literal["overlapped", "bucketed", "per_tensor"] = "overlapped"
+    weight_sync: Literal["overlapped", "bucketed", "bucketed_overlapped", "per_tensor"] = (
+        "overlapped"
+    )
     """How the engine receives trained weights from a trainer on other GPUs. Every way,
     every engine rank receives every full tensor (the trainer gathers each one from its
     shards and broadcasts it) and keeps its slice. ``overlapped``: NeMo RL's refit: tensors
     packed into buckets, the next one gathered while the last is broadcast, over
     communicators of every trainer and engine rank, so that both moves use every NIC of a
     node. ``bucketed``: buckets gathered, broadcast from one trainer rank and loaded one
-    after another (verl's checkpoint engine). ``per_tensor``: the same one tensor at a time,
-    each paying ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync)."""
+    after another (verl's checkpoint engine); ``bucketed_overlapped``: the same with the
+    next bucket gathered while the last is broadcast (its
+    ``overlap_broadcast_and_consume``). ``per_tensor``: one tensor at a time, each paying
+    ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync)."""
     partial_rollout: bool = False
     """The engine streams across steps: at each weight sync its unfinished sequences are
     interrupted and resumed after it with the new weights (verl fully_async's

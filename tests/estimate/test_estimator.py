@@ -534,7 +534,7 @@ def _split(base: dict[str, Any], nodes: int = 1) -> dict[str, Any]:
     return base
 
 
-@pytest.mark.parametrize("method", ["overlapped", "bucketed", "per_tensor"])
+@pytest.mark.parametrize("method", ["overlapped", "bucketed", "bucketed_overlapped", "per_tensor"])
 def test_split_weight_sync_sends_every_engine_device_the_whole_model(
     base: dict[str, Any], method: str
 ) -> None:
@@ -555,6 +555,8 @@ def test_split_weight_sync_sends_every_engine_device_the_whole_model(
         assert sync.terms == {"communication": pytest.approx(0.75 * full / (copy * 0.27))}
     elif method == "bucketed":
         assert sync.terms == {"communication": pytest.approx(broadcast + gather)}
+    elif method == "bucketed_overlapped":
+        assert sync.terms == {"communication": pytest.approx(max(broadcast, gather))}
     else:
         assert sync.terms == {
             "communication": pytest.approx(broadcast + gather),
@@ -1151,3 +1153,6 @@ def test_refit_gather_across_nodes_uses_every_nic_of_the_node(base: dict[str, An
     base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "bucketed"}
     verl = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
     assert verl.terms == {"communication": pytest.approx(missing / nic + full / nic)}
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "bucketed_overlapped"}
+    both = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    assert both.terms == {"communication": pytest.approx(max(missing, full) / nic)}

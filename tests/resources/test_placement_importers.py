@@ -274,7 +274,10 @@ def test_verl_one_step_off(tmp_path: Path) -> None:
         ("", "per_tensor"),
         ("checkpoint_engine: {enable: false}", "per_tensor"),
         ("checkpoint_engine: {enable: true}", "bucketed"),
-        ("checkpoint_engine: {enable: true, overlap_broadcast_and_consume: true}", "overlapped"),
+        (
+            "checkpoint_engine: {enable: true, overlap_broadcast_and_consume: true}",
+            "bucketed_overlapped",
+        ),
     ],
 )
 def test_verl_fully_async_weight_sync(tmp_path: Path, engine: str, method: str) -> None:

@@ -442,7 +442,7 @@ def _weight_sync(r: _Reader) -> str:
     checkpoint engine packs them into buckets."""
     if r.get("async_training.checkpoint_engine.enable") is True:
         overlap = r.get("async_training.checkpoint_engine.overlap_broadcast_and_consume")
-        return "overlapped" if overlap is True else "bucketed"
+        return "bucketed_overlapped" if overlap is True else "bucketed"
     return "per_tensor"
 
 
