@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -1230,23 +1231,28 @@ def _full_model_gb(ctx: _Ctx, role: Role) -> float:
     return f.total_params(ctx.spec(role)) * f.BYTES_PER_ELEMENT[precision] / f.GB
 
 
-def fabric_network_gb_per_s(cluster: Any) -> float:
-    """GB/s per device of a collective whose communicator holds every GPU of the fabrics it
-    spans: NCCL runs a ring through each of a fabric's NICs, so the bytes cross into a fabric
-    once over all its NICs and reach its GPUs over NVLink (NVIDIA-NeMo/.github
+def nodes_network_gb_per_s(cluster: Any, devices: Sequence[int]) -> float:
+    """GB/s per device of a collective across nodes over a communicator that holds
+    ``devices``: NCCL runs a ring through the NIC of each member GPU of a node, so the bytes
+    cross into a node once over its members' NICs and reach them over NVLink; the node with
+    the fewest members bounds it, and no GPU receives faster than NVLink (NVIDIA-NeMo/.github
     ``discussions/posts/nemo-rl-async-refit-performance``: 8 x 50 GB/s on a DGX H100)."""
-    return min(cluster.device_copy_gb_per_s, cluster.fabric_gpus * cluster.network_gb_per_s)
+    members = Counter(cluster.node_of(d) for d in devices)
+    fewest = min(members.values()) if members else 1
+    return min(cluster.device_copy_gb_per_s, fewest * cluster.network_gb_per_s)
 
 
-def _gather_s(ctx: _Ctx, role: Role, *, every_nic: bool = False) -> tuple[float, float]:
+def _gather_s(ctx: _Ctx, role: Role, *, every_nic: bool = True) -> tuple[float, float]:
     """(GB, seconds) for one trainer device to gather the whole model from its shards.
 
     What the device lacks arrives over NVLink while the ranks that hold distinct
     shards (tensor x pipeline x expert parallel, and data parallel under
-    ZeRO-3/FSDP, laid out on consecutive devices) share an NVLink fabric, over
-    the network otherwise: at one NIC per device, or, ``every_nic`` (NeMo RL's
-    refit), over every NIC of the fabric (:func:`fabric_network_gb_per_s`) at the
-    ``refit_gather`` fraction of that speed of light its export reaches.
+    ZeRO-3/FSDP, laid out on consecutive devices) share an NVLink fabric. Across
+    nodes the gather's collectives hold every trainer rank, so the node's NICs
+    share the bytes (:func:`nodes_network_gb_per_s`) and the export reaches
+    ``refit_gather`` of that (measured on NeMo RL's refit); ``every_nic`` false
+    (verl's syncs to a rollout on other GPUs) keeps the one NIC per device their
+    published times were fitted with.
     """
     full_gb = _full_model_gb(ctx, role)
     own_gb = role.states.get("weights", 0.0) * (
@@ -1261,12 +1267,14 @@ def _gather_s(ctx: _Ctx, role: Role, *, every_nic: bool = False) -> tuple[float,
     ep = par.ep if par is not None else 1
     group = min(tp * pp * (dp if zero >= 3 else ep), ctx.devices(role))
     c = ctx.inputs.cluster
-    spans = _spans_nodes(ctx, group)
-    if every_nic:
-        light = fabric_network_gb_per_s(c) if spans else c.device_copy_gb_per_s
+    if not _spans_nodes(ctx, group):
+        speed = c.device_copy_gb_per_s
+    elif every_nic:
+        devices = role.devices or tuple(range(ctx.devices(role)))
+        light = nodes_network_gb_per_s(c, devices)
         speed = light * efficiency_value(ctx.inputs.efficiency, "refit_gather")
     else:
-        speed = c.network_gb_per_s if spans else c.device_copy_gb_per_s
+        speed = c.network_gb_per_s
     return missing_gb, missing_gb / speed
 
 
@@ -1285,10 +1293,10 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
     Disjoint devices: every engine device receives the whole model (a broadcast,
     over the network when the two roles span NVLink fabrics). An
     ``overlapped`` sync (NeMo RL's refit) gathers one bucket while broadcasting
-    the last (the slower move bounds it), both over every NIC of a node
-    (:func:`fabric_network_gb_per_s`; the gather at ``refit_gather`` of it); a
-    ``bucketed`` one (verl's checkpoint engine) does both in turn from one NIC,
-    a ``bucketed_overlapped`` one overlaps them; a ``per_tensor`` one also pays
+    the last (the slower move bounds it), both over the NICs of the nodes' member
+    GPUs (:func:`nodes_network_gb_per_s`; the gather at ``refit_gather`` of it); a
+    ``bucketed`` one (verl's checkpoint engine) does both in turn at one NIC per
+    device, a ``bucketed_overlapped`` one overlaps them; a ``per_tensor`` one also pays
     ``sync_tensor_s`` for each checkpoint tensor (:func:`formulas.param_tensors`).
     """
     inputs = ctx.inputs
@@ -1318,9 +1326,11 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         fabrics = {c.fabric_of(d) for d in (*src.devices, *dst.devices)}
         method = (dst.rollout or Rollout()).weight_sync
         # NeMo RL's packed refit broadcasts over a communicator of every trainer and engine
-        # rank (so every NIC carries it); verl's syncs send from one trainer rank's NIC.
+        # rank (so every member GPU's NIC carries it); verl's syncs keep the one NIC per
+        # device their published times were fitted with.
         every_nic = method == "overlapped"
-        network = fabric_network_gb_per_s(c) if every_nic else c.network_gb_per_s
+        members = (*src.devices, *dst.devices)
+        network = nodes_network_gb_per_s(c, members) if every_nic else c.network_gb_per_s
         broadcast_speed = network if len(fabrics) > 1 else c.device_copy_gb_per_s
         broadcast_s = full_gb / broadcast_speed
         gather_gb, gather_s = _gather_s(ctx, src, every_nic=every_nic)

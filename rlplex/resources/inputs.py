@@ -122,9 +122,10 @@ class Rollout(BaseModel):
     every engine rank receives every full tensor (the trainer gathers each one from its
     shards and broadcasts it) and keeps its slice. ``overlapped``: NeMo RL's refit: tensors
     packed into buckets, the next one gathered while the last is broadcast, over
-    communicators of every trainer and engine rank, so that both moves use every NIC of a
-    node. ``bucketed``: buckets gathered, broadcast from one trainer rank and loaded one
-    after another (verl's checkpoint engine); ``bucketed_overlapped``: the same with the
+    communicators of every trainer and engine rank, so that both moves use the NIC of every
+    member GPU of a node. ``bucketed``: buckets gathered, broadcast and loaded one after
+    another at one NIC per device (verl's checkpoint engine, as its published sync times
+    were fitted); ``bucketed_overlapped``: the same with the
     next bucket gathered while the last is broadcast (its
     ``overlap_broadcast_and_consume``). ``per_tensor``: one tensor at a time, each paying
     ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync)."""
@@ -224,8 +225,9 @@ class Efficiency(BaseModel):
     besides moving its bytes (two collectives' latency and the engine's load of the
     tensor)."""
     refit_gather: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
-    """Fraction of its speed of light (every NIC of the trainer's nodes; NVLink within one) at
-    which an ``overlapped`` weight sync's trainer gathers full tensors (NeMo RL's export)."""
+    """Fraction of the NICs of its node's member GPUs at which a trainer gathers full tensors
+    across nodes for a weight sync (measured on NeMo RL's export; colocated syncs and
+    ``overlapped`` ones use it, verl's ``bucketed`` and ``per_tensor`` keep one NIC)."""
     reshard_gb_s: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False)
     """GB/s at which a colocated weight sync gathers the trainer's shards and loads them into
     the engine's layout, per device (tensor-by-tensor, through the framework)."""

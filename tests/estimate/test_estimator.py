@@ -539,8 +539,8 @@ def test_split_weight_sync_sends_every_engine_device_the_whole_model(
     base: dict[str, Any], method: str
 ) -> None:
     """Each engine rank receives every full tensor (not its tp-2 shard); an FSDP trainer on
-    4 GPUs first gathers the 3/4 of the model it lacks; all on one node's NVLink. NeMo RL's
-    refit (overlapped) gathers at the measured 0.27 of that link (``refit_gather``)."""
+    4 GPUs first gathers the 3/4 of the model it lacks; all on one node's NVLink, where
+    ``refit_gather`` (measured across nodes) does not apply."""
     base = _split(base)
     base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
     base["roles"]["actor_infer"]["rollout"] = {"weight_sync": method}
@@ -552,7 +552,7 @@ def test_split_weight_sync_sends_every_engine_device_the_whole_model(
     broadcast, gather = full / copy, 0.75 * full / copy
     assert sync.detail["gather_gb"] == pytest.approx(0.75 * full)
     if method == "overlapped":
-        assert sync.terms == {"communication": pytest.approx(0.75 * full / (copy * 0.27))}
+        assert sync.terms == {"communication": pytest.approx(broadcast)}
     elif method == "bucketed":
         assert sync.terms == {"communication": pytest.approx(broadcast + gather)}
     elif method == "bucketed_overlapped":
@@ -587,7 +587,8 @@ def test_split_weight_sync_across_nodes_goes_over_the_network(base: dict[str, An
 
 def test_colocated_sync_gathers_a_trainer_sharded_across_nodes(base: dict[str, Any]) -> None:
     """Every GPU hands its engine whole tensors, so it gathers what its trainer shard lacks:
-    over the network when tensor x pipeline parallel (8) spans the 4-GPU nodes."""
+    over the network when tensor x pipeline parallel (8) spans the 4-GPU nodes, the node's
+    four NICs sharing the bytes at ``refit_gather`` (0.34) of their 4 x 40 GB/s."""
     base["cluster"].update({"nodes": 2, "gpus_per_node": 4})
     base["roles"]["actor_train"]["parallel"] = {"tp": 4, "pp": 2}
     cfg = config_from_dict(base, file="t.yaml")
@@ -597,7 +598,7 @@ def test_colocated_sync_gathers_a_trainer_sharded_across_nodes(base: dict[str, A
     assert sync.detail["gather_gb"] == pytest.approx(full - own)
     engine = P * 2 / 2 / 1e9
     assert sync.terms["communication"] == pytest.approx(
-        engine / cfg.cluster.device_copy_gb_per_s + (full - own) / (50 * 0.8)
+        engine / cfg.cluster.device_copy_gb_per_s + (full - own) / (0.34 * 4 * 50 * 0.8)
     )
 
 
@@ -866,7 +867,7 @@ def test_gather_with_expert_parallel_stays_inside_the_node(base: dict[str, Any])
     without = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
     base["roles"]["actor_train"]["parallel"]["ep"] = 2
     with_ep = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
-    copy = 450 * 0.8 * 0.27  # NVLink, at the refit's measured share of it (refit_gather)
+    copy = 450 * 0.8
     assert without.detail["gather_s"] == pytest.approx(without.detail["gather_gb"] / copy)
     assert with_ep.detail["gather_s"] == pytest.approx(with_ep.detail["gather_gb"] / copy)
 
@@ -1131,10 +1132,10 @@ def test_an_in_flight_engine_s_other_stages_are_not_priced_as_generation(
 
 def test_refit_gather_across_nodes_uses_every_nic_of_the_node(base: dict[str, Any]) -> None:
     """A trainer of tp 4 x pp 2 over two 4-GPU nodes lacks its shards' 7/8 of the model; NeMo
-    RL's refit (overlapped) gathers it over all 4 NICs of a node at ``refit_gather`` of that
-    speed of light (0.27 x 4 x 40 GB/s), while it broadcasts the whole model to the other
-    node's engine at 4 x 40 GB/s; the slower move bounds it. verl's bucketed sync gathers at
-    one NIC and adds the two moves."""
+    RL's refit (overlapped) gathers it over all 4 NICs of a node at ``refit_gather`` of them
+    (0.34 x 4 x 40 GB/s), while it broadcasts the whole model to the other nodes' engine at
+    4 x 40 GB/s; the slower move bounds it. verl's bucketed sync gathers at one NIC and adds
+    the two moves."""
     base["cluster"].update({"nodes": 4, "gpus_per_node": 4})
     base["roles"]["actor_train"] = {"devices": "0-7", "parallel": {"tp": 4, "pp": 2}}
     base["roles"]["reference"]["devices"] = "0-7"
@@ -1146,7 +1147,7 @@ def test_refit_gather_across_nodes_uses_every_nic_of_the_node(base: dict[str, An
     missing = full - est.roles["actor_train"].states["weights"]
     assert missing == pytest.approx(full * 7 / 8, rel=0.02)
     nic = 50 * 0.8
-    gather, broadcast = missing / (0.27 * 4 * nic), full / (4 * nic)
+    gather, broadcast = missing / (0.34 * 4 * nic), full / (4 * nic)
     assert sync.detail["gather_s"] == pytest.approx(gather)
     assert sync.detail["broadcast_s"] == pytest.approx(broadcast)
     assert sync.terms == {"communication": pytest.approx(max(gather, broadcast))}
@@ -1156,3 +1157,49 @@ def test_refit_gather_across_nodes_uses_every_nic_of_the_node(base: dict[str, An
     base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "bucketed_overlapped"}
     both = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
     assert both.terms == {"communication": pytest.approx(max(missing, full) / nic)}
+
+
+def test_nodes_network_counts_only_the_communicators_gpus() -> None:
+    """Bytes cross into a node over the NICs of the communicator's GPUs there: the node with
+    the fewest members bounds it, NVLink caps it, and a GB200 node's 4 NICs count, not its
+    72-GPU NVLink rack's."""
+    from rlplex.estimate.estimator import nodes_network_gb_per_s
+    from rlplex.resources.cluster import Cluster
+
+    h100 = Cluster(nodes=2, gpus_per_node=8, network_gb_per_s=40.0, device_copy_gb_per_s=360.0)
+    assert nodes_network_gb_per_s(h100, range(16)) == pytest.approx(8 * 40)
+    assert nodes_network_gb_per_s(h100, [0, 1, 8, 9]) == pytest.approx(2 * 40)
+    assert nodes_network_gb_per_s(h100, [*range(8), 8]) == pytest.approx(40)
+    fast = h100.model_copy(update={"network_gb_per_s": 100.0})
+    assert nodes_network_gb_per_s(fast, range(16)) == pytest.approx(360)
+    rack = Cluster(nodes=36, gpus_per_node=4, nvlink_gpus=72, network_gb_per_s=40.0,
+                   device_copy_gb_per_s=1440.0)  # fmt: skip
+    assert nodes_network_gb_per_s(rack, range(144)) == pytest.approx(4 * 40)
+
+
+def test_split_sync_of_a_partial_node_uses_its_gpus_nics(base: dict[str, Any]) -> None:
+    """Two trainer GPUs on node 0 send to two engine GPUs on node 1: the communicator holds
+    two GPUs a node, so two NICs carry the broadcast (2 x 40 GB/s), not the node's eight; a
+    plan that moves the roles prices the sync the same way (weight_sync_seconds_at)."""
+    from rlplex.estimate.estimator import weight_sync_seconds_at
+
+    base["cluster"].update({"nodes": 2, "gpus_per_node": 8})
+    base["roles"]["actor_train"] = {"devices": "0-1", "parallel": {"zero": 1}}
+    base["roles"]["reference"]["devices"] = "0-1"
+    base["roles"]["actor_infer"]["devices"] = "8-9"
+    cfg = config_from_dict(base, file="t.yaml")
+    sync = estimate_config(cfg).stages["weight_sync"]
+    assert sync.detail["broadcast_s"] == pytest.approx(P * 2 / 1e9 / (2 * 50 * 0.8))
+    stage = cfg.pipeline.stage("weight_sync")
+    again = weight_sync_seconds_at(cfg, stage, {"actor_train": [0, 1], "actor_infer": [8, 9]})
+    assert again == pytest.approx(sync.seconds)
+
+
+def test_refit_gather_is_read_from_the_config(base: dict[str, Any]) -> None:
+    """``efficiency.refit_gather`` is a cost term a config may set (calibration writes it)."""
+    base["cluster"].update({"nodes": 2, "gpus_per_node": 4})
+    base["roles"]["actor_train"]["parallel"] = {"tp": 4, "pp": 2}
+    default = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    base["efficiency"] = {"refit_gather": 0.68}
+    faster = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    assert faster.detail["gather_s"] == pytest.approx(default.detail["gather_s"] / 2)
