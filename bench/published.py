@@ -325,8 +325,9 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
     # added 2026-11-25, configs written blind and registered before any was planned. Phases
     # are grpo.py's timers (v0.3.0): "Policy training" = policy_training (train); "Refit" =
     # prepare_for_generation (the weight sync, with the trainer's offloads and the engine's
-    # wake-up around it); "Generation" = generation (the rollout, rewards scored inside it);
-    # "Get logprobs" = policy_and_reference_logprobs (both passes).
+    # wake-up around it; held against the weight_sync stage, whose estimate carries the
+    # wake-up but not the plan's offload ops); "Generation" = generation (the rollout,
+    # rewards scored inside it); "Get logprobs" = policy_and_reference_logprobs (both passes).
     *(
         Case(case_id, config, step, phases, _NEMO_V03, None, heldout=True)
         for case_id, config, step, phases in (
