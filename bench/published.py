@@ -61,6 +61,19 @@ SWEEP_KEY = "workload.response_tokens.mean"
 
 
 @dataclass(frozen=True)
+class Rerun:
+    """The same published config run again by someone else (another cluster, another day):
+    how far two measurements of one config lie apart, the floor under any model's error."""
+
+    source: str
+    """Where the rerun's figures are published (repository, issue or file, and date)."""
+    step_s: float
+    """The rerun's step seconds."""
+    phases: Mapping[str, float] = field(default_factory=dict)
+    """The rerun's phase seconds, by the same names as the case's."""
+
+
+@dataclass(frozen=True)
 class Case:
     """One published run: its config and the figures its source publishes."""
 
@@ -83,6 +96,8 @@ class Case:
     heldout: bool = False
     """A held-out run: not in the development corpus, reported in its own table and summary
     (the corpus figures are computed without it, so that they stay comparable)."""
+    reruns: tuple[Rerun, ...] = ()
+    """Published reruns of the same config (reported beside the case, not scored)."""
 
 
 _VERL = {
@@ -98,6 +113,19 @@ _NEMO_V03 = {
     "generation": ("generate", "reward"),
     "logprobs": ("old_logprob", "ref_logprob"),
 }
+
+
+def _nemo_959(
+    step: float, training: float, refit: float, generation: float, logprobs: float
+) -> Rerun:
+    """A rerun from NVIDIA-NeMo/RL issue #959's table (its "(Our rerun)" rows)."""
+    return Rerun(
+        "NVIDIA-NeMo/RL#959 (2025-08-21)", step,
+        {"policy_training": training, "refit": refit, "generation": generation,
+         "logprobs": logprobs},
+    )  # fmt: skip
+
+
 _VERL_PPO_PHASES = {
     "gen": ("weight_sync", "generate", "old_logprob"), "ref": ("ref_logprob",),
     "values": ("values",), "update_critic": ("critic_train",), "update_actor": ("train",),
@@ -321,31 +349,48 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
         "heldout-verl-fa-30b-a3b", (1000.0, 1960.0, 3000.0, 4500.0), heldout=True,
     ),
     # NeMo RL v0.3's step-time breakdown (NVIDIA-NeMo/.github blog/posts/nemo-rl-v0.3/index.md
-    # @ e0c825560, "Results", Megatron rows and the 16K row; recipes at NVIDIA-NeMo/RL v0.3.0),
-    # added 2026-11-25, configs written blind and registered before any was planned. Phases
+    # @ e0c825560, "Results", Megatron rows, DTensor rows and the 16K row; recipes at
+    # NVIDIA-NeMo/RL v0.3.0), added 2026-11-25 (the DTensor rows in a later session), configs
+    # written blind and registered before any was planned. Phases
     # are grpo.py's timers (v0.3.0): "Policy training" = policy_training (train); "Refit" =
     # prepare_for_generation (the weight sync, with the trainer's offloads and the engine's
     # wake-up around it; held against the weight_sync stage, whose estimate carries the
     # wake-up but not the plan's offload ops); "Generation" = generation (the rollout,
     # rewards scored inside it); "Get logprobs" = policy_and_reference_logprobs (both passes).
+    # NVIDIA-NeMo/RL issue #959 (2025-08-21, "70B GRPO training is slower than reported")
+    # reran the post's Llama commands on another cluster and published its table beside the
+    # post's: the reruns below (each row's "(Our rerun)" line), not scored.
     *(
-        Case(case_id, config, step, phases, _NEMO_V03, None, heldout=True)
-        for case_id, config, step, phases in (
+        Case(case_id, config, step, phases, _NEMO_V03, None, heldout=True, reruns=reruns)
+        for case_id, config, step, phases, reruns in (
             ("heldout-nemorl-v0.3-llama3.1-8b-onpolicy-8xH100",
              "heldout_nemorl03_llama31_8b_onpolicy_8xh100.yaml", 112.0,
-             {"policy_training": 28.0, "refit": 5.0, "generation": 58.0, "logprobs": 18.0}),
+             {"policy_training": 28.0, "refit": 5.0, "generation": 58.0, "logprobs": 18.0},
+             (_nemo_959(116.0, 27.0, 8.0, 56.0, 18.0),)),
             ("heldout-nemorl-v0.3-llama3.1-70b-onpolicy-64xH100",
              "heldout_nemorl03_llama31_70b_onpolicy_64xh100.yaml", 147.0,
-             {"policy_training": 28.0, "refit": 14.0, "generation": 84.0, "logprobs": 18.0}),
+             {"policy_training": 28.0, "refit": 14.0, "generation": 84.0, "logprobs": 18.0},
+             (_nemo_959(178.0, 31.0, 26.0, 87.0, 20.0),)),
             ("heldout-nemorl-v0.3-qwen3-32b-onpolicy-64xH100",
              "heldout_nemorl03_qwen3_32b_onpolicy_64xh100.yaml", 213.0,
-             {"policy_training": 68.0, "refit": 7.0, "generation": 96.0, "logprobs": 40.0}),
+             {"policy_training": 68.0, "refit": 7.0, "generation": 96.0, "logprobs": 40.0}, ()),
             ("heldout-nemorl-v0.3-qwen3-30b-a3b-onpolicy-64xH100",
              "heldout_nemorl03_qwen3_30ba3b_onpolicy_64xh100.yaml", 167.0,
-             {"policy_training": 50.0, "refit": 12.0, "generation": 78.0, "logprobs": 23.0}),
+             {"policy_training": 50.0, "refit": 12.0, "generation": 78.0, "logprobs": 23.0}, ()),
+            # The post's two "PyT DTensor" rows (FSDP2; the 70B with tensor parallel 8 and
+            # dynamic batching), written blind and registered before either was planned.
+            ("heldout-nemorl-v0.3-llama3.1-8b-dtensor-onpolicy-8xH100",
+             "heldout_nemorl03_llama31_8b_dtensor_onpolicy_8xh100.yaml", 122.0,
+             {"policy_training": 38.0, "refit": 4.0, "generation": 57.0, "logprobs": 19.0},
+             (_nemo_959(129.0, 40.0, 6.0, 55.0, 19.0),)),
+            ("heldout-nemorl-v0.3-llama3.1-70b-dtensor-onpolicy-64xH100",
+             "heldout_nemorl03_llama31_70b_dtensor_onpolicy_64xh100.yaml", 230.0,
+             {"policy_training": 97.0, "refit": 15.0, "generation": 82.0, "logprobs": 28.0},
+             (_nemo_959(266.0, 117.0, 20.0, 88.0, 29.0),)),
             ("heldout-nemorl-v0.3-llama3.3-70b-16k-onpolicy-128xH100",
              "heldout_nemorl03_llama33_70b_16k_onpolicy_128xh100.yaml", 445.0,
-             {"policy_training": 64.0, "refit": 17.0, "generation": 287.0, "logprobs": 75.0}),
+             {"policy_training": 64.0, "refit": 17.0, "generation": 287.0, "logprobs": 75.0},
+             ()),
         )
     ),
     # NeMo RL v0.6 (docs/about/performance-summary.md @ 69c7ca117, "NeMo RL v0.6" H100 BF16,
@@ -631,6 +676,9 @@ class CaseResult:
     """When swept: values, planned steps, the target and whether it lies inside."""
     heldout: bool = False
     """Not in the development corpus (:attr:`Case.heldout`)."""
+    reruns: tuple[dict[str, Any], ...] = ()
+    """Each published rerun (:attr:`Case.reruns`): its step, how far it lies from the
+    published step (``spread``) and the planned step's error against it."""
 
 
 @dataclass(frozen=True)
@@ -725,7 +773,19 @@ def run_case(case: Case, sweep: bool = True) -> CaseResult:
         phases=phases,
         sweep=swept,
         heldout=case.heldout,
+        reruns=tuple(rerun_result(r, case.step_s, period) for r in case.reruns),
     )
+
+
+def rerun_result(rerun: Rerun, published_s: float | None, predicted_s: float) -> dict[str, Any]:
+    """A rerun's step against the published one (``spread``) and against the plan."""
+    return {
+        "source": rerun.source,
+        "step_s": rerun.step_s,
+        "phases": dict(rerun.phases),
+        "spread": rel_error(rerun.step_s, published_s) if published_s is not None else None,
+        "error": rel_error(predicted_s, rerun.step_s),
+    }
 
 
 def _calibrate() -> Any:
@@ -977,6 +1037,34 @@ def print_report(report: Report) -> None:
             f" verdicts right {sum(p.verdict_right for p in held_pairs)} of {len(held_pairs)}",
             highlight=False,
         )
+    _print_reruns(console, report.cases)
+
+
+def _print_reruns(console: Any, cases: Sequence[CaseResult]) -> None:
+    """Published configs run again elsewhere: how far the two measurements lie apart, and
+    the planned step against each."""
+    from rich.table import Table
+
+    rows = [(r, rerun) for r in cases for rerun in r.reruns]
+    if not rows:
+        return
+    table = Table(title="the same published configs run again by others: measurement spread")
+    for column in ("case", "rerun source", "published s", "rerun s", "spread", "predicted s",
+                   "error vs published", "error vs rerun"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("case", "rerun source") else "right")
+    for r, rerun in rows:
+        table.add_row(
+            r.id, rerun["source"], _s(r.published_step_s), _s(rerun["step_s"]),
+            _pct(rerun["spread"]), _s(r.predicted_step_s), _pct(r.step_error),
+            _pct(rerun["error"]),
+        )  # fmt: skip
+    console.print(table)
+    spreads = [rerun["spread"] for _, rerun in rows if rerun["spread"] is not None]
+    console.print(
+        f"reruns: {len(rows)}, spread median |error| {_abs_pct(median_abs(spreads))},"
+        f" largest {_pct(worst_abs(spreads))}",
+        highlight=False,
+    )
 
 
 def _print_transfers(console: Any, title: str, pairs: Sequence[PairResult]) -> None:

@@ -55,6 +55,25 @@ def test_verdict_and_speedup() -> None:
     assert bench.short_name("verl-x-colocate", ["verl-x-colocate", "verl-x-async"]) == "colocate"
 
 
+def test_a_rerun_is_held_against_the_published_step_and_the_plan(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = _bench()
+    rerun = bench.Rerun("somewhere", 120.0, {"train": 30.0})
+    row = bench.rerun_result(rerun, 100.0, 90.0)
+    assert row["spread"] == pytest.approx(0.2)  # 120 against the published 100
+    assert row["error"] == pytest.approx(-0.25)  # the plan's 90 against the rerun's 120
+    assert row["phases"] == {"train": 30.0} and row["source"] == "somewhere"
+    assert bench.rerun_result(rerun, None, 90.0)["spread"] is None
+    results = [r for r in bench.run(sweep=False, transfers=False).cases if r.reruns]
+    assert {r.id for r in results} >= {"heldout-nemorl-v0.3-llama3.1-70b-onpolicy-64xH100"}
+    from rich.console import Console
+
+    bench._print_reruns(Console(width=200), results)
+    printed = capsys.readouterr().out
+    assert "measurement spread" in printed and "+21%" in printed  # 178 s against 147 s
+
+
 def test_pair_results_name_the_wrong_verdict() -> None:
     bench = _bench()
     cases = [
