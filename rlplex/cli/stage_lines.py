@@ -60,7 +60,8 @@ def generation_line(d: dict[str, Any], *, kv_room: bool = True) -> str:
 
 
 _PASS_PARTS = (
-    ("comm_s", "communication not hidden {:.1f} s"),
+    ("comm_s", "data-parallel communication {:.1f} s"),
+    ("comm_exposed_s", "{:.1f} s of it beyond compute"),
     ("pipeline_bubble_s", "pipeline bubble {:.1f} s"),
     ("expert_all_to_all_s", "expert all-to-all {:.1f} s"),
     ("tp_activation_s", "tensor-parallel activations {:.1f} s"),

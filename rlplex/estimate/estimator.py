@@ -825,12 +825,28 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     comm = 0.0
     if est.dp > 1:
         ring = (est.dp - 1) / est.dp
-        comm = 2 * grad_bytes * ring * steps  # all-reduce or reduce-scatter per optimizer step
-        if sharded:  # gather the weights for forward, backward (and recomputation)
-            comm += (3 if recompute else 2) * grad_bytes * ring * micro_batches
+        if par is not None and (par.fsdp or par.zero >= 2):
+            # Sharded gradients: no rank keeps a whole gradient, so each micro-batch's backward
+            # reduce-scatters its own as it ends, not once per optimizer step (verl's actor and
+            # NeMo RL's DTensor worker call backward per micro-batch without no_sync; DeepSpeed
+            # ZeRO-2/3 reduce outside accumulation boundaries too). FSDP reduces in fp32 (both
+            # set reduce_dtype float32), DeepSpeed in the model's type (its default
+            # communication_data_type).
+            reduce_b = f.BYTES_PER_ELEMENT["fp32"] if par.fsdp else b
+            comm = shard_params * reduce_b * ring * micro_batches
+            if sharded:  # the weights gathered for forward, backward (and recomputation)
+                comm += (3 if recompute else 2) * grad_bytes * ring * micro_batches
+            else:  # ZeRO-2: each optimizer step's updated shards gathered once
+                comm += grad_bytes * ring * steps
+        else:
+            # Whole gradients accumulate locally and are reduced once per optimizer step: an
+            # all-reduce (DDP), or a reduce-scatter and the updated weights' gather (ZeRO-1,
+            # Megatron's distributed optimizer).
+            comm = 2 * grad_bytes * ring * steps
     comm_s = comm / (_link_gb_per_s(ctx, role) * f.GB)
     # Gathers prefetch behind compute: only what exceeds it shows.
-    terms["communication"] += max(0.0, comm_s - terms["compute"])
+    exposed_s = max(0.0, comm_s - terms["compute"])
+    terms["communication"] += exposed_s
     # Optimizer step: read and write weights, grads and optimizer state once per step.
     states_gb = sum(est.states.get(k, 0.0) for k in ("weights", "grads", "optimizer"))
     host = ctx.inputs.cluster.host_gb_per_s
@@ -861,7 +877,10 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
         backward=True,
         head=head,
     ) / f.GB  # fmt: skip
-    detail.update({"optimizer_steps": steps, "comm_s": comm_s, "cpu_optimizer_s": opt_s})
+    detail.update({
+        "optimizer_steps": steps, "comm_s": comm_s, "comm_exposed_s": exposed_s,
+        "cpu_optimizer_s": opt_s,
+    })  # fmt: skip
     flops = detail.pop("flops")
     return _combine(stage, "train", terms, flops=flops, bytes=comm, memory_gb=act, detail=detail)
 

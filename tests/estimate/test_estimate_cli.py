@@ -195,7 +195,13 @@ def test_the_estimate_says_how_each_pass_runs() -> None:
     assert (
         f"{d['micro_batches_per_rank']:,} micro-batches of {d['micro_batch_tokens']:,.0f}" in line
     )
-    assert f"communication not hidden {d['comm_s']:.1f} s" in line
+    assert f"data-parallel communication {d['comm_s']:.1f} s" in line
+    made_comm = {"tokens": 1.0, "devices": 2, "micro_batches_per_rank": 1,
+                 "micro_batch_tokens": 1.0, "passes": 3.0, "efficiency": 0.5,
+                 "comm_s": 4.0, "comm_exposed_s": 1.5}  # fmt: skip
+    assert pass_line(made_comm).endswith(
+        "; data-parallel communication 4.0 s, 1.5 s of it beyond compute"
+    )
     made = {"tokens": 1000.0, "devices": 2, "micro_batches_per_rank": 3,
             "micro_batch_tokens": 200.0, "passes": 1.0, "efficiency": 0.5,
             "pipeline_bubble_s": 0.01, "host_s": 1.25, "straggler": 1.2}  # fmt: skip

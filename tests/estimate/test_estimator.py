@@ -154,6 +154,32 @@ def test_exposed_communication_across_nodes(base: dict[str, Any]) -> None:
     assert train.terms["communication"] == pytest.approx(comm_s - train.terms["compute"])
 
 
+def test_sharded_gradients_are_reduced_every_micro_batch(base: dict[str, Any]) -> None:
+    """FSDP and ZeRO-2/3 reduce-scatter each micro-batch's gradients (FSDP in fp32, ZeRO in the
+    model's bf16); whole gradients (ZeRO-1, DDP) are reduced once per optimizer step."""
+    base["cluster"] = {"nodes": 2, "gpus_per_node": 4, "gpu": "h100", "network_gb_per_s": 0.5}
+    base["workload"]["mini_batches"] = 2
+    ring = 7 / 8  # 8 data-parallel ranks
+
+    def train(parallel: dict[str, Any]) -> Any:
+        base["roles"]["actor_train"]["parallel"] = parallel
+        return estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml")).stages["train"]
+
+    fsdp = train({"fsdp": True})
+    mb = fsdp.detail["micro_batches_per_rank"]
+    assert mb > 2  # more micro-batches than optimizer steps
+    # a fp32 reduce-scatter and two bf16 gathers (forward, backward) per micro-batch
+    assert fsdp.bytes == pytest.approx(P * (4 + 2 * 2) * ring * mb)
+    assert fsdp.detail["comm_s"] == pytest.approx(fsdp.bytes / 0.5e9)
+    assert fsdp.detail["comm_exposed_s"] == pytest.approx(
+        fsdp.detail["comm_s"] - fsdp.terms["compute"]
+    )
+    assert train({"zero": 3}).bytes == pytest.approx(P * (2 + 2 * 2) * ring * mb)
+    steps = 2
+    assert train({"zero": 2}).bytes == pytest.approx(P * 2 * ring * (mb + steps))
+    assert train({"zero": 1}).bytes == pytest.approx(2 * P * 2 * ring * steps)
+
+
 def test_recompute_costs_a_third_more(base: dict[str, Any]) -> None:
     plain = estimate_config(config_from_dict(base, file="t.yaml"))
     base["roles"]["actor_train"]["parallel"]["recompute"] = True
