@@ -180,6 +180,31 @@ def test_sharded_gradients_are_reduced_every_micro_batch(base: dict[str, Any]) -
     assert train({"zero": 1}).bytes == pytest.approx(2 * P * 2 * ring * steps)
 
 
+def test_a_faster_compute_never_lengthens_a_pass_that_communication_bounds(
+    base: dict[str, Any],
+) -> None:
+    """Regression: exposed communication and host launches each hid behind the same compute,
+    so where both exceeded it a higher efficiency made the train stage longer (comm + host -
+    compute), and calibrate fitted it the wrong way. A pass now takes max(compute, comm, host)
+    of those three."""
+    base["cluster"] = {"nodes": 2, "gpus_per_node": 4, "gpu": "h100", "network_gb_per_s": 0.5}
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    seconds = []
+    for train_eff in (0.2, 0.6, 0.95):
+        base["efficiency"] = {"train": train_eff, "layer_s": 0.05}
+        stage = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml")).stages[
+            "train"
+        ]
+        d, terms = stage.detail, stage.terms
+        assert d["comm_s"] > terms["compute"] and d["host_s"] > terms["compute"]
+        shown = terms["compute"] + terms["communication"] + d["launch_overhead_s"]
+        assert shown == pytest.approx(
+            max(terms["compute"], d["comm_s"], d["host_s"]) + d["tp_activation_s"]
+        )
+        seconds.append(stage.seconds)
+    assert seconds[0] >= seconds[1] >= seconds[2]
+
+
 def test_recompute_costs_a_third_more(base: dict[str, Any]) -> None:
     plain = estimate_config(config_from_dict(base, file="t.yaml"))
     base["roles"]["actor_train"]["parallel"]["recompute"] = True

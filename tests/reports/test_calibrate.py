@@ -43,7 +43,8 @@ ESTIMATED_COLOCATED = {
     "model": "qwen2.5-7b",
     "workload": {"prompts_per_step": 256, "samples_per_prompt": 16,
                  "prompt_tokens": {"mean": 200, "max": 400},
-                 "response_tokens": {"mean": 500, "max": 1000}},
+                 "response_tokens": {"mean": 500, "max": 1000},
+                 "micro_batch_tokens": 16384},
     "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "h100"},
     "roles": {"actor_infer": {"devices": "0-7", "num_gpus_per_worker": 2},
               "actor_train": {"devices": "0-7", "parallel": {"fsdp": True}},
@@ -54,7 +55,8 @@ ESTIMATED_COLOCATED = {
         "train": {"role": "actor_train", "after": ["reward"]},
     }},
 }  # fmt: skip
-"""An estimated 7B step, all roles on 8 H100s, with a rule reward on CPUs (4,096 sequences)."""
+"""An estimated 7B step, all roles on 8 H100s, with a rule reward on CPUs (4,096 sequences);
+verl-style token budgets, so that FSDP's traffic stays behind compute."""
 
 
 def _record(path: Path, steps: int = 10, jitter: float = 0.03) -> None:
