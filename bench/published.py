@@ -40,6 +40,11 @@ that are NOT in the development corpus (issue 18: "the same accuracy on publishe
 project does not see"), each config's assumptions fixed from its source and recipe before it
 was planned. They are reported in their own tables and their own median and worst |step error|;
 the corpus summary line is computed on the corpus cases only.
+
+Reruns (``Case.reruns``): where someone else published the same config run again (another
+cluster, another day), its figures are printed beside the case with how far they lie from
+the published step (the spread of the measurement itself) and the plan's error against them;
+they are not scored.
 """
 
 from __future__ import annotations
