@@ -117,7 +117,10 @@ def record_mutants(draw: st.DrawFn) -> str:
         elif op == "truncate" and lines:
             lines[i] = lines[i][: draw(st.integers(0, len(lines[i])))]
         elif op == "field" and lines:
-            obj = json.loads(lines[i]) if lines[i].startswith("{") else None
+            try:  # an earlier "truncate" may have cut the line's JSON
+                obj = json.loads(lines[i]) if lines[i].startswith("{") else None
+            except json.JSONDecodeError:
+                obj = None
             if isinstance(obj, dict) and obj:
                 target = obj.get("metrics") if isinstance(obj.get("metrics"), dict) else obj
                 if target:

@@ -78,9 +78,9 @@ class PlanSchedule:
     def period(self) -> float:
         """Sync: the makespan. Async: the steady-state period of the repeating step.
 
-        When no unrolled step repeats (never seen from :func:`schedule`, which
-        reschedules in a fixed order then), the makespan per step: a proven
-        upper bound on the steady state and never below the lower bound.
+        When no unrolled step repeats (the planner then plans the config one step
+        at a time instead), the makespan per step: a proven upper bound on the
+        steady state and never below the lower bound.
         """
         if self.steps == 1:
             return self.makespan

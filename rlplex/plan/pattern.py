@@ -99,15 +99,19 @@ class StepPattern:
     lane and its ops), or None when it repeats."""
     irregular_op: str | None = None
     """The first pattern op on the lane that does not repeat."""
-    _near_end: dict[tuple[int, int], tuple[Edge, ...]] = field(
+    _near_end: dict[tuple[int, int, int], tuple[Edge, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
     op_reach: tuple[int, ...] = field(default=(), repr=False, compare=False)
     """Per op: the furthest step ahead it waits for (0: none); derived from ``ops``."""
+    op_back: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    """Per op: the furthest step back it waits for (0: none); derived from ``ops``."""
 
     def __post_init__(self) -> None:
         reach = tuple(max((off for off, _ in op.deps), default=0) for op in self.ops)
         object.__setattr__(self, "op_reach", reach)
+        back = tuple(max((-off for off, _ in op.deps), default=0) for op in self.ops)
+        object.__setattr__(self, "op_back", back)
 
     @property
     def repeats(self) -> bool:
@@ -156,23 +160,25 @@ class StepPattern:
     def deps_at(self, step: int, j: int, steps: int) -> list[tuple[int, int]]:
         """Op ``j`` of run step ``step``: the (step, op index) it waits for within ``steps``.
 
-        Near the end of a run, see :meth:`deps_near_end`.
+        Near either end of a run, see :meth:`deps_within`.
         """
-        deps = self.deps_near_end(j, steps - 1 - step)
+        deps = self.deps_within(j, step, steps - 1 - step)
         return [(step + off, k) for off, k in deps if 0 <= step + off < steps]
 
-    def deps_near_end(self, j: int, room: int) -> tuple[Edge, ...]:
-        """Op ``j``'s edges when only ``room`` more steps follow its step in the run.
+    def deps_within(self, j: int, back: int, room: int) -> tuple[Edge, ...]:
+        """Op ``j``'s edges when ``back`` steps precede its step in the run and ``room`` follow.
 
-        A device-order edge to an op of a step past the end (generation of a
-        later step that would run before this training) is replaced by the op
-        before *that* one on the same lane, and so on, until one inside the run:
-        the device still runs one op at a time at the end of a run. Other edges
-        past the end are dropped (what they wait for does not happen).
+        A device-order edge to an op of a step outside the run (past its end:
+        generation of a later step that would run before this training; before
+        its start: the previous step's weight sync that a step's training runs
+        after) is replaced by the op before *that* one on the same lane, and so
+        on, until one inside the run: the device still runs one op at a time at
+        both ends of a run. Other edges outside the run are dropped (what they
+        wait for does not happen).
         """
-        if room >= self.op_reach[j]:
+        if room >= self.op_reach[j] and back >= self.op_back[j]:
             return self.ops[j].deps
-        key = (j, room)
+        key = (j, back, room)
         cached = self._near_end.get(key)
         if cached is not None:
             return cached
@@ -180,7 +186,7 @@ class StepPattern:
         preds = [dict(o.lane_preds) for o in self.ops]
         out: list[Edge] = []
         for edge in op.deps:
-            if edge[0] <= room:
+            if -back <= edge[0] <= room:
                 if edge not in out:
                     out.append(edge)
                 continue
@@ -188,14 +194,14 @@ class StepPattern:
                 if pred != edge:
                     continue
                 off, k = edge
-                for _ in range(len(self.ops) * (room + 2) + 1):
-                    if off <= room:
+                for _ in range(len(self.ops) * (room + back + 2) + 1):
+                    if -back <= off <= room:
                         break
                     nxt = preds[k].get(lane)
                     if nxt is None:
                         break
                     off, k = off + nxt[0], nxt[1]
-                if off <= room and (off, k) != (0, j) and (off, k) not in out:
+                if -back <= off <= room and (off, k) != (0, j) and (off, k) not in out:
                     out.append((off, k))
         result = tuple(out)
         self._near_end[key] = result

@@ -104,8 +104,17 @@ def _plan_once(
     bound: float,
     baseline: str | None,
 ) -> tuple[Plan, HostPeak | None]:
-    """One plan with its host peaks, and the node whose host memory overflows most (or None)."""
+    """One plan with its host peaks, and the node whose host memory overflows most (or None).
+
+    An async schedule in which no unrolled step repeats (rare: a weight sync no
+    staleness gate holds back, stages of no duration) cannot be run or
+    simulated step after step; such a config is planned one step at a time
+    instead (each step after the previous one: a valid, slower plan).
+    """
     sched = schedule(config, placement, options)
+    if sched.steps > 2 and sched.steady_period is None:
+        options = replace(options, steps=1, cyclic=True)
+        sched = schedule(config, placement, options)
     plan = to_plan(config, sched, bound, options, baseline)
     peaks = host_peaks(plan, config)
     plan = plan.model_copy(

@@ -38,21 +38,45 @@ def unrolled_schedule(
             best.steady_period is None or again.steady_period < best.steady_period - EPS
         ):
             best = again
+    if best.steady_period is None:
+        # A first schedule whose weight syncs lag ever further behind its stages ends its
+        # steps together at the end and gives no pace: the busiest lane's work per step
+        # (the period no schedule beats) does.
+        for priority in priorities(problem, first, pace=busiest_lane(problem)):
+            again = Scheduler(problem, resident, dirty).run(priority).with_steady_state()
+            if again.steady_period is not None and (
+                best.steady_period is None or again.steady_period < best.steady_period - EPS
+            ):
+                best = again
     return best
 
 
-def priorities(problem: Problem, first: PlanSchedule) -> list[list[float]]:
+def busiest_lane(problem: Problem) -> float:
+    """The most work one lane does per step (a step's task durations on it, summed)."""
+    load: dict[object, float] = {}
+    for t in problem.tasks:
+        if t.step == 0:
+            for lane in t.lanes:
+                load[lane] = load.get(lane, 0.0) + t.duration
+    return max(load.values(), default=0.0)
+
+
+def priorities(
+    problem: Problem, first: PlanSchedule, pace: float | None = None
+) -> list[list[float]]:
     """Fixed task orders for rescheduling: ``step * pace + offset of the stage``.
 
-    ``pace`` is the first schedule's time per step. The offsets are the stage's
-    earliest start within one step (longest path of durations before it), or
-    its start in the first schedule's middle step.
+    ``pace`` is, unless given, the first schedule's time per step. The offsets
+    are the stage's earliest start within one step (longest path of durations
+    before it), or its start in the first schedule's middle step.
     """
-    pace = max(first.makespan / first.steps, EPS)
-    ends = first.step_ends()
     last, low = first.window()
-    if last > low and ends[last] > ends[low]:
-        pace = (ends[last] - ends[low]) / (last - low)
+    if pace is None:
+        pace = max(first.makespan / first.steps, EPS)
+        ends = first.step_ends()
+        if last > low and ends[last] > ends[low]:
+            pace = (ends[last] - ends[low]) / (last - low)
+    pace = max(pace, EPS)
     head: dict[str, float] = {}
     for t in problem.tasks:  # topological order
         if t.step == 0:

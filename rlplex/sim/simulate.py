@@ -262,9 +262,9 @@ def run_pattern(
     step_end = [0.0] * steps
     skew, order, barrier = pattern.skew, pattern.order, pattern.step.barrier
     # The one unrolling (StepPattern.deps_at), inlined for speed: op j's edges
-    # with ``last - n`` steps left, kept when they point inside the run.
-    near_end = pattern.step.deps_near_end
-    deps, reach = pattern.deps, pattern.step.op_reach
+    # with ``n`` steps before and ``last - n`` left, kept when they point inside the run.
+    within = pattern.step.deps_within
+    deps, reach, back = pattern.deps, pattern.step.op_reach, pattern.step.op_back
     last = steps - 1
     for rnd in range(steps + max(skew, default=0)):
         for j in order:
@@ -273,7 +273,7 @@ def run_pattern(
                 continue
             t = step_end[n - 1] if barrier and n > 0 else 0.0
             room = last - n
-            for off, k in deps[j] if room >= reach[j] else near_end(j, room):
+            for off, k in deps[j] if room >= reach[j] and n >= back[j] else within(j, n, room):
                 s = n + off
                 if 0 <= s < steps:
                     e = ends[s][k]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from itertools import groupby, pairwise
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from test_plan_properties import configs
 
-from rlplex.config import load_config
+from rlplex.config import config_from_dict, load_config
 from rlplex.errors import InfeasibleError
 from rlplex.plan import make_plan
 from rlplex.plan.pattern import StepPatternError, step_pattern
@@ -82,6 +83,92 @@ def test_random_plans_order_every_device_lane_alike(cfg) -> None:
     assert set(sim) == set(sched.lanes)
     for key, groups in sim.items():
         assert _grouped(sched.lane_ids()[key], groups) == groups, key
+
+
+def _async_zero_stages(seconds: list[float], train_gpus: str, gen: tuple[str, float]) -> Any:
+    """Hypothesis's shrunk counterexamples: five stages of r0 (some of no duration), one of
+    another role, a weight sync r0 -> r1; r1, r2 and r3 share GPUs 0-3."""
+    other = "0-3" if train_gpus == "4-7" else "4-7"
+    roles: dict[str, Any] = {
+        "r0": {"devices": train_gpus, "states": {"weights": 1.0}},
+        "r1": {"devices": other if gen[0] == "r1" else "0-3", "states": {"weights": 1.0}},
+        "r2": {"devices": "0-3", "states": {"weights": 1.0}},
+        "r3": {"devices": "0-3", "states": {"weights": 1.0}},
+        "cpu": {"world_size": 2},
+    }
+    stages: dict[str, Any] = {f"st{i}": {"role": "r0", "seconds": s} for i, s in enumerate(seconds)}
+    stages["st5"] = {"role": gen[0], "seconds": gen[1]}
+    stages["sync"] = {"kind": "weight_sync", "from": "r0", "to": "r1", "after": ["st5"]}
+    return config_from_dict(
+        {
+            "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu_memory_gb": 40.0,
+                        "host_gb_per_s": 25.0, "device_copy_gb_per_s": 200.0,
+                        "network_gb_per_s": 25.0},
+            "roles": roles,
+            "pipeline": {"mode": "async", "max_staleness": 1, "stages": stages},
+        },
+        file="t.yaml",
+    )  # fmt: skip
+
+
+def _lanes_agree(cfg: Any, steps: int = 4) -> None:
+    plan = make_plan(cfg)
+    timeline = simulate(plan, cfg, steps=steps)
+    sched = expand_plan(plan, steps, staleness=cfg.pipeline.staleness)
+    sim = _sim_lanes(timeline)
+    for key, groups in sim.items():
+        assert _grouped(sched.lane_ids()[key], groups) == groups, key
+    for lane in sim.values():  # one op at a time on a device lane
+        spans = sorted((e.start_s, e.end_s) for e in timeline.events if {e.op} & set().union(*lane))
+        assert all(a[1] <= b[0] + 1e-9 for a, b in pairwise(spans) if a[1] > a[0])
+
+
+def test_the_first_step_waits_on_its_device_like_every_other() -> None:
+    """Regression: a step's stage waits on its GPUs for the previous step's weight sync,
+    which waits for this step's other stage; in the run's first step that sync does not
+    exist, and the edge was dropped, so st3 and st4 ran at once on GPUs 0-3. The edge now
+    falls back to the op before it on the lane (st4), as at the end of a run."""
+    _lanes_agree(_async_zero_stages([0.0, 0.0, 0.0, 1.0, 2.0], "0-3", ("r1", 2.0)))
+
+
+def test_a_lagging_weight_sync_is_rescheduled_into_a_repeating_step() -> None:
+    """Regression: a sync whose destination runs nothing is gated by no staleness; the first
+    schedule ran every step's generation before any sync, and the fixed-order reschedules
+    took their pace from that schedule (steps all ending together), so no step repeated and
+    simulate refused the plan. The busiest lane's work per step is now also tried as pace."""
+    cfg = _async_zero_stages([9.0, 0.0, 0.0, 0.0, 0.0], "4-7", ("r2", 8.0))
+    plan = make_plan(cfg)
+    assert plan.period_s == pytest.approx(9.04)
+    _lanes_agree(cfg)
+
+
+def test_an_async_config_no_schedule_repeats_still_gets_a_plan_that_runs() -> None:
+    """Regression: stages of no duration around offloads and reloads (80 GB GPUs shared by
+    three roles) left no unrolled step repeating even after rescheduling, and simulate
+    refused the plan; the planner now plans such a config one step at a time."""
+    roles: dict[str, Any] = {
+        "r0": {"devices": "0-3", "states": {"weights": 1.0, "optimizer": 29.0}},
+        "r1": {"devices": "4-7", "states": {"weights": 1.0}},
+        "r2": {"devices": "0-3", "states": {"weights": 1.0, "optimizer": 1.0}},
+        "r3": {"devices": "0-3", "states": {"weights": 19.0, "optimizer": 30.0}},
+        "cpu": {"world_size": 2},
+    }
+    stages: dict[str, Any] = {
+        "st0": {"role": "r0", "seconds": 0.0}, "st1": {"role": "r0", "seconds": 0.0},
+        "st2": {"role": "r2", "seconds": 0.0}, "st3": {"role": "r3", "seconds": 0.0},
+        "sync": {"kind": "weight_sync", "from": "r0", "to": "r1", "after": ["st3"]},
+    }  # fmt: skip
+    cfg = config_from_dict(
+        {
+            "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu_memory_gb": 80.0,
+                        "host_gb_per_s": 25.0, "device_copy_gb_per_s": 200.0,
+                        "network_gb_per_s": 25.0},
+            "roles": roles,
+            "pipeline": {"mode": "async", "max_staleness": 1, "stages": stages},
+        },
+        file="t.yaml",
+    )  # fmt: skip
+    _lanes_agree(cfg, steps=6)
 
 
 def test_async_and_sync_examples_are_both_covered() -> None:
