@@ -847,6 +847,17 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     # Gathers prefetch behind compute: only what exceeds it shows.
     exposed_s = max(0.0, comm_s - terms["compute"])
     terms["communication"] += exposed_s
+    if exposed_s > 0.1 * terms["compute"] and par is not None and (par.fsdp or par.zero >= 2):
+        note = (
+            f"pipeline.stages.{stage.name}: {role.name}'s data-parallel traffic ({comm_s:.1f} s:"
+            f" {'weights gathered and ' if sharded else ''}gradients reduce-scattered every one"
+            f" of its {micro_batches:,} micro-batches per rank) exceeds its compute"
+            f" ({terms['compute']:.1f} s); larger micro-batches (workload.micro_batch_tokens)"
+            " amortise it, sharding within a node (fewer data-parallel ranks across the"
+            " network) shortens it"
+        )
+        if note not in ctx.warnings:
+            ctx.warnings.append(note)
     if exposed_s > 0.0 and w.packing:
         # The host runs ahead of a device busy with compute and then with the exposed
         # communication: its launches show only beyond both (max(compute, comm, host), one

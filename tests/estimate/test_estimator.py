@@ -174,6 +174,13 @@ def test_sharded_gradients_are_reduced_every_micro_batch(base: dict[str, Any]) -
     assert fsdp.detail["comm_exposed_s"] == pytest.approx(
         fsdp.detail["comm_s"] - fsdp.terms["compute"]
     )
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    warnings = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml")).warnings
+    assert any(
+        w.startswith("pipeline.stages.train: actor_train's data-parallel traffic")
+        and "workload.micro_batch_tokens" in w
+        for w in warnings
+    )
     assert train({"zero": 3}).bytes == pytest.approx(P * (2 + 2 * 2) * ring * mb)
     steps = 2
     assert train({"zero": 2}).bytes == pytest.approx(P * 2 * ring * (mb + steps))
