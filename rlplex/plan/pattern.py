@@ -99,7 +99,7 @@ class StepPattern:
     lane and its ops), or None when it repeats."""
     irregular_op: str | None = None
     """The first pattern op on the lane that does not repeat."""
-    _near_end: dict[tuple[int, int, int], tuple[Edge, ...]] = field(
+    _within: dict[tuple[int, int, int], tuple[Edge, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
     op_reach: tuple[int, ...] = field(default=(), repr=False, compare=False)
@@ -179,7 +179,7 @@ class StepPattern:
         if room >= self.op_reach[j] and back >= self.op_back[j]:
             return self.ops[j].deps
         key = (j, back, room)
-        cached = self._near_end.get(key)
+        cached = self._within.get(key)
         if cached is not None:
             return cached
         op = self.ops[j]
@@ -204,7 +204,7 @@ class StepPattern:
                 if -back <= off <= room and (off, k) != (0, j) and (off, k) not in out:
                     out.append((off, k))
         result = tuple(out)
-        self._near_end[key] = result
+        self._within[key] = result
         return result
 
     def plan_deps_at(self, step: int, j: int, steps: int) -> list[tuple[int, int]]:
