@@ -128,6 +128,10 @@ BAD_SETS = [
         "roles.driver: 'driver' is the built-in controller role and cannot be redefined",
     ),
     ("pipeline.mode=later", "pipeline.mode: must be 'sync' or 'async' (got 'later')"),
+    (
+        "roles.actor_train.parallel={kernels: turbo}",
+        "roles.actor_train.parallel.kernels: must be 'fused' or 'eager' (got 'turbo')",
+    ),
 ]
 
 

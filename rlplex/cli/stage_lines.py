@@ -65,6 +65,7 @@ _PASS_PARTS = (
     ("pipeline_bubble_s", "pipeline bubble {:.1f} s"),
     ("expert_all_to_all_s", "expert all-to-all {:.1f} s"),
     ("tp_activation_s", "tensor-parallel activations {:.1f} s"),
+    ("eager_traffic_s", "eager kernels' traffic {:.1f} s"),
     ("launch_overhead_s", "launches {:.1f} s"),
     ("host_s", "host {:.1f} s"),
     ("param_offload_s", "offload {:.1f} s"),

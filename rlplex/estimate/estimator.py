@@ -651,11 +651,24 @@ def _pass_terms(
     a2a_s = _expert_all_to_all_s(ctx, spec, role, tokens * epochs / est.devices, passes)
     tp_comm_s = _tp_activation_s(ctx, spec, role, est, tokens * epochs, backward, recompute)
     logits_s = _logits_s(ctx, spec, head, est, tokens * epochs, 3.0 if backward else 1.0)
+    eager_s = 0.0
+    if layer_kernels(role) == "eager":
+        # Hugging Face modules run each norm, rotary embedding, activation and residual add as
+        # a chain of operators over whole activation tensors: the traffic beyond fused
+        # kernels, per token and layer, split like the layer over tensor (or sequence)
+        # parallel ranks; backward moves 2.3x the forward's, a recomputation once more.
+        dp = max(1, est.devices // (est.tp * est.pp))
+        times = (1.0 + f.EAGER_BACKWARD_RATIO + (1.0 if recompute else 0.0)) if backward else 1.0
+        traffic = (
+            tokens * epochs / dp * spec.num_layers / est.pp
+            * f.eager_excess_bytes_per_token(spec) / est.tp * times
+        )  # fmt: skip
+        eager_s = traffic / (ctx.gpu.memory_gb_per_s * 1e9)
     terms = {
         "compute": compute_s,
         "communication": a2a_s + tp_comm_s,
         "latency": bubble_s,
-        "memory": logits_s,
+        "memory": logits_s + eager_s,
         "overhead": overhead_s + offload_s,
     }
     detail = {
@@ -664,9 +677,18 @@ def _pass_terms(
         "pipeline_bubble_s": bubble_s, "launch_overhead_s": overhead_s, "host_s": host_s,
         "param_offload_s": offload_s, "flops": flops, "expert_all_to_all_s": a2a_s,
         "straggler": straggler,
-        "tp_activation_s": tp_comm_s,
+        "tp_activation_s": tp_comm_s, "eager_traffic_s": eager_s,
     }  # fmt: skip
     return terms, detail, micro_batches
+
+
+def layer_kernels(role: Role) -> str:
+    """``fused`` or ``eager``: how the role's layers run (:attr:`Parallel.kernels`, whose
+    default is eager under FSDP or ZeRO-2/3, the Hugging Face models those shard)."""
+    par = role.parallel
+    if par is not None and par.kernels is not None:
+        return par.kernels
+    return "eager" if par is not None and (par.fsdp or par.zero >= 2) else "fused"
 
 
 def _tp_activation_s(

@@ -267,3 +267,35 @@ def optimizer_bytes_per_param(optimizer: str, precision: str) -> int:
     moments = 8 if optimizer in ("adamw", "adam") else 4
     master = 0 if precision == "fp32" else 4
     return moments + master
+
+
+EAGER_EXCESS_BYTES: dict[str, float] = {"hidden": 60.0, "attn": 16.0, "mlp": 4.0, "qk_norm": 32.0}
+"""Bytes per element of each width that a Hugging Face decoder layer's non-matmul operators
+move per token in a forward pass beyond a fused (Transformer Engine) layer's. Measured, eager:
+84.7 x hidden + 20.4 x (query + key widths) + 9.9 x MLP width, + 36.0 x (query + key widths)
+for a per-head q/k RMSNorm (``bench/elementwise_bytes.py``: each ATen operator's tensors
+counted on the CPU, bf16, Qwen2/Qwen3 layers, fit within 0.3 %): each RMSNorm upcasts to fp32
+and runs five operators (36 bytes per element), the rotary embedding five (20), SwiGLU two
+(10), each residual add one (6). Fused, from what each Transformer Engine kernel reads and
+writes once: two norms folded into their matmuls' input (6 each), two residual adds (6 each),
+rotary 4, SwiGLU 6, q/k norm 4."""
+
+EAGER_BACKWARD_RATIO = 2.3
+"""Backward traffic of those operators over their forward traffic (measured: 2.25-2.36)."""
+
+
+def eager_excess_bytes_per_token(s: ModelSpec) -> float:
+    """Forward bytes per token per layer (averaged over the layers) that eager Hugging Face
+    modules move beyond fused kernels (:data:`EAGER_EXCESS_BYTES`)."""
+    c = EAGER_EXCESS_BYTES
+    if s.is_mla:  # the rotary embedding runs over the rope part of each head only
+        attn = (s.num_heads + 1) * s.qk_rope_head_dim
+    else:
+        attn = (s.num_heads + s.num_kv_heads) * s.head_width
+    dense_layers = s.num_layers - s.moe_layers
+    moe_width = s.experts_per_token * s.moe_intermediate_size + s.shared_experts * _shared_width(s)
+    mlp = (dense_layers * s.intermediate_size + s.moe_layers * moe_width) / s.num_layers
+    per_token = c["hidden"] * s.hidden_size + c["attn"] * attn + c["mlp"] * mlp
+    if s.qk_norm:
+        per_token += c["qk_norm"] * attn
+    return per_token

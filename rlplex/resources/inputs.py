@@ -99,6 +99,14 @@ class Parallel(BaseModel):
     cpu_optimizer: bool = False
     """The optimizer step runs on the CPU (DeepSpeed ZeRO-Offload's CPU Adam, Megatron's
     ``optimizer_cpu_offload``): gradients go to the host, updated weights come back."""
+    kernels: Literal["fused", "eager"] | None = None
+    """How the layers run in train and log-prob passes. ``fused``: Megatron-Core with
+    Transformer Engine (or Liger kernels): each norm, rotary embedding and activation one
+    kernel, or folded into a matmul. ``eager``: Hugging Face modules, each a chain of
+    PyTorch operators whose memory traffic adds to the matmuls' (``bench/elementwise_bytes.py``
+    counts it). Default: eager under ``fsdp`` or ZeRO-2/3 (the Hugging Face models that
+    verl's FSDP workers, NeMo RL's DTensor path, RLinf and DeepSpeed trainers shard), fused
+    otherwise (Megatron-Core)."""
 
 
 class Rollout(BaseModel):

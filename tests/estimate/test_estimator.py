@@ -86,7 +86,44 @@ def test_train_and_forward_terms_by_hand(base: dict[str, Any]) -> None:
     ref = est.stages["ref_logprob"]
     assert ref.terms["compute"] == pytest.approx(fwd / (8 * H100 * eff))
     assert ref.terms["overhead"] == pytest.approx(16 * 0.0008 * 32)
-    assert ref.terms["memory"] == pytest.approx(logits)
+    # The reference is FSDP (Hugging Face modules: eager kernels by default): per token and
+    # layer 60 x 4,096 + 16 x (32 + 8) x 128 + 4 x 14,336 bytes beyond fused kernels, over
+    # each rank's 25,600 tokens and 32 layers, one forward pass.
+    eager = 256 * 800 / 8 * 32 * (60 * 4096 + 16 * 40 * 128 + 4 * 14336) / 3350e9
+    assert ref.detail["eager_traffic_s"] == pytest.approx(eager)
+    assert ref.terms["memory"] == pytest.approx(logits + eager)
+    assert train.detail["eager_traffic_s"] == 0.0  # ZeRO-1: Megatron-Core's fused layers
+
+
+def test_eager_kernels_traffic_by_hand(base: dict[str, Any]) -> None:
+    """Hugging Face modules under FSDP move each norm's, rotary embedding's and activation's
+    tensors through memory beyond fused kernels: forward x1, backward x2.3, recompute x1
+    more; ``kernels: fused`` (Liger, Transformer Engine) removes it."""
+    per_token = 60 * 4096 + 16 * 40 * 128 + 4 * 14336  # llama-3.1-8b
+    assert f.eager_excess_bytes_per_token(model_presets()["llama-3.1-8b"]) == per_token
+    # qwen3-8b: hidden 4,096, 32 + 8 heads of 128, MLP 12,288, and a per-head q/k RMSNorm
+    # (32 bytes more per q/k element)
+    assert f.eager_excess_bytes_per_token(model_presets()["qwen3-8b"]) == pytest.approx(
+        60 * 4096 + 16 * 40 * 128 + 4 * 12288 + 32 * 40 * 128
+    )
+    base["workload"]["packing"] = False
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True, "recompute": True}
+    train = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml")).stages["train"]
+    tokens = 256 * 800 / 8  # each data-parallel rank's
+    assert train.detail["eager_traffic_s"] == pytest.approx(
+        tokens * 32 * per_token * (1 + 2.3 + 1) / 3350e9
+    )
+    base["roles"]["actor_train"]["parallel"]["kernels"] = "fused"
+    fused = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml")).stages["train"]
+    assert fused.detail["eager_traffic_s"] == 0.0
+    assert fused.terms["memory"] == pytest.approx(
+        train.terms["memory"] - train.detail["eager_traffic_s"]
+    )
+    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "kernels": "eager"}
+    zero1 = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml")).stages["train"]
+    assert zero1.detail["eager_traffic_s"] == pytest.approx(
+        tokens * 32 * per_token * (1 + 2.3) / 3350e9
+    )
 
 
 def test_log_prob_passes_take_their_own_micro_batch(base: dict[str, Any]) -> None:

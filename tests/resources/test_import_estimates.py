@@ -58,6 +58,23 @@ def test_verl_roles_without_a_strategy_run_fsdp() -> None:
         assert parallel is not None and parallel.fsdp, role
 
 
+def test_verl_fsdp_runs_eager_kernels_unless_it_patches_in_liger() -> None:
+    """verl's FSDP workers run Hugging Face modules (the format's eager default under FSDP);
+    ``model.use_liger`` swaps in Liger's fused norm, rotary and SwiGLU kernels."""
+    from rlplex.estimate.estimator import layer_kernels
+
+    plain = load_config(VERL, overrides=["cluster.gpu=h100"])
+    assert layer_kernels(plain.roles["actor_train"]) == "eager"
+    assert plain.roles["actor_train"].parallel.kernels is None  # type: ignore[union-attr]
+    liger = load_config(
+        VERL, overrides=["cluster.gpu=h100", "actor_rollout_ref.model.use_liger=true"]
+    )
+    assert liger.roles["actor_train"].parallel.kernels == "fused"  # type: ignore[union-attr]
+    assert (
+        liger.pipeline.stage("train").seconds < plain.pipeline.stage("train").seconds
+    )  # the eager traffic is gone
+
+
 def test_verl_run_settings_reach_the_estimator() -> None:
     """The knobs real verl runs set (issue 18): engine, sequence parallel, offload, batching."""
     cfg = load_config(

@@ -399,9 +399,12 @@ def parallel(
     offload_params: Any = None,
     offload_optimizer: Any = None,
     cpu_optimizer: Any = None,
+    kernels: Any = None,
 ) -> dict[str, Any] | None:
     """The native per-role ``parallel`` section from what a file says (None if it says nothing)."""
     out: dict[str, Any] = {}
+    if kernels in ("fused", "eager"):
+        out["kernels"] = kernels
     for key, value in (("ep", ep), ("sp", sp)):
         if (optional_int(value) or 1) > 1:
             out[key] = value

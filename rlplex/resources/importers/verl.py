@@ -420,6 +420,9 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
     fsdp = f"{base}.fsdp_config" if name != "critic" else "critic.model.fsdp_config"
     return parallel(
         fsdp=strategy in ("fsdp", "fsdp2", None),
+        # Hugging Face modules run eager (the format's default under FSDP) unless verl
+        # patches in Liger's fused norm, rotary and SwiGLU kernels (model.use_liger).
+        kernels="fused" if r.get(f"{model}.use_liger") is True else None,
         recompute=recompute,
         sp=r.get(f"{base}.ulysses_sequence_parallel_size"),
         offload_params=r.get(f"{fsdp}.param_offload"),
