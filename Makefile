@@ -58,6 +58,7 @@ bench: setup
 	$(PY) bench/published.py
 	$(PY) bench/serving.py
 	$(PY) bench/elementwise_bytes.py
+	RAY_AUTH_MODE=disabled $(PY) bench/controller_bytes.py
 	RAY_AUTH_MODE=disabled $(PY) bench/executor.py
 	# GPU checks: each prints "no CUDA: not measured" without CUDA.
 	$(PY) bench/gpu_offload.py

@@ -228,6 +228,7 @@ def _print_assumptions(a: dict[str, Any]) -> None:
         f"dispatch_s: {a['dispatch_s']:g} s per op; prefill chunk"
         f" {a['prefill_chunk_tokens']} tokens",
     ]
+    lines.append(_controller_line(w["controller"], eff["controller_gb_s"]))
     length = a.get("response_length")
     if length:
         lines.append(
@@ -270,6 +271,18 @@ def _print_assumptions(a: dict[str, Any]) -> None:
     console.print("[bold]assumptions[/] (docs/cost-model.md):", highlight=False)
     for line in lines:
         console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _controller_line(c: dict[str, Any], gb_s: float) -> str:
+    """How the single controller's batch moves were priced (``workload.controller``)."""
+    if c["padding"] == "none":
+        return "controller: the workers pass the batch among themselves (padding none): not priced"
+    padded = "the prompt max + the response max" if c["padding"] == "max" else "the step's longest"
+    return (
+        f"controller: every GPU pass's batch padded to {padded}, {c['bytes_per_token']:g} bytes"
+        f" per token slot sent{' to every tp/pp/cp rank' if c['per_rank'] else ''},"
+        f" {c['returned_bytes_per_token']:g} returned, at {gb_s:g} GB/s (one process)"
+    )
 
 
 def _sync_line(sync: dict[str, Any]) -> str:

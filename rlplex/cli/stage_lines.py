@@ -85,4 +85,9 @@ def pass_line(d: dict[str, Any]) -> str:
     parts = [fmt.format(d[key]) for key, fmt in _PASS_PARTS if d.get(key, 0.0) >= 0.05]
     if d.get("straggler", 1.0) > 1.005:
         parts.append(f"busiest data-parallel rank x{d['straggler']:.2f}")
+    if d.get("controller_s", 0.0) >= 0.05:
+        parts.append(
+            f"controller {d['controller_gb']:,.1f} GB (padded to"
+            f" {d['controller_padded_tokens']:,.0f} tokens) {d['controller_s']:.1f} s"
+        )
     return text + (f"; {', '.join(parts)}" if parts else "")

@@ -664,12 +664,17 @@ def _pass_terms(
             * f.eager_excess_bytes_per_token(spec) / est.tp * times
         )  # fmt: skip
         eager_s = traffic / (ctx.gpu.memory_gb_per_s * 1e9)
+    controller_s, controller_gb, padded_to = controller_transfer(ctx, role, est)
+    if controller_s > 0.25 * compute_s and controller_s >= 1.0:
+        note = _controller_note(ctx, padded_to, mean_len)
+        if note not in ctx.warnings:
+            ctx.warnings.append(note)
     terms = {
         "compute": compute_s,
         "communication": a2a_s + tp_comm_s,
         "latency": bubble_s,
         "memory": logits_s + eager_s,
-        "overhead": overhead_s + offload_s,
+        "overhead": overhead_s + offload_s + controller_s,
     }
     detail = {
         "devices": est.devices, "efficiency": eff, "tokens": tokens * epochs, "passes": passes,
@@ -678,8 +683,56 @@ def _pass_terms(
         "param_offload_s": offload_s, "flops": flops, "expert_all_to_all_s": a2a_s,
         "straggler": straggler,
         "tp_activation_s": tp_comm_s, "eager_traffic_s": eager_s,
+        "controller_s": controller_s, "controller_gb": controller_gb,
+        "controller_padded_tokens": padded_to,
     }  # fmt: skip
     return terms, detail, micro_batches
+
+
+def _controller_note(ctx: _Ctx, padded_to: float, mean_len: float) -> str:
+    """What to do when the controller's batch moves take more than a quarter of a pass."""
+    w = ctx.inputs.workload
+    assert w is not None
+    c = w.controller
+    fixes = []
+    if c.padding == "max" and padded_to > 2 * mean_len:
+        fixes.append(
+            f"the batch is padded to {padded_to:,.0f} tokens a sequence against a mean of"
+            f" {mean_len:,.0f}: a lower response cap shrinks it"
+        )
+    if c.per_rank:
+        fixes.append("ray.put each shard once (NeMo RL v0.7) instead of once per rank")
+    fixes.append("a data plane that hands workers references, not tensors, removes it")
+    return (
+        "workload.controller: the single controller's batch moves take more than a quarter of"
+        " a pass's compute (it serializes every pass's batch alone, whatever the GPU count); "
+        + "; ".join(fixes)
+    )
+
+
+def controller_transfer(ctx: _Ctx, role: Role, est: RoleEstimate) -> tuple[float, float, float]:
+    """(seconds, GB, padded tokens per sequence) of the single controller moving one GPU
+    pass's batch to the role's workers and their results back (``workload.controller``).
+
+    Every sequence is padded to the same length (verl: the prompt and response maxima;
+    NeMo RL: the step's longest sequence, its mean prompt plus the expected longest of its
+    responses); ``per_rank`` serializes each data-parallel shard once per tensor-,
+    pipeline- and context-parallel rank. One process does it for the whole cluster, so the
+    seconds do not fall with more GPUs.
+    """
+    w = ctx.inputs.workload
+    assert w is not None
+    c = w.controller
+    if c.padding == "none" or c.bytes_per_token + c.returned_bytes_per_token == 0:
+        return 0.0, 0.0, 0.0
+    n, _, longest = _tokens(w)
+    if c.padding == "max":
+        padded = float(longest)
+    else:
+        padded = min(float(longest), w.prompt_tokens.mean + _lengths(ctx).longest_of(n))
+    copies = est.tp * est.pp * (role.parallel.sp if role.parallel else 1) if c.per_rank else 1
+    gb = n * padded * (c.bytes_per_token * copies + c.returned_bytes_per_token) / f.GB
+    return gb / efficiency_value(ctx.inputs.efficiency, "controller_gb_s"), gb, padded
 
 
 def layer_kernels(role: Role) -> str:

@@ -34,6 +34,38 @@ class TokenLength(BaseModel):
     the documented length distribution puts beyond ``max`` (``docs/cost-model.md``)."""
 
 
+class Controller(BaseModel):
+    """How the step's batch moves between the single controller and the workers of each pass.
+
+    verl, NeMo RL, OpenRLHF and ROLL drive every GPU pass from one Python process (the driver,
+    or in verl's fully-async trainer the trainer's controller): it serializes each worker's
+    share of the padded batch, sends it through Ray and gathers the results, one process for
+    the whole cluster, so the seconds do not shrink as GPUs are added. RLinf's workers pass
+    the batch among themselves (channels): ``padding: none``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    padding: Literal["max", "longest", "none"] = "max"
+    """Length every sequence of the batch is padded to: ``max``, the prompt max plus the
+    response max (verl pads to ``data.max_prompt_length`` + ``max_response_length``);
+    ``longest``, the step's longest sequence (NeMo RL's ``batched_message_log_to_flat_message``);
+    ``none``, no batch through the controller."""
+    bytes_per_token: float = Field(52.0, ge=0, le=1e4, allow_inf_nan=False)
+    """Bytes per padded token slot the controller sends to a pass's workers; default: verl's
+    batch (int64 prompts, responses, masks, ids and positions, fp32 scores: about 43 for a
+    log-prob pass, 61 for a train pass, which adds old log-probs and advantages). NeMo RL's:
+    about 27 (int64 ids and token mask, fp32 advantages and log-probs)."""
+    returned_bytes_per_token: float = Field(4.0, ge=0, le=1e4, allow_inf_nan=False)
+    """Bytes per padded token slot the workers return to the controller (fp32 log-probs and,
+    for verl's old log-probs, entropies; nothing but metrics from a train pass)."""
+    per_rank: bool = False
+    """Each data-parallel shard serialized again for every tensor-, pipeline- and
+    context-parallel rank that receives it (NeMo RL before v0.7 passed it by value to each
+    worker; the results come back from one rank per shard); ``false``: once per shard
+    (``ray.put`` first: verl, NeMo RL v0.7)."""
+
+
 class Workload(BaseModel):
     """What one RL step processes."""
 
@@ -66,6 +98,8 @@ class Workload(BaseModel):
     logprob_micro_batch_tokens: int | None = Field(None, ge=1)
     """Token budget of one forward-only micro-batch per GPU with packing (verl
     ``log_prob_max_token_len_per_gpu``); default: ``micro_batch_tokens``."""
+    controller: Controller = Controller()
+    """How the single controller moves the batch to and from each GPU pass's workers."""
 
 
 class Parallel(BaseModel):
@@ -240,18 +274,21 @@ class Efficiency(BaseModel):
     """GB/s at which a colocated weight sync gathers the trainer's shards and loads them into
     the engine's layout, per device (tensor-by-tensor, through the framework)."""
     step_overhead_s: float | None = Field(None, ge=0, le=3600, allow_inf_nan=False)
-    """Per-step framework overhead on the trainer's critical path (batch transfer between
-    workers, reward dispatch, logging, checkpoint-free bookkeeping)."""
+    """Per-step framework overhead on the trainer's critical path (reward dispatch, logging,
+    checkpoint-free bookkeeping; the passes' batch moves are ``controller_gb_s``'s)."""
     moe_imbalance: float | None = Field(None, ge=1, le=100, allow_inf_nan=False)
     """Load of the busiest expert rank over the mean (MoE): the expert matmuls take this much
     longer than under uniform routing."""
     sequence_overhead_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Controller seconds per sequence per step outside the GPU stages (rule rewards,
-    collation, moving samples between workers)."""
+    collation; the passes' batch moves are ``controller_gb_s``'s)."""
     logits_bytes: float | None = Field(None, ge=0, le=1e4, allow_inf_nan=False)
     """Bytes of memory traffic per logit (token x vocabulary entry) of a language-model head
     per pass: writing, upcasting, log-softmax and gathering the log-probs."""
     cpu_adam_params_per_s: float | None = Field(None, gt=0, le=1e15, allow_inf_nan=False)
     """Parameters per second one node's CPU optimizer updates (CPU Adam)."""
+    controller_gb_s: float | None = Field(None, gt=0, le=1e4, allow_inf_nan=False)
+    """GB/s at which the single controller serializes a pass's batch for its workers and
+    deserializes what they return (``workload.controller``)."""
     stages: dict[str, float] = Field(default_factory=dict)
     """Per-stage factor relative to the stage's kind default (1.0: as the kind says)."""

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_loader import load_bench
 
 from rlplex.config import load_config
 from rlplex.estimate.estimator import estimate_config
@@ -18,15 +17,7 @@ CONFIGS = sorted((ROOT / "bench" / "published").glob("*.yaml"))
 
 
 def _bench() -> ModuleType:
-    name = "bench_published"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / "published.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("published")
 
 
 def test_rel_error() -> None:

@@ -111,6 +111,20 @@ def test_bad_workload_and_efficiency(base: dict[str, Any]) -> None:
     assert _error(base).field == "efficiency.train"
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("bytes_per_token", -1), ("returned_bytes_per_token", "many"), ("padding", "bucketed"),
+     ("per_rank", "sometimes")],
+)  # fmt: skip
+def test_bad_controller(base: dict[str, Any], key: str, value: Any) -> None:
+    base["workload"]["controller"] = {key: value}
+    err = _error(base)
+    assert (err.field, err.value) == (f"workload.controller.{key}", value)
+    base["workload"]["controller"] = {}
+    base["efficiency"] = {"controller_gb_s": 0}
+    assert _error(base).field == "efficiency.controller_gb_s"
+
+
 @pytest.mark.parametrize("which", ["prompt_tokens", "response_tokens"])
 @pytest.mark.parametrize("key", ["mean", "max"])
 def test_token_lengths_that_would_overflow(base: dict[str, Any], which: str, key: str) -> None:

@@ -209,3 +209,38 @@ def test_the_estimate_says_how_each_pass_runs() -> None:
         "1,000 tokens on 2 GPU(s), 3 micro-batches of 200 tokens per rank, 1 pass(es) at"
         " efficiency 0.50; host 1.2 s, busiest data-parallel rank x1.20"
     )
+
+
+def test_the_estimate_says_what_the_controller_moves() -> None:
+    """Each pass says the GB its controller moves and the seconds; the assumptions say the
+    padding, the bytes per slot and the speed (NeMo RL: longest, per rank; RLinf: none)."""
+    from rlplex.cli.stage_lines import pass_line
+
+    made = {"tokens": 1000.0, "devices": 2, "micro_batches_per_rank": 3,
+            "micro_batch_tokens": 200.0, "passes": 1.0, "efficiency": 0.5,
+            "controller_s": 12.34, "controller_gb": 6.17,
+            "controller_padded_tokens": 30720.0}  # fmt: skip
+    assert pass_line(made).endswith("; controller 6.2 GB (padded to 30,720 tokens) 12.3 s")
+    published = ROOT / "bench" / "published"
+    cases = {
+        "heldout_verl_fa_7b_colocate_128xh20.yaml": "controller: every GPU pass's batch padded"
+        " to the prompt max + the response max, 52 bytes per token slot sent, 4 returned, at"
+        " 0.5 GB/s (one process)",
+        "nemorl_llama31_8b_onpolicy_16xh100.yaml": "controller: every GPU pass's batch padded"
+        " to the step's longest, 27 bytes per token slot sent to every tp/pp/cp rank, 3"
+        " returned, at 0.5 GB/s (one process)",
+        "heldout_rlinf_r1distill_qwen15b_collocated_8xh100.yaml": "controller: the workers pass"
+        " the batch among themselves (padding none): not priced",
+    }
+    for name, expected in cases.items():
+        result = CliRunner().invoke(
+            app, ["estimate", str(published / name)], env={"COLUMNS": "400"}
+        )
+        assert result.exit_code == 0, result.output
+        assert expected in result.output, name
+    result = CliRunner().invoke(
+        app, ["estimate", str(published / "heldout_verl_fa_7b_colocate_128xh20.yaml")],
+        env={"COLUMNS": "400"},
+    )  # fmt: skip
+    line = next(x for x in result.output.splitlines() if x.startswith("old_logprob: "))
+    assert "controller " in line and "(padded to 30,720 tokens)" in line

@@ -71,7 +71,10 @@ def test_train_and_forward_terms_by_hand(base: dict[str, Any]) -> None:
     step_overhead = 2.0  # the policy's train stage: the step's fixed overhead (the reward
     # stage holds the per-sequence work)
     launches = 16 * 0.0008 * 32 * 3  # per layer, forward + backward
-    assert train.terms["overhead"] == pytest.approx(launches + step_overhead)
+    # The controller sends each pass's batch, 256 sequences padded to 200 + 600 tokens, 52
+    # bytes a slot out and 4 back, at 0.5 GB/s (workload.controller's defaults).
+    controller = 256 * 800 * (52 + 4) / 0.5e9
+    assert train.terms["overhead"] == pytest.approx(launches + step_overhead + controller)
     # The optimizer step reads and writes weights, grads and optimizer state once.
     states = sum(est.roles["actor_train"].states[k] for k in ("weights", "grads", "optimizer"))
     # ... and the LM head's logits: each rank's tokens x 128,256 vocabulary entries, 16 bytes
@@ -85,7 +88,7 @@ def test_train_and_forward_terms_by_hand(base: dict[str, Any]) -> None:
     assert train.bound == max(train.terms, key=train.terms.__getitem__)
     ref = est.stages["ref_logprob"]
     assert ref.terms["compute"] == pytest.approx(fwd / (8 * H100 * eff))
-    assert ref.terms["overhead"] == pytest.approx(16 * 0.0008 * 32)
+    assert ref.terms["overhead"] == pytest.approx(16 * 0.0008 * 32 + controller)
     # The reference is FSDP (Hugging Face modules: eager kernels by default): per token and
     # layer 60 x 4,096 + 16 x (32 + 8) x 128 + 4 x 14,336 bytes beyond fused kernels, over
     # each rank's 25,600 tokens and 32 layers, one forward pass.
@@ -126,6 +129,60 @@ def test_eager_kernels_traffic_by_hand(base: dict[str, Any]) -> None:
     )
 
 
+def test_controller_batch_by_hand(base: dict[str, Any]) -> None:
+    """One process serializes every pass's padded batch: bytes over ``controller_gb_s``,
+    whatever the GPU count; NeMo RL's layout pads to the longest sequence and, before v0.7,
+    sends each shard to every tensor/pipeline/context-parallel rank; RLinf's none."""
+    est = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml"))
+    for name in ("old_logprob", "ref_logprob", "train"):
+        d = est.stages[name].detail
+        assert d["controller_padded_tokens"] == 800  # prompt max 200 + response max 600
+        assert d["controller_gb"] == pytest.approx(256 * 800 * (52 + 4) / 1e9)
+        assert d["controller_s"] == pytest.approx(256 * 800 * 56 / 0.5e9)
+    # Half the GPUs: the same controller seconds (one process), the compute doubles.
+    half = copy.deepcopy(base)
+    for role in ("actor_train", "reference"):
+        half["roles"][role]["devices"] = "0-3"
+    small = estimate_config(config_from_dict(half, file="t.yaml")).stages["old_logprob"]
+    assert small.detail["controller_s"] == est.stages["old_logprob"].detail["controller_s"]
+    # NeMo RL: padded to the mean prompt + the expected longest of the 256 responses; the
+    # trainer's shard sent to each of its tp 2 x pp 2 ranks, the results back once.
+    base["workload"]["controller"] = {
+        "padding": "longest", "bytes_per_token": 27, "returned_bytes_per_token": 3,
+        "per_rank": True,
+    }  # fmt: skip
+    base["roles"]["actor_train"]["parallel"] = {"tp": 2, "pp": 2, "zero": 1}
+    base["efficiency"] = {"controller_gb_s": 0.25}
+    nemo = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml"))
+    padded = 100 + response_lengths(300, 600, None).longest_of(256)
+    assert padded < 800
+    train = nemo.stages["train"].detail
+    assert train["controller_padded_tokens"] == pytest.approx(padded)
+    assert train["controller_s"] == pytest.approx(256 * padded * (27 * 4 + 3) / 0.25e9)
+    ref = nemo.stages["ref_logprob"].detail  # FSDP, tp 1: one copy
+    assert ref["controller_s"] == pytest.approx(256 * padded * (27 + 3) / 0.25e9)
+    base["workload"]["controller"] = {"padding": "none"}
+    none = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml"))
+    assert none.stages["train"].detail["controller_s"] == 0.0
+    assert none.stages["train"].terms["overhead"] == pytest.approx(
+        nemo.stages["train"].terms["overhead"] - train["controller_s"]
+    )
+
+
+def test_controller_warns_when_it_dominates_a_pass(base: dict[str, Any]) -> None:
+    """A batch padded to a long cap (verl pads to ``max_response_length``) for a short mean:
+    the warning says so and what shrinks it."""
+    base["workload"]["response_tokens"] = {"mean": 300, "max": 16_000}
+    base["workload"]["prompts_per_step"] = 512
+    cfg = config_from_dict(base, file="t.yaml")
+    notes = [n for n in cfg.warnings if n.startswith("workload.controller")]
+    assert len(notes) == 1
+    assert "padded to 16,200 tokens a sequence against a mean of 400" in notes[0]
+    base["workload"]["controller"] = {"padding": "none"}
+    cfg = config_from_dict(base, file="t.yaml")
+    assert not [n for n in cfg.warnings if n.startswith("workload.controller")]
+
+
 def test_log_prob_passes_take_their_own_micro_batch(base: dict[str, Any]) -> None:
     """verl's ``log_prob_micro_batch_size`` and NeMo's ``logprob_batch_size`` differ from the
     training micro-batch: forward-only passes count their launches and efficiency with it."""
@@ -138,7 +195,7 @@ def test_log_prob_passes_take_their_own_micro_batch(base: dict[str, Any]) -> Non
     # 256 x 800 tokens over 8 ranks in micro-batches of 8 x 800: 4 each (training keeps 16).
     assert ref.detail["micro_batches_per_rank"] == 4
     assert est.stages["train"].detail["micro_batches_per_rank"] == 16
-    assert ref.terms["overhead"] == pytest.approx(4 * 0.0008 * 32)
+    assert ref.terms["overhead"] == pytest.approx(4 * 0.0008 * 32 + ref.detail["controller_s"])
     assert ref.terms["compute"] == pytest.approx(fwd / (8 * H100 * 0.6 * _size_factors(8 * 800)))
     # Its activations are those of an 8-sequence micro-batch.
     assert ref.memory_gb == pytest.approx(
@@ -157,8 +214,11 @@ def test_packed_passes_hide_host_launches_behind_compute(base: dict[str, Any]) -
     ref = est.stages["ref_logprob"]
     host_s = ref.detail["micro_batches_per_rank"] * 0.02 * 32
     assert ref.detail["host_s"] == pytest.approx(host_s)
-    assert ref.terms["overhead"] == pytest.approx(host_s - ref.terms["compute"])
-    base["efficiency"] = {"layer_s": 1e-6}  # a fast host: nothing shows
+    assert ref.terms["overhead"] == pytest.approx(
+        host_s - ref.terms["compute"] + ref.detail["controller_s"]
+    )
+    base["efficiency"] = {"layer_s": 1e-6}  # a fast host: no launches show
+    base["workload"]["controller"] = {"padding": "none"}
     est = estimate_config(config_from_dict(base, file="t.yaml"))
     assert "overhead" not in est.stages["ref_logprob"].terms
 

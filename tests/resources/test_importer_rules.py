@@ -69,6 +69,8 @@ def test_roll_model_workload_and_parallel() -> None:
     assert (load.prompts_per_step, load.samples_per_prompt, load.micro_batch_size) == (64, 8, 2)
     assert (load.prompt_tokens.max, load.prompt_tokens.mean) == (2048, 1024)  # mean = max / 2
     assert (load.response_tokens.max, load.response_tokens.mean) == (4096, 2048)
+    # ROLL pads the batch to sequence_length in a verl-style DataProto: the format's default.
+    assert load.controller.padding == "max"
     train = cfg.roles["actor_train"].parallel
     assert train is not None and (train.tp, train.pp, train.zero, train.recompute) == (
         2,
@@ -124,6 +126,8 @@ def test_rlinf_one_key_for_several_components() -> None:
     load = cfg.workload
     assert load is not None and (load.prompts_per_step, load.samples_per_prompt) == (128, 8)
     assert load.response_tokens.max == 8192 - 1024  # RLinf's ${subtract:...} resolved
+    # RLinf's workers pass the batch through channels, not through one controller.
+    assert load.controller.padding == "none"
     actor = cfg.roles["actor_train"].parallel
     assert actor is not None and (actor.tp, actor.recompute) == (4, True)
 

@@ -312,13 +312,18 @@ def _workload(data: Mapping[str, Any]) -> dict[str, Any] | None:
     seq = get_path(data, "runner.seq_length")
     if response is None and isinstance(seq, int) and isinstance(prompt, int):
         response = seq - prompt
-    return workload(
+    load = workload(
         prompts=get_path(data, "data.rollout_batch_size"),
         samples=get_path(data, "algorithm.group_size"),
         prompt_max=prompt,
         response_max=response,
         micro_batch=get_path(data, "actor.micro_batch_size"),
     )
+    if load is not None:
+        # RLinf's workers hand the batch to one another through channels; no single
+        # controller serializes it for every pass.
+        load["controller"] = {"padding": "none"}
+    return load
 
 
 def _mode(data: Mapping[str, Any], file: str) -> tuple[str, int]:
