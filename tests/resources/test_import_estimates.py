@@ -109,6 +109,9 @@ def test_verl_run_settings_reach_the_estimator() -> None:
     assert cfg.workload.logprob_micro_batch_size == 16
     assert cfg.workload.logprob_micro_batch_tokens == 32768
     assert cfg.workload.packing is True
+    # verl's DataProto, padded to max_prompt_length + max_response_length: the default layout.
+    assert cfg.workload.controller.padding == "max"
+    assert cfg.workload.controller.bytes_per_token == 52
     prompts = cfg.workload.prompts_per_step
     assert cfg.workload.mini_batches >= 1 and prompts % cfg.workload.mini_batches == 0
 
