@@ -277,11 +277,17 @@ def _controller_line(c: dict[str, Any], gb_s: float) -> str:
     """How the single controller's batch moves were priced (``workload.controller``)."""
     if c["padding"] == "none":
         return "controller: the workers pass the batch among themselves (padding none): not priced"
-    padded = "the prompt max + the response max" if c["padding"] == "max" else "the step's longest"
+    padded = {
+        "max": "padded to the prompt max + the response max",
+        "longest": "padded to the step's longest sequence",
+        "packed": "unpadded (each sequence at its own length)",
+    }[c["padding"]]
+    ranks = " per tp/pp/cp rank"
     return (
-        f"controller: every GPU pass's batch padded to {padded}, {c['bytes_per_token']:g} bytes"
-        f" per token slot sent{' to every tp/pp/cp rank' if c['per_rank'] else ''},"
-        f" {c['returned_bytes_per_token']:g} returned, at {gb_s:g} GB/s (one process)"
+        f"controller: every GPU pass's batch {padded}, {c['bytes_per_token']:g} bytes per token"
+        f" slot sent{ranks if c['per_rank'] else ''}, {c['returned_bytes_per_token']:g}"
+        f" returned{ranks if c.get('returned_per_rank') else ''}, at {gb_s:g} GB/s, both ways"
+        " (one process)"
     )
 
 

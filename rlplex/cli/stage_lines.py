@@ -87,7 +87,7 @@ def pass_line(d: dict[str, Any]) -> str:
         parts.append(f"busiest data-parallel rank x{d['straggler']:.2f}")
     if d.get("controller_s", 0.0) >= 0.05:
         parts.append(
-            f"controller {d['controller_gb']:,.1f} GB (padded to"
-            f" {d['controller_padded_tokens']:,.0f} tokens) {d['controller_s']:.1f} s"
+            f"controller {d['controller_gb']:,.1f} GB both ways"
+            f" ({d['controller_padded_tokens']:,.0f} tokens a sequence) {d['controller_s']:.1f} s"
         )
     return text + (f"; {', '.join(parts)}" if parts else "")

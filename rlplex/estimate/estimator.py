@@ -716,22 +716,27 @@ def controller_transfer(ctx: _Ctx, role: Role, est: RoleEstimate) -> tuple[float
 
     Every sequence is padded to the same length (verl: the prompt and response maxima;
     NeMo RL: the step's longest sequence, its mean prompt plus the expected longest of its
-    responses); ``per_rank`` serializes each data-parallel shard once per tensor-,
-    pipeline- and context-parallel rank. One process does it for the whole cluster, so the
-    seconds do not fall with more GPUs.
+    responses; packed: the mean); ``per_rank`` serializes each data-parallel shard once per
+    tensor-, pipeline- and context-parallel rank, ``returned_per_rank`` fetches the results
+    from each of them. One process does it for the whole cluster, so the seconds do not
+    fall with more GPUs.
     """
     w = ctx.inputs.workload
     assert w is not None
     c = w.controller
     if c.padding == "none" or c.bytes_per_token + c.returned_bytes_per_token == 0:
         return 0.0, 0.0, 0.0
-    n, _, longest = _tokens(w)
+    n, mean, longest = _tokens(w)
     if c.padding == "max":
         padded = float(longest)
+    elif c.padding == "packed":
+        padded = mean
     else:
         padded = min(float(longest), w.prompt_tokens.mean + _lengths(ctx).longest_of(n))
-    copies = est.tp * est.pp * (role.parallel.sp if role.parallel else 1) if c.per_rank else 1
-    gb = n * padded * (c.bytes_per_token * copies + c.returned_bytes_per_token) / f.GB
+    ranks = est.tp * est.pp * (role.parallel.sp if role.parallel else 1)
+    sent = c.bytes_per_token * (ranks if c.per_rank else 1)
+    returned = c.returned_bytes_per_token * (ranks if c.returned_per_rank else 1)
+    gb = n * padded * (sent + returned) / f.GB
     return gb / efficiency_value(ctx.inputs.efficiency, "controller_gb_s"), gb, padded
 
 

@@ -46,24 +46,31 @@ class Controller(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    padding: Literal["max", "longest", "none"] = "max"
+    padding: Literal["max", "longest", "packed", "none"] = "max"
     """Length every sequence of the batch is padded to: ``max``, the prompt max plus the
     response max (verl pads to ``data.max_prompt_length`` + ``max_response_length``);
     ``longest``, the step's longest sequence (NeMo RL's ``batched_message_log_to_flat_message``);
-    ``none``, no batch through the controller."""
+    ``packed``, each sequence at its own length, the mean (verl with
+    ``trainer.use_legacy_worker_impl: disable`` strips the padding before sending); ``none``,
+    no batch through the controller."""
     bytes_per_token: float = Field(52.0, ge=0, le=1e4, allow_inf_nan=False)
-    """Bytes per padded token slot the controller sends to a pass's workers; default: verl's
-    batch (int64 prompts, responses, masks, ids and positions, fp32 scores: about 43 for a
-    log-prob pass, 61 for a train pass, which adds old log-probs and advantages). NeMo RL's:
-    about 27 (int64 ids and token mask, fp32 advantages and log-probs)."""
+    """Bytes per padded token slot the controller sends to a pass's workers, the mean over a
+    step's passes; default: verl's batch (int64 prompts, responses, masks, ids and positions,
+    fp32 scores: about 43 for a log-prob pass, 61 for a train pass, which adds old log-probs,
+    advantages and rewards). NeMo RL's: about 27 (int64 ids and token mask, fp32 advantages
+    and log-probs: 24 for a log-prob pass, 32 for a train pass)."""
     returned_bytes_per_token: float = Field(4.0, ge=0, le=1e4, allow_inf_nan=False)
-    """Bytes per padded token slot the workers return to the controller (fp32 log-probs and,
-    for verl's old log-probs, entropies; nothing but metrics from a train pass)."""
+    """Bytes per padded token slot the workers return, the mean over a step's passes (fp32
+    log-probs and, for verl's old log-probs, entropies; a train pass returns only metrics)."""
     per_rank: bool = False
     """Each data-parallel shard serialized again for every tensor-, pipeline- and
     context-parallel rank that receives it (NeMo RL before v0.7 passed it by value to each
-    worker; the results come back from one rank per shard); ``false``: once per shard
-    (``ray.put`` first: verl, NeMo RL v0.7)."""
+    worker); ``false``: once per shard (``ray.put`` first: verl, NeMo RL v0.7)."""
+    returned_per_rank: bool = True
+    """The results fetched from every tensor-, pipeline- and context-parallel rank of a shard
+    and the copies dropped (NeMo RL's ``get_results``; verl's workers since 2025-08-06,
+    d37674c8a, whose Ulysses ranks each return the shard's); ``false``: one copy per shard
+    (verl's FSDP workers before then returned their own share)."""
 
 
 class Workload(BaseModel):

@@ -220,15 +220,17 @@ def test_the_estimate_says_what_the_controller_moves() -> None:
             "micro_batch_tokens": 200.0, "passes": 1.0, "efficiency": 0.5,
             "controller_s": 12.34, "controller_gb": 6.17,
             "controller_padded_tokens": 30720.0}  # fmt: skip
-    assert pass_line(made).endswith("; controller 6.2 GB (padded to 30,720 tokens) 12.3 s")
+    assert pass_line(made).endswith(
+        "; controller 6.2 GB both ways (30,720 tokens a sequence) 12.3 s"
+    )
     published = ROOT / "bench" / "published"
     cases = {
         "heldout_verl_fa_7b_colocate_128xh20.yaml": "controller: every GPU pass's batch padded"
-        " to the prompt max + the response max, 52 bytes per token slot sent, 4 returned, at"
-        " 0.5 GB/s (one process)",
+        " to the prompt max + the response max, 52 bytes per token slot sent, 4 returned per"
+        " tp/pp/cp rank, at 0.5 GB/s, both ways (one process)",
         "nemorl_llama31_8b_onpolicy_16xh100.yaml": "controller: every GPU pass's batch padded"
-        " to the step's longest, 27 bytes per token slot sent to every tp/pp/cp rank, 3"
-        " returned, at 0.5 GB/s (one process)",
+        " to the step's longest sequence, 27 bytes per token slot sent per tp/pp/cp rank, 3"
+        " returned per tp/pp/cp rank, at 0.5 GB/s, both ways (one process)",
         "heldout_rlinf_r1distill_qwen15b_collocated_8xh100.yaml": "controller: the workers pass"
         " the batch among themselves (padding none): not priced",
     }
@@ -243,4 +245,4 @@ def test_the_estimate_says_what_the_controller_moves() -> None:
         env={"COLUMNS": "400"},
     )  # fmt: skip
     line = next(x for x in result.output.splitlines() if x.startswith("old_logprob: "))
-    assert "controller " in line and "(padded to 30,720 tokens)" in line
+    assert "controller " in line and "(30,720 tokens a sequence)" in line

@@ -132,7 +132,9 @@ def test_eager_kernels_traffic_by_hand(base: dict[str, Any]) -> None:
 def test_controller_batch_by_hand(base: dict[str, Any]) -> None:
     """One process serializes every pass's padded batch: bytes over ``controller_gb_s``,
     whatever the GPU count; NeMo RL's layout pads to the longest sequence and, before v0.7,
-    sends each shard to every tensor/pipeline/context-parallel rank; RLinf's none."""
+    sends each shard to every tensor/pipeline/context-parallel rank; results come back from
+    every such rank unless ``returned_per_rank`` is off; RLinf's none."""
+    base["workload"]["packing"] = True  # the padded length is the controller's, not the pass's
     est = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml"))
     for name in ("old_logprob", "ref_logprob", "train"):
         d = est.stages[name].detail
@@ -146,27 +148,45 @@ def test_controller_batch_by_hand(base: dict[str, Any]) -> None:
     small = estimate_config(config_from_dict(half, file="t.yaml")).stages["old_logprob"]
     assert small.detail["controller_s"] == est.stages["old_logprob"].detail["controller_s"]
     # NeMo RL: padded to the mean prompt + the expected longest of the 256 responses; the
-    # trainer's shard sent to each of its tp 2 x pp 2 ranks, the results back once.
+    # trainer's shard sent to each of its tp 2 x pp 2 x cp 2 ranks and fetched from each.
     base["workload"]["controller"] = {
         "padding": "longest", "bytes_per_token": 27, "returned_bytes_per_token": 3,
         "per_rank": True,
     }  # fmt: skip
-    base["roles"]["actor_train"]["parallel"] = {"tp": 2, "pp": 2, "zero": 1}
+    base["roles"]["actor_train"]["parallel"] = {"tp": 2, "pp": 2, "sp": 2, "zero": 1}
     base["efficiency"] = {"controller_gb_s": 0.25}
     nemo = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml"))
     padded = 100 + response_lengths(300, 600, None).longest_of(256)
     assert padded < 800
     train = nemo.stages["train"].detail
     assert train["controller_padded_tokens"] == pytest.approx(padded)
-    assert train["controller_s"] == pytest.approx(256 * padded * (27 * 4 + 3) / 0.25e9)
-    ref = nemo.stages["ref_logprob"].detail  # FSDP, tp 1: one copy
+    assert train["controller_s"] == pytest.approx(256 * padded * (27 * 8 + 3 * 8) / 0.25e9)
+    ref = nemo.stages["ref_logprob"].detail  # FSDP, tp 1: one copy each way
     assert ref["controller_s"] == pytest.approx(256 * padded * (27 + 3) / 0.25e9)
+    # One copy of the results per shard (verl's FSDP workers before 2025-08).
+    base["workload"]["controller"]["returned_per_rank"] = False
+    once = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml"))
+    assert once.stages["train"].detail["controller_s"] == pytest.approx(
+        256 * padded * (27 * 8 + 3) / 0.25e9
+    )
+    # Packed (verl without its legacy workers): each sequence at the mean, 100 + 300.
+    base["workload"]["controller"]["padding"] = "packed"
+    packed = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml"))
+    assert packed.stages["train"].detail["controller_padded_tokens"] == 400
+    # The longest sequence never exceeds the maxima: every response cut at the cap.
+    base["workload"]["controller"]["padding"] = "longest"
+    base["workload"]["response_tokens"]["clip_ratio"] = 0.3
+    capped = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml"))
+    assert capped.stages["train"].detail["controller_padded_tokens"] == 700  # 100 + the cap
     base["workload"]["controller"] = {"padding": "none"}
     none = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml"))
     assert none.stages["train"].detail["controller_s"] == 0.0
     assert none.stages["train"].terms["overhead"] == pytest.approx(
-        nemo.stages["train"].terms["overhead"] - train["controller_s"]
+        capped.stages["train"].terms["overhead"] - capped.stages["train"].detail["controller_s"]
     )
+    base["workload"]["controller"] = {"bytes_per_token": 0, "returned_bytes_per_token": 0}
+    zero = estimate_config(config_from_dict(copy.deepcopy(base), file="t.yaml"))
+    assert zero.stages["train"].detail["controller_s"] == 0.0
 
 
 def test_controller_warns_when_it_dominates_a_pass(base: dict[str, Any]) -> None:

@@ -152,3 +152,12 @@ def test_a_2024_verl_config_reads_as_that_verl_ran_it(tmp_path: Path) -> None:
     assert cfg.workload is not None and cfg.workload.micro_batch_size == 3
     assert cfg.workload.packing is True  # not set by the file: the format's default
     assert "reference" not in cfg.roles  # no KL switch on: verl's need_reference_policy
+
+
+def test_verl_without_legacy_workers_sends_the_batch_unpadded() -> None:
+    """``trainer.use_legacy_worker_impl: disable``: verl's trainer strips the padding
+    (``left_right_2_no_padding``) before each pass's dispatch."""
+    cfg = load_config(VERL, overrides=["trainer.use_legacy_worker_impl=disable"])
+    assert cfg.workload is not None and cfg.workload.controller.padding == "packed"
+    cfg = load_config(VERL, overrides=["trainer.use_legacy_worker_impl=auto"])
+    assert cfg.workload is not None and cfg.workload.controller.padding == "max"

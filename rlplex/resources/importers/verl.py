@@ -313,6 +313,16 @@ def _workload(r: _Reader) -> dict[str, Any] | None:
     )
 
 
+def _controller(r: _Reader) -> dict[str, Any]:
+    """How verl's driver moves each pass's batch, where it differs from the format's default
+    (the DataProto padded to the maxima, sent once per shard, fetched from every rank):
+    ``trainer.use_legacy_worker_impl: disable`` strips the padding before sending
+    (``ray_trainer``'s ``left_right_2_no_padding``)."""
+    if r.get("trainer.use_legacy_worker_impl") == "disable":
+        return {"padding": "packed"}
+    return {}
+
+
 def _legacy(r: _Reader) -> bool:
     """A config of verl before 2025-01-27 (f2a76acd9): micro-batch sizes were global, with no
     ``*_per_gpu`` keys; before 2025-01-11 (569210e06) there was no ``use_remove_padding``."""
@@ -572,5 +582,8 @@ def to_native(
         native["model"] = model
     load = _workload(r)
     if load:
+        controller = _controller(r)
+        if controller:
+            load["controller"] = controller
         native["workload"] = load
     return apply_costs(native, costs, costs_file)
