@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rlplex.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,3 +163,10 @@ def test_verl_without_legacy_workers_sends_the_batch_unpadded() -> None:
     assert cfg.workload is not None and cfg.workload.controller.padding == "packed"
     cfg = load_config(VERL, overrides=["trainer.use_legacy_worker_impl=auto"])
     assert cfg.workload is not None and cfg.workload.controller.padding == "max"
+
+
+@pytest.mark.parametrize("override", ["transfer_queue.enable=true", "trainer.data_plane=neoproto"])
+def test_verl_data_planes_take_the_batch_off_the_controller(override: str) -> None:
+    """verl's TransferQueue and NeoProto hand workers references, not the padded tensors."""
+    cfg = load_config(VERL, overrides=[override])
+    assert cfg.workload is not None and cfg.workload.controller.padding == "none"

@@ -69,8 +69,14 @@ def test_roll_model_workload_and_parallel() -> None:
     assert (load.prompts_per_step, load.samples_per_prompt, load.micro_batch_size) == (64, 8, 2)
     assert (load.prompt_tokens.max, load.prompt_tokens.mean) == (2048, 1024)  # mean = max / 2
     assert (load.response_tokens.max, load.response_tokens.mean) == (4096, 2048)
-    # ROLL pads the batch to sequence_length in a verl-style DataProto: the format's default.
+    # ROLL pads the batch to sequence_length in a verl-style DataProto: the format's default;
+    # with a TransferQueue backend the pipeline passes keys instead.
     assert load.controller.padding == "max"
+    queued = load_config(
+        FIXTURES / "roll" / "rlvr_sglang_rewards.yaml",
+        overrides=["transfer_backend.backend_name=TransferQueue"],
+    ).workload
+    assert queued is not None and queued.controller.padding == "none"
     train = cfg.roles["actor_train"].parallel
     assert train is not None and (train.tp, train.pp, train.zero, train.recompute) == (
         2,

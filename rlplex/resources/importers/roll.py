@@ -236,13 +236,17 @@ def _workload(data: Mapping[str, Any], agentic: bool) -> dict[str, Any] | None:
         if agentic
         else data.get("num_return_sequences_in_group")
     )
-    return workload(
+    load = workload(
         prompts=data.get("rollout_batch_size"),
         samples=samples,
         prompt_max=prompt,
         response_max=response,
         micro_batch=get_path(data, "actor_train.training_args.per_device_train_batch_size"),
     )
+    if load is not None and get_path(data, "transfer_backend.backend_name") == "TransferQueue":
+        # RemoteBatch: the pipeline passes keys; workers fetch the tensors from the store.
+        load["controller"] = {"padding": "none"}
+    return load
 
 
 def _model(data: Mapping[str, Any]) -> str | None:

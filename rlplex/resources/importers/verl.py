@@ -316,8 +316,12 @@ def _workload(r: _Reader) -> dict[str, Any] | None:
 def _controller(r: _Reader) -> dict[str, Any]:
     """How verl's driver moves each pass's batch, where it differs from the format's default
     (the DataProto padded to the maxima, sent once per shard, fetched from every rank):
-    ``trainer.use_legacy_worker_impl: disable`` strips the padding before sending
-    (``ray_trainer``'s ``left_right_2_no_padding``)."""
+    ``transfer_queue.enable`` (verl's TransferQueue) and ``trainer.data_plane: neoproto`` hand
+    the workers references that they fetch from a store; ``trainer.use_legacy_worker_impl:
+    disable`` strips the padding before sending (``ray_trainer``'s
+    ``left_right_2_no_padding``)."""
+    if r.get("transfer_queue.enable") is True or r.get("trainer.data_plane") == "neoproto":
+        return {"padding": "none"}
     if r.get("trainer.use_legacy_worker_impl") == "disable":
         return {"padding": "packed"}
     return {}
