@@ -702,7 +702,11 @@ def _controller_note(ctx: _Ctx, padded_to: float, mean_len: float) -> str:
         )
     if c.per_rank:
         fixes.append("ray.put each shard once (NeMo RL v0.7) instead of once per rank")
-    fixes.append("a data plane that hands workers references, not tensors, removes it")
+    fixes.append(
+        "a data plane that hands workers references, not tensors, removes it (verl's"
+        " transfer_queue.enable or trainer.data_plane=neoproto, ROLL's TransferQueue"
+        " transfer_backend)"
+    )
     return (
         "workload.controller: the single controller's batch moves take more than a quarter of"
         " a pass's compute (it serializes every pass's batch alone, whatever the GPU count); "
