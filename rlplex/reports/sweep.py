@@ -134,11 +134,23 @@ def _lookup(node: Any, parts: Sequence[str]) -> bool:
                 return False
             node = match[0]
             continue
-        fields = getattr(type(node), "model_fields", None)
+        model = node if isinstance(node, type) else type(node)
+        fields = getattr(model, "model_fields", None)
         if fields is None or part not in fields:
             return False
-        node = getattr(node, part)
+        value = getattr(node, part, None) if not isinstance(node, type) else None
+        # An optional section left out (``efficiency:``) still has its fields, with defaults:
+        # walk its model class instead.
+        node = value if value is not None else _model_class(fields[part].annotation) or value
     return True
+
+
+def _model_class(annotation: Any) -> type | None:
+    """The pydantic model in a field's annotation (``Efficiency | None`` -> ``Efficiency``)."""
+    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+        if isinstance(candidate, type) and hasattr(candidate, "model_fields"):
+            return candidate
+    return None
 
 
 def check_key(path: str | Path, key: str, config: Config | None) -> None:

@@ -65,6 +65,16 @@ def test_a_schema_field_the_file_leaves_to_its_default_is_accepted() -> None:
     assert 1.5 * one < two < 2 * one
 
 
+def test_an_efficiency_parameter_is_swept_though_the_file_has_no_efficiency_section() -> None:
+    """A bug until 2026-11-28: the key was looked up on the config's ``efficiency``, None when
+    the file leaves every parameter to its default, and refused as "no such field"."""
+    sweep = sweep_config(CONFIG, "efficiency.controller_gb_s", ("0.25", "1"))
+    slow, fast = (p.stages["train"] for p in sweep.points)
+    assert slow > fast  # the controller's batch moves four times slower
+    with pytest.raises(ConfigError, match="no such field"):
+        sweep_config(CONFIG, "efficiency.controler_gb_s", ("0.25", "1"))
+
+
 def test_a_value_that_does_not_load_is_a_point_with_its_error() -> None:
     sweep = sweep_config(CONFIG, "workload.micro_batch_size", ("4", "-1"))
     assert sweep.points[0].period_s is not None
