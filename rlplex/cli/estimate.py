@@ -306,12 +306,18 @@ def _sync_line(sync: dict[str, Any]) -> str:
             f" at {sync['gb_per_s']:g} GB/s){gathered}; {sync['method']}"
             f" ({sync['tensors']:,} checkpoint tensors)"
         )
-    colocated = (
-        "; loaded into the engine's layout (reshard_gb_s), the engine woken and put back to"
-        " sleep (engine_switch_s)"
-        if sync.get("colocated")
-        else ""
-    )
+    colocated = ""
+    if sync.get("colocated"):
+        copies = (
+            f", its weights copied to host memory and back ({sync['sleep_copy_s']:.2f} s,"
+            " rollout.sleep_level 1)"
+            if sync.get("sleep_level") == 1
+            else ", its weights dropped while it sleeps (rollout.sleep_level 2)"
+        )
+        colocated = (
+            "; loaded into the engine's layout (reshard_gb_s), the engine woken and put back"
+            f" to sleep (engine_switch_s){copies}"
+        )
     return (
         f"{sync['gb_per_device']:.2f} GB per {sync['to']} device at {sync['gb_per_s']:g} GB/s"
         f" ({sync.get('path', 'network')}){gathered}{colocated}"

@@ -1409,7 +1409,8 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
 
     Shared devices (colocated): every device gathers the whole model and hands it
     to the engine beside it; the engine loads its weights at ``reshard_gb_s`` and
-    is woken and put back to sleep (``engine_switch_s``) every step.
+    is woken and put back to sleep (``engine_switch_s``) every step, a level-1 sleep
+    also copying its weights to host memory and back (:func:`_sleep_copy_s`).
 
     Disjoint devices: every engine device receives the whole model (a broadcast,
     over the network when the two roles span NVLink fabrics). An
@@ -1431,11 +1432,17 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
     eff = inputs.efficiency
     estimable = bool(src is not None and dst is not None and src.devices and dst.devices)
     if shared:  # the engine sleeps while the trainer runs on its GPUs
-        terms["overhead"] = gb / efficiency_value(eff, "reshard_gb_s") + efficiency_value(
-            eff, "engine_switch_s"
+        assert dst is not None
+        sleep_copy_s = _sleep_copy_s(ctx, dst, gb)
+        terms["overhead"] = (
+            gb / efficiency_value(eff, "reshard_gb_s")
+            + efficiency_value(eff, "engine_switch_s")
+            + sleep_copy_s
         )
         detail["path"] = "device copy" if same else "network"
         detail["colocated"] = True
+        detail["sleep_level"] = (dst.rollout or Rollout()).sleep_level
+        detail["sleep_copy_s"] = sleep_copy_s
         if estimable:
             gather_gb, gather_s = _gather_s(ctx, src)
             terms["communication"] += gather_s
@@ -1480,6 +1487,16 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         stage=stage.name, kind="weight_sync", seconds=sum(terms.values()), bytes=received,
         bound=max(terms, key=terms.__getitem__), terms=terms, detail=detail,
     )  # fmt: skip
+
+
+def _sleep_copy_s(ctx: _Ctx, engine: Role, gb: float) -> float:
+    """Seconds a level-1 sleep adds each step: the engine's ``gb`` of weights per device
+    copied to host memory when it sleeps and back when it wakes (vLLM sleep mode level 1),
+    each way over the host link (``cluster.host_gb_per_s``, which ``host_copy`` fills). Level 2
+    drops them: nothing to copy."""
+    if (engine.rollout or Rollout()).sleep_level != 1:
+        return 0.0
+    return 2.0 * gb / ctx.inputs.cluster.host_gb_per_s
 
 
 def streaming_flips(config: Any, stage: Stage, devices: Mapping[str, Sequence[int]]) -> bool:
@@ -1818,7 +1835,7 @@ def _sync_assumption(stage: Stage, est: StageEstimate) -> dict[str, Any]:
     """How a weight sync was priced: its path, the GB each move carries, the tensors."""
     d = est.detail
     keys = ("path", "colocated", "method", "full_model_gb", "gather_gb", "gather_s",
-            "gb_per_device", "gb_per_s", "tensors")  # fmt: skip
+            "gb_per_device", "gb_per_s", "tensors", "sleep_level", "sleep_copy_s")  # fmt: skip
     return {"from": stage.from_role, "to": stage.to_role, **{k: d[k] for k in keys if k in d}}
 
 

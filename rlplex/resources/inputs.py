@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 Precision = Literal["bf16", "fp16", "fp32", "fp8"]
 OptimizerName = Literal["adamw", "adam", "sgd"]
@@ -178,6 +178,13 @@ class Rollout(BaseModel):
     next bucket gathered while the last is broadcast (its
     ``overlap_broadcast_and_consume``). ``per_tensor``: one tensor at a time, each paying
     ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync)."""
+    sleep_level: StrictInt = Field(2, ge=1, le=2)
+    """What the engine does with its weights while it sleeps beside a trained role on the same
+    GPUs (vLLM sleep mode, every step): ``2`` drops them, the weight sync refills them
+    (verl with vLLM >= 0.8.5, rlplex's own runtime); ``1`` copies them to pinned host memory
+    and back at the wake, before the weight sync overwrites them (NeMo RL, ROLL's default,
+    verl's ``layered_summon``): two copies of the engine's weights over the host link per
+    step. Ignored where the engine has its own GPUs (it never sleeps)."""
     partial_rollout: bool = False
     """The engine streams across steps: at each weight sync its unfinished sequences are
     interrupted and resumed after it with the new weights (verl fully_async's

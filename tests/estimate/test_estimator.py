@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from rlplex.config import config_from_dict
+from rlplex.errors import ConfigError
 from rlplex.estimate import formulas as f
 from rlplex.estimate.estimator import estimate_config
 from rlplex.estimate.lengths import response_lengths
@@ -693,12 +694,45 @@ def test_colocated_weight_sync_pays_reshard_and_engine_switch(base: dict[str, An
     sync = estimate_config(cfg).stages["weight_sync"]
     gb = P * 2 / 2 / 1e9  # the engine's weights per device (tp 2)
     assert sync.terms["communication"] == pytest.approx(gb / cfg.cluster.device_copy_gb_per_s)
-    assert sync.terms["overhead"] == pytest.approx(gb / 3.6 + 5.0)
+    assert sync.terms["overhead"] == pytest.approx(gb / 3.6 + 0.3)
+    assert sync.detail["sleep_level"] == 2 and sync.detail["sleep_copy_s"] == 0.0
     # The plan uses it: the loader fills the sync's seconds (marked as estimated).
     assert cfg.is_estimated("pipeline.stages.weight_sync.seconds")
     assert cfg.pipeline.stage("weight_sync").seconds == pytest.approx(sync.seconds, abs=1e-6)
     # The trainer holds the whole model (ZeRO-1 shards only the optimizer): nothing to gather.
     assert sync.detail["gather_gb"] == 0.0
+
+
+def test_level_one_sleep_copies_the_engine_weights_to_host_and_back(
+    base: dict[str, Any],
+) -> None:
+    """vLLM's level-1 sleep (NeMo RL) copies the engine's 8.03 GB per device (tp 2) to host
+    memory and back each step over the H100's PCIe Gen5 link at host_copy 0.8:
+    2 x 8.03 / (64 GB/s x 0.8) = 0.3137 s, by hand."""
+    level2 = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    base["roles"]["actor_infer"]["rollout"] = {"sleep_level": 1}
+    sync = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    gb = P * 2 / 2 / 1e9
+    assert sync.detail["sleep_copy_s"] == pytest.approx(2 * gb / (64.0 * 0.8))
+    assert sync.detail["sleep_copy_s"] == pytest.approx(0.31369, rel=1e-4)
+    assert sync.terms["overhead"] == pytest.approx(gb / 3.6 + 0.3 + 2 * gb / 51.2)
+    assert sync.seconds > level2.seconds
+    # An engine on its own GPUs never sleeps: the level changes nothing there.
+    split = _split(base)
+    own = estimate_config(config_from_dict(split, file="t.yaml")).stages["weight_sync"]
+    split["roles"]["actor_infer"]["rollout"] = {"sleep_level": 2}
+    assert estimate_config(config_from_dict(split, file="t.yaml")).stages[
+        "weight_sync"
+    ].seconds == pytest.approx(own.seconds)
+    assert "sleep_copy_s" not in own.detail
+
+
+@pytest.mark.parametrize("level", [0, 3, "1", True])
+def test_sleep_level_must_be_one_or_two(base: dict[str, Any], level: Any) -> None:
+    base["roles"]["actor_infer"]["rollout"] = {"sleep_level": level}
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(base, file="t.yaml")
+    assert "sleep_level" in str(err.value)
 
 
 def _split(base: dict[str, Any], nodes: int = 1) -> dict[str, Any]:

@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 
 from rlplex.config import load_config
+from rlplex.resources.inputs import Rollout
 
 ROOT = Path(__file__).resolve().parents[2]
-VERL = ROOT / "tests" / "fixtures" / "importers" / "verl" / "grpo.yaml"
+FIXTURES = ROOT / "tests" / "fixtures" / "importers"
+VERL = FIXTURES / "verl" / "grpo.yaml"
 
 
 def test_defaults_are_said_with_what_is_missing() -> None:
@@ -170,3 +172,27 @@ def test_verl_data_planes_take_the_batch_off_the_controller(override: str) -> No
     """verl's TransferQueue and NeoProto hand workers references, not the padded tensors."""
     cfg = load_config(VERL, overrides=[override])
     assert cfg.workload is not None and cfg.workload.controller.padding == "none"
+
+
+def test_verl_rollout_drops_its_weights_unless_layered_summon() -> None:
+    """verl's vLLM rollout sleeps at level 2 with vLLM >= 0.8.5 (the format's default) and at
+    level 1 with ``layered_summon`` (verl/workers/rollout/vllm_rollout/vllm_rollout.py)."""
+    cfg = load_config(VERL)
+    assert (cfg.roles["actor_infer"].rollout or Rollout()).sleep_level == 2
+    summoned = load_config(VERL, overrides=["actor_rollout_ref.rollout.layered_summon=true"])
+    rollout = summoned.roles["actor_infer"].rollout
+    assert rollout is not None and rollout.sleep_level == 1
+
+
+def test_roll_vllm_sleeps_at_level_one_unless_the_file_says_two() -> None:
+    """ROLL's vLLM strategy pops ``sleep_level`` from strategy_config with 1 as its default
+    (roll/distributed/strategy/vllm_strategy.py); an SGLang engine keeps the format's 2."""
+    path = FIXTURES / "roll" / "agentic_partial_gpu.yaml"
+    rollout = load_config(path).roles["actor_infer"].rollout
+    assert rollout is not None and rollout.sleep_level == 1
+    two = load_config(
+        path, overrides=["actor_infer.strategy_args.strategy_config.sleep_level=2"]
+    ).roles["actor_infer"]
+    assert two.rollout is not None and two.rollout.sleep_level == 2
+    sglang = load_config(FIXTURES / "roll" / "rlvr_sglang_rewards.yaml").roles["actor_infer"]
+    assert (sglang.rollout or Rollout()).sleep_level == 2

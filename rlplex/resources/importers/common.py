@@ -429,10 +429,16 @@ def parallel(
 
 
 def rollout(
-    *, max_num_seqs: Any = None, gpu_memory_utilization: Any = None, enforce_eager: Any = None
+    *,
+    max_num_seqs: Any = None,
+    gpu_memory_utilization: Any = None,
+    enforce_eager: Any = None,
+    sleep_level: Any = None,
 ) -> dict[str, Any] | None:
     """The native per-role ``rollout`` section (inference-engine settings) a file gives."""
     out: dict[str, Any] = {}
+    if sleep_level in (1, 2) and not isinstance(sleep_level, bool):
+        out["sleep_level"] = sleep_level
     if optional_int(max_num_seqs):
         out["max_num_seqs"] = max_num_seqs
     share = gpu_memory_utilization
