@@ -78,6 +78,7 @@ def configs(draw: Any) -> dict[str, Any]:
                 "rollout": {
                     "max_num_seqs": draw(st.integers(min_value=1, max_value=2048)),
                     "cuda_graphs": draw(st.booleans()),
+                    "sleep_level": draw(st.sampled_from([1, 2])),
                 },
             },
             "rewards": {"world_size": 2},
