@@ -52,6 +52,8 @@ from typing import Any
 
 import yaml
 
+PYTHONPATH = os.environ.get("PYTHONPATH", "")
+"""The caller's path, kept after the checkout for the CLI's children (a packed site folder)."""
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 RECORDS = EXAMPLES / "records"
@@ -547,7 +549,7 @@ def timed_command(args: list[str]) -> tuple[float, int, str]:
         [sys.executable, "-m", "rlplex.cli", *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), PYTHONPATH)))},
         timeout=600,
         check=False,
     )

@@ -98,7 +98,9 @@ def part_weights(device: torch.device, small: bool) -> dict[str, Any]:
     backend = TorchOffload(model, copy_on_cpu=device.type == "cpu", pin_memory=True)
     _sync(device)
     model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    before = [p.detach().clone() for p in model.parameters()]
+    # The reference copy lives on the host: on the device it would count as memory
+    # the offload left behind (the first GPU run read 100 % left for that reason).
+    before = [p.detach().to("cpu", copy=True) for p in model.parameters()]
     offload_s, reload_s, left = [], [], []
     for _ in range(4):
         with torch.no_grad():
@@ -112,7 +114,7 @@ def part_weights(device: torch.device, small: bool) -> dict[str, Any]:
         backend.reload(["weights"])
         _sync(device)
         reload_s.append(time.perf_counter() - t0)
-    intact = _same(before, [p.detach() for p in model.parameters()])
+    intact = _same(before, [p.detach().cpu() for p in model.parameters()])
     del before
     ref = pinned_reference(model_bytes, device)
     gb = model_bytes / 1e9

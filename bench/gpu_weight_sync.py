@@ -157,7 +157,15 @@ def run(gb: float, bucket_bytes: int, rounds: int, cuda: bool) -> dict[str, Any]
         num_gpus=gpus,
         include_dashboard=False,
         log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}},
+        # The checkout, then this process's own path: where Ray and the project's
+        # dependencies are put on the path rather than installed, workers need it too.
+        runtime_env={
+            "env_vars": {
+                "PYTHONPATH": os.pathsep.join(
+                    p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+                )
+            }
+        },
     )
     try:
         actor = ray.remote(Holder)

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from checkout_guard import pytest_sessionfinish, pytest_sessionstart
+from child_python import python_path
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +64,6 @@ def ray_session() -> Iterator[Any]:
         yield ray
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    paths = [str(ROOT), str(ROOT / "tests" / "runtime"), os.environ.get("PYTHONPATH", "")]
     _init_ray(
         ray,
         # A new Ray of this process's own: never one found on the machine (a
@@ -77,7 +77,7 @@ def ray_session() -> Iterator[Any]:
         configure_logging=False,
         runtime_env={
             "env_vars": {
-                "PYTHONPATH": os.pathsep.join(p for p in paths if p),
+                "PYTHONPATH": python_path(str(ROOT), str(ROOT / "tests" / "runtime")),
                 # The 8 GPUs are logical: on a CUDA machine, workers must not pick the
                 # real GPU 0 for some roles and CPU for the others.
                 "RLPLEX_LOGICAL_GPUS": "1",
@@ -128,7 +128,7 @@ def run_bench() -> Any:
     import sys
 
     def run(name: str, *args: str, timeout_s: float = 900) -> dict[str, Any]:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+        env = {**os.environ, "PYTHONPATH": python_path(), "RAY_AUTH_MODE": "disabled"}
         proc = subprocess.run(
             [sys.executable, str(ROOT / "bench" / name), *args],
             capture_output=True,

@@ -61,7 +61,7 @@ CONFIGS: dict[str, str] = {
     ),
 }
 
-RECORDS: dict[str, str] = {
+RECORDS: dict[str, str | tuple[str, ...]] = {
     "record_twice.jsonl": ":27: op 's0/generate' of step 0 appears twice (first on line 2)",
     "record_interleaved.jsonl": ":4: op 's0/generate' of step 0 appears twice",
     "record_negative_duration.jsonl": ":3: op 's0/reward' of step 0: expected a finite duration",
@@ -69,7 +69,9 @@ RECORDS: dict[str, str] = {
     "record_inf_duration.jsonl": "got inf",
     "record_corrupt_line.jsonl": ":4: an event needs 'kind', 'start_s' and 'end_s'",
     "record_metrics_bad_step.jsonl": ":5: has no integer 'step'",
-    "record_deep_json.jsonl": ":5: JSON nested too deeply",
+    # Python 3.11's decoder gives up at this depth; 3.12's nests deeper (its C recursion
+    # limit), parses the line and finds a list: either way one line naming line 5.
+    "record_deep_json.jsonl": (":5: JSON nested too deeply", ":5: not a JSON object"),
     "verl_step_twice.jsonl": ":11: step 0 appears twice (first on line 1)",
     "roll_step_twice.log": ":14: step 0 appears twice (first on line 2)",
 }
@@ -79,12 +81,14 @@ def run(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def one_line_error(result, expected: str) -> None:
+def one_line_error(result, expected: str | tuple[str, ...]) -> None:
     assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.output
-    assert expected in " ".join(result.stderr.split()), result.stderr
+    said = " ".join(result.stderr.split())
+    alternatives = (expected,) if isinstance(expected, str) else expected
+    assert any(text in said for text in alternatives), result.stderr
 
 
 def test_corpus_is_complete() -> None:

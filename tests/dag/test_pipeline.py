@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from child_python import child_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -199,7 +200,7 @@ def test_order_independent_of_hash_seed() -> None:
     outputs = {
         subprocess.run(
             [sys.executable, "-c", _ORDER_SCRIPT],
-            env={"PYTHONHASHSEED": seed, "PATH": ""},
+            env=child_env(inherit=False, PYTHONHASHSEED=seed, PATH=""),
             capture_output=True,
             text=True,
             check=True,

@@ -8,7 +8,6 @@ time (a huge config on a local Ray) must raise an :class:`ExecutionError`.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from child_python import child_env
 
 from rlplex.runtime import cluster as rc
 from rlplex.runtime.errors import ExecutionError, OpTimeoutError
@@ -91,7 +91,7 @@ def run_at(address: str, record: Path) -> subprocess.CompletedProcess[str]:
     The record is the test's own: with ``/dev/null`` two such runs at once (pytest-xdist,
     or another checkout's suite) met on the machine-wide lock ``/dev/null.lock``.
     """
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+    env = child_env()
     env.pop("RAY_ADDRESS", None)
     return subprocess.run(
         [sys.executable, "-m", "rlplex.cli", "run", "examples/grpo.yaml", "--steps", "1",

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from child_python import child_env
 from plans import colocated_plan
 from typer.testing import CliRunner
 
@@ -62,7 +63,7 @@ def test_lock_refuses_a_second_run(tmp_path: Path) -> None:
         [sys.executable, "-c",
          "import sys, time; from rlplex.runtime.recorder import claim_record\n"
          f"with claim_record({str(record)!r}):\n print('held', flush=True); time.sleep(30)"],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path.cwd())},
+        stdout=subprocess.PIPE, text=True, env=child_env(str(Path.cwd())),
     )  # fmt: skip
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

@@ -8,12 +8,12 @@ really train and the record carries their reward metrics.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from child_python import child_env
 
 from rlplex.timeline.record import Timeline
 
@@ -34,7 +34,7 @@ pipeline:
 
 
 def rlplex(*args: str, address: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+    env = child_env()
     return subprocess.run(
         [sys.executable, "-m", "rlplex.cli", *args, "--address", address],
         capture_output=True,
@@ -135,7 +135,7 @@ def test_a_disk_that_fills_mid_run_stops_it_and_keeps_the_steps(
     record = disk / "run.jsonl"
     config = tmp_path / "c.yaml"  # a rehearsal: no model to load, steps of about 0.1 s
     config.write_text(CONFIG.replace("NODES", "1").replace("DEVICES", '"0-1"'))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+    env = child_env()
     run = subprocess.Popen(
         [sys.executable, "-m", "rlplex.cli", "run", str(config),
          "--steps", "1000", "--time-scale", "0.02", "--record", str(record),

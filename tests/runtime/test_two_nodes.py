@@ -7,13 +7,13 @@ Ray of the other tests is left alone.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from child_python import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_workers_land_on_their_planned_node_and_gpu() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+    env = child_env()
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT],

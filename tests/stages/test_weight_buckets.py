@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from child_python import child_env
 
 from rlplex.stages import weight_sync as W
 from rlplex.stages.models import ModelConfig, build_causal_lm
@@ -112,7 +113,7 @@ def test_shared_buckets_reach_another_process_checksums_equal() -> None:
             capture_output=True,
             check=True,
             cwd=ROOT,
-            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+            env=child_env(inherit=False, PATH="/usr/bin:/bin"),
             timeout=120,
         )
     finally:

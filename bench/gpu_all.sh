@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Every GPU check of issue 20 in one go, for a lent CUDA machine (one lease, few calls).
+#
+#   ../shared/tools/device-pack                  # here: packs ray, pydantic, deepspeed... into .dev/
+#   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+#     --implementation cp --platform manylinux_2_17_x86_64 -d .dev/whl omegaconf==2.4.0
+#                                                # the importers' omegaconf, which the pack lacks
+#   source .dev/setup.sh && bash bench/gpu_all.sh OUT_DIR    # there
+#
+# About 9 minutes on an H200 (2026-11-28: suite 3.5 min beside the copy benches, GRPO 1 min,
+# the gpu tests 4 min). Writes into OUT_DIR (7 files, as each step ends, so a cut-off run
+# keeps what it did):
+#   env.txt           device, driver, versions, imports
+#   suite.log         the whole suite but the `gpu` tests, run beside steps 1-2 (CPU work mostly)
+#   weight_sync.json  bench/gpu_weight_sync.py (0.41 GB colocated, IPC vs object store)
+#   offload.json      bench/gpu_offload.py --part all (2 GiB weights, 1.1B Llama + AdamW, DeepSpeed)
+#   grpo.json         bench/gpu_grpo.py --model 8x1024 (measured vs planned period)
+#   grpo.tgz          its plan.json, config.yaml and record.jsonl (calibrate and replay them here)
+#   gpu_tests.log     pytest -m gpu (the scripts' checks, GRPO learning, CUDA peak memory)
+# The browser tests are left out there: the machine has no Chromium (CI runs them).
+set -u
+out=${1:?usage: bench/gpu_all.sh OUT_DIR}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 RAY_AUTH_MODE=disabled
+py=${PYTHON:-python3}
+workers=${SUITE_WORKERS:-8}
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
+  nproc
+  free -g | head -2
+  $py - <<'EOF'
+import importlib
+for name in ("torch", "transformers", "ray", "deepspeed", "pydantic", "omegaconf", "pynvml", "rlplex"):
+    try:
+        mod = importlib.import_module(name)
+        print(name, getattr(mod, "__version__", "?"))
+    except Exception as exc:  # report and go on: the steps below say what breaks
+        print(name, "IMPORT FAILED:", type(exc).__name__, exc)
+import torch
+print("cuda", torch.version.cuda, torch.cuda.get_device_name(), torch.cuda.device_count())
+EOF
+} >"$out/env.txt" 2>&1
+cat "$out/env.txt"
+
+step() {  # step NAME SECONDS FILE COMMAND...: run with a limit, keep the output, say how it went
+  local name=$1 limit=$2 file=$3
+  shift 3
+  local t0=$SECONDS
+  timeout "$limit" "$@" >"$file" 2>&1
+  echo "== $name: exit $? in $((SECONDS - t0)) s"
+}
+
+# The suite (CPU-bound) beside the two copy benches (GPU-bound); GRPO timing waits for it.
+step suite 330 "$out/suite.log" $py -m pytest -q -n "$workers" -m "not gpu" tests \
+  --deselect tests/viz/test_html.py -p no:cacheprovider &
+suite=$!
+step weight_sync 90 "$out/weight_sync.json" $py bench/gpu_weight_sync.py
+step offload 240 "$out/offload.json" $py bench/gpu_offload.py --part all
+wait $suite
+tail -3 "$out/suite.log"
+step grpo 200 "$out/grpo.json" $py bench/gpu_grpo.py --model 8x1024 --steps 30 --out "$out/grpo"
+tar -czf "$out/grpo.tgz" -C "$out" grpo && rm -rf "$out/grpo"
+step gpu_tests 300 "$out/gpu_tests.log" $py -m pytest -v -m gpu tests -p no:cacheprovider -rs
+tail -15 "$out/gpu_tests.log"
+for f in weight_sync offload grpo; do
+  echo "== $f"
+  tail -c 2500 "$out/$f.json"
+done
