@@ -12,9 +12,13 @@ on a CUDA machine:
 4. runs ``--steps`` GRPO steps under Ray following it (torch backend, real
    offloads, weight sync by CUDA IPC buckets) and compares the measured period
    (median step of the second half) with the prediction, before and after
-   fitting ``cluster.dispatch_s`` on the first steps (median over run and
-   weight-sync ops of duration minus the worker's own time; a stand-in for
-   ``rlplex calibrate``, which fits more).
+   ``rlplex calibrate`` fits the first half of the record (its defaults: one
+   warm-up step, then half of the rest; stage seconds and ``cluster.dispatch_s``)
+   to ``config.yaml``, the planned config written beside the record.
+
+``--out`` keeps ``plan.json``, ``config.yaml`` and ``record.jsonl``, so that
+``rlplex calibrate OUT/record.jsonl --config OUT/config.yaml`` repeats step 4's
+fit anywhere (no GPU needed).
 
 Targets (issue 11), ``--model 8x1024`` (8 layers, hidden 1024, 0.41 GB of
 fp32 weights): measured within 25 % of the prediction before the fit, 10 %
@@ -37,6 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
+import yaml
 
 NOT_MEASURED = "no CUDA: not measured"
 
@@ -73,14 +78,18 @@ def copy_speeds(nbytes: int = 2**30) -> dict[str, float]:
     return out
 
 
-def fit_dispatch_s(timeline: Any, steps: range) -> float:
-    """Median over run and weight-sync ops of ``steps``: recorded duration minus worker time."""
-    gaps = [
-        (e.end_s - e.start_s) - float(getattr(e, "worker_s", None) or 0.0)
-        for e in timeline.events
-        if e.step in steps and e.kind in ("run", "weight_sync")
-    ]
-    return max(0.0, statistics.median(gaps)) if gaps else 0.0
+def calibrated_period(record: Path, config: Path) -> dict[str, Any]:
+    """``rlplex calibrate`` of ``record`` on ``config`` with its defaults, and the fit's plan."""
+    from rlplex.reports.calibrate import calibrate
+
+    fit, _ = calibrate(record, config)
+    return {
+        "calibrated_on_steps": [fit.fit_steps[0], fit.fit_steps[-1]],
+        "fitted_dispatch_s": fit.dispatch_s,
+        "fitted_stage_s": fit.stage_seconds,
+        "predicted_after_fit_s": fit.period_after_s,
+        "held_out_period_s": fit.measured_period_s,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,22 +97,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="8x1024", choices=sorted(MODELS))
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--out", default=None, help="folder for record.jsonl and plan.json")
+    parser.add_argument(
+        "--smoke-cpu", action="store_true", help="tiny model, 6 steps on CPU: check the script"
+    )
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
+    if args.smoke_cpu:
+        args.model, args.steps = "tiny", 6
+    elif not torch.cuda.is_available():
         print(NOT_MEASURED)
         return 0
+    device = "cpu" if args.smoke_cpu else "cuda"
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     from rlplex.pipelines import grpo
     from rlplex.pipelines.config import RLConfig
     from rlplex.pipelines.demo import calibrated_pipeline, weights_gb
-    from rlplex.pipelines.roles import cluster_config
+    from rlplex.pipelines.roles import cluster_config, native_config
     from rlplex.plan import make_plan
     from rlplex.runtime import execute
 
     out = Path(args.out or tempfile.mkdtemp(prefix="rlplex-gpu-grpo-"))
     out.mkdir(parents=True, exist_ok=True)
-    speeds = copy_speeds()
-    cfg = RLConfig(device="cuda", model=MODELS[args.model])
+    # On a CPU the copy speeds are the cluster's defaults (nothing to measure them on).
+    speeds = copy_speeds() if device == "cuda" else {"host": 25.0, "device": 200.0}
+    cfg = RLConfig(device=device, model=MODELS[args.model])
     pipeline = calibrated_pipeline(cfg)
     config = cluster_config(
         pipeline, "colocated", scale_gb=weights_gb(cfg), host_gb_per_s=speeds["host"]
@@ -115,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     plan = make_plan(config)
     (out / "plan.json").write_text(plan.to_json(), encoding="utf-8")
+    (out / "config.yaml").write_text(
+        yaml.safe_dump(native_config(config), sort_keys=False), encoding="utf-8"
+    )
     timeline = execute(
         plan,
         config,
@@ -125,15 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     half = args.steps // 2
     measured = statistics.median(timeline.metrics[s]["step_s"] for s in range(half, args.steps))
-    fit = fit_dispatch_s(timeline, range(2, half))
-    fitted = config.model_copy(
-        update={"cluster": config.cluster.model_copy(update={"dispatch_s": fit})}
-    )
-    refit_period = make_plan(fitted).period_s
+    calibrated = calibrated_period(out / "record.jsonl", out / "config.yaml")
     rewards = [timeline.metrics[s].get("reward/mean", 0.0) for s in range(args.steps)]
     syncs = [e for e in timeline.events if e.kind == "weight_sync" and e.step >= half]
     result = {
-        "device": torch.cuda.get_device_name(),
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu (smoke)",
         "model": args.model,
         "weights_gb": weights_gb(cfg),
         "host_gb_per_s": speeds["host"],
@@ -145,14 +160,15 @@ def main(argv: list[str] | None = None) -> int:
         "predicted_period_s": plan.period_s,
         "measured_period_s": measured,
         "ratio_before_fit": measured / plan.period_s,
-        "fitted_dispatch_s": fit,
-        "predicted_after_fit_s": refit_period,
-        "ratio_after_fit": measured / refit_period,
+        **calibrated,
+        "ratio_after_fit": measured / calibrated["predicted_after_fit_s"],
         "reward_first5": sum(rewards[:5]) / 5,
         "reward_last5": sum(rewards[-5:]) / 5,
         "record": str(out / "record.jsonl"),
     }
-    if args.model == "tiny":
+    if args.smoke_cpu:
+        result["ok"] = result["predicted_after_fit_s"] > 0
+    elif args.model == "tiny":
         result["ok"] = result["reward_first5"] <= 0.3 and result["reward_last5"] >= 0.8
     else:
         result["ok"] = (

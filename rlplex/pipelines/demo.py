@@ -49,11 +49,11 @@ def calibrated_pipeline(cfg: RLConfig, steps: int = 2) -> Any:
 
 
 def weights_gb(cfg: RLConfig) -> float:
-    """GB of the policy's weights (the unit of the demo's state sizes)."""
+    """GB (10^9 bytes, the config's unit) of the policy's weights: the demo's state sizes."""
     from rlplex.stages.models import build_causal_lm
 
     model = build_causal_lm(cfg.model)
-    return sum(p.numel() * p.element_size() for p in model.parameters()) / 2**30
+    return sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9
 
 
 def reward_curve(metrics: dict[int, dict[str, Any]], path: Path, title: str) -> None:

@@ -103,3 +103,49 @@ def cluster_config(
         host_gb_per_s=host_gb_per_s,
     )
     return Config(cluster=cluster, roles=roles, pipeline=pipeline, source=f"rlplex:{layout}")
+
+
+def native_config(config: Config) -> dict[str, Any]:
+    """``config`` (one of :func:`cluster_config`'s) as a native config document.
+
+    What ``rlplex calibrate``, ``plan`` and ``replay`` read from a file: a pipeline
+    built in Python (a measured run's stage seconds, say) written next to its record
+    so that the command line can fit and replay it. Stage callables are not written
+    (the file plans; it does not run)."""
+    cluster = config.cluster
+    native_cluster: dict[str, Any] = {
+        "nodes": cluster.nodes,
+        "gpus_per_node": cluster.gpus_per_node,
+        "gpu_memory_gb": cluster.gpu_memory_gb,
+        "host_gb_per_s": cluster.host_gb_per_s,
+        "device_copy_gb_per_s": cluster.device_copy_gb_per_s,
+    }
+    if cluster.dispatch_s:
+        native_cluster["dispatch_s"] = cluster.dispatch_s
+    roles: dict[str, Any] = {}
+    for name, role in config.roles.items():
+        entry: dict[str, Any] = (
+            {"devices": list(role.devices)} if role.devices else {"world_size": role.world_size}
+        )
+        if role.states:
+            entry["states"] = dict(role.states)
+        roles[name] = entry
+    stages: dict[str, Any] = {}
+    for stage in config.pipeline.stages:
+        if stage.is_weight_sync:
+            entry = {"kind": "weight_sync", "from": stage.from_role, "to": stage.to_role}
+        else:
+            entry = {"role": stage.role}
+        if stage.seconds is not None:
+            entry["seconds"] = stage.seconds
+        if stage.memory_gb:
+            entry["memory_gb"] = stage.memory_gb
+        if stage.after:
+            entry["after"] = list(stage.after)
+        if stage.needs is not None:
+            entry["needs"] = list(stage.needs)
+        stages[stage.name] = entry
+    pipeline: dict[str, Any] = {"mode": config.pipeline.mode, "stages": stages}
+    if config.pipeline.mode == "async":
+        pipeline["max_staleness"] = config.pipeline.max_staleness
+    return {"cluster": native_cluster, "roles": roles, "pipeline": pipeline}

@@ -1,8 +1,8 @@
 """On CUDA: estimated peak memory of a trained role within 10 % of torch's measured peak.
 
 Issue 10 asks for this on a CUDA machine (an 8-layer, 1024-hidden model
-trained with AdamW). It skips, saying why, without CUDA; it has not been run
-yet (no GPU was lent to the session that wrote it).
+trained with AdamW): the device's peak over two steps, the second with the
+optimizer's moments resident. It skips, saying why, without CUDA.
 """
 
 from __future__ import annotations
@@ -44,14 +44,24 @@ def test_train_step_peak_within_ten_percent(tmp_path: Path) -> None:
         "pipeline": {"stages": {"train": {"role": "actor_train"}}},
     }
     est = estimate_config(config_from_dict(data, file="cuda.yaml")).roles["actor_train"]
-    torch.cuda.reset_peak_memory_stats()
     model = build_causal_lm(tiny).cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     batch = torch.randint(3, 32000, (micro_batch, prompt + response), device="cuda")
-    logits = model(input_ids=batch).logits.float()
-    logits.log_softmax(-1).mean().backward()
-    optimizer.step()
-    torch.cuda.synchronize()
-    measured_gb = torch.cuda.max_memory_allocated() / 1e9
-    print(f"estimated peak {est.peak_gb:.3f} GB, measured {measured_gb:.3f} GB")
-    assert est.peak_gb == pytest.approx(measured_gb, rel=0.10)
+
+    def step_peak_gb() -> float:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        logits = model(input_ids=batch).logits.float()
+        logits.log_softmax(-1).mean().backward()
+        del logits
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() / 1e9
+
+    # The first step has no AdamW moments during its backward (they are made by its
+    # optimizer step); from the second on they are resident, as the estimate assumes.
+    # An H200 gave 3.705 GB for the first step alone (estimate 4.191: +13 %).
+    first, steady = step_peak_gb(), step_peak_gb()
+    print(f"estimated peak {est.peak_gb:.3f} GB, measured {first:.3f} (step 1), {steady:.3f} GB")
+    assert est.peak_gb == pytest.approx(max(first, steady), rel=0.10)
