@@ -63,6 +63,10 @@ def replay(
         style="dim",
         highlight=False,
     )
+    if report.memory is not None:
+        console.print(memory_table(report.memory))
+        for line in memory_lines(report.memory):
+            console.print(line, highlight=False)
     if gantt is not None:
         console.print(f"wrote {escape(str(gantt))} (first {GANTT_STEPS} steps)", highlight=False)
 
@@ -190,6 +194,33 @@ def replay_table(result: Any, title: str) -> Table:
                   _fmt(result.mean_abs_error_pct, ".1f", " % abs"),
                   _fmt(result.mean_unattributed_s))  # fmt: skip
     return table
+
+
+def memory_table(check: Any) -> Table:
+    """Per op: the plan's GB for the measured process against the op's recorded peak."""
+    first, last = check.steps[0], check.steps[-1]
+    table = Table(title=f"memory per op, GB per device (median of steps {first}-{last})")
+    table.add_column("op")
+    table.add_column("process of")
+    for name in ("planned GB", "measured peak GB", "error"):
+        table.add_column(name, justify="right")
+    for o in check.ops:
+        table.add_row(o.op, o.role, f"{o.predicted_gb:.3f}", f"{o.measured_gb:.3f}",
+                      _fmt(o.error_pct, "+.1f", " %"))  # fmt: skip
+    return table
+
+
+def memory_lines(check: Any) -> list[str]:
+    """One line per device: the plan's peak against the largest measured total."""
+    lines = []
+    for d in check.devices:
+        used = f"; NVML, contexts and caches included: {d.used_gb:.3f} GB" if d.used_gb else ""
+        verdict = "UNDER-PREDICTED" if d.under_predicted else "covered"
+        lines.append(
+            f"GPU {d.device}: planned peak {d.predicted_gb:.3f} GB, measured"
+            f" {d.measured_gb:.3f} GB allocated (during {d.during}){used}: {verdict}"
+        )
+    return lines
 
 
 def whatif_table(result: Any, title: str) -> Table:

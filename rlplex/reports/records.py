@@ -17,6 +17,7 @@ from typing import Any
 from rlplex.config import Config, load_config
 from rlplex.errors import ConfigError
 from rlplex.plan.model import Plan
+from rlplex.reports.memory import MemoryCheck, memory_check
 from rlplex.sim.replay import ReplayResult, replay, replay_timeline, stage_warnings
 from rlplex.sim.whatif import Alternative, Outcome, WhatIfResult, parse_alt, parse_scaling, whatif
 from rlplex.timeline.importers import RecordedRun, import_record
@@ -76,9 +77,15 @@ class ReplayReport:
     result: ReplayResult
     warnings: tuple[str, ...]
     """Import and stage warnings, for stderr."""
+    memory: MemoryCheck | None = None
+    """Predicted against measured memory per op and device, when the record has it (an
+    rlplex record made on a GPU)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return self.result.to_dict()
+        out = self.result.to_dict()
+        if self.memory is not None:
+            out["memory"] = self.memory.to_dict()
+        return out
 
     def timeline(self, steps: int = GANTT_STEPS) -> Timeline:
         """The first ``steps`` replayed steps, headed by the replay's mean predicted step time."""
@@ -94,7 +101,19 @@ def replay_report(source: RecordSource, overrides: Sequence[str] = ()) -> Replay
     cfg = source.load_config(overrides)
     plan = make_plan(cfg)
     result = replay(run, cfg, plan)
-    return ReplayReport(source, run, cfg, plan, result, (*run.warnings, *result.warnings))
+    memory = _recorded_memory(source, run, plan)
+    return ReplayReport(source, run, cfg, plan, result, (*run.warnings, *result.warnings), memory)
+
+
+def _recorded_memory(source: RecordSource, run: RecordedRun, plan: Plan) -> MemoryCheck | None:
+    """The memory check of an rlplex record (other formats hold no per-op memory)."""
+    if run.format != "rlplex":
+        return None
+    try:
+        timeline = Timeline.read_jsonl(source.record)
+    except ConfigError:  # lines the import skipped (--skip-bad-lines): no memory view
+        return None
+    return memory_check(plan, timeline)
 
 
 @dataclass(frozen=True)
