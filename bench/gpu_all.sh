@@ -32,6 +32,7 @@ workers=${SUITE_WORKERS:-8}
   free -g | head -2
   $py - <<'EOF'
 import importlib
+# omegaconf is not in the device pack: the header says how to add its wheel to .dev/whl.
 for name in ("torch", "transformers", "ray", "deepspeed", "pydantic", "omegaconf", "pynvml", "rlplex"):
     try:
         mod = importlib.import_module(name)
@@ -62,7 +63,8 @@ wait $suite
 tail -3 "$out/suite.log"
 step grpo 200 "$out/grpo.json" $py bench/gpu_grpo.py --model 8x1024 --steps 30 --out "$out/grpo"
 tar -czf "$out/grpo.tgz" -C "$out" grpo && rm -rf "$out/grpo"
-step gpu_tests 300 "$out/gpu_tests.log" $py -m pytest -v -m gpu tests -p no:cacheprovider -rs
+# -s: the peak-memory test prints its estimate and both measured peaks.
+step gpu_tests 300 "$out/gpu_tests.log" $py -m pytest -v -s -m gpu tests -p no:cacheprovider -rs
 tail -15 "$out/gpu_tests.log"
 for f in weight_sync offload grpo; do
   echo "== $f"

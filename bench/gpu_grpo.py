@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlplex.pipelines.demo import calibrated_pipeline, weights_gb
     from rlplex.pipelines.roles import cluster_config, native_config
     from rlplex.plan import make_plan
+    from rlplex.reports.memory import memory_check
     from rlplex.runtime import execute
 
     out = Path(args.out or tempfile.mkdtemp(prefix="rlplex-gpu-grpo-"))
@@ -145,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     half = args.steps // 2
     measured = statistics.median(timeline.metrics[s]["step_s"] for s in range(half, args.steps))
     calibrated = calibrated_period(out / "record.jsonl", out / "config.yaml")
+    memory = memory_check(plan, timeline)
     rewards = [timeline.metrics[s].get("reward/mean", 0.0) for s in range(args.steps)]
     syncs = [e for e in timeline.events if e.kind == "weight_sync" and e.step >= half]
     result = {
@@ -162,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_before_fit": measured / plan.period_s,
         **calibrated,
         "ratio_after_fit": measured / calibrated["predicted_after_fit_s"],
+        # Planned GB per op against each op's measured peak (rlplex replay prints the same).
+        "memory": memory.to_dict() if memory is not None else None,
         "reward_first5": sum(rewards[:5]) / 5,
         "reward_last5": sum(rewards[-5:]) / 5,
         "record": str(out / "record.jsonl"),
