@@ -8,7 +8,9 @@ on a CUDA machine:
 2. measures each stage's seconds with two in-process steps on the GPU
    (:func:`rlplex.pipelines.demo.calibrated_pipeline`);
 3. places every GPU role on GPU 0 with less memory than all their states
-   need, asks the planner for the offload/reload plan and its period;
+   need (states and each stage's transient memory sized from the model and
+   the batch, :func:`toy_memory`), asks the planner for the offload/reload
+   plan and its period;
 4. runs ``--steps`` GRPO steps under Ray following it (torch backend, real
    offloads, weight sync by CUDA IPC buckets) and compares the measured period
    (median step of the second half) with the prediction, before and after
@@ -78,6 +80,68 @@ def copy_speeds(nbytes: int = 2**30) -> dict[str, float]:
     return out
 
 
+def toy_memory(cfg: Any) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """GB per device of the toy's states and of each stage's transient memory, from the model
+    and the batch with rlplex's formulas (``rlplex estimate``'s), not from ratios.
+
+    - weights: the parameters' bytes (fp32); AdamW's moments twice that; gradients once;
+    - the rollout's KV cache: what transformers' ``generate`` holds at the end of the
+      batch, every sequence at prompt + answer tokens (fp32 K and V of every layer);
+    - log-prob passes: a forward of one micro-batch (one layer's activations and the
+      logits); the train step: the larger of a micro-batch's activations kept for the
+      backward and AdamW's step, whose multi-tensor path makes one moment-sized
+      temporary (``torch._foreach_sqrt`` of the second moments) beside the states.
+    Not counted (the per-op check shows them): each process's cuBLAS workspace (32 MiB
+    on Hopper) and the weight sync's bucket on the source.
+    """
+    from rlplex.estimate import formulas as f
+    from rlplex.estimate.specs import spec_from_hf_config
+    from rlplex.stages.models import hf_config
+
+    spec = spec_from_hf_config(hf_config(cfg.model).to_dict(), "toy model")
+    weights = f.total_params(spec, "lm") * 4 / f.GB
+    sequences = cfg.task.prompts_per_step * cfg.sampling.n
+    length = cfg.task.prompt_digits + 1 + cfg.sampling.max_new_tokens  # bos + digits + answer
+    kv = sequences * length * f.kv_bytes_per_token(spec, "fp32") / f.GB
+    micro_tokens = cfg.optim.micro_batch_size * length
+    forward = f.activation_bytes(spec, micro_tokens, precision="fp32", backward=False) / f.GB
+    backward = f.activation_bytes(spec, micro_tokens, precision="fp32", backward=True) / f.GB
+    states = {
+        "actor_train": {"weights": weights, "optimizer": 2 * weights, "grads": weights},
+        "actor_infer": {"weights": weights, "kv_cache": kv},
+        "reference": {"weights": weights},
+    }
+    stages = {"ref_logprob": forward, "old_logprob": forward, "train": max(backward, weights)}
+    return states, stages
+
+
+def shared_gpu_gb(states: dict[str, dict[str, float]], stage_gb: dict[str, float]) -> float:
+    """A GPU too small for every state at once, so that the planner must time-share it:
+    three quarters of all states plus the largest transient, but never less than the
+    largest role's states plus its transient (and 5 % to spare)."""
+    roles = {"actor_train": ("old_logprob", "train"), "reference": ("ref_logprob",)}
+    need = max(
+        sum(held.values()) + max((stage_gb.get(s, 0.0) for s in roles.get(role, ())), default=0)
+        for role, held in states.items()
+    )
+    everything = sum(sum(held.values()) for held in states.values()) + max(stage_gb.values())
+    return max(1.05 * need, 0.75 * everything)
+
+
+def sized_pipeline(pipeline: Any, stage_gb: dict[str, float]) -> Any:
+    """``pipeline`` with each named stage's ``memory_gb``."""
+    return pipeline.model_copy(
+        update={
+            "stages": tuple(
+                s.model_copy(update={"memory_gb": round(stage_gb[s.name], 6)})
+                if s.name in stage_gb
+                else s
+                for s in pipeline.stages
+            )
+        }
+    )
+
+
 def calibrated_period(record: Path, config: Path) -> dict[str, Any]:
     """``rlplex calibrate`` of ``record`` on ``config`` with its defaults, and the fit's plan."""
     from rlplex.reports.calibrate import calibrate
@@ -121,9 +185,16 @@ def main(argv: list[str] | None = None) -> int:
     # On a CPU the copy speeds are the cluster's defaults (nothing to measure them on).
     speeds = copy_speeds() if device == "cuda" else {"host": 25.0, "device": 200.0}
     cfg = RLConfig(device=device, model=MODELS[args.model])
-    pipeline = calibrated_pipeline(cfg)
+    states, stage_gb = toy_memory(cfg)
+    pipeline = sized_pipeline(calibrated_pipeline(cfg), stage_gb)
+    scale = weights_gb(cfg)
     config = cluster_config(
-        pipeline, "colocated", scale_gb=weights_gb(cfg), host_gb_per_s=speeds["host"]
+        pipeline,
+        "colocated",
+        gpu_memory_gb=shared_gpu_gb(states, stage_gb) / scale,
+        scale_gb=scale,
+        host_gb_per_s=speeds["host"],
+        states=states,
     )
     config = config.model_copy(
         update={

@@ -60,6 +60,7 @@ def cluster_config(
     host_gb_per_s: float = 25.0,
     reward_workers: int = 1,
     scale_gb: float = 1.0,
+    states: dict[str, dict[str, float]] | None = None,
 ) -> Config:
     """A one-node config placing the pipeline's roles as ``layout`` says.
 
@@ -67,16 +68,20 @@ def cluster_config(
     actor_train states, 2 of actor_infer, 1 of reference, 4 of a critic), the
     planner must offload and reload to fit. ``scale_gb`` multiplies every
     size, memory included (the demo passes the tiny model's real weight size,
-    so that predicted transfer times are the real ones).
+    so that predicted transfer times are the real ones). ``states`` replaces
+    the ratios of the roles it names with GB per device (the GPU bench sizes
+    them from the model and batch; ``scale_gb`` still sets the memory).
     """
     used = set(pipeline.roles_used())
     gpu_roles = [r for r in ("actor_train", "actor_infer", "reference", "critic") if r in used]
-    states = {
+    ratios = {
         "actor_train": TRAIN_STATES,
         "critic": TRAIN_STATES,
         "actor_infer": INFER_STATES,
         "reference": REF_STATES,
     }
+    sized = {r: {k: v * scale_gb for k, v in ratios[r].items()} for r in gpu_roles}
+    sized.update({r: dict(v) for r, v in (states or {}).items() if r in sized})
     if layout == "colocated":
         devices = {r: (0,) for r in gpu_roles}
     else:
@@ -87,7 +92,7 @@ def cluster_config(
             name=r,
             devices=devices[r],
             world_size=1,
-            states={k: v * scale_gb for k, v in states[r].items()},
+            states=sized[r],
         )
         for r in gpu_roles
     }
