@@ -55,3 +55,12 @@ def test_weights_gb_is_in_the_configs_gb() -> None:
     model = build_causal_lm(cfg.model)
     nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
     assert weights_gb(cfg) == pytest.approx(nbytes / 1e9, rel=1e-12)
+
+
+def test_given_states_replace_the_ratios_of_the_roles_they_name() -> None:
+    sized = {"actor_infer": {"weights": 0.4, "kv_cache": 0.1}}
+    config = cluster_config(grpo.build_pipeline(), "colocated", scale_gb=0.5, states=sized)
+    assert config.roles["actor_infer"].states == {"weights": 0.4, "kv_cache": 0.1}
+    # The others keep the ratios times scale_gb, and the GPU's memory is scaled as before.
+    assert config.roles["actor_train"].states == {"weights": 0.5, "optimizer": 1.0, "grads": 0.5}
+    assert config.cluster.gpu_memory_gb == 2.5
