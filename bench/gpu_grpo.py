@@ -104,7 +104,8 @@ def toy_memory(cfg: Any) -> tuple[dict[str, dict[str, float]], dict[str, float]]
     length = cfg.task.prompt_digits + 1 + cfg.sampling.max_new_tokens  # bos + digits + answer
     kv = sequences * length * f.kv_bytes_per_token(spec, "fp32") / f.GB
     micro_tokens = cfg.optim.micro_batch_size * length
-    forward = f.activation_bytes(spec, micro_tokens, precision="fp32", backward=False) / f.GB
+    forward = f.activation_bytes(spec, micro_tokens, precision="fp32", backward=False, eager=True)
+    forward /= f.GB
     backward = f.activation_bytes(spec, micro_tokens, precision="fp32", backward=True) / f.GB
     states = {
         "actor_train": {"weights": weights, "optimizer": 2 * weights, "grads": weights},

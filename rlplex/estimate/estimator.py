@@ -978,6 +978,7 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
         precision=stored_precision(role.precision), tp=est.tp, pp=est.pp, recompute=recompute,
         backward=True,
         head=head,
+        eager=layer_kernels(role) == "eager",
     ) / f.GB  # fmt: skip
     detail.update({
         "optimizer_steps": steps, "comm_s": comm_s, "comm_exposed_s": exposed_s,
@@ -1000,6 +1001,7 @@ def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> 
         spec, tokens_mb, precision=stored_precision(role.precision), tp=est.tp, pp=est.pp,
         backward=False,
         head=head,
+        eager=layer_kernels(role) == "eager",
     ) / f.GB  # fmt: skip
     flops = detail.pop("flops")
     return _combine(stage, "forward", terms, flops=flops, memory_gb=act, detail=detail)

@@ -224,6 +224,26 @@ def layer_activation_elements(s: ModelSpec) -> float:
     return 4 * h + attn + 4 * width
 
 
+EAGER_SAVED_NORM_BYTES = 8.0
+"""Bytes per hidden element per token and layer that a Hugging Face decoder layer keeps for
+the backward beyond :func:`layer_activation_elements`: each of its two RMSNorms upcasts its
+input to fp32 and keeps that copy (2 x 4 bytes), in bf16 and in fp32 alike. With per-head
+q/k RMSNorms (Qwen3), 4 bytes plus one element's more per query and key element. Measured
+with ``bench/saved_activations.py`` (every tensor autograd saves, counted on the CPU,
+Llama, Qwen2 and Qwen3 layers with SDPA attention): 8.07 x hidden per token and layer, and
+6.1 (bf16) or 8.1 (fp32) bytes per q/k element."""
+
+
+def eager_saved_bytes_per_token(s: ModelSpec, precision: str = "bf16") -> float:
+    """Bytes per token and layer that eager Hugging Face layers keep for the backward beyond a
+    fused layer's activations (:data:`EAGER_SAVED_NORM_BYTES`)."""
+    per_token = EAGER_SAVED_NORM_BYTES * s.hidden_size
+    if s.qk_norm and not s.is_mla:
+        b = BYTES_PER_ELEMENT[precision if precision != "fp8" else "bf16"]
+        per_token += (4 + b) * (s.num_heads + s.num_kv_heads) * s.head_width
+    return per_token
+
+
 def activation_bytes(
     s: ModelSpec,
     tokens: float,
@@ -234,6 +254,7 @@ def activation_bytes(
     recompute: bool = False,
     backward: bool = True,
     head: Head = "lm",
+    eager: bool = False,
 ) -> float:
     """Transient bytes per device of one micro-batch of ``tokens`` tokens.
 
@@ -242,11 +263,14 @@ def activation_bytes(
     forward-only pass keeps one layer's. The LM head's fp32 logits (and, in
     training, their gradient) come on top. Tensor parallelism with sequence
     parallelism splits all of it over tp ranks; pipeline stages hold their
-    layers.
+    layers. ``eager``: Hugging Face modules, whose norms keep fp32 copies
+    (:func:`eager_saved_bytes_per_token`).
     """
     b = BYTES_PER_ELEMENT[precision if precision != "fp8" else "bf16"]
     layers = s.num_layers / pp
     per_layer = layer_activation_elements(s) * b * tokens
+    if eager:
+        per_layer += eager_saved_bytes_per_token(s, precision) * tokens
     if not backward:
         body = per_layer
     elif recompute:

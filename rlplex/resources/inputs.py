@@ -145,9 +145,10 @@ class Parallel(BaseModel):
     Transformer Engine (or Liger kernels): each norm, rotary embedding and activation one
     kernel, or folded into a matmul. ``eager``: Hugging Face modules, each a chain of
     PyTorch operators whose memory traffic adds to the matmuls' (``bench/elementwise_bytes.py``
-    counts it). Default: eager under ``fsdp`` or ZeRO-2/3 (the Hugging Face models that
-    verl's FSDP workers, NeMo RL's DTensor path, RLinf and DeepSpeed trainers shard), fused
-    otherwise (Megatron-Core)."""
+    counts it) and whose norms keep fp32 copies for the backward
+    (``bench/saved_activations.py``). Default: eager under ``fsdp`` or ZeRO-2/3 (the Hugging
+    Face models that verl's FSDP workers, NeMo RL's DTensor path, RLinf and DeepSpeed trainers
+    shard), fused otherwise (Megatron-Core)."""
 
 
 class Rollout(BaseModel):

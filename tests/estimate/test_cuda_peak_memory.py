@@ -40,7 +40,10 @@ def test_train_step_peak_within_ten_percent(tmp_path: Path) -> None:
             "micro_batch_size": micro_batch,
         },
         "cluster": {"nodes": 1, "gpus_per_node": 1, "gpu": "h100"},
-        "roles": {"actor_train": {"devices": [0], "precision": "fp32"}},
+        # A Hugging Face model run as is: eager layers (their norms keep fp32 copies).
+        "roles": {
+            "actor_train": {"devices": [0], "precision": "fp32", "parallel": {"kernels": "eager"}}
+        },
         "pipeline": {"stages": {"train": {"role": "actor_train"}}},
     }
     est = estimate_config(config_from_dict(data, file="cuda.yaml")).roles["actor_train"]
@@ -61,7 +64,9 @@ def test_train_step_peak_within_ten_percent(tmp_path: Path) -> None:
 
     # The first step has no AdamW moments during its backward (they are made by its
     # optimizer step); from the second on they are resident, as the estimate assumes.
-    # An H200 gave 3.705 GB for the first step alone (estimate 4.191: +13 %).
+    # An H200 gave 3.705 GB for the first step alone (the estimate was then 4.191 GB, fused
+    # layers; 4.325 GB with the eager layers this model has; a count of the tensors alive on
+    # a CPU gives 4.253 GB for the second step).
     first, steady = step_peak_gb(), step_peak_gb()
     print(f"estimated peak {est.peak_gb:.3f} GB, measured {first:.3f} (step 1), {steady:.3f} GB")
     assert est.peak_gb == pytest.approx(max(first, steady), rel=0.10)

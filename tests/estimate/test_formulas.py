@@ -121,3 +121,25 @@ def test_checkpoint_tensor_counts_by_hand() -> None:
     moe_layer = 2 + 7 + 2 + 3 * 256 + 3
     assert f.param_tensors(presets["deepseek-v3"]) == 3 * 12 + 58 * moe_layer + 3 == 45_395
     assert f.param_tensors(presets["llama-3.1-8b"], head="value") == 32 * 9 + 2 + 2
+
+
+def test_eager_layers_keep_their_norms_fp32_copies_by_hand() -> None:
+    """Hugging Face layers' RMSNorms keep an fp32 copy of their input for the backward:
+    8 bytes per hidden element per token and layer; Qwen3's per-head q/k norms 4 + one
+    element's bytes per query and key element (bench/saved_activations.py)."""
+    qwen25 = model_presets()["qwen2.5-7b"]
+    assert f.eager_saved_bytes_per_token(qwen25) == 8 * 3584
+    qwen3 = model_presets()["qwen3-8b"]
+    h, q, kv = 4096, 32 * 128, 8 * 128
+    assert f.eager_saved_bytes_per_token(qwen3, "bf16") == 8 * h + 6 * (q + kv)
+    assert f.eager_saved_bytes_per_token(qwen3, "fp32") == 8 * h + 8 * (q + kv)
+    tokens, layers = 1000, 28
+    fused = f.activation_bytes(qwen25, tokens)
+    eager = f.activation_bytes(qwen25, tokens, eager=True)
+    assert eager - fused == pytest.approx(layers * 8 * 3584 * tokens)
+    # Recomputation keeps one layer's full set: the extra of one layer.
+    assert f.activation_bytes(qwen25, tokens, recompute=True, eager=True) - f.activation_bytes(
+        qwen25, tokens, recompute=True
+    ) == pytest.approx(8 * 3584 * tokens)
+    # Sequence (tensor) parallel splits it with the rest.
+    assert f.activation_bytes(qwen25, tokens, tp=4, eager=True) == pytest.approx(eager / 4)
