@@ -188,6 +188,13 @@ def predicted_op_gb(
     return held + op.memory_gb
 
 
+def _event_role(event: Event) -> str:
+    """Whose process ``event``'s memory figures are: a weight sync's source (its record names
+    the destination as ``role`` and the source as ``from_role``), else its role."""
+    source = (event.model_extra or {}).get("from_role") if event.kind == "weight_sync" else None
+    return str(source or event.role or "")
+
+
 def _device_totals(
     events: Iterable[Event],
 ) -> tuple[dict[int, tuple[float, str]], dict[int, float]]:
@@ -197,7 +204,7 @@ def _device_totals(
     best: dict[int, tuple[float, str]] = {}
     best_used: dict[int, float] = {}
     for event in sorted(events, key=lambda e: (e.end_s, e.start_s)):
-        role = event.role or ""
+        role = _event_role(event)
         peak = _bytes(event, "peak_allocated_bytes")
         for device in event.devices:
             if peak is not None and event.kind in MEASURED_KINDS:
