@@ -167,7 +167,10 @@ def _residency(plan: Plan) -> dict[tuple[str, str], list[tuple[float, float]]]:
 
 
 def measured_role(op: Op) -> str:
-    """Whose process records ``op``'s memory: a weight sync's source, else the op's role."""
+    """Whose process ``op``'s recorded memory is: a weight sync's source, else the op's role.
+
+    A sync's figures are the largest over its workers (source and destinations); the source
+    holds the trainer's states and packs the buckets, so colocated it is the larger."""
     return (op.from_role if op.kind == "weight_sync" else None) or op.role or ""
 
 
