@@ -60,7 +60,8 @@ MODELS = {
 
 
 def copy_speeds(nbytes: int = 2**30) -> dict[str, float]:
-    """GB/s of a pinned host->device copy and of a device->device copy on this GPU."""
+    """GB/s (10^9 bytes, the config's unit) of a pinned host->device copy and of a
+    device->device copy on this GPU."""
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
@@ -74,7 +75,7 @@ def copy_speeds(nbytes: int = 2**30) -> dict[str, float]:
             end.record()
             torch.cuda.synchronize()
             times.append(start.elapsed_time(end) / 1e3)
-        out[name] = nbytes / 2**30 / statistics.median(times[1:])
+        out[name] = nbytes / 1e9 / statistics.median(times[1:])
     del src, dst, host
     torch.cuda.empty_cache()
     return out
@@ -106,7 +107,8 @@ def toy_memory(cfg: Any) -> tuple[dict[str, dict[str, float]], dict[str, float]]
     micro_tokens = cfg.optim.micro_batch_size * length
     forward = f.activation_bytes(spec, micro_tokens, precision="fp32", backward=False, eager=True)
     forward /= f.GB
-    backward = f.activation_bytes(spec, micro_tokens, precision="fp32", backward=True) / f.GB
+    backward = f.activation_bytes(spec, micro_tokens, precision="fp32", backward=True, eager=True)
+    backward /= f.GB
     states = {
         "actor_train": {"weights": weights, "optimizer": 2 * weights, "grads": weights},
         "actor_infer": {"weights": weights, "kv_cache": kv},
