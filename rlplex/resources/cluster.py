@@ -23,6 +23,11 @@ COPIED_STATES: frozenset[str] = frozenset({"weights", "optimizer"})
 SCRATCH_STATES: frozenset[str] = frozenset({"grads", "kv_cache"})
 """States dropped on offload and re-allocated on reload, both free."""
 
+BYTES_PER_GB = 1e9
+"""The config's GB (states, memory, link speeds in GB/s): 10^9 bytes, as the estimator counts
+and the GPU presets hold what the driver reports. A record's ``bytes`` are bytes: every
+conversion between the two goes through this."""
+
 DRIVER = "driver"
 """The built-in CPU role of the controller process (advantage, bookkeeping)."""
 

@@ -71,6 +71,7 @@ from typing import Any
 
 import ray
 
+from rlplex.resources.cluster import BYTES_PER_GB
 from rlplex.runtime.context import StageContext, WorkerInfo, call_stage
 from rlplex.runtime.data import (
     release_on_device,
@@ -130,7 +131,7 @@ def rehearse(seconds: float, memory_gb: float) -> None:
         import torch
 
         if torch.cuda.is_available():
-            block = torch.empty(int(memory_gb * 2**30), dtype=torch.uint8, device="cuda")
+            block = torch.empty(int(memory_gb * BYTES_PER_GB), dtype=torch.uint8, device="cuda")
     if seconds > 0:
         time.sleep(seconds)
     del block

@@ -28,6 +28,7 @@ from rlplex.plan.pattern import (
     step_pattern,
 )
 from rlplex.plan.steady import max_cycle_ratio
+from rlplex.resources.cluster import BYTES_PER_GB
 
 __all__ = [
     "Pattern",
@@ -46,8 +47,6 @@ from rlplex.timeline.record import Event, Timeline
 
 Durations = Callable[[int, str], "float | None"] | Mapping[int, Mapping[str, float]]
 """Seconds of a stage at a step: ``f(step, stage)`` or ``{step: {stage: seconds}}``."""
-
-GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -121,7 +120,7 @@ def extract_pattern(plan: Plan, config: Config, step: StepPattern | None = None)
         else:
             base.append(op.duration_s)
             stages.append(None)
-        f = {"kind": work.kind, "devices": work.devices, "bytes": round(work.gb * GIB)}
+        f = {"kind": work.kind, "devices": work.devices, "bytes": round(work.gb * BYTES_PER_GB)}
         for name in ("stage", "role", "state"):
             value = getattr(work, name)
             if value is not None:

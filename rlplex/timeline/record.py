@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from rlplex.errors import ConfigError
+from rlplex.resources.cluster import BYTES_PER_GB
 
 REQUIRED_EVENT_FIELDS = ("step", "op", "kind", "devices", "start_s", "end_s")
 
@@ -283,7 +284,7 @@ def timeline_from_plan(plan: Any, meta: dict[str, Any] | None = None) -> Timelin
         gb = fields.pop("gb", 0.0)
         fields.pop("id")
         fields.pop("memory_gb", None)
-        moved = round(gb * 2**30)
+        moved = round(gb * BYTES_PER_GB)
         events.append(
             Event.model_validate({**fields, "op": op.id, "bytes": moved, "memory_gb": op.memory_gb})
         )

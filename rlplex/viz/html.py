@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplex.plan.ids import op_name
+from rlplex.resources.cluster import BYTES_PER_GB
 from rlplex.resources.devices import format_devices
 from rlplex.viz.critical import StageRow, format_seconds, stage_table
 from rlplex.viz.layout import GanttLayout, colour_role
@@ -62,7 +63,7 @@ def _events_json(layout: GanttLayout, used: list[int]) -> tuple[list[list[Any]],
                     e.role or "",
                     e.state or "",
                     format_devices(e.devices),
-                    round(e.bytes / 2**30, 4),
+                    round(e.bytes / BYTES_PER_GB, 4),
                     colour,
                 ]
             )

@@ -17,6 +17,7 @@ from typing import Literal, NamedTuple
 
 from rlplex.dag.export import role_colour
 from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, OpKind
+from rlplex.resources.cluster import BYTES_PER_GB
 from rlplex.resources.devices import format_devices
 from rlplex.timeline.record import Event, Timeline
 from rlplex.viz.critical import critical_path, device_groups, period_of
@@ -344,7 +345,7 @@ def build_layout(
         gap=(period / lower_bound - 1.0) if lower_bound else None,
         offload_s=offload_s,
         reload_s=reload_s,
-        moved_gb=moved_bytes / 2**30,
+        moved_gb=moved_bytes / BYTES_PER_GB,
         utilisation_mean=sum(utils_all) / len(utils_all),
         utilisation_min=min(utils_all),
         utilisation_max=max(utils_all),

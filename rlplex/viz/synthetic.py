@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rlplex.plan.ids import OpKind, OpWork, format_id
+from rlplex.resources.cluster import BYTES_PER_GB
 from rlplex.timeline.record import Event, Timeline
-
-GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -144,7 +143,7 @@ def synthetic_timeline(
                 Event(
                     step=step, op=format_id(step, op.name), kind=work.kind, stage=work.stage,
                     role=role, state=work.state, devices=devices, start_s=start,
-                    end_s=start + seconds, bytes=int(work.gb * GIB), deps=deps, **extra,
+                    end_s=start + seconds, bytes=int(work.gb * BYTES_PER_GB), deps=deps, **extra,
                 )
             )  # fmt: skip
         step_s = length + shift

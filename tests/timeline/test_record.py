@@ -44,3 +44,39 @@ def test_a_step_that_does_not_fit_on_the_disk_leaves_no_half_step(small_disk) ->
     assert record.steps == tuple(range(written))
     assert "read_warnings" not in record.meta  # no truncated last line: nothing half-written
     assert all(len(record.step_events(s)) == 5 for s in record.steps)
+
+
+def test_a_plans_gb_are_the_records_bytes_over_ten_to_the_ninth() -> None:
+    """A plan's GB (the config's, 10^9 bytes) become a predicted record's bytes through one
+    constant, so that a predicted transfer and a measured one of the same state show the
+    same bytes (they used 2^30 here, and the executor real bytes: 7.4 % apart)."""
+    from rlplex.config import config_from_dict
+    from rlplex.plan import make_plan
+    from rlplex.resources.cluster import BYTES_PER_GB
+    from rlplex.timeline.record import timeline_from_plan
+    from rlplex.viz.layout import build_layout
+
+    config = config_from_dict(
+        {
+            "cluster": {"nodes": 1, "gpus_per_node": 1, "gpu_memory_gb": 10,
+                        "host_gb_per_s": 10},
+            "roles": {
+                "actor_infer": {"devices": [0], "states": {"weights": 4.0}},
+                "actor_train": {"devices": [0], "states": {"weights": 4.0, "optimizer": 4.0}},
+            },
+            "pipeline": {"stages": {
+                "generate": {"role": "actor_infer", "seconds": 1.0},
+                "train": {"role": "actor_train", "seconds": 1.0, "after": ["generate"]},
+            }},
+        },
+        file="units.yaml",
+    )  # fmt: skip
+    plan = make_plan(config)
+    predicted = timeline_from_plan(plan)
+    moved = [e for e in predicted.events if e.kind in ("offload", "reload") and e.bytes]
+    assert moved, "the 10 GB GPU cannot hold 12 GB of states: something must move"
+    for event in moved:
+        op = next(o for o in plan.ops if o.id == event.op)
+        assert event.bytes == round(op.gb * BYTES_PER_GB) == round(op.gb * 1e9)
+    layout = build_layout(predicted)
+    assert layout.summary.moved_gb == pytest.approx(sum(o.gb for o in plan.ops), rel=1e-9)

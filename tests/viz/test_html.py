@@ -8,6 +8,7 @@ import numpy as np
 from matplotlib.image import imread
 
 from rlplex.plan.ids import op_name
+from rlplex.resources.cluster import BYTES_PER_GB
 from rlplex.resources.devices import format_devices
 from rlplex.viz.html import gantt_html, panel_data, write_html
 from rlplex.viz.layout import build_layout, colour_role
@@ -76,7 +77,7 @@ def test_panel_events_describe_each_op_once(colocated_plan):
             event.role or "",
             event.state or "",
             format_devices(event.devices),
-            round(event.bytes / 2**30, 4),
+            round(event.bytes / BYTES_PER_GB, 4),
             colour_role(event),
         ]
         assert data["ops"][op] == expected
