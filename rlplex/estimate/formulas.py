@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 from rlplex.estimate.specs import ModelSpec
+from rlplex.resources.cluster import BYTES_PER_GB
 
 Head = Literal["lm", "value", "score"]
 """What sits on the backbone: the LM head (policy, reference), a one-output
@@ -20,8 +21,8 @@ one-output sequence head without bias (reward model)."""
 BYTES_PER_ELEMENT: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 """Bytes of one weight or activation element per precision."""
 
-GB = 1e9
-"""Bytes per GB (decimal, as GPU datasheets count)."""
+GB = BYTES_PER_GB
+"""Bytes per GB: the config's (:data:`rlplex.resources.cluster.BYTES_PER_GB`, 10^9)."""
 
 
 def attention_params(s: ModelSpec) -> int:

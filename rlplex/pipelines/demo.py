@@ -32,6 +32,7 @@ from rlplex.pipelines import grpo, local
 from rlplex.pipelines.config import RLConfig
 from rlplex.pipelines.roles import cluster_config
 from rlplex.plan.ids import TRANSFER_KINDS
+from rlplex.resources.cluster import BYTES_PER_GB
 
 
 def calibrated_pipeline(cfg: RLConfig, steps: int = 2) -> Any:
@@ -53,7 +54,7 @@ def weights_gb(cfg: RLConfig) -> float:
     from rlplex.stages.models import build_causal_lm
 
     model = build_causal_lm(cfg.model)
-    return sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9
+    return sum(p.numel() * p.element_size() for p in model.parameters()) / BYTES_PER_GB
 
 
 def reward_curve(metrics: dict[int, dict[str, Any]], path: Path, title: str) -> None:

@@ -34,9 +34,9 @@ from typing import Any
 
 from rlplex.plan.model import Op, Plan
 from rlplex.plan.peaks import peak_memory_by_device
+from rlplex.resources.cluster import BYTES_PER_GB as GB
 from rlplex.timeline.record import Event, Timeline
 
-GB = 1e9
 MEASURED_KINDS = ("run", "weight_sync")
 """Op kinds whose record holds their own peak (transfers hold the bytes after them)."""
 
