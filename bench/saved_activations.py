@@ -42,7 +42,7 @@ SHAPE = {
 TOKENS = (2, 512)
 
 
-def _model(arch: str, layers: int) -> Any:
+def _model(arch: str, layers: int, shape: dict[str, Any] = SHAPE) -> Any:
     import transformers as tf
 
     config_cls, model_cls = {
@@ -50,13 +50,27 @@ def _model(arch: str, layers: int) -> Any:
         "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM),
         "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM),
     }[arch]
-    extra = {"head_dim": 64} if arch == "qwen3" else {}
-    config = config_cls(num_hidden_layers=layers, **SHAPE, **extra)
+    head_dim = shape["hidden_size"] // shape["num_attention_heads"]
+    extra = {"head_dim": head_dim} if arch == "qwen3" else {}
+    config = config_cls(num_hidden_layers=layers, **shape, **extra)
     torch.manual_seed(0)
     return config, model_cls(config)
 
 
-def saved_bytes(model: Any, dtype: torch.dtype) -> int:
+def per_layer(
+    arch: str, dtype: torch.dtype, shape: dict[str, Any] = SHAPE, tokens: tuple[int, int] = TOKENS
+) -> tuple[float, Any]:
+    """Saved bytes per token of one layer (8 layers' count minus 4 layers', over 4), and the
+    model's config."""
+    config, small = _model(arch, 4, shape)
+    _, large = _model(arch, 8, shape)
+    difference = saved_bytes(large, dtype, shape, tokens) - saved_bytes(small, dtype, shape, tokens)
+    return difference / 4 / (tokens[0] * tokens[1]), config
+
+
+def saved_bytes(
+    model: Any, dtype: torch.dtype, shape: dict[str, Any] = SHAPE, tokens: tuple[int, int] = TOKENS
+) -> int:
     """Bytes of every distinct storage autograd saves in one forward pass, parameters excluded."""
     model = model.to(dtype)
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -68,28 +82,25 @@ def saved_bytes(model: Any, dtype: torch.dtype) -> int:
             seen.setdefault(storage.data_ptr(), storage.nbytes())
         return t
 
-    ids = torch.randint(3, SHAPE["vocab_size"], TOKENS)
+    ids = torch.randint(3, shape["vocab_size"], tokens)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         model(input_ids=ids)
     return sum(seen.values())
 
 
 def main() -> int:
-    tokens = TOKENS[0] * TOKENS[1]
     print(f"{'model':7} {'dtype':9} {'saved B/token/layer':>19} {'fused formula':>14}"
           f" {'measured extra':>15} {'rlplex extra':>13}")  # fmt: skip
     worst = 0.0
     for arch in ("llama", "qwen2", "qwen3"):
         for dtype, name in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
-            config, small = _model(arch, 4)
-            _, large = _model(arch, 8)
-            per_layer = (saved_bytes(large, dtype) - saved_bytes(small, dtype)) / 4 / tokens
+            saved, config = per_layer(arch, dtype)
             spec = spec_from_hf_config(config.to_dict(), arch)
             fused = f.layer_activation_elements(spec) * f.BYTES_PER_ELEMENT[name]
             model_extra = f.eager_saved_bytes_per_token(spec, name)
-            extra = per_layer - fused
-            worst = max(worst, abs(extra - model_extra) / per_layer)
-            print(f"{arch:7} {name:9} {per_layer:19,.0f} {fused:14,.0f} {extra:15,.0f}"
+            extra = saved - fused
+            worst = max(worst, abs(extra - model_extra) / saved)
+            print(f"{arch:7} {name:9} {saved:19,.0f} {fused:14,.0f} {extra:15,.0f}"
                   f" {model_extra:13,.0f}")  # fmt: skip
     print(f"largest gap between the estimator's eager layer and the measured one: {worst:.1%}")
     return 0
