@@ -243,6 +243,12 @@ def _print_assumptions(a: dict[str, Any]) -> None:
             f" {r['gpu_memory_utilization']:g}, "
             + ("CUDA graphs" if r["cuda_graphs"] else "eager (no CUDA graphs)")
             + (
+                f", vLLM V0 engine ({eff['decode_sequence_v0_s'] * 1e6:g} us of host work per"
+                " running sequence per decode step)"
+                if r.get("vllm_v0")
+                else ""
+            )
+            + (
                 "; partial rollouts: streams across steps at full slots, interrupted sequences"
                 " prefilled again after each sync"
                 if r.get("partial_rollout")

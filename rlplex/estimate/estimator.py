@@ -1281,7 +1281,9 @@ def estimate_generate(
         bandwidth=bandwidth * eff_decode,
         flop_rate=peak * eff_prefill,
         floor_s=_decode_floor(ctx, spec, role, tp, pp),
-        per_sequence_s=efficiency_value(eff_in, "decode_sequence_s"),
+        per_sequence_s=efficiency_value(
+            eff_in, "decode_sequence_v0_s" if rollout.vllm_v0 else "decode_sequence_s"
+        ),
     )
     resumed_s = 0.0
     loop_detail: dict[str, Any] = {}

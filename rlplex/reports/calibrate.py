@@ -8,9 +8,10 @@ own Timeline, verl's and ROLL's logs) and fits, on the record's first steps:
   the efficiencies (``train``, ``forward``, ``prefill`` + ``decode``) divided
   by it and generation's per-step floors (``decode_step_s``,
   ``decode_layer_s``, ``decode_moe_layer_s``, ``decode_sequence_s``,
-  ``eager_layer_s``, the all-reduce latencies and ``cross_host_step_s``: every
-  part of its latency term) multiplied by it, so that the terms they price (compute,
-  memory traffic, latency floor) add up to the measured
+  ``decode_sequence_v0_s``, ``eager_layer_s``, the all-reduce latencies and
+  ``cross_host_step_s``: every part of its latency term) multiplied by it, so
+  that the terms they price (compute, memory traffic, latency floor) add up to
+  the measured
   time summed over the kind's stages once the terms they do not price
   (communication, offload, the per-step overhead) are taken off. Parameters
   of the hardware and the model, not of one run, so the fit carries to other
@@ -55,6 +56,7 @@ _KIND_KEYS = {"train": ("train",), "forward": ("forward",), "generate": ("prefil
 _KIND_TIMES = {
     "generate": (
         "decode_step_s", "decode_layer_s", "decode_moe_layer_s", "decode_sequence_s",
+        "decode_sequence_v0_s",
         "eager_layer_s", "allreduce_s", "allreduce_inter_node_s", "cross_host_step_s",
     )
 }  # fmt: skip

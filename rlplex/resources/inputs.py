@@ -162,6 +162,12 @@ class Rollout(BaseModel):
     """Share of each GPU the engine fills with weights, activations and KV cache."""
     cuda_graphs: bool = True
     """Decode steps replay CUDA graphs (``false``: eager, verl's ``enforce_eager``)."""
+    vllm_v0: bool = False
+    """The engine is vLLM's V0 engine (every vLLM before 0.8, later ones under
+    ``VLLM_USE_V1=0``, verl's hybrid-engine fork of vLLM 0.6.3): one Python process
+    schedules, prepares inputs, samples and processes outputs for every running sequence at
+    every decode step while the GPU waits, ``decode_sequence_v0_s`` per sequence instead of
+    V1's ``decode_sequence_s`` (``bench/vllm_v0_host.py`` measures it)."""
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     """The KV cache's element type (vLLM ``kv_cache_dtype``): ``auto`` keeps it in the
     model's activation type (bf16, also for an fp8 engine), ``fp8`` halves it."""
@@ -262,6 +268,9 @@ class Efficiency(BaseModel):
     """Extra seconds per layer per decode step without CUDA graphs (eager launches)."""
     decode_sequence_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Host seconds per running sequence per decode step."""
+    decode_sequence_v0_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Host seconds per running sequence per decode step of a vLLM V0 engine
+    (``rollout.vllm_v0``)."""
     allreduce_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Latency of one small all-reduce within a node (two per layer per tensor-parallel
     decode step)."""

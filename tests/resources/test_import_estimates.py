@@ -196,3 +196,14 @@ def test_roll_vllm_sleeps_at_level_one_unless_the_file_says_two() -> None:
     assert two.rollout is not None and two.rollout.sleep_level == 2
     sglang = load_config(FIXTURES / "roll" / "rlvr_sglang_rewards.yaml").roles["actor_infer"]
     assert (sglang.rollout or Rollout()).sleep_level == 2
+
+
+@pytest.mark.parametrize(("value", "v0"), [(None, False), (1, False), (0, True), ("0", True)])
+def test_roll_vllm_use_v1_zero_runs_the_v0_engine(value: object, v0: bool) -> None:
+    """ROLL exports ``strategy_config.VLLM_USE_V1`` (default 1) before its vLLM starts
+    (roll/distributed/strategy/vllm_strategy.py): 0 is vLLM's V0 engine."""
+    path = FIXTURES / "roll" / "agentic_partial_gpu.yaml"
+    key = "actor_infer.strategy_args.strategy_config.VLLM_USE_V1"
+    overrides = [] if value is None else [f"{key}={value}"]
+    rollout = load_config(path, overrides=overrides).roles["actor_infer"].rollout
+    assert (rollout or Rollout()).vllm_v0 is v0

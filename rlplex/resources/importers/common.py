@@ -434,9 +434,12 @@ def rollout(
     gpu_memory_utilization: Any = None,
     enforce_eager: Any = None,
     sleep_level: Any = None,
+    vllm_v0: bool = False,
 ) -> dict[str, Any] | None:
     """The native per-role ``rollout`` section (inference-engine settings) a file gives."""
     out: dict[str, Any] = {}
+    if vllm_v0:
+        out["vllm_v0"] = True
     if sleep_level in (1, 2) and not isinstance(sleep_level, bool):
         out["sleep_level"] = sleep_level
     if optional_int(max_num_seqs):

@@ -326,13 +326,15 @@ def to_native(
         if name == "actor_infer":
             engine = engine if isinstance(engine, Mapping) else {}
             # ROLL's vLLM strategy sleeps at level 1 (weights kept in host memory) unless
-            # strategy_config.sleep_level says 2 (roll/distributed/strategy/vllm_strategy.py).
+            # strategy_config.sleep_level says 2, and exports strategy_config.VLLM_USE_V1
+            # (default 1) before vLLM starts (roll/distributed/strategy/vllm_strategy.py).
             is_vllm = get_path(block, "strategy_args.strategy_name") == "vllm"
             settings = rollout(
                 max_num_seqs=engine.get("max_num_seqs"),
                 gpu_memory_utilization=engine.get("gpu_memory_utilization"),
                 enforce_eager=engine.get("enforce_eager"),
                 sleep_level=engine.get("sleep_level", 1) if is_vllm else None,
+                vllm_v0=is_vllm and str(engine.get("VLLM_USE_V1", 1)).strip() in ("0", "False"),
             )
             if settings:
                 role["rollout"] = settings

@@ -1,0 +1,283 @@
+"""The host work of vLLM's V0 engine per decode step and running sequence: the source of
+``decode_sequence_v0_s``.
+
+Run: ``.venv/bin/python bench/vllm_v0_host.py [--running 64,128,256] [--repeats 3] [--json]``.
+
+vLLM's V0 engine (every release before 0.8, and later ones with ``VLLM_USE_V1=0``; verl's
+hybrid-engine fork of vLLM 0.6.3 is one) runs its decode loop in one Python process: for every
+step it schedules the running sequences, builds the model's inputs (tokens, positions, KV-cache
+slots, attention and sampling metadata), samples and turns the sampled tokens (and, with
+``logprobs``, their log-probabilities) into Python objects, then appends them to each sequence
+and checks its stop conditions. All of it is per-sequence Python, and the GPU waits for it:
+the step is synchronous, and with ``enforce_eager`` (verl's default then) vLLM also turns off
+the async output processor that would overlap the last part with the next forward pass.
+
+This script measures that work with vLLM's own code on this machine's CPU. It installs vLLM
+0.6.3 (the version of verl's fork; ``pip install --no-deps`` of the wheel into ``--target``,
+once) and runs the real ``LLMEngine.step()`` of a Qwen2.5-0.5B config: the real scheduler and
+output processor, the real GPU model runner's ``prepare_model_input`` (with its tensors on the
+CPU) and the real ``Sampler`` (random sampling, ``logprobs=1``, as verl's rollout asked); only
+the model's forward pass is left out, its logits drawn at random over a 32-token vocabulary so
+that the sampler's arithmetic is negligible and what is timed is the host's work. vLLM's CUDA
+extensions cannot load here: the script removes the one whose failure breaks the import (its
+scalar types then come from vLLM's Python fallback) and stands in for the flash-attention
+kernels it never calls.
+
+It prints, per number of running sequences, the median step and its parts (input preparation,
+sampler, and the engine's scheduling plus output processing) in microseconds per sequence, and
+the per-sequence cost the estimator's ``decode_sequence_v0_s`` is held against. A GPU server's
+host CPU may be faster or slower than this one; the figure is this CPU's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+VLLM_VERSION = "0.6.3"
+VOCAB = 32
+"""Vocabulary of the stand-in logits: small, so that the sampler's tensor arithmetic on the CPU
+(which a GPU does in microseconds) does not count as host work."""
+QWEN25_05B = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "vocab_size": 151936,
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+    "hidden_act": "silu",
+}
+"""Qwen2.5-0.5B's config.json (the verl quickstart's model); no weights are needed."""
+
+
+def install(target: Path) -> None:
+    """vLLM's wheel, without its dependencies (torch comes from the project's environment), and
+    the pure-Python packages its engine imports; its CUDA extension removed (it cannot load
+    without CUDA, and vLLM falls back to Python for what the engine needs)."""
+    marker = target / f".vllm-{VLLM_VERSION}"
+    if marker.exists():
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
+    extra = ["msgspec", "gguf", "cloudpickle", "mistral_common", "pydantic_extra_types",
+             "pycountry", "tiktoken", "openai", "sniffio"]  # fmt: skip
+    print(f"installing vllm=={VLLM_VERSION} (no dependencies) into {target} ...", flush=True)
+    subprocess.run([*pip, f"vllm=={VLLM_VERSION}", *extra], check=True)
+    # Only the extension that registers torch classes breaks the import (the others fail to
+    # load with a warning, which vLLM tolerates).
+    for so in (target / "vllm").glob("_core_C*.so"):
+        so.unlink()
+    marker.write_text("ok\n")
+
+
+def _stand_ins() -> None:
+    """What a CPU-only process must put in place before vLLM's GPU model runner imports."""
+    flash = types.ModuleType("vllm.vllm_flash_attn")
+    flash.flash_attn_varlen_func = flash.flash_attn_with_kvcache = lambda *a, **k: None
+    sys.modules["vllm.vllm_flash_attn"] = flash
+
+
+def measure(running: list[int], repeats: int, response_tokens: int) -> list[dict[str, float]]:
+    import torch
+
+    _stand_ins()
+    import vllm.config as vllm_config
+    import vllm.model_executor.sampling_metadata as sampling_metadata
+    import vllm.worker.model_runner as model_runner
+    from vllm.attention.backends.flash_attn import FlashAttentionBackend
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.engine.llm_engine import LLMEngine
+    from vllm.executor.executor_base import ExecutorBase
+    from vllm.inputs import TokensPrompt
+    from vllm.model_executor.layers.sampler import Sampler
+    from vllm.sampling_params import SamplingParams
+
+    model_runner.get_attn_backend = lambda *a, **k: FlashAttentionBackend
+    model_runner.get_pp_group = lambda: types.SimpleNamespace(is_last_rank=True, is_first_rank=True)
+    sampling_metadata.is_pin_memory_available = lambda: False
+    verify_max_len = vllm_config._get_and_verify_max_len
+
+    def _plain_rope(hf_config: Any, *args: Any, **kwargs: Any) -> int:
+        # Newer transformers write rope_scaling {"rope_type": "default"} where 0.6.3 expects none.
+        scaling = getattr(hf_config, "rope_scaling", None)
+        if isinstance(scaling, dict) and scaling.get("rope_type", "default") == "default":
+            hf_config.rope_scaling = None
+        return verify_max_len(hf_config, *args, **kwargs)
+
+    vllm_config._get_and_verify_max_len = _plain_rope
+    parts: dict[str, list[float]] = {"prepare": [], "sampler": []}
+
+    class HostOnlyExecutor(ExecutorBase):
+        """vLLM's GPU model runner and sampler on the CPU, with no model forward."""
+
+        uses_ray = False
+
+        def _init_executor(self) -> None:
+            self.runner = model_runner.ModelRunner(
+                self.model_config, self.parallel_config, self.scheduler_config,
+                self.device_config, self.cache_config, self.load_config, None,
+                is_driver_worker=True,
+            )  # fmt: skip
+            self.runner.device = torch.device("cpu")
+            self.runner.pin_memory = False
+            self.sampler = Sampler()
+            self.generator = torch.Generator().manual_seed(0)
+
+        def determine_num_available_blocks(self) -> tuple[int, int]:
+            return (200_000, 0)
+
+        def initialize_cache(self, num_gpu_blocks: int, num_cpu_blocks: int) -> None:
+            pass
+
+        def execute_model(self, execute_model_req: Any) -> list[Any]:
+            req = execute_model_req
+            start = time.perf_counter()
+            model_input = self.runner.prepare_model_input(
+                req.seq_group_metadata_list, req.virtual_engine, req.finished_requests_ids
+            )
+            prepared = time.perf_counter()
+            rows = len(model_input.sampling_metadata.selected_token_indices)
+            logits = torch.randn(rows, VOCAB, generator=self.generator)
+            out = self.sampler(logits, model_input.sampling_metadata)
+            parts["prepare"].append(prepared - start)
+            parts["sampler"].append(time.perf_counter() - prepared)
+            return [out]
+
+        def check_health(self) -> None:
+            pass
+
+        def stop_remote_worker_execution_loop(self) -> None:
+            pass
+
+        def add_lora(self, lora_request: Any) -> bool:
+            return False
+
+        def remove_lora(self, lora_id: int) -> bool:
+            return False
+
+        def pin_lora(self, lora_id: int) -> bool:
+            return False
+
+        def list_loras(self) -> set[int]:
+            return set()
+
+        def add_prompt_adapter(self, request: Any) -> bool:
+            return False
+
+        def remove_prompt_adapter(self, adapter_id: int) -> bool:
+            return False
+
+        def pin_prompt_adapter(self, adapter_id: int) -> bool:
+            return False
+
+        def list_prompt_adapters(self) -> set[int]:
+            return set()
+
+    model_dir = Path(os.environ.get("TMPDIR", "/tmp")) / "rlplex-vllm-v0-qwen2.5-0.5b"
+    model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.json").write_text(json.dumps(QWEN25_05B))
+    rows = []
+    for n in running:
+        samples: dict[str, list[float]] = {"step": [], "prepare": [], "sampler": []}
+        for _ in range(repeats):
+            args = EngineArgs(
+                model=str(model_dir), skip_tokenizer_init=True, max_model_len=768,
+                enforce_eager=True, max_num_seqs=max(running), device="cuda",
+                disable_log_stats=True,
+            )  # fmt: skip
+            engine = LLMEngine(
+                **args.create_engine_config().to_dict(),
+                executor_class=HostOnlyExecutor,
+                log_stats=False,
+            )
+            params = SamplingParams(
+                n=1, logprobs=1, max_tokens=response_tokens, ignore_eos=True, detokenize=False
+            )
+            prompt = TokensPrompt(prompt_token_ids=list(range(100, 205)))
+            for i in range(n):
+                engine.add_request(str(i), prompt, params)
+            parts["prepare"].clear()
+            parts["sampler"].clear()
+            steps = []
+            while engine.has_unfinished_requests():
+                start = time.perf_counter()
+                engine.step()
+                steps.append(time.perf_counter() - start)
+            # The first step prefills and the last ones free finished sequences: decode steps only.
+            decode = slice(3, -3)
+            samples["step"].append(statistics.median(steps[decode]))
+            samples["prepare"].append(statistics.median(parts["prepare"][decode]))
+            samples["sampler"].append(statistics.median(parts["sampler"][decode]))
+        step = statistics.median(samples["step"])
+        prepare = statistics.median(samples["prepare"])
+        sampler = statistics.median(samples["sampler"])
+        rows.append({
+            "running": n, "step_ms": step * 1e3, "per_sequence_us": step / n * 1e6,
+            "prepare_us": prepare / n * 1e6, "sampler_us": sampler / n * 1e6,
+            "engine_us": (step - prepare - sampler) / n * 1e6,
+        })  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--running", default="64,128,256", help="running sequences, e.g. 64,256")
+    parser.add_argument("--repeats", type=int, default=3, help="engine runs per row (median)")
+    parser.add_argument("--response-tokens", type=int, default=64, help="decode steps per run")
+    parser.add_argument(
+        "--target",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rlplex-vllm",
+        help="where vLLM 0.6.3 is installed (once)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    args = parser.parse_args()
+    install(args.target)
+    sys.path.insert(0, str(args.target))
+    # vLLM inspects model classes in a child Python, which must find the same install.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(args.target), os.environ.get("PYTHONPATH", "")) if p
+    )
+    import logging
+    import warnings
+
+    # vLLM 0.6.3's logs and the newer torch's and transformers' deprecation notices about it.
+    logging.disable(logging.WARNING)
+    warnings.filterwarnings("ignore")
+    running = [int(v) for v in args.running.split(",")]
+    rows = measure(running, args.repeats, args.response_tokens)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(
+        f"vLLM {VLLM_VERSION} V0 engine, host work per decode step"
+        " (Qwen2.5-0.5B config, logprobs=1, eager):"
+    )
+    header = ("running", "step ms", "us/seq", "prepare", "sampler", "engine")
+    print(" ".join(f"{h:>8}" for h in header))
+    for r in rows:
+        print(
+            f"{r['running']:>8} {r['step_ms']:>8.2f} {r['per_sequence_us']:>8.1f} "
+            f"{r['prepare_us']:>8.1f} {r['sampler_us']:>8.1f} {r['engine_us']:>8.1f}"
+        )
+    per_seq = statistics.median(r["per_sequence_us"] for r in rows)
+    print(f"median over the rows: {per_seq:.1f} us per running sequence per decode step")
+
+
+if __name__ == "__main__":
+    main()
