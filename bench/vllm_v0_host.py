@@ -23,9 +23,11 @@ extensions cannot load here: the script removes the one whose failure breaks the
 scalar types then come from vLLM's Python fallback) and stands in for the flash-attention
 kernels it never calls.
 
-It prints, per number of running sequences, the median step and its parts (input preparation,
-sampler, and the engine's scheduling plus output processing) in microseconds per sequence, and
-the per-sequence cost the estimator's ``decode_sequence_v0_s`` is held against. A GPU server's
+It prints, per number of running sequences, the median step and its parts in microseconds per
+sequence (the scheduler's pass, input preparation, sampler, output processing, and the engine's
+other work), and the per-sequence cost the estimator's ``decode_sequence_v0_s`` is held
+against. Under CUDA graphs V0's async output processor overlaps the output processing with the
+next forward pass; with ``enforce_eager`` every part adds to the step. A GPU server's
 host CPU may be faster or slower than this one; the figure is this CPU's.
 """
 
@@ -120,7 +122,17 @@ def measure(running: list[int], repeats: int, response_tokens: int) -> list[dict
         return verify_max_len(hf_config, *args, **kwargs)
 
     vllm_config._get_and_verify_max_len = _plain_rope
-    parts: dict[str, list[float]] = {"prepare": [], "sampler": []}
+    parts: dict[str, list[float]] = {"prepare": [], "sampler": [], "schedule": [], "outputs": []}
+
+    def timed(part: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                parts[part].append(time.perf_counter() - start)
+
+        return wrapper
 
     class HostOnlyExecutor(ExecutorBase):
         """vLLM's GPU model runner and sampler on the CPU, with no model forward."""
@@ -193,7 +205,9 @@ def measure(running: list[int], repeats: int, response_tokens: int) -> list[dict
     (model_dir / "config.json").write_text(json.dumps(QWEN25_05B))
     rows = []
     for n in running:
-        samples: dict[str, list[float]] = {"step": [], "prepare": [], "sampler": []}
+        samples: dict[str, list[float]] = {
+            "step": [], "prepare": [], "sampler": [], "schedule": [], "outputs": []
+        }  # fmt: skip
         for _ in range(repeats):
             args = EngineArgs(
                 model=str(model_dir), skip_tokenizer_init=True, max_model_len=768,
@@ -208,11 +222,16 @@ def measure(running: list[int], repeats: int, response_tokens: int) -> list[dict
             params = SamplingParams(
                 n=1, logprobs=1, max_tokens=response_tokens, ignore_eos=True, detokenize=False
             )
+            # The scheduler's pass and the output processing (which V0's async output
+            # processor would overlap with the next forward under CUDA graphs), timed apart.
+            scheduler = engine.scheduler[0]
+            scheduler.schedule = timed("schedule", scheduler.schedule)
+            engine._process_model_outputs = timed("outputs", engine._process_model_outputs)
             prompt = TokensPrompt(prompt_token_ids=list(range(100, 205)))
             for i in range(n):
                 engine.add_request(str(i), prompt, params)
-            parts["prepare"].clear()
-            parts["sampler"].clear()
+            for part in parts.values():
+                part.clear()
             steps = []
             while engine.has_unfinished_requests():
                 start = time.perf_counter()
@@ -221,15 +240,14 @@ def measure(running: list[int], repeats: int, response_tokens: int) -> list[dict
             # The first step prefills and the last ones free finished sequences: decode steps only.
             decode = slice(3, -3)
             samples["step"].append(statistics.median(steps[decode]))
-            samples["prepare"].append(statistics.median(parts["prepare"][decode]))
-            samples["sampler"].append(statistics.median(parts["sampler"][decode]))
-        step = statistics.median(samples["step"])
-        prepare = statistics.median(samples["prepare"])
-        sampler = statistics.median(samples["sampler"])
+            for part, times in parts.items():
+                samples[part].append(statistics.median(times[decode]))
+        per_seq = {k: statistics.median(v) / n * 1e6 for k, v in samples.items()}
         rows.append({
-            "running": n, "step_ms": step * 1e3, "per_sequence_us": step / n * 1e6,
-            "prepare_us": prepare / n * 1e6, "sampler_us": sampler / n * 1e6,
-            "engine_us": (step - prepare - sampler) / n * 1e6,
+            "running": n, "step_ms": statistics.median(samples["step"]) * 1e3,
+            "per_sequence_us": per_seq["step"],
+            **{f"{part}_us": per_seq[part] for part in parts},
+            "other_us": per_seq["step"] - sum(per_seq[part] for part in parts),
         })  # fmt: skip
     return rows
 
@@ -268,13 +286,12 @@ def main() -> None:
         f"vLLM {VLLM_VERSION} V0 engine, host work per decode step"
         " (Qwen2.5-0.5B config, logprobs=1, eager):"
     )
-    header = ("running", "step ms", "us/seq", "prepare", "sampler", "engine")
+    header = ("running", "step ms", "us/seq", "schedule", "prepare", "sampler", "outputs", "other")
     print(" ".join(f"{h:>8}" for h in header))
     for r in rows:
-        print(
-            f"{r['running']:>8} {r['step_ms']:>8.2f} {r['per_sequence_us']:>8.1f} "
-            f"{r['prepare_us']:>8.1f} {r['sampler_us']:>8.1f} {r['engine_us']:>8.1f}"
-        )
+        cells = [r[k] for k in ("per_sequence_us", "schedule_us", "prepare_us", "sampler_us")]
+        cells += [r["outputs_us"], r["other_us"]]
+        print(f"{r['running']:>8} {r['step_ms']:>8.2f} " + " ".join(f"{c:>8.1f}" for c in cells))
     per_seq = statistics.median(r["per_sequence_us"] for r in rows)
     print(f"median over the rows: {per_seq:.1f} us per running sequence per decode step")
 
