@@ -67,17 +67,24 @@ QWEN25_05B = {
 """Qwen2.5-0.5B's config.json (the verl quickstart's model); no weights are needed."""
 
 
+def default_target() -> Path:
+    """Where the benchmarks install vLLM 0.6.3 unless told: the user's cache."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache / f"rlplex-vllm-{VLLM_VERSION}"
+
+
 def install(target: Path) -> None:
     """vLLM's wheel, without its dependencies (torch comes from the project's environment), and
     the pure-Python packages its engine imports; its CUDA extension removed (it cannot load
     without CUDA, and vLLM falls back to Python for what the engine needs)."""
-    marker = target / f".vllm-{VLLM_VERSION}"
+    marker = target / f".vllm-{VLLM_VERSION}-triton"
     if marker.exists():
         return
     target.mkdir(parents=True, exist_ok=True)
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
+    # What vLLM's engine and model files import (triton: its MoE kernels' module, never run).
     extra = ["msgspec", "gguf", "cloudpickle", "mistral_common", "pydantic_extra_types",
-             "pycountry", "tiktoken", "openai", "sniffio"]  # fmt: skip
+             "pycountry", "tiktoken", "openai", "sniffio", "triton==3.1.0"]  # fmt: skip
     print(f"installing vllm=={VLLM_VERSION} (no dependencies) into {target} ...", flush=True)
     subprocess.run([*pip, f"vllm=={VLLM_VERSION}", *extra], check=True)
     # Only the extension that registers torch classes breaks the import (the others fail to
@@ -258,10 +265,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="engine runs per row (median)")
     parser.add_argument("--response-tokens", type=int, default=64, help="decode steps per run")
     parser.add_argument(
-        "--target",
-        type=Path,
-        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rlplex-vllm",
-        help="where vLLM 0.6.3 is installed (once)",
+        "--target", type=Path, default=default_target(), help="where vLLM 0.6.3 is installed"
     )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()

@@ -1019,7 +1019,8 @@ def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> f
     if spec.is_moe:
         floor += efficiency_value(eff, "decode_moe_layer_s") * spec.moe_layers / pp
     if not rollout.cuda_graphs:
-        floor += efficiency_value(eff, "eager_layer_s") * spec.num_layers / pp
+        # Each layer's kernels issued from Python; MoE and MLA layers issue more of them.
+        floor += efficiency_value(eff, "eager_layer_s") * f.eager_layers(spec) / pp
     group = tp * pp
     key = "allreduce_inter_node_s" if _spans_nodes(ctx, group) else "allreduce_s"
     if tp > 1:

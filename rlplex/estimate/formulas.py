@@ -324,3 +324,35 @@ def eager_excess_bytes_per_token(s: ModelSpec) -> float:
     if s.qk_norm:
         per_token += c["qk_norm"] * attn
     return per_token
+
+
+# An eager decode step's host work per layer, in dense (Qwen2) layers: what each part of a
+# layer adds, measured with vLLM 0.6.3's own layer code on the CPU, its CUDA kernels stood in
+# for (``bench/vllm_eager_layers.py``; docs/benchmarks.md "Seventeenth pass"): the medians of
+# five runs of the differences of its ratios (the machine is shared and noisy).
+EAGER_MOE_LAYERS = 0.42
+"""Routed experts in place of a dense MLP: router, top-k, alignment by expert, two Triton
+grouped GEMMs, their sum (runs: 0.43, 0.42, 0.42, 0.42, 0.56)."""
+EAGER_SHARED_EXPERT_LAYERS = 0.45
+"""Shared (always-active) experts beside the routed ones (runs: 0.45, 0.51, 0.47, 0.43,
+0.36)."""
+EAGER_MLA_LAYERS = 1.56
+"""Multi-head latent attention in place of grouped-query attention: its low-rank
+projections, their norms and DeepSeek's YaRN rotary embedding in PyTorch operators (runs:
+1.56, 1.60, 1.56, 1.50, 1.97)."""
+EAGER_GROUPED_TOPK_LAYERS = 0.53
+"""A grouped top-k router (DeepSeek) in place of a softmax top-k: PyTorch operators for the
+group scores, the group mask and the second top-k (runs: 0.56, 0.72, 0.53, 0.47, 0.49)."""
+
+
+def eager_layers(s: ModelSpec) -> float:
+    """An eager decode step's host work over all of ``s``'s layers, in dense layers: each
+    layer counts 1, MLA layers more, MoE layers more again (:data:`EAGER_MOE_LAYERS` and the
+    ratios beside it)."""
+    per_moe_layer = EAGER_MOE_LAYERS
+    if s.shared_experts or s.shared_expert_intermediate_size:
+        per_moe_layer += EAGER_SHARED_EXPERT_LAYERS
+    if s.expert_groups > 1:
+        per_moe_layer += EAGER_GROUPED_TOPK_LAYERS
+    layers = s.num_layers * (1.0 + (EAGER_MLA_LAYERS if s.is_mla else 0.0))
+    return layers + s.moe_layers * per_moe_layer

@@ -67,6 +67,9 @@ class ModelSpec(BaseModel):
     """Leading layers with a dense MLP instead of experts (DeepSeek ``first_k_dense_replace``)."""
     router_bias: bool = False
     """The router has a per-expert score bias (DeepSeek-V3)."""
+    expert_groups: int = Field(0, ge=0)
+    """Groups of a grouped top-k router (DeepSeek ``n_group``: the best groups first, then
+    experts within them); 0 or 1: one top-k over all experts."""
     q_lora_rank: int = Field(0, ge=0)
     """MLA: rank of the query compression (0: a full query projection)."""
     kv_lora_rank: int = Field(0, ge=0)
@@ -270,6 +273,7 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
         shared_expert_intermediate_size=shared_width,
         first_dense_layers=first_dense,
         router_bias=model_type == "deepseek_v3",
+        expert_groups=int(data.get("n_group") or 0) if experts else 0,
         q_lora_rank=int(data.get("q_lora_rank") or 0),
         kv_lora_rank=int(data.get("kv_lora_rank") or 0),
         qk_nope_head_dim=int(data.get("qk_nope_head_dim") or 0),

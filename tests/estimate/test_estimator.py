@@ -689,6 +689,18 @@ def test_eager_and_max_num_seqs(base: dict[str, Any]) -> None:
     assert eager.detail["slots"] == 16
 
 
+def test_eager_moe_layers_issue_more_kernels(base: dict[str, Any]) -> None:
+    """Eager decode of Qwen3-30B-A3B: each of its 48 MoE layers costs 1.42 dense layers at
+    eager_layer_s (bench/vllm_eager_layers.py); with CUDA graphs nothing of it is paid."""
+    base["model"] = "qwen3-30b-a3b"
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    graphs = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"]
+    base["roles"]["actor_infer"]["rollout"] = {"cuda_graphs": False}
+    eager = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"]
+    extra = eager.detail["step_floor_s"] - graphs.detail["step_floor_s"]
+    assert extra == pytest.approx(48 * 1.42 * 3e-4)
+
+
 def test_vllm_v0_engine_pays_its_host_work_per_running_sequence(base: dict[str, Any]) -> None:
     """A V0 engine's decode steps pay 73 us per running sequence (bench/vllm_v0_host.py) where
     V1's pay 5 us: the overhead term is sequence-steps x the per-sequence cost, by hand, and

@@ -143,3 +143,29 @@ def test_eager_layers_keep_their_norms_fp32_copies_by_hand() -> None:
     ) == pytest.approx(8 * 3584 * tokens)
     # Sequence (tensor) parallel splits it with the rest.
     assert f.activation_bytes(qwen25, tokens, tp=4, eager=True) == pytest.approx(eager / 4)
+
+
+def test_eager_layers_count_moe_and_mla_layers_by_hand() -> None:
+    """An eager decode step's host work in dense layers (bench/vllm_eager_layers.py's ratios):
+    a dense model's layers count 1 each; Qwen3-30B-A3B's 48 MoE layers 1 + 0.42 (routed
+    experts, no shared expert, softmax top-k); DeepSeek-V3's 61 MLA layers 1 + 1.56 each and
+    its 58 MoE layers 0.42 + 0.45 (shared expert) + 0.53 (grouped top-k) more."""
+    presets = model_presets()
+    assert f.eager_layers(presets["qwen2.5-7b"]) == 28
+    assert f.eager_layers(presets["qwen3-30b-a3b"]) == pytest.approx(48 * 1.42)
+    v3 = presets["deepseek-v3"]
+    assert v3.expert_groups == 8 and v3.moe_layers == 58
+    assert f.eager_layers(v3) == pytest.approx(61 * 2.56 + 58 * (0.42 + 0.45 + 0.53))
+
+
+def test_expert_groups_come_from_the_config_json() -> None:
+    """``n_group`` (DeepSeek's grouped top-k) is read from a Hugging Face config; a dense model
+    has none whatever the file says."""
+    from rlplex.estimate.specs import spec_from_hf_config
+
+    base = {"num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+            "vocab_size": 128, "intermediate_size": 128}  # fmt: skip
+    moe = {**base, "n_routed_experts": 16, "num_experts_per_tok": 2,
+           "moe_intermediate_size": 32, "n_group": 4}  # fmt: skip
+    assert spec_from_hf_config(moe, "c.json").expert_groups == 4
+    assert spec_from_hf_config({**base, "n_group": 4}, "c.json").expert_groups == 0
