@@ -1818,6 +1818,9 @@ def assumptions(
                 == "partial_rollout",
                 "in_flight_weight_updates": stream_mode(name, inputs.roles, inputs.pipeline)
                 == "in_flight_weight_updates",
+                # an eager step's host work, the model's layers counted in dense layers
+                "layers": ctx.spec(inputs.roles[name]).num_layers,
+                "eager_layers": f.eager_layers(ctx.spec(inputs.roles[name])),
             }
             for name, est in roles.items()
             if "kv_cache" in est.states

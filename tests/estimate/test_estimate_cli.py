@@ -246,3 +246,21 @@ def test_the_estimate_says_what_the_controller_moves() -> None:
     )  # fmt: skip
     line = next(x for x in result.output.splitlines() if x.startswith("old_logprob: "))
     assert "controller " in line and "(30,720 tokens a sequence)" in line
+
+
+def test_assumptions_say_what_the_engine_runs() -> None:
+    """An eager DeepSeek-V3 engine's layers are counted in dense layers' host work (61 x 2.56 +
+    58 x 1.40 = 237.4); a vLLM V0 engine says its host work per sequence."""
+    dsv3 = ROOT / "bench" / "published" / "heldout_verl_dsv3_colocate_96xh20.yaml"
+    result = CliRunner().invoke(app, ["estimate", str(dsv3)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "its 61 layers, MoE or MLA, issue the host work of 237.4 dense layers" in text
+    quickstart = ROOT / "examples" / "estimate_verl_quickstart.yaml"
+    result = CliRunner().invoke(app, ["estimate", str(quickstart)], env={"COLUMNS": "300"})
+    text = " ".join(result.output.split())
+    assert "eager (no CUDA graphs), vLLM V0 engine (73 us of host work per running" in text
+    doc = json.loads(CliRunner().invoke(app, ["estimate", str(quickstart), "--json"]).stdout)[
+        "assumptions"
+    ]["rollout"]["actor_infer"]
+    assert doc["vllm_v0"] is True and doc["eager_layers"] == doc["layers"] == 24
