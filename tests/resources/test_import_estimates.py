@@ -156,6 +156,18 @@ def test_a_2024_verl_config_reads_as_that_verl_ran_it(tmp_path: Path) -> None:
     assert cfg.workload is not None and cfg.workload.micro_batch_size == 3
     assert cfg.workload.packing is True  # not set by the file: the format's default
     assert "reference" not in cfg.roles  # no KL switch on: verl's need_reference_policy
+    assert not (cfg.roles["actor_infer"].rollout or Rollout()).vllm_v0
+
+
+def test_a_2024_verl_config_ran_vllm_v0(tmp_path: Path) -> None:
+    """verl before 2025-01-27 ran its own fork of vLLM <= 0.6.3 (``vllm<=0.6.3``), the V0
+    engine; an HF rollout is no vLLM at all."""
+    path = tmp_path / "ppo_trainer.yaml"
+    path.write_text(LEGACY_VERL, encoding="utf-8")
+    rollout = load_config(path, format="verl").roles["actor_infer"].rollout
+    assert rollout is not None and rollout.vllm_v0 is True
+    hf = load_config(path, format="verl", overrides=["actor_rollout_ref.rollout.name=hf"])
+    assert not (hf.roles["actor_infer"].rollout or Rollout()).vllm_v0
 
 
 def test_verl_without_legacy_workers_sends_the_batch_unpadded() -> None:

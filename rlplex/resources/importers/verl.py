@@ -448,12 +448,15 @@ def _rollout(r: _Reader) -> dict[str, Any] | None:
     """The rollout engine's settings: vLLM/SGLang batch cap, memory share, eager mode, and
     how it sleeps: verl's vLLM rollout drops its weights (sleep level 2, with vLLM >= 0.8.5,
     the format's default) unless ``layered_summon`` keeps them (level 1;
-    verl/workers/rollout/vllm_rollout/vllm_rollout.py)."""
+    verl/workers/rollout/vllm_rollout/vllm_rollout.py). A legacy config's verl ran its own
+    fork of vLLM <= 0.6.3 (``verl/third_party/vllm`` and ``vllm<=0.6.3`` in its setup @
+    f2a76acd9): vLLM's V0 engine."""
     return rollout(
         max_num_seqs=r.get(f"{_ROLLOUT}.max_num_seqs"),
         gpu_memory_utilization=r.get(f"{_ROLLOUT}.gpu_memory_utilization"),
         enforce_eager=r.get(f"{_ROLLOUT}.enforce_eager"),
         sleep_level=1 if r.get(f"{_ROLLOUT}.layered_summon") is True else None,
+        vllm_v0=_legacy(r) and r.get(f"{_ROLLOUT}.name") in ("vllm", None),
     )
 
 
