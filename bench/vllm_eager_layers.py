@@ -39,7 +39,6 @@ import collections
 import contextlib
 import io
 import json
-import os
 import statistics
 import sys
 import time
@@ -47,7 +46,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from vllm_v0_host import VLLM_VERSION, default_target, install
+from vllm_v0_host import VLLM_VERSION, default_target, install, use
 
 LAUNCHING_OPS = {
     "mm", "addmm", "bmm", "add", "mul", "div", "sub", "sigmoid", "softmax", "_softmax",
@@ -261,15 +260,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
     install(args.target)
-    sys.path.insert(0, str(args.target))
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(args.target), os.environ.get("PYTHONPATH", "")) if p
-    )
-    import logging
-    import warnings
-
-    logging.disable(logging.WARNING)
-    warnings.filterwarnings("ignore")
+    use(args.target)
     rows = measure(args.tokens, args.repeats)
     if args.json:
         print(json.dumps({"layers": rows, "components": components(rows)}, indent=2))

@@ -67,31 +67,47 @@ QWEN25_05B = {
 """Qwen2.5-0.5B's config.json (the verl quickstart's model); no weights are needed."""
 
 
-def default_target() -> Path:
-    """Where the benchmarks install vLLM 0.6.3 unless told: the user's cache."""
+V0_EXTRAS = ("msgspec", "gguf", "cloudpickle", "mistral_common", "pydantic_extra_types",
+             "pycountry", "tiktoken", "openai", "sniffio", "triton==3.1.0")  # fmt: skip
+"""What vLLM 0.6.3's engine and model files import besides torch (triton: its MoE kernels'
+module, never run here)."""
+
+
+def default_target(version: str = VLLM_VERSION) -> Path:
+    """Where the benchmarks install a vLLM unless told: the user's cache."""
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return cache / f"rlplex-vllm-{VLLM_VERSION}"
+    return cache / f"rlplex-vllm-{version}"
 
 
-def install(target: Path) -> None:
+def install(target: Path, version: str = VLLM_VERSION, extras: tuple[str, ...] = V0_EXTRAS) -> None:
     """vLLM's wheel, without its dependencies (torch comes from the project's environment), and
-    the pure-Python packages its engine imports; its CUDA extension removed (it cannot load
-    without CUDA, and vLLM falls back to Python for what the engine needs)."""
-    marker = target / f".vllm-{VLLM_VERSION}-triton"
+    the pure-Python packages its engine imports; the CUDA extension whose failure to load
+    breaks the import removed (the others fail with a warning, which vLLM tolerates, and vLLM
+    falls back to Python for what these benchmarks run)."""
+    marker = target / f".vllm-{version}-{len(extras)}"
     if marker.exists():
         return
     target.mkdir(parents=True, exist_ok=True)
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
-    # What vLLM's engine and model files import (triton: its MoE kernels' module, never run).
-    extra = ["msgspec", "gguf", "cloudpickle", "mistral_common", "pydantic_extra_types",
-             "pycountry", "tiktoken", "openai", "sniffio", "triton==3.1.0"]  # fmt: skip
-    print(f"installing vllm=={VLLM_VERSION} (no dependencies) into {target} ...", flush=True)
-    subprocess.run([*pip, f"vllm=={VLLM_VERSION}", *extra], check=True)
-    # Only the extension that registers torch classes breaks the import (the others fail to
-    # load with a warning, which vLLM tolerates).
+    print(f"installing vllm=={version} (no dependencies) into {target} ...", flush=True)
+    subprocess.run([*pip, f"vllm=={version}", *extras], check=True)
     for so in (target / "vllm").glob("_core_C*.so"):
         so.unlink()
     marker.write_text("ok\n")
+
+
+def use(target: Path) -> None:
+    """Import vLLM from ``target`` here and in the child Pythons vLLM starts (it inspects model
+    classes in one); quiet its logs and the newer torch's deprecation notices about it."""
+    import logging
+    import warnings
+
+    sys.path.insert(0, str(target))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(target), os.environ.get("PYTHONPATH", "")) if p
+    )
+    logging.disable(logging.WARNING)
+    warnings.filterwarnings("ignore")
 
 
 def _stand_ins() -> None:
@@ -270,17 +286,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
     install(args.target)
-    sys.path.insert(0, str(args.target))
-    # vLLM inspects model classes in a child Python, which must find the same install.
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(args.target), os.environ.get("PYTHONPATH", "")) if p
-    )
-    import logging
-    import warnings
-
-    # vLLM 0.6.3's logs and the newer torch's and transformers' deprecation notices about it.
-    logging.disable(logging.WARNING)
-    warnings.filterwarnings("ignore")
+    use(args.target)
     running = [int(v) for v in args.running.split(",")]
     rows = measure(running, args.repeats, args.response_tokens)
     if args.json:
