@@ -46,6 +46,9 @@ import types
 from pathlib import Path
 from typing import Any
 
+# The shared installer sits beside this script (on the path when it runs; appended for tests,
+# after every installed package).
+sys.path.append(str(Path(__file__).resolve().parent))
 from vllm_v0_host import VLLM_VERSION, default_target, install, use
 
 LAUNCHING_OPS = {

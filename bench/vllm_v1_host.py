@@ -26,6 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+# The shared installer sits beside this script (on the path when it runs; appended for tests,
+# after every installed package).
+sys.path.append(str(Path(__file__).resolve().parent))
 from vllm_v0_host import QWEN25_05B, default_target, install, use
 
 VERSION = "0.8.5"
