@@ -67,8 +67,13 @@ SHAPES = (
 )
 
 
-def layer_bytes(shape: Shape, tokens: int) -> tuple[int, int]:
-    """Bytes the non-matmul operators of one decoder layer move: (forward, backward)."""
+def layer_bytes(shape: Shape, tokens: int, lora_rank: int | None = None) -> tuple[int, int]:
+    """Bytes the non-matmul operators of one decoder layer move: (forward, backward).
+
+    ``lora_rank``: the layer's weights frozen and, unless 0, Hugging Face peft's LoRA
+    adapters of that rank injected into every projection (``bench/lora_bytes.py``; needs
+    peft importable).
+    """
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
@@ -106,6 +111,14 @@ def layer_bytes(shape: Shape, tokens: int) -> tuple[int, int]:
     )  # fmt: skip
     config._attn_implementation = "sdpa"
     layer = Layer(config, 0).to(torch.bfloat16)
+    if lora_rank is not None:
+        layer.requires_grad_(False)
+        if lora_rank:
+            from peft import LoraConfig, inject_adapter_in_model
+
+            targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+            adapters = LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, target_modules=targets)
+            layer = inject_adapter_in_model(adapters, layer).to(torch.bfloat16)
     x = torch.randn(1, tokens, shape.hidden, dtype=torch.bfloat16, requires_grad=True)
     positions = torch.arange(tokens).unsqueeze(0)
     cos, sin = (t.detach() for t in Rope(config)(x, positions))

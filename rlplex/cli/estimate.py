@@ -256,6 +256,12 @@ def _print_assumptions(a: dict[str, Any]) -> None:
                 else ""
             )
             + (
+                f", serves LoRA adapters ({r['lora_kernels_per_layer']} more small kernels per"
+                " layer and decode step, decode_layer_s / 8 each)"
+                if r.get("lora_kernels_per_layer")
+                else ""
+            )
+            + (
                 "; partial rollouts: streams across steps at full slots, interrupted sequences"
                 " prefilled again after each sync"
                 if r.get("partial_rollout")
@@ -280,6 +286,7 @@ def _print_assumptions(a: dict[str, Any]) -> None:
             + (f", optimizer {m['optimizer']}" if m["optimizer"] else "")
             + (", recompute" if m["recompute"] else "")
             + _parallel_extras(m.get("parallel"))
+            + _lora_extras(m.get("lora"), trained=bool(m["optimizer"]))
         )
     console.print("[bold]assumptions[/] (docs/cost-model.md):", highlight=False)
     for line in lines:
@@ -314,8 +321,9 @@ def _sync_line(sync: dict[str, Any]) -> str:
         else ""
     )
     if sync.get("path") == "broadcast":
+        what = "the LoRA adapters" if sync.get("adapters_only") else "the whole model"
         return (
-            f"every {sync['to']} device receives the whole model ({sync['full_model_gb']:.2f} GB"
+            f"every {sync['to']} device receives {what} ({sync['full_model_gb']:.2f} GB"
             f" at {sync['gb_per_s']:g} GB/s){gathered}; {sync['method']}"
             f" ({sync['tensors']:,} checkpoint tensors)"
         )
@@ -331,9 +339,21 @@ def _sync_line(sync: dict[str, Any]) -> str:
             "; loaded into the engine's layout (reshard_gb_s), the engine woken and put back"
             f" to sleep (engine_switch_s){copies}"
         )
+    adapters = " (the LoRA adapters only)" if sync.get("adapters_only") else ""
     return (
-        f"{sync['gb_per_device']:.2f} GB per {sync['to']} device at {sync['gb_per_s']:g} GB/s"
-        f" ({sync.get('path', 'network')}){gathered}{colocated}"
+        f"{sync['gb_per_device']:.2f} GB per {sync['to']} device{adapters} at"
+        f" {sync['gb_per_s']:g} GB/s ({sync.get('path', 'network')}){gathered}{colocated}"
+    )
+
+
+def _lora_extras(lora: dict[str, Any] | None, trained: bool) -> str:
+    """A LoRA role's adapters, in words."""
+    if not lora:
+        return ""
+    return (
+        f", LoRA rank {lora['rank']} on {','.join(lora['targets'])}:"
+        f" {lora['adapter_params'] / 1e6:,.1f}M adapter weights ({lora['share'] * 100:.2f}% of"
+        " the model)" + (", the rest frozen" if trained else ", applied at run time")
     )
 
 

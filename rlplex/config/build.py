@@ -118,6 +118,7 @@ def _estimate_fields(spec: RoleSpec) -> dict[str, Any]:
         "precision": spec.precision,
         "optimizer": spec.optimizer,
         "rollout": spec.rollout,
+        "lora": spec.lora,
     }
 
 

@@ -17,6 +17,7 @@ from rlplex.resources.cluster import DRIVER, Cluster, Role, StateKind, driver_ro
 from rlplex.resources.devices import MAX_GPUS
 from rlplex.resources.inputs import (
     Efficiency,
+    Lora,
     OptimizerName,
     Parallel,
     Precision,
@@ -107,6 +108,7 @@ class RoleSpec(BaseModel):
     precision: Precision = "bf16"
     optimizer: OptimizerName = "adamw"
     rollout: Rollout | None = None
+    lora: Lora | None = None
 
 
 class PipelineSpec(BaseModel):

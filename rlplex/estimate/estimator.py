@@ -311,6 +311,19 @@ def kv_precision(role: Role) -> str:
     return "fp8" if rollout.kv_cache_dtype == "fp8" else stored_precision(role.precision)
 
 
+def lora_params(ctx: _Ctx, role: Role, *, active: bool = False) -> float:
+    """The role's LoRA adapter weights (0 without ``lora``; ``active``: a token's, for FLOPs)."""
+    if role.lora is None:
+        return 0.0
+    spec = ctx.spec(role)
+    return float(f.lora_params(spec, role.lora.rank, role.lora.targets, active=active))
+
+
+def trainable_params(ctx: _Ctx, role: Role, params: float) -> float:
+    """What a trained role updates: every one of its ``params``, or its LoRA adapters only."""
+    return params if role.lora is None else lora_params(ctx, role)
+
+
 def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
     """GB per device of a GPU role's states (see docs/cost-model.md, "States")."""
     stages = ctx.stages_of.get(role.name, [])
@@ -334,7 +347,11 @@ def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
             edp if zero >= zero_level else 1
         )
 
-    states: dict[str, float] = {"weights": per_device(3) * b / f.GB}
+    # LoRA adapters split over the devices as the weights they adapt do; a trained role's
+    # gradients and optimizer state cover them alone (its base weights are frozen).
+    adapters = lora_params(ctx, role) / params
+    trained = adapters if role.lora is not None else 1.0
+    states: dict[str, float] = {"weights": per_device(3) * (1.0 + adapters) * b / f.GB}
     host_states: dict[str, float] = {}
     if "train" in kinds:
         per_param = f.optimizer_bytes_per_param(role.optimizer, role.precision)
@@ -343,10 +360,10 @@ def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
         # the gradients it steps with (Megatron's HybridDeviceOptimizer pins them on the host,
         # pin_cpu_grads; DeepSpeed's CPU Adam keeps fp32 gradient partitions there).
         if par is not None and par.cpu_optimizer:
-            host_states["optimizer"] = per_device(1) * (per_param + 4) / f.GB
+            host_states["optimizer"] = per_device(1) * trained * (per_param + 4) / f.GB
         else:
-            states["optimizer"] = per_device(1) * per_param / f.GB
-        states["grads"] = per_device(2) * b / f.GB
+            states["optimizer"] = per_device(1) * trained * per_param / f.GB
+        states["grads"] = per_device(2) * trained * b / f.GB
     for state in role.host_states:  # the file keeps it in host memory: not on a GPU
         states.pop(state, None)
     if "generate" in kinds:
@@ -596,9 +613,19 @@ def _pass_terms(
     passes = (4.0 if recompute else 3.0) if backward else 1.0
     epochs = w.epochs if backward else 1
     matmul_flops, attention_flops = _pass_flops(ctx, spec, head)
-    flops = passes * (matmul_flops + attention_flops) * epochs
+    # A LoRA role's reference log-probs are its base model's: the adapters switched off
+    # (verl's ref_in_actor, ROLL's disable_adapter).
+    lora = None if stage.name.startswith("ref_logprob") else role.lora
+    # Frozen (LoRA) weights get no weight gradients: the backward computes input gradients
+    # only, one matmul pass fewer; the adapters themselves take every pass.
+    weight_passes = passes - 1.0 if backward and lora is not None else passes
+    adapters = lora_params(ctx, role, active=True) if lora is not None else 0.0
+    other_flops = attention_flops + 2.0 * adapters * tokens
+    flops = (weight_passes * matmul_flops + passes * other_flops) * epochs
     # What the FLOPs cost at bf16 speed: fp8 weight matmuls run faster.
-    bf16_flops = passes * (matmul_flops / _fp8_speedup(ctx, role) + attention_flops) * epochs
+    bf16_flops = (
+        weight_passes * matmul_flops / _fp8_speedup(ctx, role) + passes * other_flops
+    ) * epochs
     kind_key = "train" if backward else "forward"
     mb_size, mb_budget = _micro_batch(w, backward)
     if mb_budget is not None and w.packing:
@@ -625,6 +652,8 @@ def _pass_terms(
         per_step = max(1.0, micro_batches / max(1, w.mini_batches if backward else 1))
         bubble_s = compute_s * (est.pp - 1) / per_step
     launches = efficiency_value(ctx.inputs.efficiency, "layer_s") * spec.num_layers / est.pp
+    if lora is not None:  # peft wraps each adapted projection in Python
+        launches *= 1.0 + (f.LORA_HOST_TRAIN if backward else f.LORA_HOST_FORWARD)
     host_s = micro_batches * launches * passes
     # The host issues each layer's kernels ahead of the device, so only what exceeds the
     # compute shows; padded batches through Hugging Face attention synchronise once per
@@ -636,7 +665,9 @@ def _pass_terms(
     weights_gb = est.states.get("weights", 0.0)
     offload_s = 0.0
     if par is not None and par.offload_params:
-        offload_s += weights_gb / host * (2.0 if backward else 1.0)
+        # A backward also writes back what it trained: every weight, or only the adapters.
+        written = trainable_params(ctx, role, est.params) / est.params if backward else 0.0
+        offload_s += weights_gb / host * (1.0 + written)
     if spec.is_moe:
         # Routed experts run grouped GEMMs as narrow as one expert's MLP on the tokens routed
         # to each expert, and the busiest expert rank sets their pace.
@@ -664,6 +695,15 @@ def _pass_terms(
             * f.eager_excess_bytes_per_token(spec) / est.tp * times
         )  # fmt: skip
         eager_s = traffic / (ctx.gpu.memory_gb_per_s * 1e9)
+    if lora is not None:
+        # LoRA adapters scale and add their output as separate operators (peft and
+        # Megatron-Bridge alike), whatever runs the layer's own kernels.
+        dp = max(1, est.devices // (est.tp * est.pp))
+        fwd, bwd = f.lora_elementwise_bytes(spec, lora.targets)
+        per_token = fwd * ((2.0 if recompute else 1.0) if backward else 1.0)
+        per_token += bwd if backward else 0.0
+        traffic = tokens * epochs / dp * spec.num_layers / est.pp * per_token / est.tp
+        eager_s += traffic / (ctx.gpu.memory_gb_per_s * 1e9)
     controller_s, controller_gb, padded_to = controller_transfer(ctx, role, est)
     if controller_s > 0.25 * compute_s and controller_s >= 1.0:
         note = _controller_note(ctx, padded_to, mean_len)
@@ -903,7 +943,11 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     recompute = bool(par and par.recompute)
     b = f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
     shard_params = est.params / (est.tp * est.pp)
-    grad_bytes = shard_params * b
+    weight_bytes = shard_params * b
+    # Gradients, their reduction and the optimizer cover what is trained (LoRA: the adapters).
+    trainable = trainable_params(ctx, role, est.params)
+    shard_trainable = trainable / (est.tp * est.pp)
+    grad_bytes = shard_trainable * b
     sharded = par is not None and (par.fsdp or par.zero >= 3)
     steps = w.mini_batches * w.epochs
     comm = 0.0
@@ -917,9 +961,9 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
             # set reduce_dtype float32), DeepSpeed in the model's type (its default
             # communication_data_type).
             reduce_b = f.BYTES_PER_ELEMENT["fp32"] if par.fsdp else b
-            comm = shard_params * reduce_b * ring * micro_batches
+            comm = shard_trainable * reduce_b * ring * micro_batches
             if sharded:  # the weights gathered for forward, backward (and recomputation)
-                comm += (3 if recompute else 2) * grad_bytes * ring * micro_batches
+                comm += (3 if recompute else 2) * weight_bytes * ring * micro_batches
             else:  # ZeRO-2: each optimizer step's updated shards gathered once
                 comm += grad_bytes * ring * steps
         else:
@@ -950,14 +994,16 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
         terms["overhead"] -= detail["launch_overhead_s"] - launches_s
         detail["launch_overhead_s"] = launches_s
     # Optimizer step: read and write weights, grads and optimizer state once per step.
-    states_gb = sum(est.states.get(k, 0.0) for k in ("weights", "grads", "optimizer"))
+    states_gb = est.states.get("weights", 0.0) * trainable / est.params + sum(
+        est.states.get(k, 0.0) for k in ("grads", "optimizer")
+    )
     host = ctx.inputs.cluster.host_gb_per_s
     opt_s = 0.0
     if par is not None and par.cpu_optimizer:
         per_node = efficiency_value(ctx.inputs.efficiency, "cpu_adam_params_per_s")
         gpn = ctx.inputs.cluster.gpus_per_node
         ranks_per_node = min(gpn, est.devices)
-        params_per_device = est.params / (est.tp * est.pp) / (est.dp if sharded or par.zero else 1)
+        params_per_device = shard_trainable / (est.dp if sharded or par.zero else 1)
         cpu_s = params_per_device * ranks_per_node / per_node
         copy_s = 2 * est.states.get("grads", 0.0) / host  # grads down, weights up
         opt_s = (cpu_s + copy_s) * steps
@@ -1021,6 +1067,13 @@ def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> f
     if not rollout.cuda_graphs:
         # Each layer's kernels issued from Python; MoE and MLA layers issue more of them.
         floor += efficiency_value(eff, "eager_layer_s") * f.eager_layers(spec) / pp
+    if role.lora is not None:
+        # An engine serving adapters runs vLLM's LoRA kernels (a buffer, a shrink and an
+        # expand per wrapped linear layer) beside every layer's own small kernels.
+        kernels = f.lora_decode_kernels(rollout.vllm_v0) * spec.num_layers / pp
+        floor += efficiency_value(eff, "decode_layer_s") / f.DECODE_LAYER_KERNELS * kernels
+        if not rollout.cuda_graphs:
+            floor += efficiency_value(eff, "eager_layer_s") / f.EAGER_LAYER_OPERATORS * kernels
     group = tp * pp
     key = "allreduce_inter_node_s" if _spans_nodes(ctx, group) else "allreduce_s"
     if tp > 1:
@@ -1368,7 +1421,9 @@ def nodes_network_gb_per_s(cluster: Any, devices: Sequence[int]) -> float:
     return min(cluster.device_copy_gb_per_s, fewest * cluster.network_gb_per_s)
 
 
-def _gather_s(ctx: _Ctx, role: Role, *, every_nic: bool = True) -> tuple[float, float]:
+def _gather_s(
+    ctx: _Ctx, role: Role, *, every_nic: bool = True, share: float = 1.0
+) -> tuple[float, float]:
     """(GB, seconds) for one trainer device to gather the whole model from its shards.
 
     What the device lacks arrives over NVLink while the ranks that hold distinct
@@ -1378,14 +1433,15 @@ def _gather_s(ctx: _Ctx, role: Role, *, every_nic: bool = True) -> tuple[float, 
     share the bytes (:func:`nodes_network_gb_per_s`) and the export reaches
     ``refit_gather`` of that (measured on NeMo RL's refit); ``every_nic`` false
     (verl's syncs to a rollout on other GPUs) keeps the one NIC per device their
-    published times were fitted with.
+    published times were fitted with. ``share``: the part of the model that moves (a LoRA
+    trainer's adapters).
     """
     full_gb = _full_model_gb(ctx, role)
     own_gb = role.states.get("weights", 0.0) * (
         f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
         / f.BYTES_PER_ELEMENT[weight_precision(ctx, role)]
     )
-    missing_gb = max(0.0, full_gb - own_gb)
+    missing_gb = max(0.0, full_gb - own_gb) * share
     tp, pp, dp = ctx.layout(role)
     par = role.parallel
     zero = 3 if par is not None and par.fsdp else (par.zero if par is not None else 0)
@@ -1428,9 +1484,12 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
     """
     inputs = ctx.inputs
     src, dst = roles.get(stage.from_role or ""), roles.get(stage.to_role or "")
-    gb = dst.states.get("weights", 0.0) if dst is not None else 0.0
+    held_gb = dst.states.get("weights", 0.0) if dst is not None else 0.0
     same = src is not None and dst is not None and sorted(src.devices) == sorted(dst.devices)
     shared = src is not None and dst is not None and bool(set(src.devices) & set(dst.devices))
+    share = adapter_share(ctx, src, dst, shared)
+    # The engine holds the base weights and the adapters: of them, the adapters move.
+    gb = held_gb * share / (1.0 + share) if share < 1.0 else held_gb
     speed = inputs.cluster.device_copy_gb_per_s if same else inputs.cluster.network_gb_per_s
     terms = {"communication": gb / speed}
     detail: dict[str, Any] = {"gb_per_device": gb, "gb_per_s": speed}
@@ -1438,7 +1497,7 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
     estimable = bool(src is not None and dst is not None and src.devices and dst.devices)
     if shared:  # the engine sleeps while the trainer runs on its GPUs
         assert dst is not None
-        sleep_copy_s = _sleep_copy_s(ctx, dst, gb)
+        sleep_copy_s = _sleep_copy_s(ctx, dst, held_gb)
         terms["overhead"] = (
             gb / efficiency_value(eff, "reshard_gb_s")
             + efficiency_value(eff, "engine_switch_s")
@@ -1449,12 +1508,12 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         detail["sleep_level"] = (dst.rollout or Rollout()).sleep_level
         detail["sleep_copy_s"] = sleep_copy_s
         if estimable:
-            gather_gb, gather_s = _gather_s(ctx, src)
+            gather_gb, gather_s = _gather_s(ctx, src, share=share)
             terms["communication"] += gather_s
             detail.update({"gather_gb": gather_gb, "gather_s": gather_s})
     elif estimable:
         spec = ctx.spec(src)  # the trainer's checkpoint: what it gathers and sends
-        full_gb = _full_model_gb(ctx, src)
+        full_gb = _full_model_gb(ctx, src) * share
         c = inputs.cluster
         fabrics = {c.fabric_of(d) for d in (*src.devices, *dst.devices)}
         method = (dst.rollout or Rollout()).weight_sync
@@ -1466,8 +1525,13 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         network = nodes_network_gb_per_s(c, members) if every_nic else c.network_gb_per_s
         broadcast_speed = network if len(fabrics) > 1 else c.device_copy_gb_per_s
         broadcast_s = full_gb / broadcast_speed
-        gather_gb, gather_s = _gather_s(ctx, src, every_nic=every_nic)
-        tensors = f.param_tensors(spec)
+        gather_gb, gather_s = _gather_s(ctx, src, every_nic=every_nic, share=share)
+        lora = src.lora
+        tensors = (
+            f.lora_tensors(spec, lora.targets)
+            if share < 1.0 and lora is not None
+            else f.param_tensors(spec)
+        )
         if method in ("overlapped", "bucketed_overlapped"):
             terms = {"communication": max(broadcast_s, gather_s)}
         else:
@@ -1481,6 +1545,8 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         })  # fmt: skip
     else:
         detail["path"] = "device copy" if same else "network"
+    if share < 1.0:
+        detail["adapters_only"] = True
     if stage.seconds is not None:
         return StageEstimate(
             stage=stage.name, kind="weight_sync", seconds=float(stage.seconds), bytes=gb * f.GB,
@@ -1492,6 +1558,20 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         stage=stage.name, kind="weight_sync", seconds=sum(terms.values()), bytes=received,
         bound=max(terms, key=terms.__getitem__), terms=terms, detail=detail,
     )  # fmt: skip
+
+
+def adapter_share(ctx: _Ctx, src: Role | None, dst: Role | None, shared: bool) -> float:
+    """What a weight sync moves, as a share of the trainer's checkpoint: its LoRA adapters'
+    weights over the model's when the trainer trains adapters and the engine applies them at
+    run time (verl's FSDP LoRA and ROLL's LoRA roles), else 1: all of it (merged weights). A
+    colocated engine that drops its weights while it sleeps (sleep level 2) needs its base
+    weights back every step: all of it (verl forces sleep level 1 for adapter-only syncs for
+    that reason)."""
+    if src is None or dst is None or src.lora is None or dst.lora is None:
+        return 1.0
+    if shared and (dst.rollout or Rollout()).sleep_level == 2:
+        return 1.0
+    return lora_params(ctx, src) / f.total_params(ctx.spec(src))
 
 
 def _sleep_copy_s(ctx: _Ctx, engine: Role, gb: float) -> float:
@@ -1804,6 +1884,7 @@ def assumptions(
                     if inputs.roles[name].parallel
                     else None
                 ),
+                "lora": _lora_assumption(ctx, inputs.roles[name], est),
             }
             for name, est in roles.items()
         },
@@ -1821,6 +1902,12 @@ def assumptions(
                 # an eager step's host work, the model's layers counted in dense layers
                 "layers": ctx.spec(inputs.roles[name]).num_layers,
                 "eager_layers": f.eager_layers(ctx.spec(inputs.roles[name])),
+                # vLLM's LoRA kernels per layer and decode step, when it serves adapters
+                "lora_kernels_per_layer": (
+                    f.lora_decode_kernels((inputs.roles[name].rollout or Rollout()).vllm_v0)
+                    if inputs.roles[name].lora is not None
+                    else 0
+                ),
             }
             for name, est in roles.items()
             if "kv_cache" in est.states
@@ -1839,11 +1926,25 @@ def assumptions(
     }
 
 
+def _lora_assumption(ctx: _Ctx, role: Role, est: RoleEstimate) -> dict[str, Any] | None:
+    """A LoRA role's adapters: rank, projections, and their weights against the model's."""
+    if role.lora is None:
+        return None
+    adapters = lora_params(ctx, role)
+    return {
+        "rank": role.lora.rank,
+        "targets": list(role.lora.targets),
+        "adapter_params": adapters,
+        "share": adapters / est.params,
+    }
+
+
 def _sync_assumption(stage: Stage, est: StageEstimate) -> dict[str, Any]:
     """How a weight sync was priced: its path, the GB each move carries, the tensors."""
     d = est.detail
     keys = ("path", "colocated", "method", "full_model_gb", "gather_gb", "gather_s",
-            "gb_per_device", "gb_per_s", "tensors", "sleep_level", "sleep_copy_s")  # fmt: skip
+            "gb_per_device", "gb_per_s", "tensors", "sleep_level", "sleep_copy_s",
+            "adapters_only")  # fmt: skip
     return {"from": stage.from_role, "to": stage.to_role, **{k: d[k] for k in keys if k in d}}
 
 

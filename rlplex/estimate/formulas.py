@@ -356,3 +356,148 @@ def eager_layers(s: ModelSpec) -> float:
         per_moe_layer += EAGER_GROUPED_TOPK_LAYERS
     layers = s.num_layers * (1.0 + (EAGER_MLA_LAYERS if s.is_mla else 0.0))
     return layers + s.moe_layers * per_moe_layer
+
+
+LORA_MODULES_PER_LAYER = 4
+"""Linear layers vLLM wraps for LoRA in each decoder layer, whichever projections an adapter
+adapts (``LoRAModelManager`` wraps every supported module of the model): the merged q/k/v,
+the attention output, the merged gate/up (every expert's, in a fused MoE layer) and the
+down projection."""
+
+LORA_KERNELS_PER_MODULE = 3
+"""Kernels vLLM's V1 GPU LoRA path launches per wrapped linear layer and decode step
+(``PunicaWrapperGPU.add_lora_linear``: a zeroed fp32 buffer, one ``lora_shrink`` and one
+``lora_expand`` over all the layer's slices); vLLM's V0 path (0.6) launches them per slice
+(``PunicaWrapper.add_lora_packed_nslice``: q, k, v and gate, up apart)."""
+
+LORA_SLICES_PER_LAYER_V0 = 3 + 1 + 2 + 1
+"""Slices of a decoder layer's wrapped linear layers that vLLM's V0 LoRA path loops over."""
+
+DECODE_LAYER_KERNELS = 8
+"""Small kernels of a decoder layer besides its GEMMs (norms, rotary, cache write,
+activation, residual adds): what ``decode_layer_s`` prices (docs/cost-model.md), so that
+``decode_layer_s / DECODE_LAYER_KERNELS`` is one small kernel replayed from a CUDA graph."""
+
+EAGER_LAYER_OPERATORS = 20
+"""PyTorch operators a vLLM decoder layer issues in eager mode: what ``eager_layer_s`` prices
+(docs/cost-model.md), so that ``eager_layer_s / EAGER_LAYER_OPERATORS`` is one operator."""
+
+
+def _lora_attention(s: ModelSpec, targets: frozenset[str]) -> list[tuple[int, int]]:
+    """(d_in, d_out) of each adapted attention projection of one layer."""
+    h = s.hidden_size
+    mats: list[tuple[int, int]] = []
+    if s.is_mla:
+        qk = s.qk_nope_head_dim + s.qk_rope_head_dim
+        if "q" in targets:
+            if s.q_lora_rank:
+                mats += [(h, s.q_lora_rank), (s.q_lora_rank, s.num_heads * qk)]
+            else:
+                mats.append((h, s.num_heads * qk))
+        if targets & {"k", "v"}:  # keys and values share MLA's compressed projection
+            mats += [
+                (h, s.kv_lora_rank + s.qk_rope_head_dim),
+                (s.kv_lora_rank, s.num_heads * (s.qk_nope_head_dim + s.v_head_dim)),
+            ]
+        if "o" in targets:
+            mats.append((s.num_heads * s.v_head_dim, h))
+        return mats
+    d = s.head_width
+    widths = {"q": s.num_heads * d, "k": s.num_kv_heads * d, "v": s.num_kv_heads * d}
+    mats += [(h, widths[t]) for t in ("q", "k", "v") if t in targets]
+    if "o" in targets:
+        mats.append((s.num_heads * d, h))
+    return mats
+
+
+def _lora_mlp(h: int, width: int, targets: frozenset[str]) -> list[tuple[int, int]]:
+    mats = [(h, width) for t in ("gate", "up") if t in targets]
+    if "down" in targets:
+        mats.append((width, h))
+    return mats
+
+
+def lora_params(s: ModelSpec, rank: int, targets: tuple[str, ...], *, active: bool = False) -> int:
+    """Adapter weights of every adapted projection: ``rank x (d_in + d_out)`` each.
+
+    Every block's attention projections in ``targets``; its MLP's, or in an MoE
+    layer every routed expert's (``active``: the ``experts_per_token`` a token
+    uses, for FLOPs) and the shared experts'. The router and the output head
+    carry none (peft's ``all-linear`` leaves the head out).
+    """
+    wanted = frozenset(targets)
+    h = s.hidden_size
+    per_layer = sum(a + b for a, b in _lora_attention(s, wanted))
+    total = s.num_layers * per_layer
+    dense_layers = s.num_layers - s.moe_layers
+    total += dense_layers * sum(a + b for a, b in _lora_mlp(h, s.intermediate_size, wanted))
+    if s.is_moe:
+        experts = s.experts_per_token if active else s.num_experts
+        expert = sum(a + b for a, b in _lora_mlp(h, s.moe_intermediate_size, wanted))
+        shared = s.shared_experts * sum(a + b for a, b in _lora_mlp(h, _shared_width(s), wanted))
+        total += s.moe_layers * (experts * expert + shared)
+    return rank * total
+
+
+def lora_tensors(s: ModelSpec, targets: tuple[str, ...]) -> int:
+    """Tensors of the adapter checkpoint (an A and a B per adapted projection): what a
+    tensor-by-tensor sync of the adapters sends one at a time."""
+    wanted = frozenset(targets)
+    per_layer = len(_lora_attention(s, wanted))
+    dense_layers = s.num_layers - s.moe_layers
+    mlp = len(_lora_mlp(s.hidden_size, s.intermediate_size, wanted))
+    matrices = s.num_layers * per_layer + dense_layers * mlp
+    if s.is_moe:
+        matrices += s.moe_layers * (s.num_experts + s.shared_experts) * mlp
+    return 2 * matrices
+
+
+def lora_decode_kernels(vllm_v0: bool) -> int:
+    """Kernels vLLM's LoRA path adds to one decoder layer per decode step."""
+    if vllm_v0:
+        return LORA_KERNELS_PER_MODULE * LORA_SLICES_PER_LAYER_V0
+    return LORA_KERNELS_PER_MODULE * LORA_MODULES_PER_LAYER
+
+
+# What LoRA adapters move beside their two small matmuls, per token and adapted projection:
+# the scaling and the sum over the projection's output in the forward; the backward's
+# scaling of the output gradient and the sum of the input gradients of the two paths.
+# Measured with peft 0.21.2's own LoRA Linear on Qwen2/Qwen3 layers on the CPU
+# (``bench/lora_bytes.py``: exact, every shape and rank); Megatron-Bridge's LoRALinear runs
+# the same two operators (its adapter's scaling, then ``linear_output + adapter_output``).
+LORA_EAGER_FORWARD_OUT = 10.0
+"""Forward bytes per element of an adapted projection's output width (scale 4, sum 6)."""
+LORA_EAGER_BACKWARD_OUT = 4.0
+"""Backward bytes per element of its output width (the gradient's scaling)."""
+LORA_EAGER_BACKWARD_IN = 6.0
+"""Backward bytes per element of its input width (the two input gradients summed)."""
+
+
+def lora_elementwise_bytes(s: ModelSpec, targets: tuple[str, ...]) -> tuple[float, float]:
+    """(forward, backward) bytes per token per layer (averaged over the layers) that LoRA
+    adapters' non-matmul operators move; an MoE layer counts the experts a token uses."""
+    wanted = frozenset(targets)
+    mats = s.num_layers * _lora_attention(s, wanted)
+    dense_layers = s.num_layers - s.moe_layers
+    mats += dense_layers * _lora_mlp(s.hidden_size, s.intermediate_size, wanted)
+    if s.is_moe:
+        per_token = s.experts_per_token * _lora_mlp(s.hidden_size, s.moe_intermediate_size, wanted)
+        per_token += s.shared_experts * _lora_mlp(s.hidden_size, _shared_width(s), wanted)
+        mats += s.moe_layers * per_token
+    d_out = sum(b for _, b in mats) / s.num_layers
+    d_in = sum(a for a, _ in mats) / s.num_layers
+    return (
+        LORA_EAGER_FORWARD_OUT * d_out,
+        LORA_EAGER_BACKWARD_OUT * d_out + LORA_EAGER_BACKWARD_IN * d_in,
+    )
+
+
+# What peft's LoRA adapters add to a layer's host work in eager PyTorch, in layers' worth
+# (``layer_s``): ``bench/layer_overhead.py --lora RANK`` times a frozen Qwen2 stack and the
+# same stack with adapters on every projection in turns, on one CPU thread, at ranks small
+# enough (4 and 8) that the adapters' own arithmetic does not count; each adapted projection's
+# forward is a Python wrapper around two more linears, a scaling and a sum.
+LORA_HOST_FORWARD = 0.79
+"""Extra host work of a forward pass (ratio adapted / frozen 1.786 at rank 4, 1.791 at 8)."""
+LORA_HOST_TRAIN = 0.94
+"""Extra host work of a forward + backward pass (1.955 at rank 4, 1.926 at 8)."""

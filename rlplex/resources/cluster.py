@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from rlplex.resources.devices import MAX_GPUS
-from rlplex.resources.inputs import OptimizerName, Parallel, Precision, Rollout
+from rlplex.resources.inputs import Lora, OptimizerName, Parallel, Precision, Rollout
 
 StateKind = Literal["weights", "optimizer", "grads", "kv_cache"]
 STATE_KINDS: tuple[StateKind, ...] = ("weights", "optimizer", "grads", "kv_cache")
@@ -133,6 +133,9 @@ class Role(BaseModel):
     rollout: Rollout | None = None
     """Inference-engine settings of a generating role (estimates): max_num_seqs, memory share,
     CUDA graphs."""
+    lora: Lora | None = None
+    """LoRA adapters on the role's frozen model (estimates): a trained role trains the
+    adapters only; an engine applies them at run time and receives only them."""
 
     @property
     def is_gpu(self) -> bool:

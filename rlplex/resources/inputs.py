@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 Precision = Literal["bf16", "fp16", "fp32", "fp8"]
 OptimizerName = Literal["adamw", "adam", "sgd"]
@@ -223,6 +223,46 @@ class Rollout(BaseModel):
                 " cache): set one"
             )
         return self
+
+
+LoraTarget = Literal["q", "k", "v", "o", "gate", "up", "down"]
+"""A projection that can carry LoRA adapters: attention's query, key, value and output, the
+MLP's gate, up and down (of every expert, in an MoE layer)."""
+
+LORA_TARGETS: tuple[LoraTarget, ...] = ("q", "k", "v", "o", "gate", "up", "down")
+"""Every projection of a block: Hugging Face peft's ``all-linear`` (which leaves the output
+head out)."""
+
+
+class Lora(BaseModel):
+    """Low-rank adapters (LoRA) on a role's projections; the base weights stay frozen.
+
+    A trained role gives gradients and optimizer state to the adapters only, and its
+    backward computes no weight gradients for the frozen matrices (input gradients only: a
+    third fewer matmul FLOPs). A generating role applies the adapters at run time (vLLM's
+    ``enable_lora``): each adapted projection adds two small kernels to every decode step,
+    and a weight sync from a LoRA-trained role sends it the adapters only. An engine without
+    ``lora`` fed by a LoRA-trained role receives the merged weights (NeMo RL; verl's
+    Megatron ``lora.merge``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rank: StrictInt = Field(ge=1, le=65536)
+    """Adapter rank r: a d_in x d_out projection gains an A (d_in x r) and a B (r x d_out)
+    (peft's ``r``, verl's ``lora_rank``, ROLL's ``lora_rank``, NeMo RL's ``dim``)."""
+    targets: tuple[LoraTarget, ...] = LORA_TARGETS
+    """Projections that carry adapters, or ``all-linear`` (the default: every projection of
+    every block, as peft's ``all-linear``)."""
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _all_linear(cls, value: object) -> object:
+        if value == "all-linear":
+            return LORA_TARGETS
+        if isinstance(value, list | tuple) and not value:
+            raise ValueError("name at least one projection, or all-linear")
+        return value
 
 
 class Efficiency(BaseModel):

@@ -452,6 +452,46 @@ def rollout(
     return out or None
 
 
+LORA_MODULE_NAMES: dict[str, tuple[str, ...]] = {
+    # Hugging Face (peft target_modules; ROLL's lora_target)
+    "q_proj": ("q",), "k_proj": ("k",), "v_proj": ("v",), "o_proj": ("o",),
+    "gate_proj": ("gate",), "up_proj": ("up",), "down_proj": ("down",),
+    "q_a_proj": ("q",), "q_b_proj": ("q",), "kv_a_proj_with_mqa": ("k", "v"),
+    "kv_b_proj": ("k", "v"), "qkv_proj": ("q", "k", "v"), "gate_up_proj": ("gate", "up"),
+    # Megatron-Bridge (verl's Megatron lora.target_modules; NeMo RL's peft)
+    "linear_qkv": ("q", "k", "v"), "linear_proj": ("o",), "linear_fc1": ("gate", "up"),
+    "linear_fc2": ("down",), "linear_q": ("q",), "linear_k": ("k",), "linear_v": ("v",),
+    "linear_fc1_gate": ("gate",), "linear_fc1_up": ("up",), "linear_q_proj": ("q",),
+    "linear_q_down_proj": ("q",), "linear_q_up_proj": ("q",),
+    "linear_kv_down_proj": ("k", "v"), "linear_kv_up_proj": ("k", "v"),
+}  # fmt: skip
+"""Module names frameworks give LoRA targets by, and the projections (``Lora.targets``)
+each adapts."""
+
+
+def lora(rank: Any, targets: Any = None) -> dict[str, Any] | None:
+    """The native per-role ``lora`` section from a framework's rank and target modules.
+
+    ``targets``: ``all-linear``, a list of module names or a comma-separated string of them
+    (:data:`LORA_MODULE_NAMES`); names rlplex does not know (regular expressions, a model's
+    own module names) are left out, and with none known the adapters go on every
+    projection (``all-linear``). None when the rank is not a positive integer (LoRA off).
+    """
+    r = optional_int(rank)
+    if r is None:
+        return None
+    names: list[str] = []
+    if isinstance(targets, str) and targets != "all-linear":
+        names = [n.strip() for n in targets.split(",") if n.strip()]
+    elif isinstance(targets, list | tuple):
+        names = [n for n in targets if isinstance(n, str)]
+    known = [p for n in names for p in LORA_MODULE_NAMES.get(n.rsplit(".", 1)[-1], ())]
+    out: dict[str, Any] = {"rank": r}
+    if known and set(known) != {"q", "k", "v", "o", "gate", "up", "down"}:
+        out["targets"] = sorted(set(known), key=("q", "k", "v", "o", "gate", "up", "down").index)
+    return out
+
+
 def refuse_non_rl(what: str, *, file: str, field: str | None = None) -> NoReturn:
     """Refuse a file that is not an RL step (SFT, DPO, evaluation ...), saying what it is."""
     raise ConfigError(

@@ -83,6 +83,7 @@ from rlplex.resources.importers.common import (
     default_pipeline,
     get_path,
     gpu_role,
+    lora,
     parallel,
     positive_int,
     refuse_non_rl,
@@ -161,6 +162,19 @@ def _parallel(block: Mapping[str, Any], trains: bool) -> dict[str, Any] | None:
     if name.startswith("fsdp"):
         return parallel(fsdp=True, recompute=recompute)
     return parallel(recompute=recompute)
+
+
+def _lora(block: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A role's LoRA adapters: ROLL trains (and vLLM serves, ``enable_lora``) adapters on a role
+    whose ``model_args.lora_target`` is set (``all``, ``all-linear`` or module names), of rank
+    ``lora_rank`` (8 by default; roll/configs/model_args.py)."""
+    model_args = block.get("model_args")
+    if not isinstance(model_args, Mapping) or model_args.get("lora_target") is None:
+        return None
+    target = model_args["lora_target"]
+    return lora(
+        model_args.get("lora_rank", 8), "all-linear" if target in ("all", "all-linear") else target
+    )
 
 
 def _parse_mapping(value: Any, field: str, file: str) -> tuple[int, ...]:
@@ -338,7 +352,17 @@ def to_native(
             )
             if settings:
                 role["rollout"] = settings
+        adapters = _lora(block)
+        if adapters:
+            role["lora"] = adapters
         roles[name] = role
+    reference_roles = teachers or None
+    if "lora" in roles.get("actor_train", {}) and "reference" in roles and not teachers:
+        # A LoRA actor computes the reference log-probs itself with its adapters switched off
+        # (rlvr_pipeline.py and agentic_pipeline.py: use_ref_model is false under LoRA, the
+        # batch carries disable_adapter): the reference role loads no model.
+        del roles["reference"]
+        reference_roles = ["actor_train"]
     ratio = data.get("async_generation_ratio", 0) or 0
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or ratio < 0:
         raise ConfigError(
@@ -366,9 +390,7 @@ def to_native(
     native: dict[str, Any] = {
         "cluster": cluster.model_dump(exclude_unset=True),
         "roles": roles,
-        "pipeline": default_pipeline(
-            roles, mode, staleness, reward_roles or None, teachers or None
-        ),
+        "pipeline": default_pipeline(roles, mode, staleness, reward_roles or None, reference_roles),
     }
     model = _model(data)
     if model:

@@ -86,6 +86,7 @@ from rlplex.resources.importers.common import (
     default_pipeline,
     get_path,
     gpu_role,
+    lora,
     optional_int,
     parallel,
     positive_int,
@@ -460,6 +461,23 @@ def _rollout(r: _Reader) -> dict[str, Any] | None:
     )
 
 
+def _lora(r: _Reader, name: str) -> tuple[dict[str, Any] | None, bool]:
+    """A trained role's LoRA adapters, and whether its weight syncs merge them.
+
+    The actor's: Megatron-Bridge's ``actor_rollout_ref.model.lora`` (``rank``,
+    ``target_modules``, ``merge``), else the FSDP path's ``model.lora_rank`` and
+    ``target_modules`` (verl/trainer/main_ppo.py reads them in that order); the critic's:
+    ``critic.model.lora_rank``. Only a Megatron ``lora.merge`` syncs merged weights; every
+    other LoRA run hands the rollout the adapters, which vLLM applies at run time
+    (``enable_lora``, vllm_async_server.py).
+    """
+    model = "critic.model" if name == "critic" else "actor_rollout_ref.model"
+    adapters = lora(r.get(f"{model}.lora.rank"), r.get(f"{model}.lora.target_modules"))
+    if adapters is not None:
+        return adapters, r.get(f"{model}.lora.merge") is True
+    return lora(r.get(f"{model}.lora_rank"), r.get(f"{model}.target_modules")), False
+
+
 def _weight_sync(r: _Reader) -> str:
     """How verl moves the trainer's weights to a rollout on other GPUs: tensor by tensor over
     a Ray collective group (one-step-off, fully async, explicit pools), unless the fully-async
@@ -486,6 +504,37 @@ def _partial_rollout(r: _Reader) -> bool:
         and not isinstance(threshold, bool)
         and threshold > 0
     )
+
+
+def _apply_lora(r: _Reader, roles: dict[str, dict[str, Any]]) -> list[str] | None:
+    """Give the LoRA roles their adapters; the reference roles of the step (None: the
+    default).
+
+    A LoRA actor computes the reference log-probs itself with its adapters switched off
+    (verl's ``ref_in_actor``, ray_trainer.py): no reference role holds weights. Its rollout
+    applies the adapters unless they are merged; verl then keeps the engine's base weights
+    across sleeps (sleep level 1: megatron_workers.py, and engine_workers.py for
+    ``use_legacy_worker_impl: disable``) and syncs the adapters only; the legacy FSDP
+    worker keeps the configured level, and at level 2 sends the base weights too
+    (fsdp_workers.py).
+    """
+    reference_roles = None
+    actor, merged = _lora(r, "actor_train")
+    if actor is not None and "actor_train" in roles:
+        roles["actor_train"]["lora"] = actor
+        if "reference" in roles:
+            del roles["reference"]
+            reference_roles = ["actor_train"]
+        infer = roles.get("actor_infer")
+        if infer is not None and not merged:
+            infer["lora"] = actor
+            megatron = r.get("actor_rollout_ref.actor.strategy") == "megatron"
+            if megatron or r.get("trainer.use_legacy_worker_impl") == "disable":
+                infer["rollout"] = {**(infer.get("rollout") or {}), "sleep_level": 1}
+    critic, _ = _lora(r, "critic")
+    if critic is not None and "critic" in roles:
+        roles["critic"]["lora"] = critic
+    return reference_roles
 
 
 def to_native(
@@ -567,6 +616,7 @@ def to_native(
             if name == "actor_infer" and r.get(f"{_ROLLOUT}.quantization") == "fp8":
                 role["precision"] = "fp8"  # vLLM's FP8 weights (rollout.quantization)
             roles[name] = role
+    reference_roles = _apply_lora(r, roles)
     infer, train = roles.get("actor_infer"), roles.get("actor_train")
     if (
         infer is not None
@@ -586,7 +636,7 @@ def to_native(
     native: dict[str, Any] = {
         "cluster": cluster.model_dump(exclude_unset=True),
         "roles": roles,
-        "pipeline": default_pipeline(roles, mode, staleness),
+        "pipeline": default_pipeline(roles, mode, staleness, reference_roles=reference_roles),
     }
     model = r.get("actor_rollout_ref.model.path")
     if isinstance(model, str) and model and "${" not in model:
