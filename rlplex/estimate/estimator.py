@@ -938,7 +938,6 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     spec = ctx.spec(role)
     head = _role_head(role.name, ctx.stages_of.get(role.name, []))
     terms, detail, micro_batches = _pass_terms(ctx, stage, role, est, backward=True)
-    _, _, longest = _tokens(w)
     par = role.parallel
     recompute = bool(par and par.recompute)
     b = f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
@@ -1018,9 +1017,8 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
             step_s += _sequence_overhead_s(ctx)
         terms["overhead"] += step_s
         detail["step_overhead_s"] = step_s
-    tokens_mb = w.micro_batch_size * longest
     act = f.activation_bytes(
-        spec, min(tokens_mb, detail["micro_batch_tokens"]) if w.packing else tokens_mb,
+        spec, _micro_batch_tokens_per_rank(w, role, detail, backward=True),
         precision=stored_precision(role.precision), tp=est.tp, pp=est.pp, recompute=recompute,
         backward=True,
         head=head,
@@ -1034,6 +1032,20 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     return _combine(stage, "train", terms, flops=flops, bytes=comm, memory_gb=act, detail=detail)
 
 
+def _micro_batch_tokens_per_rank(
+    w: Workload, role: Role, detail: Mapping[str, Any], *, backward: bool
+) -> float:
+    """Tokens whose activations one rank holds at a micro-batch's peak: padded, every sequence
+    at the longest; packed, the micro-batch's tokens (its budget, or its sequences at the mean
+    length); split over the sequence / context-parallel ranks, which each hold a slice of every
+    sequence (Ulysses, Megatron's context parallel)."""
+    _, _, longest = _tokens(w)
+    padded = _micro_batch(w, backward)[0] * longest
+    tokens = min(padded, detail["micro_batch_tokens"]) if w.packing else padded
+    sp = role.parallel.sp if role.parallel else 1
+    return tokens / sp
+
+
 def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> StageEstimate:
     """One forward pass over the step's tokens (log-probs, values, reward scores)."""
     w = ctx.inputs.workload
@@ -1041,10 +1053,9 @@ def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> 
     spec = ctx.spec(role)
     head = _role_head(role.name, ctx.stages_of.get(role.name, []))
     terms, detail, _ = _pass_terms(ctx, stage, role, est, backward=False)
-    _, _, longest = _tokens(w)
-    tokens_mb = _micro_batch(w, backward=False)[0] * longest
     act = f.activation_bytes(
-        spec, tokens_mb, precision=stored_precision(role.precision), tp=est.tp, pp=est.pp,
+        spec, _micro_batch_tokens_per_rank(w, role, detail, backward=False),
+        precision=stored_precision(role.precision), tp=est.tp, pp=est.pp,
         backward=False,
         head=head,
         eager=layer_kernels(role) == "eager",

@@ -1443,3 +1443,27 @@ def test_refit_gather_is_read_from_the_config(base: dict[str, Any]) -> None:
     base["efficiency"] = {"refit_gather": 0.68}
     faster = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
     assert faster.detail["gather_s"] == pytest.approx(default.detail["gather_s"] / 2)
+
+
+def test_packed_micro_batches_hold_their_tokens_split_over_sequence_parallel(
+    base: dict[str, Any],
+) -> None:
+    """A packed micro-batch's activations are its tokens' (2 sequences at the mean 100 + 300,
+    not at the longest 800), in a forward-only pass as in training; Ulysses or context
+    parallel leaves each rank a slice of every sequence (bug: the forward pass held every
+    sequence at the longest, and neither pass split over sp)."""
+    spec = model_presets()["llama-3.1-8b"]
+    est = estimate_config(config_from_dict(base, file="t.yaml"))
+    ref = est.stages["ref_logprob"]
+    assert ref.memory_gb == pytest.approx(
+        f.activation_bytes(spec, 2 * 400, backward=False, eager=True) / 1e9, rel=1e-6
+    )
+    base["roles"]["reference"]["parallel"]["sp"] = 2
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True, "sp": 2}
+    split = estimate_config(config_from_dict(base, file="t.yaml"))
+    assert split.stages["ref_logprob"].memory_gb == pytest.approx(
+        f.activation_bytes(spec, 2 * 400 / 2, backward=False, eager=True) / 1e9, rel=1e-6
+    )
+    assert split.stages["train"].memory_gb == pytest.approx(
+        f.activation_bytes(spec, 2 * 400 / 2, backward=True, eager=True) / 1e9, rel=1e-6
+    )

@@ -219,3 +219,34 @@ def test_roll_vllm_use_v1_zero_runs_the_v0_engine(value: object, v0: bool) -> No
     overrides = [] if value is None else [f"{key}={value}"]
     rollout = load_config(path, overrides=overrides).roles["actor_infer"].rollout
     assert (rollout or Rollout()).vllm_v0 is v0
+
+
+def test_verl_global_micro_batches_split_over_data_parallel_ranks() -> None:
+    """verl still reads the global ``ppo_micro_batch_size`` and ``log_prob_micro_batch_size``
+    (sequences over the whole trainer) and divides them by its data-parallel ranks: GPUs over
+    Ulysses sp (fsdp_workers.py), GPUs over tp x pp x cp (megatron_workers.py). Bug: only a
+    2024 config's were read; verl's device-tuning LoRA scripts set nothing else, and imported
+    with micro-batches of 1."""
+    unset = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=null"
+    fsdp = load_config(
+        VERL,
+        overrides=[
+            unset,
+            "actor_rollout_ref.actor.ppo_micro_batch_size=64",
+            "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size=32",
+        ],
+    )
+    assert fsdp.workload is not None
+    assert fsdp.workload.micro_batch_size == 64 // (8 // 2)
+    assert fsdp.workload.logprob_micro_batch_size == 32 // (8 // 2)
+    megatron = load_config(
+        VERL,
+        overrides=[
+            unset,
+            "actor_rollout_ref.actor.ppo_micro_batch_size=64",
+            "actor_rollout_ref.actor.strategy=megatron",
+            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+        ],
+    )
+    assert megatron.workload is not None and megatron.workload.micro_batch_size == 64 // 4

@@ -291,7 +291,7 @@ def _refuse_non_rl(data: Mapping[str, Any], file: str) -> None:
         refuse_non_rl("a verl SFT config (like verl/trainer/config/sft_trainer.yaml)", file=file)
 
 
-def _workload(r: _Reader) -> dict[str, Any] | None:
+def _workload(r: _Reader, roles: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
     prompts = r.get("data.train_batch_size")
     if isinstance(r.get("async_training"), Mapping):
         mini = r.get("actor_rollout_ref.actor.ppo_mini_batch_size")
@@ -299,17 +299,20 @@ def _workload(r: _Reader) -> dict[str, Any] | None:
         batches = r.get("async_training.require_batches", 1)
         if all(isinstance(v, int) and not isinstance(v, bool) for v in (mini, trigger, batches)):
             prompts = mini * trigger * batches
+    train = roles.get("actor_train", {})
     return workload(
         prompts=prompts,
         samples=r.get(f"{_ROLLOUT}.n"),
         prompt_max=r.get("data.max_prompt_length"),
         response_max=r.get("data.max_response_length"),
-        micro_batch=_per_gpu(r, "actor_rollout_ref.actor", "ppo_micro_batch_size"),
+        micro_batch=_per_gpu(r, "actor_rollout_ref.actor", "ppo_micro_batch_size", train),
         mini_batch_prompts=r.get("actor_rollout_ref.actor.ppo_mini_batch_size"),
         packing=_packing(r),
         micro_batch_tokens=_token_budget(r),
-        logprob_micro_batch=_per_gpu(r, "actor_rollout_ref.ref", "log_prob_micro_batch_size")
-        or _per_gpu(r, _ROLLOUT, "log_prob_micro_batch_size"),
+        logprob_micro_batch=_per_gpu(
+            r, "actor_rollout_ref.ref", "log_prob_micro_batch_size", roles.get("reference", train)
+        )
+        or _per_gpu(r, _ROLLOUT, "log_prob_micro_batch_size", train),
         logprob_micro_batch_tokens=_logprob_token_budget(r),
     )
 
@@ -339,17 +342,25 @@ def _legacy(r: _Reader) -> bool:
     )
 
 
-def _per_gpu(r: _Reader, section: str, key: str) -> Any:
-    """``KEY_per_gpu``, or in a legacy config the global ``KEY`` over the trainer's GPUs (verl
-    divided it by the device mesh: fsdp_workers.py @ b40afd4b7)."""
+def _per_gpu(r: _Reader, section: str, key: str, role: Mapping[str, Any]) -> Any:
+    """``KEY_per_gpu``, or the global ``KEY`` (sequences per micro-batch over the whole
+    trainer) over its data-parallel ranks, as verl normalises it: the role's GPUs over its
+    sequence-parallel size (FSDP, fsdp_workers.py) or tensor x pipeline x context parallel
+    (Megatron, megatron_workers.py: ``mpu.get_data_parallel_world_size()``); in a legacy
+    config over every GPU (fsdp_workers.py @ b40afd4b7)."""
     value = r.get(f"{section}.{key}_per_gpu")
-    if value is not None or not _legacy(r):
-        return value
     total = optional_int(r.get(f"{section}.{key}"))
-    gpus = (optional_int(r.get("trainer.nnodes")) or 1) * (
-        optional_int(r.get("trainer.n_gpus_per_node")) or 1
-    )
-    return max(1, total // gpus) if total else None
+    if value is not None or not total:
+        return value
+    if _legacy(r):
+        gpus = (optional_int(r.get("trainer.nnodes")) or 1) * (
+            optional_int(r.get("trainer.n_gpus_per_node")) or 1
+        )
+        return max(1, total // gpus)
+    par = role.get("parallel") or {}
+    split = (par.get("tp") or 1) * (par.get("pp") or 1) * (par.get("sp") or 1)
+    ranks = max(1, len(role.get("devices") or ()) // split)
+    return max(1, total // ranks)
 
 
 def _packing(r: _Reader) -> Any:
@@ -641,7 +652,7 @@ def to_native(
     model = r.get("actor_rollout_ref.model.path")
     if isinstance(model, str) and model and "${" not in model:
         native["model"] = model
-    load = _workload(r)
+    load = _workload(r, roles)
     if load:
         controller = _controller(r)
         if controller:
