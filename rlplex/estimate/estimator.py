@@ -1847,11 +1847,21 @@ def _remedy(role: Role, state: str) -> str:
     if sharded is not None and not (par and (par.fsdp or par.zero >= sharded)):
         return (
             f"shard it over data-parallel ranks (roles.{role.name}.parallel: zero: {sharded}"
-            " or fsdp: true), or split the model (tp, pp)"
+            " or fsdp: true), or split the model (tp, pp)" + lora_remedy(role, state)
         )
     return (
         f"give roles.{role.name} more GPUs (its {state} is split over all of them),"
-        " or split the model further (parallel: tp, pp)"
+        " or split the model further (parallel: tp, pp)" + lora_remedy(role, state)
+    )
+
+
+def lora_remedy(role: Role, state: str) -> str:
+    """The LoRA way out for a trained role's gradients or optimizer state ('' otherwise)."""
+    if state not in ("grads", "optimizer") or role.lora is not None:
+        return ""
+    return (
+        f", or train LoRA adapters instead (roles.{role.name}.lora: {{rank: 32}}: {state} for"
+        " the adapters only)"
     )
 
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rlplex.config import load_config
 from rlplex.errors import ConfigError
-from rlplex.estimate.estimator import Estimate, estimate_config
+from rlplex.estimate.estimator import Estimate, estimate_config, lora_remedy
 from rlplex.resources.cluster import Role
 from rlplex.resources.inputs import Rollout
 from rlplex.resources.yaml_io import apply_overrides, load_yaml_file
@@ -118,11 +118,11 @@ def _state_remedy(role: Role, state: str, need: float, cap: float) -> str:
         return (
             f"shard it over data-parallel ranks (roles.{role.name}.parallel: zero:"
             f" {sharded_at} or fsdp: true), or split the model (tp, pp) {factor:.1f}x further"
-        )
+        ) + lora_remedy(role, state)
     return (
         f"spread it over {factor:.1f}x the GPUs (roles.{role.name}.devices), or split the"
         " model further (parallel: tp, pp)"
-    )
+    ) + lora_remedy(role, state)
 
 
 def shortfalls(

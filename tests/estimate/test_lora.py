@@ -236,3 +236,18 @@ def test_estimate_says_what_the_adapters_change(base: dict[str, Any], tmp_path: 
     )
     assert "applied at run time" in text
     assert "per actor_infer device (the LoRA adapters only)" in text
+
+
+def test_an_optimizer_that_does_not_fit_suggests_lora(base: dict[str, Any]) -> None:
+    """Llama-3.1-70B's AdamW state over 8 FSDP ranks is 105 GB a GPU: the error names LoRA
+    among the ways out; with adapters the optimizer state fits."""
+    base["model"] = "llama-3.1-70b"
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    base["roles"]["actor_infer"]["num_gpus_per_worker"] = 8
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(base, file="t.yaml")
+    assert "roles.actor_train.states.optimizer" in str(err.value)
+    assert "train LoRA adapters instead (roles.actor_train.lora: {rank: 32}" in str(err.value)
+    base["roles"]["actor_train"]["lora"] = {"rank": 32}
+    est = estimate_config(config_from_dict(base, file="t.yaml"))
+    assert est.roles["actor_train"].states["optimizer"] < 1.0
