@@ -126,9 +126,9 @@ def test_an_adapter_engine_pays_its_lora_kernels(base: dict[str, Any]) -> None:
     base["roles"]["actor_infer"].pop("lora")
     base["roles"]["actor_infer"]["rollout"] = {"cuda_graphs": False}
     eager_plain = estimate_config(config_from_dict(base, file="t.yaml")).stages["generate"]
-    eager = estimate_config(
-        config_from_dict(_lora(base, cuda_graphs=False), file="t.yaml")
-    ).stages["generate"]
+    eager = estimate_config(config_from_dict(_lora(base, cuda_graphs=False), file="t.yaml")).stages[
+        "generate"
+    ]
     extra = eager.detail["step_floor_s"] - eager_plain.detail["step_floor_s"]
     assert extra == pytest.approx(12 * 3e-5 / 8 * 32 + 12 * 3e-4 / 20 * 32)
     v0 = estimate_config(config_from_dict(_lora(base, vllm_v0=True), file="t.yaml"))
