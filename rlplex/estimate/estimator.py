@@ -923,6 +923,43 @@ def _combine(
     )  # fmt: skip
 
 
+def _gathered_bytes(ctx: _Ctx, role: Role, est: RoleEstimate) -> float:
+    """Bytes one device receives to gather a sharded (FSDP / ZeRO-3) role's weights once: the
+    dense part's shard over the data-parallel ranks, the routed experts' (``parallel.ep``)
+    over the expert data-parallel ranks only (:func:`_expert_layout`)."""
+    b = f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
+    spec = ctx.spec(role)
+    ep, edp = _expert_layout(ctx, role)
+    if est.dp <= 1:
+        return 0.0
+    experts = f.routed_expert_params(spec) if ep > 1 else 0
+    dense = est.params - experts
+    return (
+        dense / (est.tp * est.pp) * (est.dp - 1) / est.dp
+        + experts / (ep * est.pp) * (edp - 1) / max(edp, 1)
+    ) * b
+
+
+def _overlap_communication(
+    terms: dict[str, float], detail: dict[str, Any], comm_s: float, *, packed: bool
+) -> float:
+    """Put a pass's data-parallel traffic of ``comm_s`` seconds into its terms; the exposed
+    seconds.
+
+    Gathers and reductions prefetch behind compute: only what exceeds it shows. The host
+    runs ahead of a device busy with compute and then with the exposed communication: with
+    packed batches its launches show only beyond both (max(compute, comm, host), one
+    overlap, so a faster compute never makes the pass longer).
+    """
+    exposed_s = max(0.0, comm_s - terms["compute"])
+    terms["communication"] += exposed_s
+    if exposed_s > 0.0 and packed:
+        launches_s = max(0.0, detail["host_s"] - terms["compute"] - exposed_s)
+        terms["overhead"] -= detail["launch_overhead_s"] - launches_s
+        detail["launch_overhead_s"] = launches_s
+    return exposed_s
+
+
 def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> StageEstimate:
     """Forward + backward (+ recomputation) over the step's tokens, and the optimizer steps.
 
@@ -941,17 +978,17 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     par = role.parallel
     recompute = bool(par and par.recompute)
     b = f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
-    shard_params = est.params / (est.tp * est.pp)
-    weight_bytes = shard_params * b
     # Gradients, their reduction and the optimizer cover what is trained (LoRA: the adapters).
     trainable = trainable_params(ctx, role, est.params)
     shard_trainable = trainable / (est.tp * est.pp)
-    grad_bytes = shard_trainable * b
+    # One collective over the (expert) data-parallel ranks moves this much per device, for
+    # every weight at b bytes; the gradients' share of it is the trained weights'.
+    collective = _gathered_bytes(ctx, role, est) / b
+    trained = trainable / est.params
     sharded = par is not None and (par.fsdp or par.zero >= 3)
     steps = w.mini_batches * w.epochs
     comm = 0.0
     if est.dp > 1:
-        ring = (est.dp - 1) / est.dp
         if par is not None and (par.fsdp or par.zero >= 2):
             # Sharded gradients: no rank keeps a whole gradient, so each micro-batch's backward
             # reduce-scatters its own as it ends, not once per optimizer step (verl's actor and
@@ -960,20 +997,18 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
             # set reduce_dtype float32), DeepSpeed in the model's type (its default
             # communication_data_type).
             reduce_b = f.BYTES_PER_ELEMENT["fp32"] if par.fsdp else b
-            comm = shard_trainable * reduce_b * ring * micro_batches
+            comm = collective * trained * reduce_b * micro_batches
             if sharded:  # the weights gathered for forward, backward (and recomputation)
-                comm += (3 if recompute else 2) * weight_bytes * ring * micro_batches
+                comm += (3 if recompute else 2) * collective * b * micro_batches
             else:  # ZeRO-2: each optimizer step's updated shards gathered once
-                comm += grad_bytes * ring * steps
+                comm += collective * trained * b * steps
         else:
             # Whole gradients accumulate locally and are reduced once per optimizer step: an
             # all-reduce (DDP), or a reduce-scatter and the updated weights' gather (ZeRO-1,
             # Megatron's distributed optimizer).
-            comm = 2 * grad_bytes * ring * steps
+            comm = 2 * collective * trained * b * steps
     comm_s = comm / (_link_gb_per_s(ctx, role) * f.GB)
-    # Gathers prefetch behind compute: only what exceeds it shows.
-    exposed_s = max(0.0, comm_s - terms["compute"])
-    terms["communication"] += exposed_s
+    exposed_s = _overlap_communication(terms, detail, comm_s, packed=w.packing)
     if exposed_s > 0.1 * terms["compute"] and par is not None and (par.fsdp or par.zero >= 2):
         note = (
             f"pipeline.stages.{stage.name}: {role.name}'s data-parallel traffic ({comm_s:.1f} s:"
@@ -985,13 +1020,6 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
         )
         if note not in ctx.warnings:
             ctx.warnings.append(note)
-    if exposed_s > 0.0 and w.packing:
-        # The host runs ahead of a device busy with compute and then with the exposed
-        # communication: its launches show only beyond both (max(compute, comm, host), one
-        # overlap, so a faster compute never makes the pass longer).
-        launches_s = max(0.0, detail["host_s"] - terms["compute"] - exposed_s)
-        terms["overhead"] -= detail["launch_overhead_s"] - launches_s
-        detail["launch_overhead_s"] = launches_s
     # Optimizer step: read and write weights, grads and optimizer state once per step.
     states_gb = est.states.get("weights", 0.0) * trainable / est.params + sum(
         est.states.get(k, 0.0) for k in ("grads", "optimizer")
@@ -1052,7 +1080,16 @@ def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> 
     assert w is not None
     spec = ctx.spec(role)
     head = _role_head(role.name, ctx.stages_of.get(role.name, []))
-    terms, detail, _ = _pass_terms(ctx, stage, role, est, backward=False)
+    terms, detail, micro_batches = _pass_terms(ctx, stage, role, est, backward=False)
+    # FSDP / ZeRO-3 gathers the weights for every micro-batch's forward (reshard after
+    # forward: verl's and NeMo RL's log-prob loops run micro-batch after micro-batch).
+    par = role.parallel
+    comm = 0.0
+    if par is not None and (par.fsdp or par.zero >= 3) and est.dp > 1:
+        comm = _gathered_bytes(ctx, role, est) * micro_batches
+    comm_s = comm / (_link_gb_per_s(ctx, role) * f.GB)
+    exposed_s = _overlap_communication(terms, detail, comm_s, packed=w.packing)
+    detail.update({"comm_s": comm_s, "comm_exposed_s": exposed_s})
     act = f.activation_bytes(
         spec, _micro_batch_tokens_per_rank(w, role, detail, backward=False),
         precision=stored_precision(role.precision), tp=est.tp, pp=est.pp,
@@ -1061,7 +1098,7 @@ def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> 
         eager=layer_kernels(role) == "eager",
     ) / f.GB  # fmt: skip
     flops = detail.pop("flops")
-    return _combine(stage, "forward", terms, flops=flops, memory_gb=act, detail=detail)
+    return _combine(stage, "forward", terms, flops=flops, bytes=comm, memory_gb=act, detail=detail)
 
 
 def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> float:

@@ -1467,3 +1467,40 @@ def test_packed_micro_batches_hold_their_tokens_split_over_sequence_parallel(
     assert split.stages["train"].memory_gb == pytest.approx(
         f.activation_bytes(spec, 2 * 400 / 2, backward=True, eager=True) / 1e9, rel=1e-6
     )
+
+
+def test_sharded_forward_passes_gather_the_weights_every_micro_batch(
+    base: dict[str, Any],
+) -> None:
+    """An FSDP (or ZeRO-3) log-prob pass gathers the weights for each micro-batch's forward,
+    bf16 over its 8 data-parallel ranks: what exceeds its compute shows (bug: forward passes
+    paid no data-parallel traffic at all)."""
+    base["cluster"] = {"nodes": 2, "gpus_per_node": 4, "gpu": "h100", "network_gb_per_s": 0.5}
+    ref = estimate_config(config_from_dict(base, file="t.yaml")).stages["ref_logprob"]
+    mb = ref.detail["micro_batches_per_rank"]
+    assert ref.bytes == pytest.approx(P * 2 * 7 / 8 * mb)
+    assert ref.detail["comm_s"] == pytest.approx(ref.bytes / 0.5e9)
+    assert ref.terms["communication"] == pytest.approx(
+        ref.detail["comm_s"] - ref.terms["compute"] + ref.detail["tp_activation_s"]
+    )
+    # ZeRO-1 keeps whole weights: nothing to gather.
+    old = estimate_config(config_from_dict(base, file="t.yaml")).stages["old_logprob"]
+    assert old.bytes == 0.0 and old.detail["comm_s"] == 0.0
+
+
+def test_expert_gradients_are_reduced_over_the_expert_data_parallel_ranks(
+    base: dict[str, Any],
+) -> None:
+    """ZeRO-1 with ep 8 on 8 GPUs: every routed expert sits on one rank (expert data-parallel
+    size 1), so only the dense weights' gradients are reduced and gathered (bug: the whole
+    model's were, as if every expert were replicated over the 8 ranks)."""
+    base["model"] = "qwen3-30b-a3b"
+    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "ep": 8}
+    train = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+    spec = model_presets()["qwen3-30b-a3b"]
+    dense = f.total_params(spec) - f.routed_expert_params(spec)
+    assert train.bytes == pytest.approx(2 * dense * 2 * 7 / 8)
+    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "ep": 4}  # expert dp 2
+    wider = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+    experts = f.routed_expert_params(spec) / 4 * 1 / 2
+    assert wider.bytes == pytest.approx(2 * (dense * 7 / 8 + experts) * 2)
