@@ -324,6 +324,18 @@ def trainable_params(ctx: _Ctx, role: Role, params: float) -> float:
     return params if role.lora is None else lora_params(ctx, role)
 
 
+def weight_bytes_per_param(ctx: _Ctx, role: Role) -> float:
+    """Bytes a role's held weights take per parameter: its weight precision's, or a trained
+    LoRA role's frozen base at ``lora.frozen_precision`` beside its adapters."""
+    b = f.BYTES_PER_ELEMENT[weight_precision(ctx, role)]
+    lora = role.lora
+    trains = any(stage_kind(s, role) == "train" for s in ctx.stages_of.get(role.name, []))
+    if lora is None or lora.frozen_precision == "bf16" or not trains:
+        return float(b)
+    share = lora_params(ctx, role) / f.total_params(ctx.spec(role))
+    return (f.BYTES_PER_ELEMENT[lora.frozen_precision] + share * b) / (1.0 + share)
+
+
 def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
     """GB per device of a GPU role's states (see docs/cost-model.md, "States")."""
     stages = ctx.stages_of.get(role.name, [])
@@ -351,7 +363,8 @@ def role_states(ctx: _Ctx, role: Role) -> RoleEstimate:
     # gradients and optimizer state cover them alone (its base weights are frozen).
     adapters = lora_params(ctx, role) / params
     trained = adapters if role.lora is not None else 1.0
-    states: dict[str, float] = {"weights": per_device(3) * (1.0 + adapters) * b / f.GB}
+    held_b = weight_bytes_per_param(ctx, role)
+    states: dict[str, float] = {"weights": per_device(3) * (1.0 + adapters) * held_b / f.GB}
     host_states: dict[str, float] = {}
     if "train" in kinds:
         per_param = f.optimizer_bytes_per_param(role.optimizer, role.precision)
@@ -1486,8 +1499,7 @@ def _gather_s(
     """
     full_gb = _full_model_gb(ctx, role)
     own_gb = role.states.get("weights", 0.0) * (
-        f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
-        / f.BYTES_PER_ELEMENT[weight_precision(ctx, role)]
+        f.BYTES_PER_ELEMENT[stored_precision(role.precision)] / weight_bytes_per_param(ctx, role)
     )
     missing_gb = max(0.0, full_gb - own_gb) * share
     tp, pp, dp = ctx.layout(role)

@@ -254,6 +254,12 @@ class Lora(BaseModel):
     targets: tuple[LoraTarget, ...] = LORA_TARGETS
     """Projections that carry adapters, or ``all-linear`` (the default: every projection of
     every block, as peft's ``all-linear``)."""
+    frozen_precision: Literal["bf16", "fp32"] = "bf16"
+    """How a trained role stores its frozen base weights: ``bf16`` (Megatron-Bridge, ROLL's
+    ``dtype: bf16``) or ``fp32`` (verl's FSDP actor loads its model in fp32,
+    ``fsdp_config.model_dtype``, and casts each gathered layer to bf16 to compute). Full
+    fine-tuning holds an fp32 master copy either way; frozen weights have none, so fp32
+    storage doubles their GB."""
 
     @field_validator("targets", mode="before")
     @classmethod

@@ -251,3 +251,21 @@ def test_an_optimizer_that_does_not_fit_suggests_lora(base: dict[str, Any]) -> N
     base["roles"]["actor_train"]["lora"] = {"rank": 32}
     est = estimate_config(config_from_dict(base, file="t.yaml"))
     assert est.roles["actor_train"].states["optimizer"] < 1.0
+
+
+def test_an_fp32_frozen_base_doubles_the_weights_not_the_sync(base: dict[str, Any]) -> None:
+    """verl's FSDP actor keeps its frozen base in fp32 (no master copy to stand in for it):
+    (4 P + 2 A) bytes of weights; what it gathers for a merged sync is still the bf16 model."""
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    base["roles"]["actor_train"]["lora"] = {"rank": 64}
+    bf16 = estimate_config(config_from_dict(base, file="t.yaml"))
+    base["roles"]["actor_train"]["lora"] = {"rank": 64, "frozen_precision": "fp32"}
+    fp32 = estimate_config(config_from_dict(base, file="t.yaml"))
+    assert bf16.roles["actor_train"].states["weights"] == pytest.approx((P + A) * 2 / 8 / 1e9)
+    assert fp32.roles["actor_train"].states["weights"] == pytest.approx((P * 4 + A * 2) / 8 / 1e9)
+    merged_bf16, merged_fp32 = bf16.stages["weight_sync"], fp32.stages["weight_sync"]
+    assert merged_fp32.detail["gather_gb"] == pytest.approx(merged_bf16.detail["gather_gb"])
+    # an engine's own weights are bf16 whatever the setting says
+    base["roles"]["actor_infer"]["lora"] = {"rank": 64, "frozen_precision": "fp32"}
+    engine = estimate_config(config_from_dict(base, file="t.yaml")).roles["actor_infer"]
+    assert engine.states["weights"] == pytest.approx((P + A) * 2 / 2 / 1e9)

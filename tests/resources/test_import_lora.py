@@ -118,3 +118,20 @@ def test_roll_lora_roles_and_the_reference_in_the_actor() -> None:
     assert _stage_roles(cfg)["ref_logprob"] == "actor_train"
     plain = load_config(ROLL)
     assert "reference" in plain.roles and plain.roles["actor_train"].lora is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "frozen"),
+    [
+        ([], "fp32"),
+        (["actor_rollout_ref.actor.fsdp_config.model_dtype=bf16"], "bf16"),
+        (["actor_rollout_ref.actor.strategy=megatron"], "bf16"),
+    ],
+)
+def test_verl_fsdp_keeps_the_frozen_base_in_fp32(overrides: list[str], frozen: str) -> None:
+    """verl's FSDP actor loads its model in fp32 unless ``fsdp_config.model_dtype`` says
+    otherwise (fsdp_workers.py); Megatron holds bf16 weights. The engine's are bf16."""
+    cfg = load_config(VERL, overrides=["actor_rollout_ref.model.lora_rank=16", *overrides])
+    train, infer = cfg.roles["actor_train"].lora, cfg.roles["actor_infer"].lora
+    assert train is not None and train.frozen_precision == frozen
+    assert infer is not None and infer.frozen_precision == "bf16"

@@ -532,13 +532,19 @@ def _apply_lora(r: _Reader, roles: dict[str, dict[str, Any]]) -> list[str] | Non
     reference_roles = None
     actor, merged = _lora(r, "actor_train")
     if actor is not None and "actor_train" in roles:
+        fsdp = r.get("actor_rollout_ref.actor.strategy") in ("fsdp", "fsdp2", None)
+        dtype = r.get("actor_rollout_ref.actor.fsdp_config.model_dtype")
+        if fsdp and dtype in (None, "fp32", "float32"):
+            # verl's FSDP actor loads its model in fp32 unless fsdp_config.model_dtype says
+            # otherwise (fsdp_workers.py): the frozen base stays fp32
+            actor = {**actor, "frozen_precision": "fp32"}
         roles["actor_train"]["lora"] = actor
         if "reference" in roles:
             del roles["reference"]
             reference_roles = ["actor_train"]
         infer = roles.get("actor_infer")
         if infer is not None and not merged:
-            infer["lora"] = actor
+            infer["lora"] = {k: v for k, v in actor.items() if k != "frozen_precision"}
             megatron = r.get("actor_rollout_ref.actor.strategy") == "megatron"
             if megatron or r.get("trainer.use_legacy_worker_impl") == "disable":
                 infer["rollout"] = {**(infer.get("rollout") or {}), "sleep_level": 1}
