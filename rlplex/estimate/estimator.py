@@ -1827,7 +1827,9 @@ def estimate(inputs: Inputs) -> Estimate:
         if kind == "weight_sync":
             stages[stage.name] = estimate_weight_sync(ctx, stage, effective)
             continue
-        if kind == "cpu" and stage.name == _controller_stage(ctx):
+        if kind == "cpu" and is_rule_reward(stage, role):
+            # Every rule reward scores the step's responses on its own CPU workers (ROLL's
+            # reward clusters, one per domain, run beside one another).
             stages[stage.name] = estimate_reward_cpu(ctx, stage)
             continue
         if kind == "cpu" or role is None:

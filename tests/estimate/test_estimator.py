@@ -1504,3 +1504,17 @@ def test_expert_gradients_are_reduced_over_the_expert_data_parallel_ranks(
     wider = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
     experts = f.routed_expert_params(spec) / 4 * 1 / 2
     assert wider.bytes == pytest.approx(2 * (dense * 7 / 8 + experts) * 2)
+
+
+def test_every_rule_reward_stage_is_priced_per_sequence(base: dict[str, Any]) -> None:
+    """ROLL's multi-domain RLVR scores responses on one reward cluster per domain, each a CPU
+    stage: every one without seconds is priced at sequence_overhead_s per sequence (bug: only
+    the first was, and the config failed to load asking for the others' seconds)."""
+    base["roles"]["code"] = {"world_size": 4}
+    base["pipeline"]["stages"]["reward"].pop("seconds")
+    base["pipeline"]["stages"]["reward_code"] = {"role": "code", "after": ["generate"]}
+    cfg = config_from_dict(base, file="t.yaml")
+    est = estimate_config(cfg)
+    for name in ("reward", "reward_code"):
+        assert est.stages[name].seconds == pytest.approx(64 * 4 * 0.004)
+        assert cfg.is_estimated(f"pipeline.stages.{name}.seconds")
