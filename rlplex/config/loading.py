@@ -90,8 +90,20 @@ def load_config(
 
     def to_file(override: str) -> bool:
         # A key the file has applies to it as written; so does any key that is not
-        # native (cluster/roles/pipeline) when the file is another framework's.
-        head = override.partition("=")[0].strip().split(".")[0]
+        # native (cluster/roles/pipeline) when the file is another framework's. A native
+        # cluster field that the framework's own ``cluster`` block lacks (cluster.gpu on an
+        # RLinf file) applies to the native form.
+        parts = override.partition("=")[0].strip().split(".")
+        head = parts[0]
+        block = data.get(head)
+        if (
+            imported
+            and head == "cluster"
+            and len(parts) == 2
+            and parts[1] in Cluster.model_fields
+            and not (isinstance(block, dict) and parts[1] in block)
+        ):
+            return False
         return head in data or (imported and head not in TOP_LEVEL_KEYS)
 
     file_overrides = [o for o in overrides if to_file(o)]

@@ -48,6 +48,7 @@ def test_llama31_8b_by_hand() -> None:
     [
         ("qwen2.5-0.5b", 0.49, None),
         ("qwen2.5-1.5b", 1.54, None),
+        ("deepseek-r1-distill-qwen-1.5b", 1.78, None),
         ("qwen2.5-3b", 3.09, None),
         ("qwen2.5-14b", 14.7, None),
         ("qwen2.5-32b", 32.5, None),
@@ -169,3 +170,25 @@ def test_expert_groups_come_from_the_config_json() -> None:
            "moe_intermediate_size": 32, "n_group": 4}  # fmt: skip
     assert spec_from_hf_config(moe, "c.json").expert_groups == 4
     assert spec_from_hf_config({**base, "n_group": 4}, "c.json").expert_groups == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "preset"),
+    [
+        ("/path/to/model/DeepSeek-R1-Distill-Qwen-1.5B/", "deepseek-r1-distill-qwen-1.5b"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "qwen2.5-7b"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "qwen2.5-14b"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "qwen2.5-32b"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "llama-3.1-8b"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.1-70b"),
+        ("Qwen/Qwen2.5-Math-7B", "qwen2.5-7b"),
+        ("Qwen/Qwen2.5-Math-1.5B", "qwen2.5-1.5b"),
+    ],
+)
+def test_the_distilled_and_math_models_rl_runs_start_from(path: str, preset: str) -> None:
+    """RLinf's and verl's reasoning examples train DeepSeek-R1-Distill and Qwen2.5-Math models:
+    each matches the preset of its architecture (the 1.5B distill's untied head its own)."""
+    from rlplex.estimate.specs import match_preset
+
+    spec = match_preset(path)
+    assert spec is not None and spec.name == preset

@@ -250,3 +250,14 @@ def test_verl_global_micro_batches_split_over_data_parallel_ranks() -> None:
         ],
     )
     assert megatron.workload is not None and megatron.workload.micro_batch_size == 64 // 4
+
+
+def test_a_gpu_preset_reaches_an_rlinf_config_whose_cluster_block_lacks_it() -> None:
+    """RLinf files have their own ``cluster`` block (num_nodes, component_placement): a native
+    cluster field it lacks (``cluster.gpu``, ``cluster.gpu_memory_gb``) sets the native cluster,
+    as it does on ROLL and verl files; the block's own keys still set the block (bug: the GPU
+    went into RLinf's block and the estimate said the config needed cluster.gpu)."""
+    path = FIXTURES / "rlinf" / "node_groups.yaml"
+    cfg = load_config(path, overrides=["cluster.gpu=h100", "cluster.gpu_memory_gb=80"])
+    assert cfg.cluster.gpu == "h100" and cfg.cluster.gpu_memory_gb == 80
+    assert cfg.cluster.nodes == 3
