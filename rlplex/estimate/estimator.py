@@ -1064,6 +1064,7 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
         backward=True,
         head=head,
         eager=layer_kernels(role) == "eager",
+        logits_bytes=_logits_bytes(role, backward=True),
     ) / f.GB  # fmt: skip
     detail.update({
         "optimizer_steps": steps, "comm_s": comm_s, "comm_exposed_s": exposed_s,
@@ -1071,6 +1072,13 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     })  # fmt: skip
     flops = detail.pop("flops")
     return _combine(stage, "train", terms, flops=flops, bytes=comm, memory_gb=act, detail=detail)
+
+
+def _logits_bytes(role: Role, *, backward: bool) -> float:
+    """Bytes per logit a pass of ``role`` holds at its peak (``parallel.logits``)."""
+    if role.parallel is not None and role.parallel.logits == "bf16":
+        return 2.0
+    return 4.0 * (2 if backward else 1)
 
 
 def _micro_batch_tokens_per_rank(
@@ -1109,6 +1117,7 @@ def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> 
         backward=False,
         head=head,
         eager=layer_kernels(role) == "eager",
+        logits_bytes=_logits_bytes(role, backward=False),
     ) / f.GB  # fmt: skip
     flops = detail.pop("flops")
     return _combine(stage, "forward", terms, flops=flops, bytes=comm, memory_gb=act, detail=detail)

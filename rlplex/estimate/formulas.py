@@ -256,6 +256,7 @@ def activation_bytes(
     backward: bool = True,
     head: Head = "lm",
     eager: bool = False,
+    logits_bytes: float | None = None,
 ) -> float:
     """Transient bytes per device of one micro-batch of ``tokens`` tokens.
 
@@ -265,7 +266,8 @@ def activation_bytes(
     training, their gradient) come on top. Tensor parallelism with sequence
     parallelism splits all of it over tp ranks; pipeline stages hold their
     layers. ``eager``: Hugging Face modules, whose norms keep fp32 copies
-    (:func:`eager_saved_bytes_per_token`).
+    (:func:`eager_saved_bytes_per_token`). ``logits_bytes``: bytes per logit held at the
+    peak (default fp32 logits, and their fp32 gradient in training: 4 or 8).
     """
     b = BYTES_PER_ELEMENT[precision if precision != "fp8" else "bf16"]
     layers = s.num_layers / pp
@@ -279,7 +281,8 @@ def activation_bytes(
     else:
         body = layers * per_layer
     head_width = s.vocab_size if head == "lm" else 1
-    logits = tokens * head_width * 4 * (2 if backward else 1)
+    per_logit = logits_bytes if logits_bytes is not None else 4 * (2 if backward else 1)
+    logits = tokens * head_width * per_logit
     return (body + logits) / tp
 
 

@@ -140,6 +140,14 @@ class Parallel(BaseModel):
     cpu_optimizer: bool = False
     """The optimizer step runs on the CPU (DeepSpeed ZeRO-Offload's CPU Adam, Megatron's
     ``optimizer_cpu_offload``): gradients go to the host, updated weights come back."""
+    logits: Literal["fp32", "bf16"] = "fp32"
+    """How a pass holds the language-model head's logits at its peak. ``fp32``: an fp32 copy,
+    and in training its fp32 gradient, 4 bytes per logit forward and 8 training (Megatron's
+    vocab-parallel cross entropy, NeMo RL's log-softmax over ``logits.float()``). ``bf16``:
+    the model's bf16 logits, the loss's gradient written into them, 2 bytes either way (verl's
+    FSDP reference pass: flash-attention's cross entropy with ``inplace_backward``,
+    dp_actor.py; verl's actor passes also compute the logits' entropy, whose softmax and
+    products take more, so they keep ``fp32``)."""
     kernels: Literal["fused", "eager"] | None = None
     """How the layers run in train and log-prob passes. ``fused``: Megatron-Core with
     Transformer Engine (or Liger kernels): each norm, rotary embedding and activation one

@@ -1518,3 +1518,20 @@ def test_every_rule_reward_stage_is_priced_per_sequence(base: dict[str, Any]) ->
     for name in ("reward", "reward_code"):
         assert est.stages[name].seconds == pytest.approx(64 * 4 * 0.004)
         assert cfg.is_estimated(f"pipeline.stages.{name}.seconds")
+
+
+def test_bf16_logits_hold_two_bytes_a_logit(base: dict[str, Any]) -> None:
+    """``parallel.logits: bf16`` (verl's reference pass: the model's bf16 logits, the cross
+    entropy's gradient in place) holds 2 bytes per logit where the fp32 default holds 4 in a
+    forward pass (8 in training)."""
+    spec = model_presets()["llama-3.1-8b"]
+    tokens = 2 * 400  # a packed micro-batch: 2 sequences at the mean
+    plain = estimate_config(config_from_dict(base, file="t.yaml")).stages["ref_logprob"]
+    base["roles"]["reference"]["parallel"]["logits"] = "bf16"
+    bf16 = estimate_config(config_from_dict(base, file="t.yaml")).stages["ref_logprob"]
+    assert plain.memory_gb - bf16.memory_gb == pytest.approx(
+        tokens * spec.vocab_size * (4 - 2) / 1e9
+    )
+    assert f.activation_bytes(spec, 100, backward=True, logits_bytes=2) == pytest.approx(
+        f.activation_bytes(spec, 100, backward=True) - 100 * spec.vocab_size * 6
+    )

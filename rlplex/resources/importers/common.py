@@ -400,11 +400,14 @@ def parallel(
     offload_optimizer: Any = None,
     cpu_optimizer: Any = None,
     kernels: Any = None,
+    logits: Any = None,
 ) -> dict[str, Any] | None:
     """The native per-role ``parallel`` section from what a file says (None if it says nothing)."""
     out: dict[str, Any] = {}
     if kernels in ("fused", "eager"):
         out["kernels"] = kernels
+    if logits in ("fp32", "bf16"):
+        out["logits"] = logits
     for key, value in (("ep", ep), ("sp", sp)):
         if (optional_int(value) or 1) > 1:
             out[key] = value

@@ -497,10 +497,17 @@ def _parallel(data: Mapping[str, Any], component: str) -> dict[str, Any] | None:
         if not isinstance(model, Mapping):
             return None
         backend = get_path(data, f"{component}.training_backend")
+        # Megatron's distributed optimizer (``optim.use_distributed_optimizer``, true in
+        # RLinf's Megatron examples) shards the optimizer state over the data-parallel ranks
+        distributed = (
+            backend != "fsdp"
+            and get_path(data, f"{component}.optim.use_distributed_optimizer") is True
+        )
         return parallel(
             tp=model.get("tensor_model_parallel_size"),
             pp=model.get("pipeline_model_parallel_size"),
             fsdp=backend == "fsdp",
+            zero=1 if distributed else None,
             recompute=bool(model.get("recompute_granularity")),
         )
     return None

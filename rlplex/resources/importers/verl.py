@@ -430,11 +430,17 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
             and not isinstance(fraction, bool)
             and fraction >= 1.0
         )
+        # Megatron's distributed optimizer (verl's default, use_distributed_optimizer: True in
+        # its megatron actor and critic configs) shards the optimizer state: ZeRO-1.
+        distributed = (
+            name != "reference" and r.get(f"{mega}.use_distributed_optimizer") is not False
+        )
         return parallel(
             tp=r.get(f"{mega}.tensor_model_parallel_size"),
             pp=r.get(f"{mega}.pipeline_model_parallel_size"),
             ep=r.get(f"{mega}.expert_model_parallel_size"),
             sp=r.get(f"{mega}.context_parallel_size"),
+            zero=1 if distributed else None,
             recompute=name != "reference" and granularity == "full",
             offload_params=r.get(f"{mega}.param_offload"),
             offload_optimizer=r.get(f"{mega}.optimizer_offload") if cpu_adam is not True else None,
@@ -446,6 +452,11 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
     fsdp = f"{base}.fsdp_config" if name != "critic" else "critic.model.fsdp_config"
     return parallel(
         fsdp=strategy in ("fsdp", "fsdp2", None),
+        # verl's FSDP reference computes log-probs with flash-attention's cross entropy over
+        # the model's bf16 logits and nothing else (dp_actor.py, calculate_entropy=False); the
+        # actor's passes also take the logits' entropy (its old log-probs always, for the
+        # metrics; its training with an entropy term): the format's fp32 default stands there
+        logits="bf16" if name == "reference" else None,
         # Hugging Face modules run eager (the format's default under FSDP) unless verl
         # patches in Liger's fused norm, rotary and SwiGLU kernels (model.use_liger).
         kernels="fused" if r.get(f"{model}.use_liger") is True else None,
