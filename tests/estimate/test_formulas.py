@@ -49,6 +49,7 @@ def test_llama31_8b_by_hand() -> None:
         ("qwen2.5-0.5b", 0.49, None),
         ("qwen2.5-1.5b", 1.54, None),
         ("deepseek-r1-distill-qwen-1.5b", 1.78, None),
+        ("deepseek-llm-7b", 6.91, None),
         ("qwen2.5-3b", 3.09, None),
         ("qwen2.5-14b", 14.7, None),
         ("qwen2.5-32b", 32.5, None),
@@ -183,6 +184,9 @@ def test_expert_groups_come_from_the_config_json() -> None:
         ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.1-70b"),
         ("Qwen/Qwen2.5-Math-7B", "qwen2.5-7b"),
         ("Qwen/Qwen2.5-Math-1.5B", "qwen2.5-1.5b"),
+        ("Qwen/Qwen2-7B-Instruct", "qwen2.5-7b"),
+        ("deepseek-ai/deepseek-llm-7b-chat", "deepseek-llm-7b"),
+        ("~/models/deepseek-llm-7b-chat", "deepseek-llm-7b"),
     ],
 )
 def test_the_distilled_and_math_models_rl_runs_start_from(path: str, preset: str) -> None:
