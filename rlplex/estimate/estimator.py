@@ -1076,9 +1076,13 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
 
 def _logits_bytes(role: Role, *, backward: bool) -> float:
     """Bytes per logit a pass of ``role`` holds at its peak (``parallel.logits``)."""
-    if role.parallel is not None and role.parallel.logits == "bf16":
-        return 2.0
-    return 4.0 * (2 if backward else 1)
+    logits = role.parallel.logits if role.parallel is not None else "fp32"
+    if logits == "fp32":
+        return 4.0 * (2 if backward else 1)
+    entropy = 0.0
+    if logits == "bf16_entropy" or (logits == "bf16_entropy_forward" and not backward):
+        entropy = f.ENTROPY_TRAIN_BYTES if backward else f.ENTROPY_FORWARD_BYTES
+    return 2.0 + entropy
 
 
 def _micro_batch_tokens_per_rank(

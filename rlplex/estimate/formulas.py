@@ -504,3 +504,13 @@ LORA_HOST_FORWARD = 0.79
 """Extra host work of a forward pass (ratio adapted / frozen 1.786 at rank 4, 1.791 at 8)."""
 LORA_HOST_TRAIN = 0.94
 """Extra host work of a forward + backward pass (1.955 at rank 4, 1.926 at 8)."""
+
+
+# What verl's entropy over the logits (``entropy_from_logits``: a softmax, its product with the
+# logits, a log-sum-exp) holds over the bf16 logits at its peak, per logit: measured with verl
+# 0.5.0's own function on the CPU, every storage its operators create tracked until freed
+# (``bench/logits_memory.py``: exact for every shape).
+ENTROPY_FORWARD_BYTES = 4.0
+"""A forward pass (the softmax and its product with the logits, both bf16)."""
+ENTROPY_TRAIN_BYTES = 12.0
+"""A forward + backward pass (their gradients and the logits' gradient come on top)."""

@@ -140,14 +140,17 @@ class Parallel(BaseModel):
     cpu_optimizer: bool = False
     """The optimizer step runs on the CPU (DeepSpeed ZeRO-Offload's CPU Adam, Megatron's
     ``optimizer_cpu_offload``): gradients go to the host, updated weights come back."""
-    logits: Literal["fp32", "bf16"] = "fp32"
+    logits: Literal["fp32", "bf16", "bf16_entropy_forward", "bf16_entropy"] = "fp32"
     """How a pass holds the language-model head's logits at its peak. ``fp32``: an fp32 copy,
     and in training its fp32 gradient, 4 bytes per logit forward and 8 training (Megatron's
     vocab-parallel cross entropy, NeMo RL's log-softmax over ``logits.float()``). ``bf16``:
-    the model's bf16 logits, the loss's gradient written into them, 2 bytes either way (verl's
-    FSDP reference pass: flash-attention's cross entropy with ``inplace_backward``,
-    dp_actor.py; verl's actor passes also compute the logits' entropy, whose softmax and
-    products take more, so they keep ``fp32``)."""
+    the model's bf16 logits, the loss's gradient written into them, 2 bytes either way
+    (verl's FSDP passes: flash-attention's cross entropy with ``inplace_backward``,
+    dp_actor.py). ``bf16_entropy_forward``: as ``bf16``, and forward passes also take the
+    logits' entropy, 4 bytes more (verl's actor: its old log-probs compute it for the
+    metrics). ``bf16_entropy``: training takes it too, 12 bytes more (an entropy term in the
+    loss, ``entropy_coeff`` != 0). The entropy's bytes are measured by
+    ``bench/logits_memory.py``."""
     kernels: Literal["fused", "eager"] | None = None
     """How the layers run in train and log-prob passes. ``fused``: Megatron-Core with
     Transformer Engine (or Liger kernels): each norm, rotary embedding and activation one

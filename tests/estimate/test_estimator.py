@@ -1535,3 +1535,25 @@ def test_bf16_logits_hold_two_bytes_a_logit(base: dict[str, Any]) -> None:
     assert f.activation_bytes(spec, 100, backward=True, logits_bytes=2) == pytest.approx(
         f.activation_bytes(spec, 100, backward=True) - 100 * spec.vocab_size * 6
     )
+
+
+@pytest.mark.parametrize(
+    ("logits", "forward", "train"),
+    [("fp32", 4, 8), ("bf16", 2, 2), ("bf16_entropy_forward", 6, 2), ("bf16_entropy", 6, 14)],
+)
+def test_logits_bytes_by_how_the_pass_holds_them(
+    base: dict[str, Any], logits: str, forward: float, train: float
+) -> None:
+    """Bytes per logit at a pass's peak: the bf16 logits, and verl's entropy over them (4 more
+    forward, 12 more training: bench/logits_memory.py)."""
+    spec = model_presets()["llama-3.1-8b"]
+    tokens = 2 * 400
+    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "logits": logits}
+    est = estimate_config(config_from_dict(base, file="t.yaml"))
+    old, train_stage = est.stages["old_logprob"], est.stages["train"]
+    assert old.memory_gb == pytest.approx(
+        f.activation_bytes(spec, tokens, backward=False, logits_bytes=forward) / 1e9
+    )
+    assert train_stage.memory_gb == pytest.approx(
+        f.activation_bytes(spec, tokens, backward=True, logits_bytes=train) / 1e9
+    )

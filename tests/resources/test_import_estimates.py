@@ -266,8 +266,8 @@ def test_a_gpu_preset_reaches_an_rlinf_config_whose_cluster_block_lacks_it() -> 
 def test_verl_megatron_shards_the_optimizer_and_fsdp_references_hold_bf16_logits() -> None:
     """verl's Megatron actor and critic run the distributed optimizer by default
     (``megatron.use_distributed_optimizer: True``): ZeRO-1 (bug: imported unsharded, and
-    verl's own Megatron PPO examples did not fit). Its FSDP reference computes log-probs over
-    the model's bf16 logits (flash-attention's cross entropy); the actor keeps the default."""
+    verl's own Megatron PPO examples did not fit). Its FSDP passes compute log-probs over the
+    model's bf16 logits (flash-attention's cross entropy), the actor's with their entropy."""
     megatron = load_config(
         VERL,
         overrides=[
@@ -287,7 +287,11 @@ def test_verl_megatron_shards_the_optimizer_and_fsdp_references_hold_bf16_logits
     assert (off.roles["actor_train"].parallel or Parallel()).zero == 0
     fsdp = load_config(VERL, overrides=["actor_rollout_ref.actor.use_kl_loss=true"])
     assert (fsdp.roles["reference"].parallel or Parallel()).logits == "bf16"
-    assert (fsdp.roles["actor_train"].parallel or Parallel()).logits == "fp32"
+    # the actor's old log-probs compute the logits' entropy (metrics), its training only with
+    # an entropy term in the loss
+    assert (fsdp.roles["actor_train"].parallel or Parallel()).logits == "bf16_entropy_forward"
+    entropy = load_config(VERL, overrides=["actor_rollout_ref.actor.entropy_coeff=0.001"])
+    assert (entropy.roles["actor_train"].parallel or Parallel()).logits == "bf16_entropy"
 
 
 @pytest.mark.parametrize(("value", "zero"), [(None, 0), (True, 1), (False, 0)])

@@ -406,7 +406,7 @@ def parallel(
     out: dict[str, Any] = {}
     if kernels in ("fused", "eager"):
         out["kernels"] = kernels
-    if logits in ("fp32", "bf16"):
+    if logits in ("fp32", "bf16", "bf16_entropy_forward", "bf16_entropy"):
         out["logits"] = logits
     for key, value in (("ep", ep), ("sp", sp)):
         if (optional_int(value) or 1) > 1:

@@ -452,11 +452,11 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
     fsdp = f"{base}.fsdp_config" if name != "critic" else "critic.model.fsdp_config"
     return parallel(
         fsdp=strategy in ("fsdp", "fsdp2", None),
-        # verl's FSDP reference computes log-probs with flash-attention's cross entropy over
-        # the model's bf16 logits and nothing else (dp_actor.py, calculate_entropy=False); the
-        # actor's passes also take the logits' entropy (its old log-probs always, for the
-        # metrics; its training with an entropy term): the format's fp32 default stands there
-        logits="bf16" if name == "reference" else None,
+        # verl's FSDP passes compute log-probs with flash-attention's cross entropy over the
+        # model's bf16 logits (dp_actor.py); the actor's old log-probs also take the logits'
+        # entropy for the metrics (fsdp_workers.py, calculate_entropy=True), its training
+        # does with an entropy term in the loss (entropy_coeff != 0)
+        logits=_logits(r, name),
         # Hugging Face modules run eager (the format's default under FSDP) unless verl
         # patches in Liger's fused norm, rotary and SwiGLU kernels (model.use_liger).
         kernels="fused" if r.get(f"{model}.use_liger") is True else None,
@@ -465,6 +465,17 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
         offload_params=r.get(f"{fsdp}.param_offload"),
         offload_optimizer=r.get(f"{fsdp}.optimizer_offload") if name != "reference" else None,
     )
+
+
+def _logits(r: _Reader, name: str) -> str | None:
+    """How verl's FSDP passes of role ``name`` hold the logits (``parallel.logits``)."""
+    if name == "reference":
+        return "bf16"
+    if name != "actor_train":
+        return None  # the critic's value head has one output: no logits to speak of
+    coeff = r.get("actor_rollout_ref.actor.entropy_coeff", 0)
+    entropy = isinstance(coeff, int | float) and not isinstance(coeff, bool) and coeff != 0
+    return "bf16_entropy" if entropy else "bf16_entropy_forward"
 
 
 def _rollout(r: _Reader) -> dict[str, Any] | None:

@@ -1,0 +1,152 @@
+"""What verl's entropy over the logits holds at its peak: the source of
+``formulas.ENTROPY_FORWARD_BYTES`` and ``ENTROPY_TRAIN_BYTES``.
+
+Run: ``.venv/bin/python bench/logits_memory.py [--json] [--target DIR]``.
+
+verl's FSDP actor computes its log-probs with flash-attention's cross entropy over the
+model's bf16 logits, the gradient written into them (``inplace_backward``): 2 bytes per
+logit. Its old-log-prob pass also computes the logits' entropy for its metrics, and its
+training pass does when the loss has an entropy term (``entropy_coeff`` != 0), with
+``verl.utils.torch_functional.entropy_from_logits`` (a softmax, its product with the logits,
+a log-sum-exp). This script installs verl's wheel without dependencies (into the user's cache
+unless ``--target``), loads that module alone (its imports of tensordict and verl's device
+helpers stood in for), and runs the function on bf16 logits on the CPU, forward under
+``no_grad`` and forward + backward, with a ``TorchDispatchMode`` that keeps the bytes of every
+storage the operators create alive until it is freed: the peak over the logits themselves, per
+logit, is what the entropy adds (the logits' gradient included in training).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import types
+import weakref
+from pathlib import Path
+from typing import Any
+
+VERL_VERSION = "0.5.0"
+"""The verl release measured (its ``entropy_from_logits``)."""
+SHAPES = ((128, 4096), (256, 8192))
+"""(tokens, vocabulary) of the logits measured: the bytes per logit do not depend on them."""
+
+
+def default_target() -> Path:
+    return Path.home() / ".cache" / f"rlplex-verl-{VERL_VERSION}"
+
+
+def install(target: Path) -> None:
+    """verl's wheel without its dependencies (torch comes from the project's environment)."""
+    marker = target / f".verl-{VERL_VERSION}"
+    if marker.exists():
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
+    print(f"installing verl=={VERL_VERSION} (no dependencies) into {target} ...", flush=True)
+    subprocess.run([*pip, f"verl=={VERL_VERSION}"], check=True)
+    marker.write_text("ok\n")
+
+
+def torch_functional(target: Path) -> Any:
+    """verl's ``verl/utils/torch_functional.py``, loaded alone."""
+    import torch
+
+    tensordict = types.ModuleType("tensordict")
+    tensordict.TensorDict = object  # type: ignore[attr-defined]
+    device = types.ModuleType("verl.utils.device")
+    device.get_device_name = lambda: "cpu"  # type: ignore[attr-defined]
+    device.get_torch_device = lambda: torch.cpu  # type: ignore[attr-defined]
+    for name in ("verl", "verl.utils"):
+        package = types.ModuleType(name)
+        package.__path__ = []  # type: ignore[attr-defined]
+        sys.modules.setdefault(name, package)
+    sys.modules.setdefault("tensordict", tensordict)
+    sys.modules["verl.utils.device"] = device
+    path = target / "verl" / "utils" / "torch_functional.py"
+    spec = importlib.util.spec_from_file_location("verl.utils.torch_functional", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def peak_bytes(fn: Any, tokens: int, vocab: int, *, train: bool) -> int:
+    """Peak bytes of the storages the operators in ``fn(logits)`` create and keep alive."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class Live(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.live: dict[int, int] = {}
+            self.now = 0
+            self.peak = 0
+
+        def _track(self, tensor: Any) -> None:
+            storage = tensor.untyped_storage()
+            key, size = storage.data_ptr(), storage.nbytes()
+            if key in self.live or size == 0:
+                return
+            self.live[key] = size
+            self.now += size
+            self.peak = max(self.peak, self.now)
+
+            def gone(key: int = key, size: int = size) -> None:
+                if self.live.pop(key, None) is not None:
+                    self.now -= size
+
+            weakref.finalize(storage, gone)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            for item in tree_flatten(out)[0]:
+                if isinstance(item, torch.Tensor):
+                    self._track(item)
+            return out
+
+    torch.manual_seed(0)
+    logits = torch.randn(tokens, vocab, dtype=torch.bfloat16, requires_grad=train)
+    mode = Live()
+    with mode:
+        if train:
+            fn(logits).float().sum().backward()
+        else:
+            with torch.no_grad():
+                fn(logits)
+    return mode.peak
+
+
+def measure(target: Path) -> list[dict[str, Any]]:
+    module = torch_functional(target)
+    rows = []
+    for tokens, vocab in SHAPES:
+        logits = tokens * vocab
+        forward = peak_bytes(module.entropy_from_logits, tokens, vocab, train=False) / logits
+        train = peak_bytes(module.entropy_from_logits, tokens, vocab, train=True) / logits
+        rows.append({"tokens": tokens, "vocab": vocab, "forward": forward, "train": train})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--target", type=Path, default=None, help="where verl is installed")
+    args = parser.parse_args(argv)
+    target = args.target or default_target()
+    install(target)
+    rows = measure(target)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"bytes per logit verl {VERL_VERSION}'s entropy_from_logits adds over bf16 logits")
+    print("tokens  vocab   forward (no_grad)  forward + backward")
+    for r in rows:
+        print(f"{r['tokens']:6d} {r['vocab']:6d}   {r['forward']:17.3f}  {r['train']:18.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""bench/logits_memory.py: the tracking behind ``formulas.ENTROPY_*_BYTES``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from bench_loader import load_bench
+
+from rlplex.estimate import formulas as f
+
+
+def _entropy(logits: torch.Tensor) -> torch.Tensor:
+    # a softmax distribution's entropy as the log-sum-exp less the expected logit: the
+    # operators verl's entropy_from_logits runs, to check the tracker without verl installed
+    pd = torch.nn.functional.softmax(logits, dim=-1)
+    return torch.logsumexp(logits, dim=-1) - torch.sum(pd * logits, dim=-1)
+
+
+def test_the_tracker_gives_the_entropy_constants() -> None:
+    bench = load_bench("logits_memory")
+    tokens, vocab = 64, 2048
+    logits = tokens * vocab
+    forward = bench.peak_bytes(_entropy, tokens, vocab, train=False) / logits
+    train = bench.peak_bytes(_entropy, tokens, vocab, train=True) / logits
+    assert forward == pytest.approx(f.ENTROPY_FORWARD_BYTES, abs=0.01)
+    assert train == pytest.approx(f.ENTROPY_TRAIN_BYTES, abs=0.01)
+
+
+def test_the_tracker_frees_what_is_freed() -> None:
+    """A chain of temporaries holds at most two at once."""
+    bench = load_bench("logits_memory")
+
+    def chain(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(5):
+            x = x * 2
+        return x
+
+    peak = bench.peak_bytes(chain, 64, 1024, train=False)
+    assert peak == 2 * 64 * 1024 * 2  # two bf16 tensors alive at once
