@@ -135,3 +135,12 @@ def test_verl_fsdp_keeps_the_frozen_base_in_fp32(overrides: list[str], frozen: s
     train, infer = cfg.roles["actor_train"].lora, cfg.roles["actor_infer"].lora
     assert train is not None and train.frozen_precision == frozen
     assert infer is not None and infer.frozen_precision == "bf16"
+
+
+def test_verl_critic_lora_keeps_its_frozen_base_in_fp32() -> None:
+    """``critic.model.lora_rank``: the critic trains adapters; verl's FSDP critic loads its
+    model in fp32 as the actor does (fsdp_workers.py)."""
+    cfg = load_config(VERL, overrides=["algorithm.adv_estimator=gae", "critic.model.lora_rank=8"])
+    critic = cfg.roles["critic"].lora
+    assert critic is not None and (critic.rank, critic.frozen_precision) == (8, "fp32")
+    assert cfg.roles["actor_train"].lora is None

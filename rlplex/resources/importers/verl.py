@@ -572,6 +572,9 @@ def _apply_lora(r: _Reader, roles: dict[str, dict[str, Any]]) -> list[str] | Non
                 infer["rollout"] = {**(infer.get("rollout") or {}), "sleep_level": 1}
     critic, _ = _lora(r, "critic")
     if critic is not None and "critic" in roles:
+        fsdp = r.get("critic.strategy") in ("fsdp", "fsdp2", None)
+        if fsdp and r.get("critic.model.fsdp_config.model_dtype") in (None, "fp32", "float32"):
+            critic = {**critic, "frozen_precision": "fp32"}  # as the actor's (fsdp_workers.py)
         roles["critic"]["lora"] = critic
     return reference_roles
 
