@@ -289,7 +289,7 @@ def use_estimates(
             "stage times and state sizes are rlplex's defaults for a 7B model"
             " (docs/importers.md), not estimates: the config lacks "
             + ", ".join(missing)
-            + " (give them with --set, e.g. --set cluster.gpu=h100, or a --costs FILE)"
+            + f" (give them with --set, e.g. {MISSING_HINTS[missing[0]]}, or a --costs FILE)"
         )
     for name, body in stages.items():
         if not _estimable(name, body, native.get("roles") or {}):
@@ -307,6 +307,20 @@ def use_estimates(
         roles[name] = body
     pipeline = {**(native.get("pipeline") or {}), "stages": stages}
     return {**native, "roles": roles, "pipeline": pipeline}, None
+
+
+MISSING_HINTS = {
+    "cluster.gpu": "--set cluster.gpu=h100",
+    "model": "--set model=qwen2.5-7b",
+    "workload": (
+        "--set workload.prompts_per_step=64 --set workload.prompt_tokens.mean=256"
+        " --set workload.prompt_tokens.max=1024 --set workload.response_tokens.mean=1024"
+        " --set workload.response_tokens.max=4096 (a multi-turn agentic config: one turn's"
+        " prompt and response, or the whole trajectory's)"
+    ),
+}
+"""An example ``--set`` for each input the estimator needs, for the hint of a config that
+lacks it."""
 
 
 def _estimable(name: str, body: Mapping[str, Any], roles: Mapping[str, Any]) -> bool:

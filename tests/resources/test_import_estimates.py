@@ -18,7 +18,17 @@ def test_defaults_are_said_with_what_is_missing() -> None:
     cfg = load_config(ROOT / "examples" / "verl.yaml")
     (note,) = [w for w in cfg.warnings if "rlplex's defaults" in w]
     assert "lacks workload, cluster.gpu" in note
+    # the hint is a --set that gives the first missing input (a workload here)
+    assert "--set workload.prompts_per_step=64" in note
     assert not cfg.is_estimated("pipeline.stages.generate.seconds")
+    gpu_only = load_config(
+        ROOT / "examples" / "verl.yaml",
+        overrides=["workload.prompts_per_step=8", "workload.prompt_tokens.mean=100",
+                   "workload.prompt_tokens.max=200", "workload.response_tokens.mean=100",
+                   "workload.response_tokens.max=200"],
+    )  # fmt: skip
+    (note,) = [w for w in gpu_only.warnings if "rlplex's defaults" in w]
+    assert "lacks cluster.gpu (give them with --set, e.g. --set cluster.gpu=h100" in note
 
 
 def test_a_gpu_preset_fills_an_imported_cluster() -> None:
