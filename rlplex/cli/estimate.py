@@ -211,6 +211,17 @@ def _logprob_micro_batch(w: dict[str, Any]) -> str:
     return f" (log-prob passes {', '.join(parts)})" if parts else ""
 
 
+def _turns_line(t: dict[str, Any]) -> str:
+    """The multi-turn assumptions: turns, what each adds, the environment's wait."""
+    cap = f", at most {t['max_tokens']:,} tokens after the prompt" if t.get("max_tokens") else ""
+    caching = "prefix caching" if t["prefix_caching"] else "no prefix caching (whole context)"
+    return (
+        f"turns: {t['mean']:g} mean / {t['max']} max per trajectory{cap}; each answer is the"
+        f" response above, {t['observation_tokens']:g} observation tokens between turns"
+        f" ({caching}); environment {t['env_s']:g} s per turn"
+    )
+
+
 def _print_assumptions(a: dict[str, Any]) -> None:
     gpu = a["gpu"]
     w = a["workload"]
@@ -220,7 +231,8 @@ def _print_assumptions(a: dict[str, Any]) -> None:
         f" {gpu['memory_gb_per_s']:g} GB/s memory, {gpu['memory_gb']:g} GB",
         f"workload: {w['prompts_per_step']} prompts x {w['samples_per_prompt']} samples;"
         f" prompt {w['prompt_tokens']['mean']:g} mean / {w['prompt_tokens']['max']} max tokens;"
-        f" response {w['response_tokens']['mean']:g} / {w['response_tokens']['max']};"
+        f" {'answer per turn' if w.get('turns') else 'response'}"
+        f" {w['response_tokens']['mean']:g} / {w['response_tokens']['max']};"
         f" micro-batch {w['micro_batch_size']}{_logprob_micro_batch(w)}; epochs {w['epochs']}",
         "efficiency: "
         + ", ".join(f"{k} {v:g}" for k, v in eff.items() if not isinstance(v, dict))
@@ -231,12 +243,16 @@ def _print_assumptions(a: dict[str, Any]) -> None:
     lines.append(_controller_line(w["controller"], eff["controller_gb_s"]))
     length = a.get("response_length")
     if length:
+        turns = length.get("turns")
+        what = "trajectory after the prompt" if turns else "response length"
         lines.append(
-            f"response length: mean {length['mean']:g}, max {length['max']},"
+            f"{what}: mean {length['mean']:g}, max {length['max']:g},"
             f" {length['clip_ratio'] * 100:.2f}% truncated at the max"
             + (" (given)" if length["clip_ratio_given"] else " (from the default shape)")
             + f"; {length['shape']}"
         )
+        if turns:
+            lines.append(_turns_line(turns))
     for role, r in a.get("rollout", {}).items():
         lines.append(
             f"{role} engine: max_num_seqs {r['max_num_seqs']}, gpu_memory_utilization"

@@ -46,10 +46,25 @@ def generation_line(d: dict[str, Any], *, kv_room: bool = True) -> str:
     steps = f"{d['decode_steps'] * k:,.0f} decode steps"
     if k > 1:
         steps += f" for {k} steps' requests decoded together, {d['decode_steps']:,.0f} per step"
-    text += f"; {steps} (longest response {d['longest_response']:,.0f} tokens"
-    if d.get("clip_ratio"):
-        text += f", {d['clip_ratio']:.1%} cut at the max"
-    text += f"); floor {d['step_floor_s'] * 1000:.1f} ms per decode step"
+    if "turns" in d:
+        text = text.replace(" sequences each", " trajectories each")
+        text += (
+            f"; {steps} (the longest trajectory decodes {d['longest_response']:,.0f} tokens"
+            f" over {d['longest_turns']:g} turns"
+        )
+        if d.get("clip_ratio"):
+            text += f"; {d['clip_ratio']:.1%} of trajectories reach their max"
+        text += f"); {d['turns']:g} turns on average"
+        if d.get("turn_prefill_tokens"):
+            text += f", {d['turn_prefill_tokens']:,.0f} tokens prefilled after the first"
+        if d.get("env_wait_s"):
+            text += f"; the longest waits {d['env_wait_s']:,.1f} s for its environment"
+    else:
+        text += f"; {steps} (longest response {d['longest_response']:,.0f} tokens"
+        if d.get("clip_ratio"):
+            text += f", {d['clip_ratio']:.1%} cut at the max"
+        text += ")"
+    text += f"; floor {d['step_floor_s'] * 1000:.1f} ms per decode step"
     if d.get("in_flight_weight_updates"):
         text += (
             f"; in-flight weight updates: decodes on through the trainer's"

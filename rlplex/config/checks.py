@@ -28,6 +28,9 @@ def pydantic_message(error: Mapping[str, Any]) -> str:
         return "is required"
     if error["type"] == "literal_error":
         return error["msg"].replace("Input should be", "must be")
+    if error["type"] == "value_error":
+        # A validator's own sentence, without pydantic's "Value error, " in front of it.
+        return str(error["msg"]).removeprefix("Value error, ")
     return str(error["msg"]).replace("Input should be", "must be")
 
 

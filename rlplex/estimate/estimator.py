@@ -43,6 +43,7 @@ from rlplex.estimate.decode import (
 )
 from rlplex.estimate.lengths import LengthDistribution, response_lengths
 from rlplex.estimate.specs import GpuSpec, ModelSpec, efficiency_defaults, gpu_spec, resolve_model
+from rlplex.estimate.turns import multi_turn
 from rlplex.resources.cluster import Cluster, Role
 from rlplex.resources.inputs import Efficiency, Rollout, Workload
 from rlplex.resources.placement import parallel_layout_problem, role_parallel_sizes
@@ -275,13 +276,9 @@ class _Ctx:
 
 
 def _tokens(w: Workload) -> tuple[int, float, int]:
-    """(sequences per step, mean tokens per sequence, max tokens per sequence)."""
-    n = w.prompts_per_step * w.samples_per_prompt
-    return (
-        n,
-        w.prompt_tokens.mean + w.response_tokens.mean,
-        w.prompt_tokens.max + w.response_tokens.max,
-    )
+    """(sequences per step, mean tokens per sequence, max tokens per sequence); a sequence
+    is a prompt and its response, or a whole multi-turn trajectory (``workload.turns``)."""
+    return w.sequences(), w.sequence_mean(), w.prompt_tokens.max + w.continuation_max()
 
 
 def stored_precision(precision: str) -> str:
@@ -503,12 +500,14 @@ def _tokens_factor(ctx: _Ctx, tokens: float) -> float:
 
 
 def _lengths(ctx: _Ctx) -> LengthDistribution:
+    """Tokens after the prompt per sequence: the response, or with ``workload.turns`` a
+    whole trajectory's answers and observations (the default shape over trajectories)."""
     w = ctx.inputs.workload
     assert w is not None
     r = w.response_tokens
     return response_lengths(
-        min(r.mean, r.max), r.max, r.clip_ratio, field="workload.response_tokens",
-        file=ctx.inputs.file,
+        w.continuation_mean(), w.continuation_max(), r.clip_ratio,
+        field="workload.response_tokens", file=ctx.inputs.file,
     )  # fmt: skip
 
 
@@ -1377,12 +1376,16 @@ def estimate_generate(
     peak = ctx.gpu.peak_tflops * 1e12
     bandwidth = ctx.gpu.memory_gb_per_s * 1e9
     prompt = w.prompt_tokens
-    prefill_flops = f.forward_flops(spec, prompt.mean) * per_replica
-    prefill_matmul = 2.0 * f.active_params(spec) * prompt.mean * per_replica
+    dist = _lengths(ctx)
+    turns = multi_turn(w)
+    prefill_flops = (f.forward_flops(spec, prompt.mean) + turns.prefill_flops(spec)) * per_replica
+    prefill_matmul = 2.0 * f.active_params(spec) * (prompt.mean + turns.prefill_tokens)
+    prefill_matmul *= per_replica
     prefill_s = (prefill_flops - prefill_matmul * (1 - 1 / _fp8_speedup(ctx, role))) / (
         group * peak * eff_prefill
     )
-    dist = _lengths(ctx)
+    # The engine decodes a trajectory's answers only: its observations are prefilled.
+    decoded = dist.scaled(w.generated_share())
     # An async pipeline whose generation runs k steps ahead feeds the engine k steps'
     # requests at once (NeMo RL's trajectory collector admits prompts_per_step x
     # max_trajectory_age_steps prompt groups), so continuous batching shares one tail among
@@ -1391,15 +1394,18 @@ def estimate_generate(
     streams = mode == "partial_rollout"
     in_flight = mode == "in_flight_weight_updates"
     depth = 1 if mode is not None else _steps_held(ctx, role)
-    lengths = dist.lengths(per_replica * depth)
+    lengths = decoded.lengths(per_replica * depth)
     # The slowest replica holds the step's longest response.
-    longest = dist.longest_of(n * depth)
+    longest = decoded.longest_of(n * depth)
     if lengths and longest > max(lengths):
         lengths[lengths.index(max(lengths))] = longest
     per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
     kv_gb = role.states.get("kv_cache", est.states.get("kv_cache", 0.0))
     running_context = prompt.mean + dist.mean_square() / (2 * max(dist.mean, 1.0))
     kv_slots = int(kv_gb * f.GB // max(running_context * per_token, 1.0))
+    # What a decoding sequence holds besides its own answers: its prompt, and a trajectory's
+    # observations so far (half of them on average over its turns).
+    base_context = prompt.mean + turns.observation_context
     slots = max(1, min(rollout.max_num_seqs, kv_slots))
     costs = StepCosts(
         weight_bytes=_weight_reader(spec, weight_precision(ctx, role), group),
@@ -1419,7 +1425,7 @@ def estimate_generate(
         # A streaming engine: no tail, but the sequences a weight sync interrupts are prefilled
         # again afterwards (their KV cache was computed with the old weights and freed).
         slots = max(1, min(slots, per_replica * _steps_held(ctx, role)))
-        dec = stream_decode(per_replica * dist.mean, running_context, slots, costs)
+        dec = stream_decode(per_replica * decoded.mean, running_context, slots, costs)
         resumed_flops = slots * f.forward_flops(spec, running_context)
         resumed_matmul = 2.0 * f.active_params(spec) * running_context * slots
         resumed_s = (resumed_flops - resumed_matmul * (1 - 1 / _fp8_speedup(ctx, role))) / (
@@ -1431,19 +1437,19 @@ def estimate_generate(
         # its walked slots), so that the bound differs from it by the dynamics alone.
         k = max(1, ctx.inputs.pipeline.staleness)
         slots = max(1, min(slots, per_replica * k))
-        groups, stands_for = prompt_groups(dist, w.prompts_per_step, w.samples_per_prompt,
-                                           replicas, slots)  # fmt: skip
+        groups, stands_for = prompt_groups(decoded, w.prompts_per_step,
+                                           w.samples_per_prompt, replicas, slots)  # fmt: skip
         walked = [max(1.0, float(x)) for g in groups for x in g.lengths]
         full = max(1, round(slots / stands_for)) * stands_for
-        context = prompt.mean + sum(x * x for x in walked) / (2 * sum(walked))
+        context = base_context + sum(x * x for x in walked) / (2 * sum(walked))
         dec = stream_decode(stands_for * sum(walked), context, full, costs)
     elif in_flight:
         k = max(1, ctx.inputs.pipeline.staleness)
         slots = max(1, min(slots, per_replica * k))
-        groups, stands_for = prompt_groups(dist, w.prompts_per_step, w.samples_per_prompt,
-                                           replicas, slots)  # fmt: skip
+        groups, stands_for = prompt_groups(decoded, w.prompts_per_step,
+                                           w.samples_per_prompt, replicas, slots)  # fmt: skip
         loop = simulate_in_flight(
-            groups, prompt.mean, slots, k, *in_flight_grid(turn), costs, stands_for
+            groups, base_context, slots, k, *in_flight_grid(turn), costs, stands_for
         )
         dec = loop.per_step
         loop_detail = {
@@ -1451,11 +1457,14 @@ def estimate_generate(
             "loop_period_s": loop.period_s, "idle_s": loop.idle_s,
         }  # fmt: skip
     else:
-        dec = simulate_decode(lengths, prompt.mean, slots, costs).per_step(depth)
+        dec = simulate_decode(lengths, base_context, slots, costs).per_step(depth)
+    # A tail-bound step also waits for the longest trajectory's environment, turn after
+    # turn; an engine that streams across steps fills those waits with other sequences.
+    env_wait_s = 0.0 if mode is not None else turns.env_wait_s(longest, decoded.mean) / depth
     terms = {
         "compute": prefill_s + resumed_s + dec.compute_s,
         "memory": dec.memory_s,
-        "latency": dec.floor_s,
+        "latency": dec.floor_s + env_wait_s,
         "overhead": dec.host_s,
     }
     response_tokens = sum(lengths) / depth
@@ -1473,6 +1482,7 @@ def estimate_generate(
             "steps_in_flight": depth,
             "decode_s": dec.total_s, "step_floor_s": costs.floor_s,
             "eff_prefill": eff_prefill, "eff_decode": eff_decode, **loop_detail,
+            **turns.detail(longest, decoded.mean, env_wait_s),
         },
     )  # fmt: skip
 
@@ -2035,12 +2045,15 @@ def _sync_assumption(stage: Stage, est: StageEstimate) -> dict[str, Any]:
 
 def _length_assumption(ctx: _Ctx) -> dict[str, Any]:
     dist = _lengths(ctx)
+    w = ctx.inputs.workload
+    turns = w.turns.model_dump() if w is not None and w.turns is not None else None
     return {
         "mean": dist.mean,
         "max": dist.cap,
         "clip_ratio": round(dist.clip_ratio, 6),
         "clip_ratio_given": dist.given_clip,
         "shape": "gamma(2) body, truncated at max (docs/cost-model.md)",
+        **({"turns": turns} if turns else {}),
     }
 
 

@@ -268,15 +268,21 @@ def use_estimates(
     """
     costs = costs or {}
     cluster = native.get("cluster") if isinstance(native.get("cluster"), dict) else {}
+    load = native.get("workload")
     missing = [
         name
         for name, present in (
             ("model", native.get("model")),
-            ("workload", native.get("workload")),
+            ("workload", load),
+            ("workload.prompt_tokens", not isinstance(load, dict) or load.get("prompt_tokens")),
             ("cluster.gpu", cluster.get("gpu")),
         )
         if not present
     ]
+    if "workload.prompt_tokens" in missing:
+        # What the file gave of its trajectories waits for the rest (--set); a workload
+        # without its prompt cannot be checked, so the plan goes on without it.
+        native = {k: v for k, v in native.items() if k != "workload"}
     stages = dict((native.get("pipeline") or {}).get("stages") or {})
     cost_stages = costs.get("stages") or {}
     cost_states = costs.get("states") or {}
@@ -315,8 +321,12 @@ MISSING_HINTS = {
     "workload": (
         "--set workload.prompts_per_step=64 --set workload.prompt_tokens.mean=256"
         " --set workload.prompt_tokens.max=1024 --set workload.response_tokens.mean=1024"
-        " --set workload.response_tokens.max=4096 (a multi-turn agentic config: one turn's"
-        " prompt and response, or the whole trajectory's)"
+        " --set workload.response_tokens.max=4096"
+    ),
+    "workload.prompt_tokens": (
+        "--set workload.prompt_tokens.mean=300 --set workload.prompt_tokens.max=600 (a"
+        " trajectory's first prompt; the environment's reply per turn is"
+        " workload.turns.observation_tokens, 0 unless set)"
     ),
 }
 """An example ``--set`` for each input the estimator needs, for the hint of a config that

@@ -65,7 +65,7 @@ class LengthDistribution:
     """
 
     mean: float
-    cap: int
+    cap: float
     clip_ratio: float
     theta: float
     given_clip: bool
@@ -111,6 +111,16 @@ class LengthDistribution:
         if p >= body_share:
             return float(self.cap)
         return self.body_quantile(p / body_share)
+
+    def scaled(self, factor: float) -> LengthDistribution:
+        """The same shape stretched by ``factor`` (a gamma's scale family): a share of each
+        length, such as the tokens a multi-turn trajectory decodes of all it holds."""
+        if factor == 1.0:
+            return self
+        return LengthDistribution(
+            self.mean * factor, self.cap * factor, self.clip_ratio, self.theta * factor,
+            self.given_clip,
+        )  # fmt: skip
 
     def mean_square(self) -> float:
         """``E[L²]`` of the capped distribution (closed form)."""

@@ -388,9 +388,7 @@ def _tokens_per_step(config: Any) -> float | None:
     w = config.workload
     if w is None:
         return None
-    return (
-        w.prompts_per_step * w.samples_per_prompt * (w.prompt_tokens.mean + w.response_tokens.mean)
-    )
+    return w.sequences() * w.sequence_mean()
 
 
 def _gpu_peak(plan: Any) -> float:

@@ -8,9 +8,18 @@ formulas. All of them are optional: a config without them plans from the
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 Precision = Literal["bf16", "fp16", "fp32", "fp8"]
 OptimizerName = Literal["adamw", "adam", "sgd"]
@@ -73,6 +82,59 @@ class Controller(BaseModel):
     (verl's FSDP workers before then returned their own share)."""
 
 
+class Turns(BaseModel):
+    """Multi-turn (agentic) trajectories: the model answers, an environment or a tool replies,
+    the model answers again, up to ``max`` times; the trainer sees the whole trajectory.
+
+    With ``turns``, a workload's ``response_tokens`` is one turn's answer and a "sequence"
+    is a trajectory: its prompt, every turn's answer and the observations between them
+    (ROLL's agentic pipeline, verl's ``rollout.multi_turn`` and agent loops). Each turn is
+    a new request to the engine: the tokens added since the last one are prefilled, the
+    answer decoded, and the trajectory waits ``env_s`` for the environment's reply; the
+    step waits for the trajectory that takes longest, turn after turn.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mean: float = Field(ge=1, le=1_000_000, allow_inf_nan=False)
+    """Assistant turns per trajectory, on average."""
+    max: StrictInt = Field(ge=1, le=1_000_000)
+    """Most assistant turns a trajectory takes (ROLL's ``max_actions_per_traj``, verl's
+    ``multi_turn.max_assistant_turns``)."""
+    observation_tokens: float = Field(0.0, ge=0, le=MAX_TOKENS, allow_inf_nan=False)
+    """Tokens the environment or tool appends after each turn but the last (the next
+    observation, a tool's output, a user's reply), on average."""
+    env_s: float = Field(0.0, ge=0, le=86_400, allow_inf_nan=False)
+    """Seconds a trajectory waits per turn for the environment or tool (a simulator step, a
+    sandbox command, a search call, and the framework's round trip to the engine)."""
+    max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    """Most tokens after the prompt in one trajectory: its answers and the observations
+    between them (ROLL's ``sequence_length`` minus the prompt, verl's
+    ``data.max_response_length``); default: ``max`` answers at the response max and the
+    observations between them."""
+    prefix_caching: bool = True
+    """The engine keeps a trajectory's KV cache from one turn to the next (vLLM's automatic
+    prefix caching, SGLang's radix cache): each turn prefills only the observation added;
+    ``false``: every turn prefills the whole context again."""
+
+    @model_validator(mode="after")
+    def _mean_within_max(self) -> Turns:
+        if self.mean > self.max:
+            raise ValueError(f"mean {self.mean:g} exceeds max {self.max}")
+        return self
+
+
+def continuation(response: TokenLength, turns: Turns | None) -> tuple[float, int]:
+    """(mean, max) tokens after the prompt of one sequence: its response, or a multi-turn
+    trajectory's answers and the observations between them (capped at ``turns.max_tokens``)."""
+    answer = min(response.mean, response.max)
+    if turns is None:
+        return answer, response.max
+    mean = turns.mean * answer + (turns.mean - 1) * turns.observation_tokens
+    longest = math.ceil(turns.max * response.max + (turns.max - 1) * turns.observation_tokens)
+    return mean, min(longest, turns.max_tokens) if turns.max_tokens else longest
+
+
 class Workload(BaseModel):
     """What one RL step processes."""
 
@@ -107,6 +169,51 @@ class Workload(BaseModel):
     ``log_prob_max_token_len_per_gpu``); default: ``micro_batch_tokens``."""
     controller: Controller = Controller()
     """How the single controller moves the batch to and from each GPU pass's workers."""
+    turns: Turns | None = None
+    """Multi-turn trajectories (agentic RL, tool calls): ``response_tokens`` is then one
+    turn's answer (its ``clip_ratio``, if given, the share of trajectories cut at their
+    maximum); unset: one answer per prompt."""
+
+    @field_validator("turns")
+    @classmethod
+    def _trajectory_fits(cls, turns: Turns | None, info: ValidationInfo) -> Turns | None:
+        response = info.data.get("response_tokens")
+        if turns is not None and isinstance(response, TokenLength):
+            mean, cap = continuation(response, turns)
+            if mean > cap:
+                raise ValueError(
+                    f"a trajectory's mean {mean:g} tokens after the prompt (turns.mean x"
+                    f" response_tokens.mean + the observations between them) exceeds its"
+                    f" maximum {cap}"
+                )
+        return turns
+
+    def sequences(self) -> int:
+        """Sequences (or multi-turn trajectories) one step generates and trains on."""
+        return self.prompts_per_step * self.samples_per_prompt
+
+    def sequence_mean(self) -> float:
+        """Mean tokens of one sequence: its prompt and everything after it."""
+        return self.prompt_tokens.mean + self.continuation_mean()
+
+    def continuation_mean(self) -> float:
+        """Mean tokens after the prompt in one sequence: the response, or a trajectory's
+        answers and the observations between them."""
+        return continuation(self.response_tokens, self.turns)[0]
+
+    def continuation_max(self) -> int:
+        """Most tokens after the prompt in one sequence (the response max, or a trajectory's
+        cap: ``turns.max_tokens``, else its most answers at the response max and the
+        observations between them)."""
+        return continuation(self.response_tokens, self.turns)[1]
+
+    def generated_share(self) -> float:
+        """Share of the tokens after the prompt that the engine decodes (1 without turns;
+        with them, the answers' share, the rest being observations it prefills)."""
+        mean = self.continuation_mean()
+        if self.turns is None or mean <= 0:
+            return 1.0
+        return self.turns.mean * min(self.response_tokens.mean, self.response_tokens.max) / mean
 
 
 class Parallel(BaseModel):

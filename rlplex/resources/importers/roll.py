@@ -60,12 +60,13 @@ ROLL's own rules, followed here, with their source:
 
 Read for the estimator: ``pretrain`` (else ``actor_train.model_args.
 model_name_or_path``) as ``model``; ``rollout_batch_size``,
-``num_return_sequences_in_group`` (agentic: ``train_env_manager.group_size``),
-``prompt_length`` and ``response_length`` (else ``sequence_length -
-prompt_length``), ``actor_train.training_args.per_device_train_batch_size``
-as the workload; each role's TP/PP (megatron ``tensor_model_parallel_size``,
-vLLM ``tensor_parallel_size``, sglang ``tp_size``), DeepSpeed ZeRO stage,
-FSDP, and gradient checkpointing as ``parallel``. Costs: see
+``num_return_sequences_in_group``, ``prompt_length`` and ``response_length``
+(else ``sequence_length - prompt_length``),
+``actor_train.training_args.per_device_train_batch_size`` as the workload (an
+agentic file's trajectories as ``workload.turns``: :func:`_agentic_workload`);
+each role's TP/PP (megatron ``tensor_model_parallel_size``, vLLM
+``tensor_parallel_size``, sglang ``tp_size``), DeepSpeed ZeRO stage, FSDP, and
+gradient checkpointing as ``parallel``. Costs: see
 :mod:`rlplex.resources.importers.common`.
 """
 
@@ -84,6 +85,7 @@ from rlplex.resources.importers.common import (
     get_path,
     gpu_role,
     lora,
+    optional_int,
     parallel,
     positive_int,
     refuse_non_rl,
@@ -239,28 +241,77 @@ def _refuse_non_rl(data: Mapping[str, Any], file: str) -> None:
         )
 
 
+def _agentic_workload(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An agentic file's trajectories as a workload, without the first prompt's length (no
+    agentic file gives it): ``workload.prompt_tokens`` is left for the user to set.
+
+    ROLL's agentic pipeline (roll/pipeline/agentic/agentic_config.py, env_manager/
+    traj_env_manager.py): ``rollout_batch_size`` trajectories per step in groups of
+    ``train_env_manager.group_size``; each environment of the ``train_env_manager.tags``
+    runs at most ``custom_envs.TAG.max_steps`` turns (``max_actions_per_traj``), each answer
+    at most ``min(max_tokens_per_step, actor_infer.generating_args.max_new_tokens)`` tokens,
+    and the whole trajectory within ``sequence_length``.
+    """
+    trajectories = optional_int(data.get("rollout_batch_size"))
+    group = optional_int(get_path(data, "train_env_manager.group_size")) or 1
+    envs = data.get("custom_envs") if isinstance(data.get("custom_envs"), Mapping) else {}
+    tags = get_path(data, "train_env_manager.tags") or list(envs)
+    bodies = [envs[t] for t in tags if isinstance(t, str) and isinstance(envs.get(t), Mapping)]
+    turns = [optional_int(b.get("max_steps")) for b in bodies]
+    answers = [optional_int(b.get("max_tokens_per_step")) for b in bodies]
+    max_turns = max((t for t in turns if t), default=optional_int(data.get("max_actions_per_traj")))
+    answer = max((a for a in answers if a), default=optional_int(data.get("max_tokens_per_step")))
+    new_tokens = optional_int(get_path(data, "actor_infer.generating_args.max_new_tokens"))
+    if new_tokens and answer:
+        answer = min(answer, new_tokens)
+    if not (trajectories and max_turns and answer):
+        return None
+    load: dict[str, Any] = {
+        "prompts_per_step": max(1, trajectories // group),
+        "samples_per_prompt": group,
+        "response_tokens": {"mean": answer / 2, "max": answer},
+        "turns": {"mean": max(1.0, max_turns / 2), "max": max_turns},
+        "micro_batch_size": optional_int(
+            get_path(data, "actor_train.training_args.per_device_train_batch_size")
+        )
+        or 1,
+    }
+    sequence = optional_int(data.get("sequence_length"))
+    prompt = optional_int(data.get("prompt_length"))
+    if prompt:
+        load["prompt_tokens"] = {"mean": prompt / 2, "max": prompt}
+    if sequence and sequence > (prompt or 0):
+        cap = sequence - (prompt or 0)
+        load["turns"]["max_tokens"] = cap
+        # Half the maxima, but a trajectory's mean at most half its cap (answers cut short
+        # by the budget, as ROLL's max_new_tokens shrinks with what is left of it).
+        mean_turns = load["turns"]["mean"]
+        load["response_tokens"]["mean"] = min(answer / 2, cap / 2 / mean_turns)
+    return load
+
+
 def _workload(data: Mapping[str, Any], agentic: bool) -> dict[str, Any] | None:
+    load = _agentic_workload(data) if agentic else _rlvr_workload(data)
+    if load is not None and get_path(data, "transfer_backend.backend_name") == "TransferQueue":
+        # RemoteBatch: the pipeline passes keys; workers fetch the tensors from the store.
+        load["controller"] = {"padding": "none"}
+    return load
+
+
+def _rlvr_workload(data: Mapping[str, Any]) -> dict[str, Any] | None:
     prompt = data.get("prompt_length")
     response = data.get("response_length")
     sequence = data.get("sequence_length")
     if response is None and isinstance(sequence, int) and isinstance(prompt, int):
         response = sequence - prompt  # ROLL: max_new_tokens = sequence_length - prompt_length
-    samples = (
-        get_path(data, "train_env_manager.group_size")
-        if agentic
-        else data.get("num_return_sequences_in_group")
-    )
-    load = workload(
+    samples = data.get("num_return_sequences_in_group")
+    return workload(
         prompts=data.get("rollout_batch_size"),
         samples=samples,
         prompt_max=prompt,
         response_max=response,
         micro_batch=get_path(data, "actor_train.training_args.per_device_train_batch_size"),
     )
-    if load is not None and get_path(data, "transfer_backend.backend_name") == "TransferQueue":
-        # RemoteBatch: the pipeline passes keys; workers fetch the tensors from the store.
-        load["controller"] = {"padding": "none"}
-    return load
 
 
 def _model(data: Mapping[str, Any]) -> str | None:

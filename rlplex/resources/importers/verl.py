@@ -300,7 +300,7 @@ def _workload(r: _Reader, roles: Mapping[str, Mapping[str, Any]]) -> dict[str, A
         if all(isinstance(v, int) and not isinstance(v, bool) for v in (mini, trigger, batches)):
             prompts = mini * trigger * batches
     train = roles.get("actor_train", {})
-    return workload(
+    load = workload(
         prompts=prompts,
         samples=r.get(f"{_ROLLOUT}.n"),
         prompt_max=r.get("data.max_prompt_length"),
@@ -315,6 +315,43 @@ def _workload(r: _Reader, roles: Mapping[str, Mapping[str, Any]]) -> dict[str, A
         or _per_gpu(r, _ROLLOUT, "log_prob_micro_batch_size", train),
         logprob_micro_batch_tokens=_logprob_token_budget(r),
     )
+    if load is not None and r.get(f"{_ROLLOUT}.multi_turn.enable") is True:
+        load = {**load, **_multi_turn(r, load["response_tokens"]["max"])}
+    return load
+
+
+MULTI_TURN_DEFAULT_TURNS = 5
+"""Assistant turns rlplex assumes where verl's ``multi_turn.max_assistant_turns`` is null
+(verl then bounds a trajectory by its response budget only): the value of verl's
+multi-turn examples (examples/sglang_multiturn/config)."""
+
+
+def _multi_turn(r: _Reader, budget: int) -> dict[str, Any]:
+    """verl's multi-turn rollout (``rollout.multi_turn.enable``, SGLang or agent loops) as
+    ``workload.turns``: at most ``max_assistant_turns`` answers (else ``max_user_turns`` + 1,
+    else :data:`MULTI_TURN_DEFAULT_TURNS`), the whole trajectory after the prompt within
+    ``data.max_response_length`` (each answer may use what is left of it), a tool's reply at
+    most ``max_tool_response_length`` tokens (when a ``tool_config_path`` is set; an
+    interaction's replies have no bound: 0). Means as every importer's: half the maxima, the
+    trajectory's half its budget, its answers what the observations leave of that."""
+    mt = f"{_ROLLOUT}.multi_turn"
+    assistant = optional_int(r.get(f"{mt}.max_assistant_turns"))
+    user = optional_int(r.get(f"{mt}.max_user_turns"))
+    most = assistant or (user + 1 if user else MULTI_TURN_DEFAULT_TURNS)
+    mean_turns = max(1.0, most / 2)
+    tool_max = optional_int(r.get(f"{mt}.max_tool_response_length")) or 256
+    reply = tool_max / 2 if r.get(f"{mt}.tool_config_path") else 0.0
+    half = budget / 2
+    if mean_turns > 1:
+        # The replies take at most half of the trajectory's mean, the answers the rest.
+        reply = min(reply, half / 2 / (mean_turns - 1))
+    answer = (half - (mean_turns - 1) * reply) / mean_turns
+    return {
+        "response_tokens": {"mean": answer, "max": budget},
+        "turns": {
+            "mean": mean_turns, "max": most, "observation_tokens": reply, "max_tokens": budget,
+        },
+    }  # fmt: skip
 
 
 def _controller(r: _Reader) -> dict[str, Any]:

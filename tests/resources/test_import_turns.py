@@ -1,0 +1,128 @@
+"""Multi-turn runs of ROLL (its agentic pipeline) and verl (``rollout.multi_turn``) import as
+trajectories (``workload.turns``), as each framework runs them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlplex.config import load_config
+from rlplex.estimate.estimator import estimate_config
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "importers"
+VERL = FIXTURES / "verl" / "grpo.yaml"
+
+ROLL_AGENTIC = {
+    "num_gpus_per_node": 8,
+    "pretrain": "Qwen/Qwen2.5-0.5B-Instruct",
+    "rollout_batch_size": 64,
+    "sequence_length": 4096,
+    "max_tokens_per_step": 64,
+    "max_actions_per_traj": 10,
+    "train_env_manager": {"group_size": 8, "tags": ["Sokoban"]},
+    "custom_envs": {
+        "Sokoban": {"max_steps": "${max_actions_per_traj}",
+                    "max_tokens_per_step": "${max_tokens_per_step}"},
+        "Unused": {"max_steps": 50, "max_tokens_per_step": 4096},
+    },
+    "actor_train": {"strategy_args": {"strategy_name": "fsdp2_train"},
+                    "training_args": {"per_device_train_batch_size": 2},
+                    "device_mapping": "list(range(0,8))"},
+    "actor_infer": {"strategy_args": {"strategy_name": "vllm",
+                                      "strategy_config": {"tensor_parallel_size": 1}},
+                    "generating_args": {"max_new_tokens": 48},
+                    "device_mapping": "list(range(0,8))"},
+}  # fmt: skip
+
+
+@pytest.fixture
+def roll_agentic(tmp_path: Path) -> Path:
+    path = tmp_path / "agentic.yaml"
+    path.write_text(yaml.safe_dump(ROLL_AGENTIC), encoding="utf-8")
+    return path
+
+
+PROMPT = ["workload.prompt_tokens.mean=300", "workload.prompt_tokens.max=600"]
+
+
+def test_roll_agentic_steps_are_trajectories_of_turns(roll_agentic: Path) -> None:
+    """``rollout_batch_size`` counts trajectories (64 in groups of 8: 8 prompts x 8), each at
+    most the train environment's 10 turns of ``min(max_tokens_per_step, max_new_tokens)`` = 48
+    tokens within ``sequence_length`` less the prompt; means half the maxima."""
+    cfg = load_config(roll_agentic, overrides=[*PROMPT, "cluster.gpu=h100"])
+    w = cfg.workload
+    assert w is not None and w.turns is not None
+    assert (w.prompts_per_step, w.samples_per_prompt, w.micro_batch_size) == (8, 8, 2)
+    assert (w.response_tokens.mean, w.response_tokens.max) == (24, 48)
+    assert (w.turns.mean, w.turns.max, w.turns.max_tokens) == (5, 10, 4096)
+    assert w.continuation_max() == 10 * 48
+    stages = estimate_config(cfg).stages
+    assert stages["generate"].detail["turns"] == 5
+
+
+def test_roll_agentic_without_a_prompt_length_asks_for_it(roll_agentic: Path) -> None:
+    """No agentic file gives its first prompt's length: the import keeps the 7B defaults and
+    says which key to set, rather than guessing one."""
+    cfg = load_config(roll_agentic, overrides=["cluster.gpu=h100"])
+    assert cfg.workload is None
+    warning = " ".join(cfg.warnings)
+    assert "lacks workload.prompt_tokens" in warning
+    assert "--set workload.prompt_tokens.mean=" in warning
+
+
+def test_roll_agentic_prompt_length_bounds_the_trajectory(roll_agentic: Path) -> None:
+    cfg = load_config(roll_agentic, overrides=["prompt_length=512", "cluster.gpu=h100"])
+    w = cfg.workload
+    assert w is not None and w.turns is not None
+    assert (w.prompt_tokens.max, w.turns.max_tokens) == (512, 4096 - 512)
+
+
+def test_verl_multi_turn_tool_calls(tmp_path: Path) -> None:
+    """``multi_turn.enable`` with 4 assistant turns and a tool: the 1,024-token response budget
+    holds the whole trajectory; the tool's replies (at most 200 tokens, mean 100) and 4
+    answers share half of it: (512 - 1 x 100) / 2 = 206 per answer over 2 turns."""
+    mt = "actor_rollout_ref.rollout.multi_turn"
+    cfg = load_config(
+        VERL,
+        overrides=[
+            f"{mt}.enable=true", f"{mt}.max_assistant_turns=4",
+            f"{mt}.max_tool_response_length=200", f"{mt}.tool_config_path=tools.yaml",
+        ],
+    )  # fmt: skip
+    w = cfg.workload
+    assert w is not None and w.turns is not None
+    assert (w.turns.mean, w.turns.max, w.turns.max_tokens) == (2, 4, 1024)
+    assert w.turns.observation_tokens == 100
+    assert (w.response_tokens.mean, w.response_tokens.max) == (206, 1024)
+    assert w.continuation_mean() == 512
+
+
+def test_verl_multi_turn_without_a_turn_limit_assumes_verls_examples(tmp_path: Path) -> None:
+    """``max_assistant_turns`` null (verl: no limit but the budget): 5 assumed; without a tool
+    config the replies (an interaction's) have no bound to read: none assumed."""
+    cfg = load_config(VERL, overrides=["actor_rollout_ref.rollout.multi_turn.enable=true"])
+    w = cfg.workload
+    assert w is not None and w.turns is not None
+    assert (w.turns.mean, w.turns.max, w.turns.observation_tokens) == (2.5, 5, 0)
+    assert w.continuation_mean() == pytest.approx(512)
+
+
+def test_verl_without_multi_turn_has_no_turns() -> None:
+    w = load_config(VERL).workload
+    assert w is not None and w.turns is None
+
+
+def test_roll_agentic_trajectory_mean_stays_within_half_its_cap(tmp_path: Path) -> None:
+    """10 turns of up to 4,096 tokens within a 8,192-token sequence (ROLL's GEM configs): half
+    the maxima would make a 10,240-token mean trajectory; the answers' mean is cut so that it
+    is half the cap, 8,192 / 2 / 5 turns. Bug: the import was refused as over its maximum."""
+    data = {**ROLL_AGENTIC, "max_tokens_per_step": 4096, "sequence_length": 8192}
+    data["actor_infer"] = {**ROLL_AGENTIC["actor_infer"], "generating_args": {}}
+    path = tmp_path / "gem.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    w = load_config(path, overrides=PROMPT).workload
+    assert w is not None and w.turns is not None
+    assert w.response_tokens.mean == pytest.approx(8192 / 2 / 5)
+    assert w.continuation_mean() == pytest.approx(4096)
