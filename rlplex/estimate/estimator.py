@@ -1908,35 +1908,41 @@ def _check_fits(inputs: Inputs, roles: Mapping[str, RoleEstimate]) -> None:
                     f"the estimated {state} alone take {gb:.1f} GB per GPU (model"
                     f" {est.model}, {est.params / 1e9:.2f}B params, tp={est.tp} pp={est.pp}"
                     f" dp={est.dp}) but a GPU has {cap:g} GB, so it cannot fit even with"
-                    f" everything else offloaded; {_remedy(inputs.roles[name], state)}",
+                    f" everything else offloaded; {state_remedy(inputs.roles[name], state)}",
                     field=f"roles.{name}.states.{state}",
                     value=round(gb, 2),
                     file=inputs.file,
                 )
 
 
-def _remedy(role: Role, state: str) -> str:
+def state_remedy(role: Role, state: str, factor: float | None = None) -> str:
+    """What would make a role's ``state`` fit on its GPUs: sharding it where it is not, else
+    more GPUs; LoRA for a trained role's gradients or optimizer state. ``factor``: how many
+    times too large it is, when known (said as how much further to split)."""
     par = role.parallel
     sharded = {"weights": 3, "grads": 2, "optimizer": 1}.get(state)
+    by = f" {factor:.1f}x further" if factor is not None else ""
     if sharded is not None and not (par and (par.fsdp or par.zero >= sharded)):
-        return (
+        text = (
             f"shard it over data-parallel ranks (roles.{role.name}.parallel: zero: {sharded}"
-            " or fsdp: true), or split the model (tp, pp)" + lora_remedy(role, state)
+            f" or fsdp: true), or split the model (tp, pp){by}"
         )
-    return (
-        f"give roles.{role.name} more GPUs (its {state} is split over all of them),"
-        " or split the model further (parallel: tp, pp)" + lora_remedy(role, state)
-    )
-
-
-def lora_remedy(role: Role, state: str) -> str:
-    """The LoRA way out for a trained role's gradients or optimizer state ('' otherwise)."""
-    if state not in ("grads", "optimizer") or role.lora is not None:
-        return ""
-    return (
-        f", or train LoRA adapters instead (roles.{role.name}.lora: {{rank: 32}}: {state} for"
-        " the adapters only)"
-    )
+    elif factor is not None:
+        text = (
+            f"spread it over {factor:.1f}x the GPUs (roles.{role.name}.devices), or split the"
+            " model further (parallel: tp, pp)"
+        )
+    else:
+        text = (
+            f"give roles.{role.name} more GPUs (its {state} is split over all of them),"
+            " or split the model further (parallel: tp, pp)"
+        )
+    if state in ("grads", "optimizer") and role.lora is None:
+        text += (
+            f", or train LoRA adapters instead (roles.{role.name}.lora: {{rank: 32}}: {state}"
+            " for the adapters only)"
+        )
+    return text
 
 
 def assumptions(

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rlplex.config import load_config
 from rlplex.errors import ConfigError
-from rlplex.estimate.estimator import Estimate, estimate_config, lora_remedy
+from rlplex.estimate.estimator import Estimate, estimate_config, state_remedy
 from rlplex.resources.cluster import Role
 from rlplex.resources.inputs import Rollout
 from rlplex.resources.yaml_io import apply_overrides, load_yaml_file
@@ -109,22 +109,6 @@ def _real_gpu_gb(path: str | Path, overrides: Sequence[str], preset_gb: float | 
     return preset_gb
 
 
-def _state_remedy(role: Role, state: str, need: float, cap: float) -> str:
-    par = role.parallel
-    sharded_at = {"weights": 3, "grads": 2, "optimizer": 1}.get(state)
-    zero = 3 if par is not None and par.fsdp else (par.zero if par is not None else 0)
-    factor = need / cap
-    if sharded_at is not None and zero < sharded_at:
-        return (
-            f"shard it over data-parallel ranks (roles.{role.name}.parallel: zero:"
-            f" {sharded_at} or fsdp: true), or split the model (tp, pp) {factor:.1f}x further"
-        ) + lora_remedy(role, state)
-    return (
-        f"spread it over {factor:.1f}x the GPUs (roles.{role.name}.devices), or split the"
-        " model further (parallel: tp, pp)"
-    ) + lora_remedy(role, state)
-
-
 def shortfalls(
     estimate: Estimate, roles: dict[str, Role], stages: Sequence[Any], cap: float
 ) -> tuple[tuple[Shortfall, ...], dict[str, float]]:
@@ -135,7 +119,7 @@ def shortfalls(
         role = roles[name]
         for state, gb in r.states.items():
             if state != "kv_cache" and gb > cap:
-                remedy = _state_remedy(role, state, gb, cap)
+                remedy = state_remedy(role, state, gb / cap)
                 out.append(Shortfall(role=name, stage=None, what=state, need_gb=gb,
                                      cap_gb=cap, remedy=remedy))  # fmt: skip
         if "kv_cache" in r.states:
