@@ -1421,10 +1421,12 @@ def estimate_generate(
     )
     resumed_s = 0.0
     loop_detail: dict[str, Any] = {}
+    held = 0.0  # trajectories an engine that streams holds at once (its steady state)
     if streams:
         # A streaming engine: no tail, but the sequences a weight sync interrupts are prefilled
         # again afterwards (their KV cache was computed with the old weights and freed).
-        slots = max(1, min(slots, per_replica * _steps_held(ctx, role)))
+        held = per_replica * _steps_held(ctx, role)
+        slots = max(1, min(slots, held))
         dec = stream_decode(per_replica * decoded.mean, running_context, slots, costs)
         resumed_flops = slots * f.forward_flops(spec, running_context)
         resumed_matmul = 2.0 * f.active_params(spec) * running_context * slots
@@ -1436,7 +1438,8 @@ def estimate_generate(
         # The loop's own inputs (its walked responses, each standing for ``stands_for``, and
         # its walked slots), so that the bound differs from it by the dynamics alone.
         k = max(1, ctx.inputs.pipeline.staleness)
-        slots = max(1, min(slots, per_replica * k))
+        held = per_replica * k
+        slots = max(1, min(slots, held))
         groups, stands_for = prompt_groups(decoded, w.prompts_per_step,
                                            w.samples_per_prompt, replicas, slots)  # fmt: skip
         walked = [max(1.0, float(x)) for g in groups for x in g.lengths]
@@ -1458,9 +1461,15 @@ def estimate_generate(
         }  # fmt: skip
     else:
         dec = simulate_decode(lengths, base_context, slots, costs).per_step(depth)
-    # A tail-bound step also waits for the longest trajectory's environment, turn after
-    # turn; an engine that streams across steps fills those waits with other sequences.
-    env_wait_s = 0.0 if mode is not None else turns.env_wait_s(longest, decoded.mean) / depth
+    # Trajectories wait for their environment between turns. A step that waits for its
+    # longest trajectory (in-flight updates too: the simulated loop keeps its tail) waits for
+    # that one's environment, turn after turn; an engine at its steady state (streaming, or
+    # in-flight's throughput bound) hides the waits behind other trajectories' decoding only
+    # as far as it holds enough of them (Little's law).
+    if held:
+        env_wait_s = turns.streamed_wait_s(dec.total_s, per_replica, dec.slots, held)
+    else:
+        env_wait_s = turns.env_wait_s(longest) / depth
     terms = {
         "compute": prefill_s + resumed_s + dec.compute_s,
         "memory": dec.memory_s,
@@ -1482,7 +1491,7 @@ def estimate_generate(
             "steps_in_flight": depth,
             "decode_s": dec.total_s, "step_floor_s": costs.floor_s,
             "eff_prefill": eff_prefill, "eff_decode": eff_decode, **loop_detail,
-            **turns.detail(longest, decoded.mean, env_wait_s),
+            **turns.detail(longest, env_wait_s),
         },
     )  # fmt: skip
 

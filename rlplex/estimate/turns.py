@@ -82,26 +82,45 @@ class MultiTurn:
         """Observation tokens a decoding trajectory holds on average (half of all of them)."""
         return self.later_turns * self.observation_tokens / 2
 
-    def longest_turns(self, longest: float, mean: float) -> float:
-        """Turns of the trajectory that decodes ``longest`` tokens when the mean is ``mean``."""
+    def longest_turns(self, longest: float) -> float:
+        """Turns of the trajectory that decodes ``longest`` tokens: that many mean answers,
+        at least one and at most ``turns.max`` (one when every trajectory answers once)."""
         if self.turns is None:
             return 1.0
-        ratio = longest / mean if mean > 0 else 1.0
-        return min(float(self.turns.max), max(1.0, self.turns.mean * ratio))
+        answers = longest / self.answer_tokens if self.answer_tokens > 0 else 1.0
+        return min(float(self.turns.most()), max(1.0, answers))
 
-    def env_wait_s(self, longest: float, mean: float) -> float:
-        """Seconds the longest trajectory waits for its environment over its turns."""
+    def env_wait_s(self, longest: float) -> float:
+        """Seconds the longest trajectory (``longest`` tokens decoded) waits for its
+        environment over its turns."""
         if self.turns is None or self.turns.env_s == 0:
             return 0.0
-        return self.longest_turns(longest, mean) * self.turns.env_s
+        return self.longest_turns(longest) * self.turns.env_s
 
-    def detail(self, longest: float, mean: float, env_wait_s: float) -> dict[str, Any]:
+    def streamed_wait_s(
+        self, decode_s: float, sequences: float, slots: float, held: float
+    ) -> float:
+        """Seconds an engine that streams across steps adds to a step's ``decode_s`` because
+        its trajectories wait for their environment (Little's law).
+
+        The engine holds ``held`` trajectories, at most ``slots`` decoding at once. A
+        trajectory lives ``T x env_s`` waiting plus its decode, ``decode_s x slots /
+        sequences`` (a step's ``sequences`` decoded ``slots`` at a time); so at most ``held``
+        per lifetime finish, and a step's ``sequences`` take ``sequences / held`` lifetimes.
+        Where more trajectories wait than free slots can hide, that exceeds ``decode_s``.
+        """
+        if self.turns is None or self.turns.env_s == 0 or held <= 0 or sequences <= 0:
+            return 0.0
+        lifetime = self.turns.mean * self.turns.env_s + decode_s * slots / sequences
+        return max(0.0, sequences * lifetime / held - decode_s)
+
+    def detail(self, longest: float, env_wait_s: float) -> dict[str, Any]:
         """The generate stage's detail entries for turns (none without them)."""
         if self.turns is None:
             return {}
         return {
             "turns": self.turns.mean,
-            "longest_turns": round(self.longest_turns(longest, mean), 3),
+            "longest_turns": round(self.longest_turns(longest), 3),
             "turn_prefill_tokens": round(self.prefill_tokens, 3),
             "env_wait_s": env_wait_s,
         }

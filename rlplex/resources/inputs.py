@@ -123,6 +123,11 @@ class Turns(BaseModel):
             raise ValueError(f"mean {self.mean:g} exceeds max {self.max}")
         return self
 
+    def most(self) -> int:
+        """Most turns a trajectory takes: ``max``, or 1 when the mean is 1 (every trajectory
+        then answers once, whatever ``max`` allows)."""
+        return 1 if self.mean <= 1 else self.max
+
 
 def continuation(response: TokenLength, turns: Turns | None) -> tuple[float, int]:
     """(mean, max) tokens after the prompt of one sequence: its response, or a multi-turn
@@ -131,7 +136,8 @@ def continuation(response: TokenLength, turns: Turns | None) -> tuple[float, int
     if turns is None:
         return answer, response.max
     mean = turns.mean * answer + (turns.mean - 1) * turns.observation_tokens
-    longest = math.ceil(turns.max * response.max + (turns.max - 1) * turns.observation_tokens)
+    most = turns.most()
+    longest = math.ceil(most * response.max + (most - 1) * turns.observation_tokens)
     return mean, min(longest, turns.max_tokens) if turns.max_tokens else longest
 
 
@@ -185,6 +191,12 @@ class Workload(BaseModel):
                     f"a trajectory's mean {mean:g} tokens after the prompt (turns.mean x"
                     f" response_tokens.mean + the observations between them) exceeds its"
                     f" maximum {cap}"
+                )
+            if cap > MAX_TOKENS:
+                raise ValueError(
+                    f"a trajectory may hold {cap:,} tokens after the prompt (turns.max x"
+                    f" response_tokens.max + the observations between them), past the"
+                    f" {MAX_TOKENS:,} a workload may name: set turns.max_tokens"
                 )
         return turns
 

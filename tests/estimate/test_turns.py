@@ -74,7 +74,7 @@ def test_the_engine_decodes_the_answers_only(base: dict[str, Any]) -> None:
     whole = _stages(single)["generate"]
     longest = gen.detail["longest_response"]
     assert longest == pytest.approx(whole.detail["longest_response"] * 0.75, rel=1e-9)
-    assert gen.detail["longest_turns"] == pytest.approx(min(6, 3 * longest / 600), abs=1e-3)
+    assert gen.detail["longest_turns"] == pytest.approx(min(6, longest / 200), abs=1e-3)
 
 
 def test_each_turn_of_the_longest_trajectory_waits_for_its_environment(
@@ -137,3 +137,56 @@ def test_bad_turns_name_the_field(base: dict[str, Any], turns: dict[str, Any], f
     with pytest.raises(ConfigError) as err:
         config_from_dict(data)
     assert field in str(err.value)
+
+
+def test_a_mean_of_one_turn_is_one_answer_and_one_wait(base: dict[str, Any]) -> None:
+    """Every trajectory answers once when the mean is 1, whatever ``max`` allows: single-turn
+    generation plus one environment wait. Bug: it was capped at ``max`` answers and the
+    longest waited for turns that cannot happen."""
+    single = copy.deepcopy(base)
+    single["workload"]["response_tokens"] = {"mean": 200, "max": 400}
+    one = _stages(single)["generate"]
+    turn = _stages(_multi_turn(base, mean=1, env_s=3.0))["generate"]
+    assert turn.detail["longest_turns"] == 1 and turn.detail["env_wait_s"] == 3.0
+    assert turn.seconds == pytest.approx(one.seconds + 3.0, rel=1e-9)
+
+
+def test_a_trajectory_at_its_cap_takes_the_most_turns(base: dict[str, Any]) -> None:
+    """Bug: with every trajectory at its cap (clip_ratio 1) the longest was said to take the
+    mean turns, each answer past the answer's max."""
+    data = _multi_turn(base, env_s=1.0)
+    data["workload"]["response_tokens"]["clip_ratio"] = 1.0
+    gen = _stages(data)["generate"]
+    assert gen.detail["longest_turns"] == 6 and gen.detail["env_wait_s"] == pytest.approx(6.0)
+
+
+def test_an_engine_that_streams_hides_waits_only_behind_what_it_holds(
+    base: dict[str, Any],
+) -> None:
+    """Partial rollouts keep the engine's slots full across steps, but a trajectory waiting for
+    its environment holds none: with ``held`` trajectories, each living T x env_s plus its
+    decode, a step's n take n / held lifetimes (Little's law). Bug: the waits were dropped."""
+    data = _multi_turn(base, env_s=0.0)
+    data["roles"]["actor_train"]["devices"] = "0-3"
+    data["roles"]["reference"]["devices"] = "0-3"
+    data["roles"]["actor_infer"] = {"devices": "4-7", "num_gpus_per_worker": 2,
+                                    "rollout": {"partial_rollout": True}}  # fmt: skip
+    data["pipeline"]["mode"] = "async"
+    data["pipeline"]["max_staleness"] = 1
+    fast = _stages(data)["generate"]
+    data["workload"]["turns"]["env_s"] = 600.0
+    slow = _stages(data)["generate"]
+    d = slow.detail
+    n, held = d["sequences_per_replica"], d["sequences_per_replica"] * 2
+    decode = fast.detail["decode_s"]
+    lifetime = 3 * 600.0 + decode * d["slots"] / n
+    assert d["env_wait_s"] == pytest.approx(n * lifetime / held - decode, rel=1e-9)
+    assert slow.seconds - fast.seconds == pytest.approx(d["env_wait_s"], rel=1e-9)
+    assert fast.detail["env_wait_s"] == 0
+
+
+def test_a_trajectory_past_the_longest_workload_names_turns(base: dict[str, Any]) -> None:
+    data = _multi_turn(base, max=1_000_000)
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(data)
+    assert err.value.field == "workload.turns" and "turns.max_tokens" in str(err.value)

@@ -4,11 +4,13 @@ trajectories (``workload.turns``), as each framework runs them."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from rlplex.config import load_config
+from rlplex.errors import ConfigError
 from rlplex.estimate.estimator import estimate_config
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "importers"
@@ -50,16 +52,18 @@ PROMPT = ["workload.prompt_tokens.mean=300", "workload.prompt_tokens.max=600"]
 def test_roll_agentic_steps_are_trajectories_of_turns(roll_agentic: Path) -> None:
     """``rollout_batch_size`` counts trajectories (64 in groups of 8: 8 prompts x 8), each at
     most the train environment's 10 turns of ``min(max_tokens_per_step, max_new_tokens)`` = 48
-    tokens within ``sequence_length`` less the prompt; means half the maxima."""
+    tokens within ``sequence_length`` less the prompt; means half the maxima, the turns' the
+    midpoint of 1 and 10. Bug: with a ``prompt_length`` the import took ``rollout_batch_size``
+    as prompts, each with ``group_size`` samples: 8x the trajectories."""
     cfg = load_config(roll_agentic, overrides=[*PROMPT, "cluster.gpu=h100"])
     w = cfg.workload
     assert w is not None and w.turns is not None
     assert (w.prompts_per_step, w.samples_per_prompt, w.micro_batch_size) == (8, 8, 2)
     assert (w.response_tokens.mean, w.response_tokens.max) == (24, 48)
-    assert (w.turns.mean, w.turns.max, w.turns.max_tokens) == (5, 10, 4096)
+    assert (w.turns.mean, w.turns.max, w.turns.max_tokens) == (5.5, 10, 4096)
     assert w.continuation_max() == 10 * 48
     stages = estimate_config(cfg).stages
-    assert stages["generate"].detail["turns"] == 5
+    assert stages["generate"].detail["turns"] == 5.5
 
 
 def test_roll_agentic_without_a_prompt_length_asks_for_it(roll_agentic: Path) -> None:
@@ -77,12 +81,13 @@ def test_roll_agentic_prompt_length_bounds_the_trajectory(roll_agentic: Path) ->
     w = cfg.workload
     assert w is not None and w.turns is not None
     assert (w.prompt_tokens.max, w.turns.max_tokens) == (512, 4096 - 512)
+    assert (w.prompts_per_step, w.samples_per_prompt) == (8, 8)
 
 
 def test_verl_multi_turn_tool_calls(tmp_path: Path) -> None:
     """``multi_turn.enable`` with 4 assistant turns and a tool: the 1,024-token response budget
-    holds the whole trajectory; the tool's replies (at most 200 tokens, mean 100) and 4
-    answers share half of it: (512 - 1 x 100) / 2 = 206 per answer over 2 turns."""
+    holds the whole trajectory; the tool's replies (at most 200 tokens, mean 100) and the
+    answers share half of it: (512 - 1.5 x 100) / 2.5 = 144.8 per answer over 2.5 turns."""
     mt = "actor_rollout_ref.rollout.multi_turn"
     cfg = load_config(
         VERL,
@@ -93,19 +98,20 @@ def test_verl_multi_turn_tool_calls(tmp_path: Path) -> None:
     )  # fmt: skip
     w = cfg.workload
     assert w is not None and w.turns is not None
-    assert (w.turns.mean, w.turns.max, w.turns.max_tokens) == (2, 4, 1024)
+    assert (w.turns.mean, w.turns.max, w.turns.max_tokens) == (2.5, 4, 1024)
     assert w.turns.observation_tokens == 100
-    assert (w.response_tokens.mean, w.response_tokens.max) == (206, 1024)
-    assert w.continuation_mean() == 512
+    assert w.response_tokens.max == 1024
+    assert w.response_tokens.mean == pytest.approx((512 - 1.5 * 100) / 2.5)
+    assert w.continuation_mean() == pytest.approx(512)
 
 
 def test_verl_multi_turn_without_a_turn_limit_assumes_verls_examples(tmp_path: Path) -> None:
-    """``max_assistant_turns`` null (verl: no limit but the budget): 5 assumed; without a tool
-    config the replies (an interaction's) have no bound to read: none assumed."""
+    """``max_assistant_turns`` null (verl: no limit but the budget): 5 assumed (mean 3); without
+    a tool config the replies (an interaction's) have no bound to read: none assumed."""
     cfg = load_config(VERL, overrides=["actor_rollout_ref.rollout.multi_turn.enable=true"])
     w = cfg.workload
     assert w is not None and w.turns is not None
-    assert (w.turns.mean, w.turns.max, w.turns.observation_tokens) == (2.5, 5, 0)
+    assert (w.turns.mean, w.turns.max, w.turns.observation_tokens) == (3, 5, 0)
     assert w.continuation_mean() == pytest.approx(512)
 
 
@@ -116,13 +122,48 @@ def test_verl_without_multi_turn_has_no_turns() -> None:
 
 def test_roll_agentic_trajectory_mean_stays_within_half_its_cap(tmp_path: Path) -> None:
     """10 turns of up to 4,096 tokens within a 8,192-token sequence (ROLL's GEM configs): half
-    the maxima would make a 10,240-token mean trajectory; the answers' mean is cut so that it
-    is half the cap, 8,192 / 2 / 5 turns. Bug: the import was refused as over its maximum."""
+    the maxima would make a 11,264-token mean trajectory; the answers' mean is cut so that it
+    is half the cap, 8,192 / 2 / 5.5 turns. Bug: the import was refused as over its maximum."""
     data = {**ROLL_AGENTIC, "max_tokens_per_step": 4096, "sequence_length": 8192}
     data["actor_infer"] = {**ROLL_AGENTIC["actor_infer"], "generating_args": {}}
     path = tmp_path / "gem.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     w = load_config(path, overrides=PROMPT).workload
     assert w is not None and w.turns is not None
-    assert w.response_tokens.mean == pytest.approx(8192 / 2 / 5)
+    assert w.response_tokens.mean == pytest.approx(8192 / 2 / 5.5)
     assert w.continuation_mean() == pytest.approx(4096)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"train_env_manager": {"group_size": 8, "tags": 5}}, "train_env_manager.tags"),
+        ({"train_env_manager": {"group_size": 8, "tags": "Sokoban"}}, "train_env_manager.tags"),
+        ({"rollout_batch_size": 60}, "rollout_batch_size"),
+    ],
+)
+def test_roll_agentic_bad_fields_are_named(
+    tmp_path: Path, change: dict[str, Any], field: str
+) -> None:
+    """Bug: ``tags: 5`` raised a TypeError (a traceback); a batch that is not a multiple of the
+    group size (ROLL asserts it) imported a rounded-down batch."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({**ROLL_AGENTIC, **change}), encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, overrides=PROMPT)
+    assert err.value.field == field
+
+
+def test_verl_tool_replies_stay_within_the_budget() -> None:
+    """Bug: a tool reply bound past the whole response budget (100,000 of 1,024 tokens) was
+    taken as the replies' mean when the mean turns left no reply inside the mean."""
+    mt = "actor_rollout_ref.rollout.multi_turn"
+    w = load_config(
+        VERL,
+        overrides=[
+            f"{mt}.enable=true", f"{mt}.max_assistant_turns=2",
+            f"{mt}.max_tool_response_length=100000", f"{mt}.tool_config_path=x",
+        ],
+    ).workload  # fmt: skip
+    assert w is not None and w.turns is not None
+    assert w.turns.observation_tokens <= 1024 / 2

@@ -241,7 +241,7 @@ def _refuse_non_rl(data: Mapping[str, Any], file: str) -> None:
         )
 
 
-def _agentic_workload(data: Mapping[str, Any]) -> dict[str, Any] | None:
+def _agentic_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | None:
     """An agentic file's trajectories as a workload, without the first prompt's length (no
     agentic file gives it): ``workload.prompt_tokens`` is left for the user to set.
 
@@ -250,13 +250,35 @@ def _agentic_workload(data: Mapping[str, Any]) -> dict[str, Any] | None:
     ``train_env_manager.group_size``; each environment of the ``train_env_manager.tags``
     runs at most ``custom_envs.TAG.max_steps`` turns (``max_actions_per_traj``), each answer
     at most ``min(max_tokens_per_step, actor_infer.generating_args.max_new_tokens)`` tokens,
-    and the whole trajectory within ``sequence_length``.
+    and the whole trajectory within ``sequence_length`` (without a ``prompt_length``,
+    the trajectory's cap is the whole ``sequence_length``). Turns: the mean is the midpoint
+    of 1 and the most (an importer's assumption, as half the maxima for lengths).
+
+    Raises:
+        ConfigError: ``train_env_manager.tags`` is not a list of names, or
+            ``rollout_batch_size`` is not a multiple of the group size (ROLL asserts it).
     """
     trajectories = optional_int(data.get("rollout_batch_size"))
     group = optional_int(get_path(data, "train_env_manager.group_size")) or 1
+    if trajectories and trajectories % group:
+        raise ConfigError(
+            f"must be a multiple of train_env_manager.group_size ({group}), as ROLL asserts",
+            field="rollout_batch_size",
+            value=trajectories,
+            file=file,
+        )
     envs = data.get("custom_envs") if isinstance(data.get("custom_envs"), Mapping) else {}
-    tags = get_path(data, "train_env_manager.tags") or list(envs)
-    bodies = [envs[t] for t in tags if isinstance(t, str) and isinstance(envs.get(t), Mapping)]
+    tags = get_path(data, "train_env_manager.tags")
+    if tags is None:
+        tags = list(envs)
+    elif not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ConfigError(
+            "must be a list of environment names (keys of custom_envs)",
+            field="train_env_manager.tags",
+            value=tags,
+            file=file,
+        )
+    bodies = [envs[t] for t in tags if isinstance(envs.get(t), Mapping)]
     turns = [optional_int(b.get("max_steps")) for b in bodies]
     answers = [optional_int(b.get("max_tokens_per_step")) for b in bodies]
     max_turns = max((t for t in turns if t), default=optional_int(data.get("max_actions_per_traj")))
@@ -267,10 +289,10 @@ def _agentic_workload(data: Mapping[str, Any]) -> dict[str, Any] | None:
     if not (trajectories and max_turns and answer):
         return None
     load: dict[str, Any] = {
-        "prompts_per_step": max(1, trajectories // group),
+        "prompts_per_step": trajectories // group,
         "samples_per_prompt": group,
         "response_tokens": {"mean": answer / 2, "max": answer},
-        "turns": {"mean": max(1.0, max_turns / 2), "max": max_turns},
+        "turns": {"mean": (1 + max_turns) / 2, "max": max_turns},
         "micro_batch_size": optional_int(
             get_path(data, "actor_train.training_args.per_device_train_batch_size")
         )
@@ -290,8 +312,8 @@ def _agentic_workload(data: Mapping[str, Any]) -> dict[str, Any] | None:
     return load
 
 
-def _workload(data: Mapping[str, Any], agentic: bool) -> dict[str, Any] | None:
-    load = _agentic_workload(data) if agentic else _rlvr_workload(data)
+def _workload(data: Mapping[str, Any], agentic: bool, file: str) -> dict[str, Any] | None:
+    load = _agentic_workload(data, file) if agentic else _rlvr_workload(data)
     if load is not None and get_path(data, "transfer_backend.backend_name") == "TransferQueue":
         # RemoteBatch: the pipeline passes keys; workers fetch the tensors from the store.
         load["controller"] = {"padding": "none"}
@@ -446,7 +468,7 @@ def to_native(
     model = _model(data)
     if model:
         native["model"] = model
-    load = _workload(data, agentic)
+    load = _workload(data, agentic, file)
     if load:
         native["workload"] = load
     return apply_costs(native, costs, costs_file)

@@ -332,15 +332,16 @@ def _multi_turn(r: _Reader, budget: int) -> dict[str, Any]:
     else :data:`MULTI_TURN_DEFAULT_TURNS`), the whole trajectory after the prompt within
     ``data.max_response_length`` (each answer may use what is left of it), a tool's reply at
     most ``max_tool_response_length`` tokens (when a ``tool_config_path`` is set; an
-    interaction's replies have no bound: 0). Means as every importer's: half the maxima, the
-    trajectory's half its budget, its answers what the observations leave of that."""
+    interaction's replies have no bound: 0). Means as every importer's: half the maxima (the
+    turns' the midpoint of 1 and the most), the trajectory's half its budget, its answers
+    what the observations leave of that."""
     mt = f"{_ROLLOUT}.multi_turn"
     assistant = optional_int(r.get(f"{mt}.max_assistant_turns"))
     user = optional_int(r.get(f"{mt}.max_user_turns"))
     most = assistant or (user + 1 if user else MULTI_TURN_DEFAULT_TURNS)
-    mean_turns = max(1.0, most / 2)
+    mean_turns = (1 + most) / 2
     tool_max = optional_int(r.get(f"{mt}.max_tool_response_length")) or 256
-    reply = tool_max / 2 if r.get(f"{mt}.tool_config_path") else 0.0
+    reply = min(tool_max, budget) / 2 if r.get(f"{mt}.tool_config_path") else 0.0
     half = budget / 2
     if mean_turns > 1:
         # The replies take at most half of the trajectory's mean, the answers the rest.
