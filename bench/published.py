@@ -353,6 +353,29 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
         {"ref": 50.05, "update_actor": 206.63}, {**_VERL, "ref": ("ref_logprob",)},
         "heldout-verl-fa-30b-a3b", (1000.0, 1960.0, 3000.0, 4500.0), heldout=True,
     ),
+    # Held-out (added 2026-11-28 with multi-turn trajectories; configs written blind from the
+    # rows and their scripts by a helper that ran only `rlplex validate`, registered before any
+    # was planned): verl's fully-async multi-turn tool-calling run (volcengine/verl
+    # docs/advance/fully_async.md, "Multi-Turn Tool Calling", first published at ea56e9ac4,
+    # 2025-11-17): Qwen2.5-7B-Instruct after ReTool SFT, DAPO with a sandbox code tool, colocated
+    # on 32 H20 vs 16 + 16. Lengths, turns and the sandbox's seconds are not published: each
+    # config states what it assumes; the sweep is over one turn's mean answer.
+    Case(
+        "heldout-verl-fa-retool-7b-colocate-32xH20",
+        "heldout_verl_fa_retool_7b_colocate_32xh20.yaml", 375.47,
+        {"gen": 228.03, "old_log_prob": 35.19, "update_actor": 111.84}, _VERL_COLOCATED,
+        "heldout-verl-fa-retool-7b", (600.0, 1200.0, 2400.0),
+        _verl_timers_summary(
+            {"gen": 228.03, "old_log_prob": 35.19, "update_actor": 111.84}, 375.47
+        ),
+        heldout=True,
+    ),
+    Case(
+        "heldout-verl-fa-retool-7b-async-16gen16train-H20",
+        "heldout_verl_fa_retool_7b_async_16gen16train_h20.yaml", 221.36,
+        {"update_actor": 179.58}, _VERL, "heldout-verl-fa-retool-7b", (600.0, 1200.0, 2400.0),
+        heldout=True,
+    ),
     # NeMo RL v0.3's step-time breakdown (NVIDIA-NeMo/.github blog/posts/nemo-rl-v0.3/index.md
     # @ e0c825560, "Results", Megatron rows, DTensor rows and the 16K row; recipes at
     # NVIDIA-NeMo/RL v0.3.0), added 2026-11-25 (the DTensor rows in a later session), configs
