@@ -150,7 +150,7 @@ def test_heldout_colocated_members_carry_their_verl_timers_for_a_transfer() -> N
     held_pairs = {c.pair for c in bench.HELDOUT_CASES if c.summary is not None}
     assert held_pairs == {
         "heldout-verl-fa-7b-128", "heldout-verl-fa-7b-64", "heldout-verl-fa-7b-32",
-        "heldout-verl-fa-30b-a3b",
+        "heldout-verl-fa-30b-a3b", "heldout-verl-fa-retool-7b",
     }  # fmt: skip
     source = next(c for c in bench.CASES if c.id == "heldout-verl-fa-7b-colocate-128xH20")
     assert source.summary == {
