@@ -215,10 +215,15 @@ def _turns_line(t: dict[str, Any]) -> str:
     """The multi-turn assumptions: turns, what each adds, the environment's wait."""
     cap = f", at most {t['max_tokens']:,} tokens after the prompt" if t.get("max_tokens") else ""
     caching = "prefix caching" if t["prefix_caching"] else "no prefix caching (whole context)"
+    trained = (
+        "each turn trained as its own sample (the context before it and its answer)"
+        if t.get("samples") == "turn"
+        else "the trajectory trained as one sample"
+    )
     return (
         f"turns: {t['mean']:g} mean / {t['max']} max per trajectory{cap}; each answer is the"
         f" response above, {t['observation_tokens']:g} observation tokens between turns"
-        f" ({caching}); environment {t['env_s']:g} s per turn"
+        f" ({caching}); environment {t['env_s']:g} s per turn; {trained}"
     )
 
 

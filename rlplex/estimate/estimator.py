@@ -433,7 +433,7 @@ def kv_cache_gb(ctx: _Ctx, role: Role, spec: ModelSpec, weights_gb: float) -> fl
     w = ctx.inputs.workload
     assert w is not None
     tp, pp, _ = ctx.layout(role)
-    n, _, longest = _tokens(w)
+    n, longest = w.trajectories(), w.prompt_tokens.max + w.trajectory_max()
     per_replica = math.ceil(n / _replicas(ctx, role))
     per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
     need = per_replica * _steps_held(ctx, role) * longest * per_token / f.GB
@@ -500,13 +500,28 @@ def _tokens_factor(ctx: _Ctx, tokens: float) -> float:
 
 
 def _lengths(ctx: _Ctx) -> LengthDistribution:
-    """Tokens after the prompt per sequence: the response, or with ``workload.turns`` a
-    whole trajectory's answers and observations (the default shape over trajectories)."""
+    """Tokens after the prompt per trained sample: the response, or with ``workload.turns`` a
+    whole trajectory's answers and observations, or a turn's with the context before it
+    (``turns.samples: turn``; only a capped trajectory's last turn reaches the cap)."""
     w = ctx.inputs.workload
     assert w is not None
-    r = w.response_tokens
+    if w.turns is None or w.turns.samples == "trajectory":
+        return _trajectory_lengths(ctx)
+    clip = w.response_tokens.clip_ratio
     return response_lengths(
-        w.continuation_mean(), w.continuation_max(), r.clip_ratio,
+        w.continuation_mean(), w.continuation_max(),
+        None if clip is None else clip / w.turns.mean,
+        field="workload.response_tokens", file=ctx.inputs.file,
+    )  # fmt: skip
+
+
+def _trajectory_lengths(ctx: _Ctx) -> LengthDistribution:
+    """Tokens after the prompt per generated sequence: the response, or a whole trajectory's
+    answers and observations (the default shape over trajectories)."""
+    w = ctx.inputs.workload
+    assert w is not None
+    return response_lengths(
+        w.trajectory_mean(), w.trajectory_max(), w.response_tokens.clip_ratio,
         field="workload.response_tokens", file=ctx.inputs.file,
     )  # fmt: skip
 
@@ -1371,12 +1386,12 @@ def estimate_generate(
     tp, pp = est.tp, est.pp
     group = tp * pp
     replicas = _replicas(ctx, role)
-    n, _, _ = _tokens(w)
+    n = w.trajectories()
     per_replica = math.ceil(n / replicas)
     peak = ctx.gpu.peak_tflops * 1e12
     bandwidth = ctx.gpu.memory_gb_per_s * 1e9
     prompt = w.prompt_tokens
-    dist = _lengths(ctx)
+    dist = _trajectory_lengths(ctx)
     turns = multi_turn(w)
     prefill_flops = (f.forward_flops(spec, prompt.mean) + turns.prefill_flops(spec)) * per_replica
     prefill_matmul = 2.0 * f.active_params(spec) * (prompt.mean + turns.prefill_tokens)
@@ -2059,7 +2074,7 @@ def _sync_assumption(stage: Stage, est: StageEstimate) -> dict[str, Any]:
 
 
 def _length_assumption(ctx: _Ctx) -> dict[str, Any]:
-    dist = _lengths(ctx)
+    dist = _trajectory_lengths(ctx)
     w = ctx.inputs.workload
     turns = w.turns.model_dump() if w is not None and w.turns is not None else None
     return {

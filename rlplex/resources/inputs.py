@@ -116,6 +116,12 @@ class Turns(BaseModel):
     """The engine keeps a trajectory's KV cache from one turn to the next (vLLM's automatic
     prefix caching, SGLang's radix cache): each turn prefills only the observation added;
     ``false``: every turn prefills the whole context again."""
+    samples: Literal["trajectory", "turn"] = "trajectory"
+    """What the trainer gets of a trajectory. ``trajectory``: one sample holding all of it
+    (ROLL's ``TrajEnvManager``, verl's multi-turn rollout). ``turn``: one sample per turn,
+    each the whole context before the turn and its answer (ROLL's step-wise env managers,
+    ``AgentNativeStepEnvManager`` and GiGPO's ``StepEnvManager``): T samples per trajectory
+    whose lengths grow with the turns, so that the trainer's tokens grow with their square."""
 
     @model_validator(mode="after")
     def _mean_within_max(self) -> Turns:
@@ -200,29 +206,52 @@ class Workload(BaseModel):
                 )
         return turns
 
-    def sequences(self) -> int:
-        """Sequences (or multi-turn trajectories) one step generates and trains on."""
+    def trajectories(self) -> int:
+        """Sequences (or multi-turn trajectories) one step generates."""
         return self.prompts_per_step * self.samples_per_prompt
 
+    def sequences(self) -> int:
+        """Samples one step trains on: a sequence or trajectory each, or with ``turns.samples:
+        turn`` one per turn (the trajectories' mean turns each, rounded)."""
+        if self.turns is not None and self.turns.samples == "turn":
+            return max(1, round(self.trajectories() * self.turns.mean))
+        return self.trajectories()
+
     def sequence_mean(self) -> float:
-        """Mean tokens of one sequence: its prompt and everything after it."""
+        """Mean tokens of one trained sample: its prompt and everything after it."""
         return self.prompt_tokens.mean + self.continuation_mean()
 
-    def continuation_mean(self) -> float:
-        """Mean tokens after the prompt in one sequence: the response, or a trajectory's
-        answers and the observations between them."""
+    def trajectory_mean(self) -> float:
+        """Mean tokens after the prompt in one generated sequence: the response, or a whole
+        trajectory's answers and the observations between them."""
         return continuation(self.response_tokens, self.turns)[0]
 
-    def continuation_max(self) -> int:
-        """Most tokens after the prompt in one sequence (the response max, or a trajectory's
-        cap: ``turns.max_tokens``, else its most answers at the response max and the
-        observations between them)."""
+    def trajectory_max(self) -> int:
+        """Most tokens after the prompt in one generated sequence (the response max, or a
+        trajectory's cap: ``turns.max_tokens``, else its most answers at the response max and
+        the observations between them)."""
         return continuation(self.response_tokens, self.turns)[1]
+
+    def continuation_mean(self) -> float:
+        """Mean tokens after the prompt in one trained sample: :meth:`trajectory_mean`, or
+        with ``turns.samples: turn`` a turn's answer and the context before it beyond the
+        prompt (turn j holds j - 1 answers and observations: (T - 1) / 2 of them on
+        average)."""
+        t = self.turns
+        if t is None or t.samples == "trajectory":
+            return self.trajectory_mean()
+        answer = min(self.response_tokens.mean, self.response_tokens.max)
+        return answer + (answer + t.observation_tokens) * (t.mean - 1) / 2
+
+    def continuation_max(self) -> int:
+        """Most tokens after the prompt in one trained sample: the trajectory's (its last
+        turn's sample holds all of it)."""
+        return self.trajectory_max()
 
     def generated_share(self) -> float:
         """Share of the tokens after the prompt that the engine decodes (1 without turns;
         with them, the answers' share, the rest being observations it prefills)."""
-        mean = self.continuation_mean()
+        mean = self.trajectory_mean()
         if self.turns is None or mean <= 0:
             return 1.0
         return self.turns.mean * min(self.response_tokens.mean, self.response_tokens.max) / mean

@@ -190,3 +190,20 @@ def test_a_trajectory_past_the_longest_workload_names_turns(base: dict[str, Any]
     with pytest.raises(ConfigError) as err:
         config_from_dict(data)
     assert err.value.field == "workload.turns" and "turns.max_tokens" in str(err.value)
+
+
+def test_turns_trained_as_samples_hold_the_context_before_each(base: dict[str, Any]) -> None:
+    """``turns.samples: turn`` (ROLL's step-wise env managers): 64 x 4 trajectories of 3 turns
+    train as 768 samples; turn j holds the prompt, j - 1 answers and observations and its
+    answer: 200 + 300 x (3 - 1) / 2 = 500 tokens after the prompt on average. Generation is the
+    same trajectories either way."""
+    w = config_from_dict(_multi_turn(base, samples="turn")).workload
+    assert w is not None
+    assert (w.trajectories(), w.sequences()) == (256, 768)
+    assert w.continuation_mean() == pytest.approx(200 + 300 * (3 - 1) / 2)
+    assert (w.trajectory_mean(), w.continuation_max()) == (800, 2900)
+    per_turn = _stages(_multi_turn(base, samples="turn"))
+    whole = _stages(_multi_turn(base))
+    assert per_turn["generate"].seconds == pytest.approx(whole["generate"].seconds, rel=1e-12)
+    assert per_turn["train"].detail["tokens"] == pytest.approx(768 * (100 + 500))
+    assert whole["train"].detail["tokens"] == pytest.approx(256 * (100 + 800))

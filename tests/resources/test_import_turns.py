@@ -167,3 +167,19 @@ def test_verl_tool_replies_stay_within_the_budget() -> None:
     ).workload  # fmt: skip
     assert w is not None and w.turns is not None
     assert w.turns.observation_tokens <= 1024 / 2
+
+
+def test_roll_step_wise_env_managers_train_each_turn(tmp_path: Path, roll_agentic: Path) -> None:
+    """ROLL's AgentNativeStepEnvManager and GiGPO's StepEnvManager build one training sample per
+    turn (formulate_rollouts): ``turns.samples: turn``; the trajectory manager one."""
+    envs = dict(ROLL_AGENTIC["custom_envs"])
+    envs["Sokoban"] = {
+        **envs["Sokoban"],
+        "env_manager_cls": "roll.pipeline.agentic.env_manager.step_env_manager.StepEnvManager",
+    }
+    path = tmp_path / "step.yaml"
+    path.write_text(yaml.safe_dump({**ROLL_AGENTIC, "custom_envs": envs}), encoding="utf-8")
+    w = load_config(path, overrides=PROMPT).workload
+    assert w is not None and w.turns is not None and w.turns.samples == "turn"
+    whole = load_config(roll_agentic, overrides=PROMPT).workload
+    assert whole is not None and whole.turns is not None and whole.turns.samples == "trajectory"

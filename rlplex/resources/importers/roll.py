@@ -250,8 +250,11 @@ def _agentic_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | No
     ``train_env_manager.group_size``; each environment of the ``train_env_manager.tags``
     runs at most ``custom_envs.TAG.max_steps`` turns (``max_actions_per_traj``), each answer
     at most ``min(max_tokens_per_step, actor_infer.generating_args.max_new_tokens)`` tokens,
-    and the whole trajectory within ``sequence_length`` (without a ``prompt_length``,
-    the trajectory's cap is the whole ``sequence_length``). Turns: the mean is the midpoint
+    and the whole trajectory within ``sequence_length``; a step-wise env manager
+    (``env_manager_cls`` ``...StepEnvManager``: ``AgentNativeStepEnvManager``, GiGPO's
+    ``StepEnvManager``) trains each turn as its own sample (``turns.samples: turn``; GiGPO's
+    bounded history is priced as the whole context). Without a ``prompt_length``,
+    the trajectory's cap is the whole ``sequence_length``. Turns: the mean is the midpoint
     of 1 and the most (an importer's assumption, as half the maxima for lengths).
 
     Raises:
@@ -279,6 +282,9 @@ def _agentic_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | No
             file=file,
         )
     bodies = [envs[t] for t in tags if isinstance(envs.get(t), Mapping)]
+    managers = [b.get("env_manager_cls") for b in bodies] or [data.get("env_manager_cls")]
+    # Step-wise env managers train each turn as its own sample (formulate_rollouts).
+    step_wise = any(isinstance(m, str) and m.endswith("StepEnvManager") for m in managers)
     turns = [optional_int(b.get("max_steps")) for b in bodies]
     answers = [optional_int(b.get("max_tokens_per_step")) for b in bodies]
     max_turns = max((t for t in turns if t), default=optional_int(data.get("max_actions_per_traj")))
@@ -292,7 +298,8 @@ def _agentic_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | No
         "prompts_per_step": trajectories // group,
         "samples_per_prompt": group,
         "response_tokens": {"mean": answer / 2, "max": answer},
-        "turns": {"mean": (1 + max_turns) / 2, "max": max_turns},
+        "turns": {"mean": (1 + max_turns) / 2, "max": max_turns}
+        | ({"samples": "turn"} if step_wise else {}),
         "micro_batch_size": optional_int(
             get_path(data, "actor_train.training_args.per_device_train_batch_size")
         )
