@@ -746,6 +746,7 @@ def _pass_terms(
     detail = {
         "devices": est.devices, "efficiency": eff, "tokens": tokens * epochs, "passes": passes,
         "micro_batch_tokens": mb_tokens, "micro_batches_per_rank": micro_batches,
+        "group_tokens_per_sync": tokens * epochs / groups / syncs,
         "pipeline_bubble_s": bubble_s, "launch_overhead_s": overhead_s, "host_s": host_s,
         "param_offload_s": offload_s, "flops": flops, "expert_all_to_all_s": a2a_s,
         "straggler": straggler,
@@ -1102,13 +1103,21 @@ def _logits_bytes(role: Role, *, backward: bool) -> float:
 def _micro_batch_tokens_per_rank(
     w: Workload, role: Role, detail: Mapping[str, Any], *, backward: bool
 ) -> float:
-    """Tokens whose activations one rank holds at a micro-batch's peak: padded, every sequence
-    at the longest; packed, the micro-batch's tokens (its budget, or its sequences at the mean
-    length); split over the sequence / context-parallel ranks, which each hold a slice of every
-    sequence (Ulysses, Megatron's context parallel)."""
-    _, _, longest = _tokens(w)
-    padded = _micro_batch(w, backward)[0] * longest
-    tokens = min(padded, detail["micro_batch_tokens"]) if w.packing else padded
+    """Tokens whose activations one rank holds at its largest micro-batch: padded, every
+    sequence at the longest; packed with a token budget (verl's dynamic batches, NeMo RL's
+    packing), the budget that each micro-batch is filled up to (or the rank's whole share
+    of an optimizer step, if smaller; a sequence longer than the budget goes alone); packed
+    by count, the micro-batch that holds the step's longest sequence beside mean ones. Split
+    over the sequence / context-parallel ranks, which each hold a slice of every sequence
+    (Ulysses, Megatron's context parallel)."""
+    size, budget = _micro_batch(w, backward)
+    _, mean, longest = _tokens(w)
+    if not w.packing:
+        tokens = size * longest
+    elif budget is not None:
+        tokens = max(float(longest), min(float(budget), detail["group_tokens_per_sync"]))
+    else:
+        tokens = min(size * longest, (size - 1) * mean + longest)
     sp = role.parallel.sp if role.parallel else 1
     return tokens / sp
 
@@ -1937,6 +1946,20 @@ def _check_fits(inputs: Inputs, roles: Mapping[str, RoleEstimate]) -> None:
                     value=round(gb, 2),
                     file=inputs.file,
                 )
+
+
+ACTIVATION_KNOBS = (
+    "parallel.recompute, workload.micro_batch_size or its token budget workload.micro_batch_tokens"
+)
+"""What lowers a pass's activations, for the remedies that name them."""
+
+
+def activation_remedy(role: str) -> str:
+    """What would make a stage's activations fit on its role's GPUs."""
+    return (
+        f"turn on roles.{role}.parallel.recompute, lower workload.micro_batch_size (or its"
+        " token budget, workload.micro_batch_tokens), or split the model (tp)"
+    )
 
 
 def state_remedy(role: Role, state: str, factor: float | None = None) -> str:

@@ -213,6 +213,8 @@ def check_stages_fit(
         ConfigError: naming ``pipeline.stages.S.memory_gb`` (activations the
             largest part) or ``roles.R.states``.
     """
+    from rlplex.estimate.estimator import ACTIVATION_KNOBS, activation_remedy
+
     cap = cluster.gpu_memory_gb
     for stage in pipeline.stages:
         role = roles.get(stage.role or "")
@@ -231,10 +233,7 @@ def check_stages_fit(
         detail += f" + activations {stage.memory_gb:.2f}"
         if stage.memory_gb >= max(parts.values(), default=0.0):
             field = memory_path
-            remedy = (
-                f"turn on roles.{role.name}.parallel.recompute, lower"
-                " workload.micro_batch_size, or split the model (tp)"
-            )
+            remedy = activation_remedy(role.name)
         else:
             field = states_path
             par = role.parallel
@@ -243,7 +242,7 @@ def check_stages_fit(
                 f"give roles.{role.name} more GPUs (its states are sharded over them)"
                 if sharded
                 else f"shard roles.{role.name} (parallel: fsdp: true or zero: 3)"
-            ) + ", or lower the activations (parallel.recompute, workload.micro_batch_size)"
+            ) + f", or lower the activations ({ACTIVATION_KNOBS})"
         raise ConfigError(
             f"stage {stage.name!r} needs {total:.2f} GB per GPU ({detail}, estimated) even"
             f" with every other role offloaded, but a GPU has {cap:g} GB; {remedy}",

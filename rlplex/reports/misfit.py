@@ -28,7 +28,12 @@ from pydantic import BaseModel, ConfigDict
 
 from rlplex.config import load_config
 from rlplex.errors import ConfigError
-from rlplex.estimate.estimator import Estimate, estimate_config, state_remedy
+from rlplex.estimate.estimator import (
+    Estimate,
+    activation_remedy,
+    estimate_config,
+    state_remedy,
+)
 from rlplex.resources.cluster import Role
 from rlplex.resources.inputs import Rollout
 from rlplex.resources.yaml_io import apply_overrides, load_yaml_file
@@ -145,10 +150,7 @@ def shortfalls(
         if total <= cap + 1e-9:
             continue
         if est.memory_gb >= max((states[k] for k in needs if k in states), default=0.0):
-            remedy = (
-                f"turn on roles.{r.role}.parallel.recompute, lower workload.micro_batch_size,"
-                " or split the model (tp)"
-            )
+            remedy = activation_remedy(r.role)
         else:
             remedy = (
                 f"give roles.{r.role} {total / cap:.1f}x the GPUs if its states are sharded,"

@@ -195,6 +195,7 @@ def test_controller_warns_when_it_dominates_a_pass(base: dict[str, Any]) -> None
     the warning says so and what shrinks it."""
     base["workload"]["response_tokens"] = {"mean": 300, "max": 16_000}
     base["workload"]["prompts_per_step"] = 512
+    base["roles"]["actor_train"]["parallel"]["recompute"] = True  # a 16K sequence's micro-batch
     cfg = config_from_dict(base, file="t.yaml")
     notes = [n for n in cfg.warnings if n.startswith("workload.controller")]
     assert len(notes) == 1
@@ -868,7 +869,10 @@ def test_given_figures_win(base: dict[str, Any]) -> None:
 
 def test_moe_and_mla_presets_estimate(base: dict[str, Any]) -> None:
     base["model"] = "qwen3-30b-a3b"
-    base["roles"]["actor_train"]["parallel"] = {"fsdp": True, "recompute": True}
+    # 16,384-token micro-batches of a 30B model on 8 GPUs fit with a CPU optimizer.
+    base["roles"]["actor_train"]["parallel"] = {
+        "fsdp": True, "recompute": True, "cpu_optimizer": True,
+    }  # fmt: skip
 
     def moe_over_dense(micro_batch_tokens: int) -> float:
         cfg = copy.deepcopy(base)
@@ -886,7 +890,7 @@ def test_moe_and_mla_presets_estimate(base: dict[str, Any]) -> None:
     base["model"] = "deepseek-v3"
     base["cluster"] = {"nodes": 32, "gpus_per_node": 8, "gpu": "h200"}
     base["roles"] = {
-        "actor_train": {"devices": "0-255", "parallel": {"fsdp": True}},
+        "actor_train": {"devices": "0-255", "parallel": {"fsdp": True, "recompute": True}},
         "actor_infer": {"devices": "0-255", "num_gpus_per_worker": 8, "precision": "fp8"},
         "reference": {"devices": "0-255", "parallel": {"fsdp": True}},
         "rewards": {"world_size": 2},
@@ -1424,7 +1428,7 @@ def test_split_sync_of_a_partial_node_uses_its_gpus_nics(base: dict[str, Any]) -
     from rlplex.estimate.estimator import weight_sync_seconds_at
 
     base["cluster"].update({"nodes": 2, "gpus_per_node": 8})
-    base["roles"]["actor_train"] = {"devices": "0-1", "parallel": {"zero": 1}}
+    base["roles"]["actor_train"] = {"devices": "0-1", "parallel": {"zero": 1, "recompute": True}}
     base["roles"]["reference"]["devices"] = "0-1"
     base["roles"]["actor_infer"]["devices"] = "8-9"
     cfg = config_from_dict(base, file="t.yaml")
@@ -1448,24 +1452,52 @@ def test_refit_gather_is_read_from_the_config(base: dict[str, Any]) -> None:
 def test_packed_micro_batches_hold_their_tokens_split_over_sequence_parallel(
     base: dict[str, Any],
 ) -> None:
-    """A packed micro-batch's activations are its tokens' (2 sequences at the mean 100 + 300,
-    not at the longest 800), in a forward-only pass as in training; Ulysses or context
-    parallel leaves each rank a slice of every sequence (bug: the forward pass held every
-    sequence at the longest, and neither pass split over sp)."""
+    """A packed micro-batch's activations peak at the micro-batch that holds the step's longest
+    sequence (800 tokens) beside mean ones (one of 400): 1,200 tokens, not 2 at the longest
+    and not 2 at the mean (bug: the mean, which no micro-batch holding the longest sequence
+    stays under); in a forward-only pass as in training; Ulysses or context parallel leaves
+    each rank a slice of every sequence (bug: the forward pass held every sequence at the
+    longest, and neither pass split over sp)."""
     spec = model_presets()["llama-3.1-8b"]
     est = estimate_config(config_from_dict(base, file="t.yaml"))
     ref = est.stages["ref_logprob"]
     assert ref.memory_gb == pytest.approx(
-        f.activation_bytes(spec, 2 * 400, backward=False, eager=True) / 1e9, rel=1e-6
+        f.activation_bytes(spec, 400 + 800, backward=False, eager=True) / 1e9, rel=1e-6
     )
     base["roles"]["reference"]["parallel"]["sp"] = 2
     base["roles"]["actor_train"]["parallel"] = {"fsdp": True, "sp": 2}
     split = estimate_config(config_from_dict(base, file="t.yaml"))
     assert split.stages["ref_logprob"].memory_gb == pytest.approx(
-        f.activation_bytes(spec, 2 * 400 / 2, backward=False, eager=True) / 1e9, rel=1e-6
+        f.activation_bytes(spec, (400 + 800) / 2, backward=False, eager=True) / 1e9, rel=1e-6
     )
     assert split.stages["train"].memory_gb == pytest.approx(
-        f.activation_bytes(spec, 2 * 400 / 2, backward=True, eager=True) / 1e9, rel=1e-6
+        f.activation_bytes(spec, (400 + 800) / 2, backward=True, eager=True) / 1e9, rel=1e-6
+    )
+
+
+def test_token_budgets_fill_each_micro_batch(base: dict[str, Any]) -> None:
+    """A token budget (verl's ``ppo_max_token_len_per_gpu``, NeMo RL's ``train_mb_tokens``)
+    packs each micro-batch up to it: the activations are the budget's, as the micro-batch count
+    and efficiency already were (bug: they were one sequence's, 800 tokens, whatever the
+    budget); a rank whose share of an optimizer step is smaller holds that share, and a
+    sequence longer than the budget goes alone."""
+    spec = model_presets()["llama-3.1-8b"]
+    base["roles"]["reference"]["parallel"] = {"fsdp": True}
+    base["workload"]["logprob_micro_batch_tokens"] = 4096
+    ref = estimate_config(config_from_dict(base, file="t.yaml")).stages["ref_logprob"]
+    assert ref.memory_gb == pytest.approx(
+        f.activation_bytes(spec, 4096, backward=False, eager=True) / 1e9, rel=1e-6
+    )
+    # 256 sequences of 400 tokens on 8 ranks: 12,800 tokens each, less than a 65,536 budget.
+    base["workload"]["logprob_micro_batch_tokens"] = 65_536
+    whole = estimate_config(config_from_dict(base, file="t.yaml")).stages["ref_logprob"]
+    assert whole.memory_gb == pytest.approx(
+        f.activation_bytes(spec, 256 * 400 / 8, backward=False, eager=True) / 1e9, rel=1e-6
+    )
+    base["workload"]["logprob_micro_batch_tokens"] = 500
+    alone = estimate_config(config_from_dict(base, file="t.yaml")).stages["ref_logprob"]
+    assert alone.memory_gb == pytest.approx(
+        f.activation_bytes(spec, 800, backward=False, eager=True) / 1e9, rel=1e-6
     )
 
 
@@ -1495,12 +1527,12 @@ def test_expert_gradients_are_reduced_over_the_expert_data_parallel_ranks(
     size 1), so only the dense weights' gradients are reduced and gathered (bug: the whole
     model's were, as if every expert were replicated over the 8 ranks)."""
     base["model"] = "qwen3-30b-a3b"
-    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "ep": 8}
+    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "ep": 8, "recompute": True}
     train = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
     spec = model_presets()["qwen3-30b-a3b"]
     dense = f.total_params(spec) - f.routed_expert_params(spec)
     assert train.bytes == pytest.approx(2 * dense * 2 * 7 / 8)
-    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "ep": 4}  # expert dp 2
+    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "ep": 4, "recompute": True}
     wider = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
     experts = f.routed_expert_params(spec) / 4 * 1 / 2
     assert wider.bytes == pytest.approx(2 * (dense * 7 / 8 + experts) * 2)
@@ -1525,7 +1557,7 @@ def test_bf16_logits_hold_two_bytes_a_logit(base: dict[str, Any]) -> None:
     entropy's gradient in place) holds 2 bytes per logit where the fp32 default holds 4 in a
     forward pass (8 in training)."""
     spec = model_presets()["llama-3.1-8b"]
-    tokens = 2 * 400  # a packed micro-batch: 2 sequences at the mean
+    tokens = 400 + 800  # the packed micro-batch of 2 that holds the longest sequence
     plain = estimate_config(config_from_dict(base, file="t.yaml")).stages["ref_logprob"]
     base["roles"]["reference"]["parallel"]["logits"] = "bf16"
     bf16 = estimate_config(config_from_dict(base, file="t.yaml")).stages["ref_logprob"]
@@ -1547,7 +1579,7 @@ def test_logits_bytes_by_how_the_pass_holds_them(
     """Bytes per logit at a pass's peak: the bf16 logits, and verl's entropy over them (4 more
     forward, 12 more training: bench/logits_memory.py)."""
     spec = model_presets()["llama-3.1-8b"]
-    tokens = 2 * 400
+    tokens = 400 + 800  # the packed micro-batch of 2 that holds the longest sequence
     base["roles"]["actor_train"]["parallel"] = {"zero": 1, "logits": logits}
     est = estimate_config(config_from_dict(base, file="t.yaml"))
     old, train_stage = est.stages["old_logprob"], est.stages["train"]

@@ -47,7 +47,7 @@ ESTIMATED_COLOCATED = {
                  "micro_batch_tokens": 16384},
     "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "h100"},
     "roles": {"actor_infer": {"devices": "0-7", "num_gpus_per_worker": 2},
-              "actor_train": {"devices": "0-7", "parallel": {"fsdp": True}},
+              "actor_train": {"devices": "0-7", "parallel": {"fsdp": True, "recompute": True}},
               "rewards": {"world_size": 4}},
     "pipeline": {"stages": {
         "generate": {"role": "actor_infer"},
