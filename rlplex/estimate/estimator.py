@@ -502,15 +502,15 @@ def _tokens_factor(ctx: _Ctx, tokens: float) -> float:
 def _lengths(ctx: _Ctx) -> LengthDistribution:
     """Tokens after the prompt per trained sample: the response, or with ``workload.turns`` a
     whole trajectory's answers and observations, or a turn's with the context before it
-    (``turns.samples: turn``; only a capped trajectory's last turn reaches the cap)."""
+    (``turns.samples: turn``, in the default shape)."""
     w = ctx.inputs.workload
     assert w is not None
     if w.turns is None or w.turns.samples == "trajectory":
         return _trajectory_lengths(ctx)
-    clip = w.response_tokens.clip_ratio
+    # A share of trajectories at their cap says little of the samples' (only a capped
+    # trajectory's last turn reaches it): the samples take the default shape.
     return response_lengths(
-        w.continuation_mean(), w.continuation_max(),
-        None if clip is None else clip / w.turns.mean,
+        w.continuation_mean(), w.continuation_max(), None,
         field="workload.response_tokens", file=ctx.inputs.file,
     )  # fmt: skip
 
@@ -654,9 +654,15 @@ def _pass_terms(
         weight_passes * matmul_flops / _fp8_speedup(ctx, role) + passes * other_flops
     ) * epochs
     kind_key = "train" if backward else "forward"
+    groups = max(1, est.devices // (est.tp * est.pp * sp))
+    syncs = max(1, w.mini_batches) if backward else 1
+    # A data-parallel group's tokens per optimizer step: no micro-batch spans two steps.
+    per_sync = tokens / groups / syncs
     mb_size, mb_budget = _micro_batch(w, backward)
     if mb_budget is not None and w.packing:
-        mb_tokens = float(mb_budget)
+        # Balanced micro-batches under the budget (verl's rearrange_micro_batches: as few as
+        # the budget allows, the tokens spread evenly over them).
+        mb_tokens = per_sync / max(1, math.ceil(per_sync / mb_budget))
     else:
         mb_tokens = mb_size * (mean_len if w.packing else longest)
     mb_tokens_per_gpu = mb_tokens / sp
@@ -667,12 +673,10 @@ def _pass_terms(
         * _tokens_factor(ctx, mb_tokens_per_gpu)
     )
     peak = ctx.gpu.peak_tflops * 1e12
-    groups = max(1, est.devices // (est.tp * est.pp * sp))
     n, _, _ = _tokens(w)
-    syncs = max(1, w.mini_batches) if backward else 1
     straggler = _straggler_factor(ctx, spec, head, groups, n / syncs)
     compute_s = bf16_flops / (est.devices * peak * eff) * straggler
-    micro_batches = math.ceil(tokens * epochs / groups / mb_tokens)
+    micro_batches = epochs * syncs * math.ceil(per_sync / mb_tokens - 1e-9)
     # Pipeline bubble: (pp - 1) idle slots per optimizer step of m micro-batches (1F1B).
     bubble_s = 0.0
     if est.pp > 1:
@@ -746,7 +750,7 @@ def _pass_terms(
     detail = {
         "devices": est.devices, "efficiency": eff, "tokens": tokens * epochs, "passes": passes,
         "micro_batch_tokens": mb_tokens, "micro_batches_per_rank": micro_batches,
-        "group_tokens_per_sync": tokens * epochs / groups / syncs,
+        "group_tokens_per_sync": per_sync,
         "pipeline_bubble_s": bubble_s, "launch_overhead_s": overhead_s, "host_s": host_s,
         "param_offload_s": offload_s, "flops": flops, "expert_all_to_all_s": a2a_s,
         "straggler": straggler,
@@ -1105,9 +1109,10 @@ def _micro_batch_tokens_per_rank(
 ) -> float:
     """Tokens whose activations one rank holds at its largest micro-batch: padded, every
     sequence at the longest; packed with a token budget (verl's dynamic batches, NeMo RL's
-    packing), the budget that each micro-batch is filled up to (or the rank's whole share
-    of an optimizer step, if smaller; a sequence longer than the budget goes alone); packed
-    by count, the micro-batch that holds the step's longest sequence beside mean ones. Split
+    packing), the micro-batches the budget makes of a group's share of an optimizer step,
+    as few as it allows with the tokens spread evenly (at least the longest sequence, which
+    goes alone if longer than the budget); packed by count, the micro-batch that holds the
+    step's longest sequence beside mean ones. Split
     over the sequence / context-parallel ranks, which each hold a slice of every sequence
     (Ulysses, Megatron's context parallel)."""
     size, budget = _micro_batch(w, backward)
@@ -1115,7 +1120,7 @@ def _micro_batch_tokens_per_rank(
     if not w.packing:
         tokens = size * longest
     elif budget is not None:
-        tokens = max(float(longest), min(float(budget), detail["group_tokens_per_sync"]))
+        tokens = max(float(longest), detail["micro_batch_tokens"])
     else:
         tokens = min(size * longest, (size - 1) * mean + longest)
     sp = role.parallel.sp if role.parallel else 1
@@ -1954,11 +1959,14 @@ ACTIVATION_KNOBS = (
 """What lowers a pass's activations, for the remedies that name them."""
 
 
-def activation_remedy(role: str) -> str:
-    """What would make a stage's activations fit on its role's GPUs."""
+def activation_remedy(role: Role) -> str:
+    """What would make a stage's activations fit on its role's GPUs (recomputation only
+    where it is off)."""
+    recompute = role.parallel is not None and role.parallel.recompute
+    first = "" if recompute else f"turn on roles.{role.name}.parallel.recompute, "
     return (
-        f"turn on roles.{role}.parallel.recompute, lower workload.micro_batch_size (or its"
-        " token budget, workload.micro_batch_tokens), or split the model (tp)"
+        f"{first}lower workload.micro_batch_size (or its token budget,"
+        " workload.micro_batch_tokens), or split the model (tp)"
     )
 
 

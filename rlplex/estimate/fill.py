@@ -233,7 +233,7 @@ def check_stages_fit(
         detail += f" + activations {stage.memory_gb:.2f}"
         if stage.memory_gb >= max(parts.values(), default=0.0):
             field = memory_path
-            remedy = activation_remedy(role.name)
+            remedy = activation_remedy(role)
         else:
             field = states_path
             par = role.parallel

@@ -170,15 +170,19 @@ class Workload(BaseModel):
     """Sequences packed without padding (verl ``use_remove_padding``, NeMo sequence packing,
     dynamic token budgets); ``false`` pads every micro-batch to its longest sequence."""
     micro_batch_tokens: int | None = Field(None, ge=1)
-    """Token budget of one micro-batch per GPU with packing (verl ``ppo_max_token_len_per_gpu``);
-    default: ``micro_batch_size`` x the longest sequence."""
+    """Token budget of one packed micro-batch of a data-parallel group: per GPU, times the
+    sequence/context-parallel size that splits each sequence over the group (verl's
+    ``ppo_max_token_len_per_gpu`` x ``ulysses_sequence_parallel_size``, as verl's actor
+    multiplies them; NeMo RL's ``train_mb_tokens``); default: ``micro_batch_size`` x the
+    longest sequence."""
     logprob_micro_batch_size: int | None = Field(None, ge=1)
     """Sequences per micro-batch per GPU in forward-only passes (old and reference log-probs,
     critic values), where frameworks set their own (verl ``log_prob_micro_batch_size_per_gpu``,
     NeMo RL ``policy.logprob_batch_size``); default: ``micro_batch_size``."""
     logprob_micro_batch_tokens: int | None = Field(None, ge=1)
-    """Token budget of one forward-only micro-batch per GPU with packing (verl
-    ``log_prob_max_token_len_per_gpu``); default: ``micro_batch_tokens``."""
+    """Token budget of one forward-only micro-batch of a data-parallel group, as
+    ``micro_batch_tokens`` (verl ``log_prob_max_token_len_per_gpu`` x its Ulysses size);
+    default: ``micro_batch_tokens``."""
     controller: Controller = Controller()
     """How the single controller moves the batch to and from each GPU pass's workers."""
     turns: Turns | None = None

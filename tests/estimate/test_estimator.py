@@ -225,8 +225,11 @@ def test_log_prob_passes_take_their_own_micro_batch(base: dict[str, Any]) -> Non
     )
     base["workload"].update(packing=True, micro_batch_tokens=4096, logprob_micro_batch_tokens=16384)
     packed = estimate_config(config_from_dict(base, file="t.yaml"))
-    assert packed.stages["ref_logprob"].detail["micro_batch_tokens"] == 16384
-    assert packed.stages["train"].detail["micro_batch_tokens"] == 4096
+    # A rank's 256 x 400 / 8 = 12,800 tokens: one log-prob micro-batch (under 16,384), and
+    # four training ones of 3,200, as few as the 4,096 budget allows, spread evenly.
+    assert packed.stages["ref_logprob"].detail["micro_batch_tokens"] == 12_800
+    assert packed.stages["train"].detail["micro_batch_tokens"] == 3_200
+    assert packed.stages["train"].detail["micro_batches_per_rank"] == 4
 
 
 def test_packed_passes_hide_host_launches_behind_compute(base: dict[str, Any]) -> None:
@@ -1477,16 +1480,18 @@ def test_packed_micro_batches_hold_their_tokens_split_over_sequence_parallel(
 
 def test_token_budgets_fill_each_micro_batch(base: dict[str, Any]) -> None:
     """A token budget (verl's ``ppo_max_token_len_per_gpu``, NeMo RL's ``train_mb_tokens``)
-    packs each micro-batch up to it: the activations are the budget's, as the micro-batch count
-    and efficiency already were (bug: they were one sequence's, 800 tokens, whatever the
-    budget); a rank whose share of an optimizer step is smaller holds that share, and a
-    sequence longer than the budget goes alone."""
+    makes a rank's share of an optimizer step into as few micro-batches as it allows, the
+    tokens spread evenly (verl's rearrange_micro_batches): 12,800 tokens under 4,096 are four
+    of 3,200, and the activations are theirs, as the time terms' micro-batches (bug: one
+    sequence's, 800 tokens, whatever the budget); a rank whose share is smaller than the
+    budget holds it all in one, and a sequence longer than the budget goes alone."""
     spec = model_presets()["llama-3.1-8b"]
     base["roles"]["reference"]["parallel"] = {"fsdp": True}
     base["workload"]["logprob_micro_batch_tokens"] = 4096
     ref = estimate_config(config_from_dict(base, file="t.yaml")).stages["ref_logprob"]
+    assert ref.detail["micro_batches_per_rank"] == 4
     assert ref.memory_gb == pytest.approx(
-        f.activation_bytes(spec, 4096, backward=False, eager=True) / 1e9, rel=1e-6
+        f.activation_bytes(spec, 3200, backward=False, eager=True) / 1e9, rel=1e-6
     )
     # 256 sequences of 400 tokens on 8 ranks: 12,800 tokens each, less than a 65,536 budget.
     base["workload"]["logprob_micro_batch_tokens"] = 65_536
@@ -1589,3 +1594,32 @@ def test_logits_bytes_by_how_the_pass_holds_them(
     assert train_stage.memory_gb == pytest.approx(
         f.activation_bytes(spec, tokens, backward=True, logits_bytes=train) / 1e9
     )
+
+
+def test_micro_batches_never_span_optimizer_steps(base: dict[str, Any]) -> None:
+    """Each optimizer step (``mini_batches``) runs its own micro-batches, epoch after epoch:
+    a rank's 12,800 tokens in 4 mini-batches of 3,200 under a 16,384 budget are 4 micro-batches
+    of 3,200 per epoch (bug: 1 of 12,800, spanning the steps, and a second epoch doubled the
+    activations)."""
+    spec = model_presets()["llama-3.1-8b"]
+    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "recompute": True}
+    base["workload"].update(micro_batch_tokens=16_384, mini_batches=4, epochs=2)
+    train = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+    assert train.detail["micro_batches_per_rank"] == 2 * 4
+    assert train.detail["micro_batch_tokens"] == 3_200
+    assert train.memory_gb == pytest.approx(
+        f.activation_bytes(spec, 3200, backward=True, recompute=True) / 1e9, rel=1e-6
+    )
+
+
+def test_activation_remedy_asks_for_recomputation_only_where_it_is_off(
+    base: dict[str, Any],
+) -> None:
+    from rlplex.estimate.estimator import activation_remedy
+
+    roles = config_from_dict(base, file="t.yaml").roles
+    assert "parallel.recompute" in activation_remedy(roles["actor_train"])
+    base["roles"]["actor_train"]["parallel"]["recompute"] = True
+    roles = config_from_dict(base, file="t.yaml").roles
+    remedy = activation_remedy(roles["actor_train"])
+    assert "recompute" not in remedy and "workload.micro_batch_tokens" in remedy

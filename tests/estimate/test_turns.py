@@ -207,3 +207,14 @@ def test_turns_trained_as_samples_hold_the_context_before_each(base: dict[str, A
     assert per_turn["generate"].seconds == pytest.approx(whole["generate"].seconds, rel=1e-12)
     assert per_turn["train"].detail["tokens"] == pytest.approx(768 * (100 + 500))
     assert whole["train"].detail["tokens"] == pytest.approx(256 * (100 + 800))
+
+
+def test_a_share_of_trajectories_at_the_cap_is_not_the_samples(base: dict[str, Any]) -> None:
+    """With each turn trained as a sample, ``clip_ratio`` stays the trajectories' share (every
+    one at its cap here) and the samples take the default shape (bug: it was divided by the
+    turns and refused with a value the user never gave)."""
+    data = _multi_turn(base, samples="turn")
+    data["workload"]["response_tokens"]["clip_ratio"] = 1.0
+    est = _stages(data)
+    assert est["generate"].detail["clip_ratio"] == 1.0
+    assert est["train"].seconds > 0

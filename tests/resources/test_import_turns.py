@@ -169,14 +169,23 @@ def test_verl_tool_replies_stay_within_the_budget() -> None:
     assert w.turns.observation_tokens <= 1024 / 2
 
 
-def test_roll_step_wise_env_managers_train_each_turn(tmp_path: Path, roll_agentic: Path) -> None:
-    """ROLL's AgentNativeStepEnvManager and GiGPO's StepEnvManager build one training sample per
-    turn (formulate_rollouts): ``turns.samples: turn``; the trajectory manager one."""
+@pytest.mark.parametrize(
+    "manager",
+    [
+        "roll.pipeline.agentic.env_manager.step_env_manager.StepEnvManager",
+        "roll.pipeline.agentic.env_manager.step_concat_env_manager.StepConcatEnvManager",
+        "roll.pipeline.agentic.env_manager.agent_native_env_manager.AgentNativeStepEnvManager",
+    ],
+)
+def test_roll_step_wise_env_managers_train_each_turn(
+    tmp_path: Path, roll_agentic: Path, manager: str
+) -> None:
+    """ROLL's AgentNativeStepEnvManager, GiGPO's StepEnvManager and its subclass
+    StepConcatEnvManager build one training sample per turn (formulate_rollouts):
+    ``turns.samples: turn``; the trajectory manager one (bug: StepConcatEnvManager was read
+    as a trajectory manager)."""
     envs = dict(ROLL_AGENTIC["custom_envs"])
-    envs["Sokoban"] = {
-        **envs["Sokoban"],
-        "env_manager_cls": "roll.pipeline.agentic.env_manager.step_env_manager.StepEnvManager",
-    }
+    envs["Sokoban"] = {**envs["Sokoban"], "env_manager_cls": manager}
     path = tmp_path / "step.yaml"
     path.write_text(yaml.safe_dump({**ROLL_AGENTIC, "custom_envs": envs}), encoding="utf-8")
     w = load_config(path, overrides=PROMPT).workload

@@ -241,6 +241,14 @@ def _refuse_non_rl(data: Mapping[str, Any], file: str) -> None:
         )
 
 
+STEP_WISE_ENV_MANAGERS = frozenset(
+    {"StepEnvManager", "StepConcatEnvManager", "AgentNativeStepEnvManager"}
+)
+"""ROLL's env managers that build one training sample per turn (roll/pipeline/agentic/
+env_manager: ``StepEnvManager`` and its subclass ``StepConcatEnvManager``, GiGPO's;
+``AgentNativeStepEnvManager``, the SWE demos')."""
+
+
 def _agentic_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | None:
     """An agentic file's trajectories as a workload, without the first prompt's length (no
     agentic file gives it): ``workload.prompt_tokens`` is left for the user to set.
@@ -284,7 +292,9 @@ def _agentic_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | No
     bodies = [envs[t] for t in tags if isinstance(envs.get(t), Mapping)]
     managers = [b.get("env_manager_cls") for b in bodies] or [data.get("env_manager_cls")]
     # Step-wise env managers train each turn as its own sample (formulate_rollouts).
-    step_wise = any(isinstance(m, str) and m.endswith("StepEnvManager") for m in managers)
+    step_wise = any(
+        isinstance(m, str) and m.rsplit(".", 1)[-1] in STEP_WISE_ENV_MANAGERS for m in managers
+    )
     turns = [optional_int(b.get("max_steps")) for b in bodies]
     answers = [optional_int(b.get("max_tokens_per_step")) for b in bodies]
     max_turns = max((t for t in turns if t), default=optional_int(data.get("max_actions_per_traj")))
