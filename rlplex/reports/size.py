@@ -388,7 +388,8 @@ def _tokens_per_step(config: Any) -> float | None:
     w = config.workload
     if w is None:
         return None
-    return w.sequences() * w.sequence_mean()
+    # The step's own tokens: a trajectory counted once, however many samples train on it.
+    return w.trajectories() * (w.prompt_tokens.mean + w.trajectory_mean())
 
 
 def _gpu_peak(plan: Any) -> float:

@@ -153,3 +153,16 @@ def test_the_fastest_plan_gives_way_to_a_less_stale_one_within_the_tolerance() -
     faster = scored(2, 100.0 / (1 + 2 * STALENESS_TOLERANCE))
     assert _fastest([sync, faster]) is faster
     assert _fastest([]) is None
+
+
+def test_a_step_counts_each_trajectory_once_whatever_trains_on_it(tmp_path: Path) -> None:
+    """With each turn trained as its own sample (``turns.samples: turn``) the trainer sees a
+    trajectory's context again and again; the step's tokens per second count the trajectory
+    once (bug: the samples' tokens, 3.4x the agentic example's own)."""
+    from rlplex.reports.size import _tokens_per_step
+
+    agentic = EXAMPLES / "estimate_agentic.yaml"
+    once = _tokens_per_step(load_config(agentic))
+    per_turn = _tokens_per_step(load_config(agentic, overrides=["workload.turns.samples=turn"]))
+    # 512 trajectories of a 600-token prompt and 5 answers of 256 with 4 replies of 150.
+    assert once == per_turn == pytest.approx(512 * (600 + 5 * 256 + 4 * 150))
