@@ -192,3 +192,31 @@ def test_roll_step_wise_env_managers_train_each_turn(
     assert w is not None and w.turns is not None and w.turns.samples == "turn"
     whole = load_config(roll_agentic, overrides=PROMPT).workload
     assert whole is not None and whole.turns is not None and whole.turns.samples == "trajectory"
+
+
+def test_rlinf_agent_loops_are_multi_turn() -> None:
+    """RLinf's agent loops (``agentloop.max_turns``, rlinf/agents/searchr1) answer up to
+    max_turns times within the response budget, tool replies of up to
+    ``max_tool_response_length`` between them; a MultiAgentLoopWorker
+    (``is_dynamic_rollout_batch``) trains one sample per turn, an AgentLoopWorker the
+    trajectory."""
+    rlinf = Path(__file__).resolve().parents[2] / "examples" / "rlinf.yaml"
+    data = ["data.max_prompt_length=512", "runner.seq_length=2048",
+            "data.rollout_batch_size=64", "algorithm.group_size=4"]  # fmt: skip
+    plain = load_config(rlinf, overrides=data).workload
+    assert plain is not None and plain.turns is None
+    loop = ["agentloop.max_turns=3", "agentloop.max_tool_response_length=200"]
+    whole = load_config(rlinf, overrides=[*data, *loop]).workload
+    assert whole is not None and whole.turns is not None
+    assert whole.turns.samples == "trajectory"  # an AgentLoopWorker (rstar2)
+    w = load_config(
+        rlinf, overrides=[*data, *loop, "agentloop.is_dynamic_rollout_batch=true"]
+    ).workload
+    assert w is not None and w.turns is not None
+    # a 2,048 - 512 = 1,536-token budget: 2 turns on average, 100-token replies (half their
+    # 200), the answers the rest of half the budget: (768 - 100) / 2 = 334.
+    assert (w.turns.mean, w.turns.max, w.turns.samples) == (2, 3, "turn")
+    assert w.turns.max_tokens == 1536 and w.response_tokens.max == 1536
+    assert w.turns.observation_tokens == 100
+    assert w.response_tokens.mean == pytest.approx((768 - 100) / 2)
+    assert w.trajectory_mean() == pytest.approx(768)

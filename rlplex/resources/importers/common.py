@@ -372,6 +372,32 @@ def workload(
     return out
 
 
+def budgeted_turns(
+    most: int, reply_max: float, budget: int, *, samples: str = "trajectory"
+) -> dict[str, Any]:
+    """``response_tokens`` and ``turns`` of a multi-turn rollout whose answers and replies share
+    one response budget (verl's ``data.max_response_length``, RLinf's ``seq_length`` minus the
+    prompt): at most ``most`` answers, each of up to what is left of ``budget`` (its max the
+    budget), the trajectory within it, replies of up to ``reply_max`` tokens (0: none).
+
+    Means, as every importer's: the turns' the midpoint of 1 and ``most``; the trajectory's
+    half its budget; the replies' half their max, but at most half the trajectory's mean; the
+    answers what the replies leave of it. ``samples``: ``turns.samples``.
+    """
+    mean_turns = (1 + most) / 2
+    half = budget / 2
+    reply = min(reply_max, budget) / 2
+    if mean_turns > 1:
+        reply = min(reply, half / 2 / (mean_turns - 1))
+    answer = (half - (mean_turns - 1) * reply) / mean_turns
+    turns: dict[str, Any] = {
+        "mean": mean_turns, "max": most, "observation_tokens": reply, "max_tokens": budget,
+    }  # fmt: skip
+    if samples != "trajectory":
+        turns["samples"] = samples
+    return {"response_tokens": {"mean": answer, "max": budget}, "turns": turns}
+
+
 def _training_batches(
     prompts: int, mini_batch_prompts: Any, packing: Any, micro_batch_tokens: Any
 ) -> dict[str, Any]:

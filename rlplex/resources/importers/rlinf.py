@@ -87,8 +87,10 @@ from rlplex.resources.devices import DeviceSpecError, parse_devices
 from rlplex.resources.importers.common import (
     DEFAULT_STATES,
     apply_costs,
+    budgeted_turns,
     default_pipeline,
     get_path,
+    optional_int,
     parallel,
     positive_int,
     refuse_non_rl,
@@ -319,6 +321,26 @@ def _workload(data: Mapping[str, Any]) -> dict[str, Any] | None:
         response_max=response,
         micro_batch=get_path(data, "actor.micro_batch_size"),
     )
+    loop = get_path(data, "agentloop")
+    if load is not None and isinstance(loop, Mapping):
+        user = optional_int(loop.get("max_user_turns"))
+        turns = (
+            optional_int(loop.get("max_turns"))
+            or optional_int(loop.get("max_assistant_turns"))
+            or (user + 1 if user else None)
+        )
+        if turns is not None:
+            # RLinf's agent loops (rlinf/agents/*) answer up to max_turns (searchr1) or
+            # max_assistant_turns (rstar2) times within the response budget, tool replies of
+            # up to max_tool_response_length between them; a MultiAgentLoopWorker
+            # (is_dynamic_rollout_batch, required for it) hands the trainer one sample per
+            # turn (single_turn_outputs), an AgentLoopWorker the whole trajectory.
+            reply = optional_int(loop.get("max_tool_response_length")) or 0
+            per_turn = loop.get("is_dynamic_rollout_batch") is True
+            load |= budgeted_turns(
+                turns, reply, load["response_tokens"]["max"],
+                samples="turn" if per_turn else "trajectory",
+            )  # fmt: skip
     if load is not None:
         # RLinf's workers hand the batch to one another through channels; no single
         # controller serializes it for every pass.

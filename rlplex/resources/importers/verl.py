@@ -83,6 +83,7 @@ from rlplex.errors import ConfigError
 from rlplex.resources.cluster import Cluster
 from rlplex.resources.importers.common import (
     apply_costs,
+    budgeted_turns,
     default_pipeline,
     get_path,
     gpu_role,
@@ -339,20 +340,8 @@ def _multi_turn(r: _Reader, budget: int) -> dict[str, Any]:
     assistant = optional_int(r.get(f"{mt}.max_assistant_turns"))
     user = optional_int(r.get(f"{mt}.max_user_turns"))
     most = assistant or (user + 1 if user else MULTI_TURN_DEFAULT_TURNS)
-    mean_turns = (1 + most) / 2
     tool_max = optional_int(r.get(f"{mt}.max_tool_response_length")) or 256
-    reply = min(tool_max, budget) / 2 if r.get(f"{mt}.tool_config_path") else 0.0
-    half = budget / 2
-    if mean_turns > 1:
-        # The replies take at most half of the trajectory's mean, the answers the rest.
-        reply = min(reply, half / 2 / (mean_turns - 1))
-    answer = (half - (mean_turns - 1) * reply) / mean_turns
-    return {
-        "response_tokens": {"mean": answer, "max": budget},
-        "turns": {
-            "mean": mean_turns, "max": most, "observation_tokens": reply, "max_tokens": budget,
-        },
-    }  # fmt: skip
+    return budgeted_turns(most, tool_max if r.get(f"{mt}.tool_config_path") else 0, budget)
 
 
 def _controller(r: _Reader) -> dict[str, Any]:
