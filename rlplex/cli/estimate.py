@@ -343,10 +343,15 @@ def _sync_line(sync: dict[str, Any]) -> str:
     )
     if sync.get("path") == "broadcast":
         what = "the LoRA adapters" if sync.get("adapters_only") else "the whole model"
+        method = sync["method"]
+        loads = {
+            "per_tensor": "sync_tensor_s each",
+            "bucketed": "load_tensor_s each, after their bucket arrives",
+        }.get(method, "load_tensor_s each, beside the next bucket's moves")
         return (
             f"every {sync['to']} device receives {what} ({sync['full_model_gb']:.2f} GB"
-            f" at {sync['gb_per_s']:g} GB/s){gathered}; {sync['method']}"
-            f" ({sync['tensors']:,} checkpoint tensors)"
+            f" at {sync['gb_per_s']:g} GB/s){gathered}; {method} ({sync['tensors']:,}"
+            f" checkpoint tensors loaded in {sync.get('load_s', 0.0):.2f} s, {loads})"
         )
     colocated = ""
     if sync.get("colocated"):
@@ -357,8 +362,9 @@ def _sync_line(sync: dict[str, Any]) -> str:
             else ", its weights dropped while it sleeps (rollout.sleep_level 2)"
         )
         colocated = (
-            "; loaded into the engine's layout (reshard_gb_s), the engine woken and put back"
-            f" to sleep (engine_switch_s){copies}"
+            "; loaded into the engine's layout (reshard_gb_s; its"
+            f" {sync.get('tensors', 0):,} checkpoint tensors {sync.get('load_s', 0.0):.2f} s,"
+            f" load_tensor_s), the engine woken and put back to sleep (engine_switch_s){copies}"
         )
     adapters = " (the LoRA adapters only)" if sync.get("adapters_only") else ""
     return (

@@ -1590,7 +1590,8 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
     :func:`_gather_s`) whatever the engine's layout.
 
     Shared devices (colocated): every device gathers the whole model and hands it
-    to the engine beside it; the engine loads its weights at ``reshard_gb_s`` and
+    to the engine beside it; the engine loads its weights at ``reshard_gb_s``, and
+    ``load_tensor_s`` for each checkpoint tensor (:func:`formulas.param_tensors`), and
     is woken and put back to sleep (``engine_switch_s``) every step, a level-1 sleep
     also copying its weights to host memory and back (:func:`_sleep_copy_s`).
 
@@ -1600,8 +1601,11 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
     the last (the slower move bounds it), both over the NICs of the nodes' member
     GPUs (:func:`nodes_network_gb_per_s`; the gather at ``refit_gather`` of it); a
     ``bucketed`` one (verl's checkpoint engine) does both in turn at one NIC per
-    device, a ``bucketed_overlapped`` one overlaps them; a ``per_tensor`` one also pays
-    ``sync_tensor_s`` for each checkpoint tensor (:func:`formulas.param_tensors`).
+    device, a ``bucketed_overlapped`` one overlaps them. The engine loads each checkpoint
+    tensor (``load_tensor_s``: name mapping, its weight loader's copy into the fused
+    layout): after its bucket arrives on a ``bucketed`` sync, beside the next bucket's
+    moves on an overlapped one (the slowest of the three bounds it). A ``per_tensor`` one
+    pays ``sync_tensor_s`` for each tensor instead (its collectives' latency and the load).
     """
     inputs = ctx.inputs
     src, dst = roles.get(stage.from_role or ""), roles.get(stage.to_role or "")
@@ -1617,10 +1621,13 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
     eff = inputs.efficiency
     estimable = bool(src is not None and dst is not None and src.devices and dst.devices)
     if shared:  # the engine sleeps while the trainer runs on its GPUs
-        assert dst is not None
+        assert dst is not None and src is not None
         sleep_copy_s = _sleep_copy_s(ctx, dst, held_gb)
+        tensors = _sync_tensors(ctx, src, share) if estimable else 0
+        load_s = tensors * efficiency_value(eff, "load_tensor_s")
         terms["overhead"] = (
             gb / efficiency_value(eff, "reshard_gb_s")
+            + load_s
             + efficiency_value(eff, "engine_switch_s")
             + sleep_copy_s
         )
@@ -1628,12 +1635,12 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         detail["colocated"] = True
         detail["sleep_level"] = (dst.rollout or Rollout()).sleep_level
         detail["sleep_copy_s"] = sleep_copy_s
+        detail.update({"tensors": tensors, "load_s": load_s})
         if estimable:
             gather_gb, gather_s = _gather_s(ctx, src, share=share)
             terms["communication"] += gather_s
             detail.update({"gather_gb": gather_gb, "gather_s": gather_s})
     elif estimable:
-        spec = ctx.spec(src)  # the trainer's checkpoint: what it gathers and sends
         full_gb = _full_model_gb(ctx, src) * share
         c = inputs.cluster
         fabrics = {c.fabric_of(d) for d in (*src.devices, *dst.devices)}
@@ -1647,22 +1654,22 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         broadcast_speed = network if len(fabrics) > 1 else c.device_copy_gb_per_s
         broadcast_s = full_gb / broadcast_speed
         gather_gb, gather_s = _gather_s(ctx, src, every_nic=every_nic, share=share)
-        lora = src.lora
-        tensors = (
-            f.lora_tensors(spec, lora.targets)
-            if share < 1.0 and lora is not None
-            else f.param_tensors(spec)
-        )
+        tensors = _sync_tensors(ctx, src, share)
+        load_s = tensors * efficiency_value(eff, "load_tensor_s")
         if method in ("overlapped", "bucketed_overlapped"):
-            terms = {"communication": max(broadcast_s, gather_s)}
+            moves_s = max(broadcast_s, gather_s)
+            terms = {"communication": moves_s}
+            if load_s > moves_s:  # the engine's loads outlast the moves they overlap
+                terms["overhead"] = load_s - moves_s
+        elif method == "per_tensor":
+            load_s = tensors * efficiency_value(eff, "sync_tensor_s")
+            terms = {"communication": broadcast_s + gather_s, "overhead": load_s}
         else:
-            terms = {"communication": broadcast_s + gather_s}
-        if method == "per_tensor":
-            terms["overhead"] = tensors * efficiency_value(eff, "sync_tensor_s")
+            terms = {"communication": broadcast_s + gather_s, "overhead": load_s}
         detail.update({
             "path": "broadcast", "method": method, "full_model_gb": full_gb, "tensors": tensors,
             "broadcast_s": broadcast_s, "gather_gb": gather_gb, "gather_s": gather_s,
-            "gb_per_s": broadcast_speed,
+            "gb_per_s": broadcast_speed, "load_s": load_s,
         })  # fmt: skip
     else:
         detail["path"] = "device copy" if same else "network"
@@ -1679,6 +1686,15 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         stage=stage.name, kind="weight_sync", seconds=sum(terms.values()), bytes=received,
         bound=max(terms, key=terms.__getitem__), terms=terms, detail=detail,
     )  # fmt: skip
+
+
+def _sync_tensors(ctx: _Ctx, src: Role, share: float) -> int:
+    """Checkpoint tensors a weight sync hands the engine: the LoRA adapters' when only they
+    move (``share`` < 1), else every tensor of the trainer's checkpoint."""
+    spec = ctx.spec(src)
+    if share < 1.0 and src.lora is not None:
+        return f.lora_tensors(spec, src.lora.targets)
+    return f.param_tensors(spec)
 
 
 def adapter_share(ctx: _Ctx, src: Role | None, dst: Role | None, shared: bool) -> float:
@@ -2099,7 +2115,7 @@ def _sync_assumption(stage: Stage, est: StageEstimate) -> dict[str, Any]:
     """How a weight sync was priced: its path, the GB each move carries, the tensors."""
     d = est.detail
     keys = ("path", "colocated", "method", "full_model_gb", "gather_gb", "gather_s",
-            "gb_per_device", "gb_per_s", "tensors", "sleep_level", "sleep_copy_s",
+            "gb_per_device", "gb_per_s", "tensors", "load_s", "sleep_level", "sleep_copy_s",
             "adapters_only")  # fmt: skip
     return {"from": stage.from_role, "to": stage.to_role, **{k: d[k] for k in keys if k in d}}
 

@@ -499,6 +499,11 @@ class Efficiency(BaseModel):
     """Seconds per checkpoint tensor of a ``per_tensor`` weight sync between disjoint GPUs
     besides moving its bytes (two collectives' latency and the engine's load of the
     tensor)."""
+    load_tensor_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
+    """Seconds the inference engine spends loading each checkpoint tensor of a weight sync
+    (name mapping, its weight loader's copy into the fused layout) besides moving its bytes:
+    colocated, ``bucketed`` and overlapped syncs (a ``per_tensor`` one pays
+    ``sync_tensor_s`` instead)."""
     refit_gather: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
     """Fraction of the NICs of its node's member GPUs at which a trainer gathers full tensors
     across nodes for a weight sync (measured on NeMo RL's export; colocated syncs and

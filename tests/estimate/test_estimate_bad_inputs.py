@@ -219,6 +219,7 @@ def test_stage_that_cannot_fit_even_with_the_rest_offloaded(base: dict[str, Any]
         ),
         ("parallel", "ep", 0, "roles.actor_train.parallel.ep"),
         ("efficiency", "sync_tensor_s", -1e-4, "efficiency.sync_tensor_s"),
+        ("efficiency", "load_tensor_s", -1e-5, "efficiency.load_tensor_s"),
         ("rollout", "weight_sync", "nccl", "roles.actor_infer.rollout.weight_sync"),
         ("rollout", "kv_cache_dtype", "fp4", "roles.actor_infer.rollout.kv_cache_dtype"),
         ("efficiency", "fp8_matmul_speedup", 0.5, "efficiency.fp8_matmul_speedup"),

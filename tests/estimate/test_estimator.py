@@ -724,12 +724,18 @@ def test_vllm_v0_engine_pays_its_host_work_per_running_sequence(base: dict[str, 
     assert given.terms["overhead"] == pytest.approx(sequence_steps * 1e-4, rel=1e-3)
 
 
+LOAD_S = 291 * 7.1e-5  # llama-3.1-8b's 291 checkpoint tensors at load_tensor_s
+
+
 def test_colocated_weight_sync_pays_reshard_and_engine_switch(base: dict[str, Any]) -> None:
+    """The engine's weights copied (device copy), loaded at reshard_gb_s, each of the 291
+    checkpoint tensors loaded at load_tensor_s, and its wake and sleep (engine_switch_s)."""
     cfg = config_from_dict(base, file="t.yaml")
     sync = estimate_config(cfg).stages["weight_sync"]
     gb = P * 2 / 2 / 1e9  # the engine's weights per device (tp 2)
     assert sync.terms["communication"] == pytest.approx(gb / cfg.cluster.device_copy_gb_per_s)
-    assert sync.terms["overhead"] == pytest.approx(gb / 3.6 + 0.3)
+    assert sync.detail["tensors"] == 291
+    assert sync.terms["overhead"] == pytest.approx(gb / 3.6 + LOAD_S + 0.3)
     assert sync.detail["sleep_level"] == 2 and sync.detail["sleep_copy_s"] == 0.0
     # The plan uses it: the loader fills the sync's seconds (marked as estimated).
     assert cfg.is_estimated("pipeline.stages.weight_sync.seconds")
@@ -750,7 +756,7 @@ def test_level_one_sleep_copies_the_engine_weights_to_host_and_back(
     gb = P * 2 / 2 / 1e9
     assert sync.detail["sleep_copy_s"] == pytest.approx(2 * gb / (64.0 * 0.8))
     assert sync.detail["sleep_copy_s"] == pytest.approx(0.31369, rel=1e-4)
-    assert sync.terms["overhead"] == pytest.approx(gb / 3.6 + 0.3 + 2 * gb / 51.2)
+    assert sync.terms["overhead"] == pytest.approx(gb / 3.6 + LOAD_S + 0.3 + 2 * gb / 51.2)
     assert sync.seconds > level2.seconds
     # An engine on its own GPUs never sleeps: the level changes nothing there.
     split = _split(base)
@@ -797,9 +803,12 @@ def test_split_weight_sync_sends_every_engine_device_the_whole_model(
     assert sync.detail["gather_gb"] == pytest.approx(0.75 * full)
     if method == "overlapped":
         assert sync.terms == {"communication": pytest.approx(broadcast)}
-    elif method == "bucketed":
-        assert sync.terms == {"communication": pytest.approx(broadcast + gather)}
-    elif method == "bucketed_overlapped":
+    elif method == "bucketed":  # the engine loads each bucket's tensors after it arrives
+        assert sync.terms == {
+            "communication": pytest.approx(broadcast + gather),
+            "overhead": pytest.approx(LOAD_S),
+        }
+    elif method == "bucketed_overlapped":  # the loads (0.021 s) hide behind the moves
         assert sync.terms == {"communication": pytest.approx(max(broadcast, gather))}
     else:
         assert sync.terms == {
@@ -822,11 +831,32 @@ def test_split_weight_sync_across_nodes_goes_over_the_network(base: dict[str, An
     assert sync.terms == {"communication": pytest.approx(P * 2 / 1e9 / (4 * 50 * 0.8))}
     base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "bucketed"}
     bucketed = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
-    assert bucketed.terms == {"communication": pytest.approx(P * 2 / 1e9 / (50 * 0.8))}
+    assert bucketed.terms == {
+        "communication": pytest.approx(P * 2 / 1e9 / (50 * 0.8)),
+        "overhead": pytest.approx(LOAD_S),
+    }
     base["efficiency"] = {"sync_tensor_s": 0.01}
     base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "per_tensor"}
     slow = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
     assert slow.terms["overhead"] == pytest.approx(291 * 0.01)
+
+
+@pytest.mark.parametrize("method", ["overlapped", "bucketed_overlapped"])
+def test_overlapped_sync_is_bound_by_the_engines_loads_when_they_outlast_the_moves(
+    base: dict[str, Any], method: str
+) -> None:
+    """An overlapped sync loads one bucket's tensors while the next one moves: at 10 ms a
+    tensor the 291 loads (2.91 s) outlast the 0.045 s broadcast, so they bound the sync; the
+    overhead term is what the moves do not hide."""
+    base = _split(base)
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": method}
+    base["efficiency"] = {"load_tensor_s": 0.01}
+    sync = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    moves = sync.terms["communication"]
+    assert moves == pytest.approx(P * 2 / 1e9 / 360)
+    assert sync.terms["overhead"] == pytest.approx(2.91 - moves)
+    assert sync.seconds == pytest.approx(2.91)
+    assert sync.detail["load_s"] == pytest.approx(2.91)
 
 
 def test_colocated_sync_gathers_a_trainer_sharded_across_nodes(base: dict[str, Any]) -> None:
@@ -1400,7 +1430,10 @@ def test_refit_gather_across_nodes_uses_every_nic_of_the_node(base: dict[str, An
     assert sync.terms == {"communication": pytest.approx(max(gather, broadcast))}
     base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "bucketed"}
     verl = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
-    assert verl.terms == {"communication": pytest.approx(missing / nic + full / nic)}
+    assert verl.terms == {
+        "communication": pytest.approx(missing / nic + full / nic),
+        "overhead": pytest.approx(LOAD_S),
+    }
     base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "bucketed_overlapped"}
     both = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
     assert both.terms == {"communication": pytest.approx(max(missing, full) / nic)}
