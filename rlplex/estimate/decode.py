@@ -35,7 +35,8 @@ class StepCosts:
     """What one decode step of a replica costs, per device of the replica."""
 
     weight_bytes: Callable[[float], float]
-    """Weight bytes one device reads in a step of ``b`` sequences (MoE: the experts touched)."""
+    """Bytes one device moves in a step of ``b`` sequences besides their KV cache: weights
+    (MoE: the experts touched) and linear-attention states (hybrid models)."""
     kv_bytes_per_token: float
     """KV-cache bytes per cached token on one device."""
     flops_per_token: float

@@ -436,11 +436,13 @@ def kv_cache_gb(ctx: _Ctx, role: Role, spec: ModelSpec, weights_gb: float) -> fl
     n, longest = w.trajectories(), w.prompt_tokens.max + w.trajectory_max()
     per_replica = math.ceil(n / _replicas(ctx, role))
     per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
-    need = per_replica * _steps_held(ctx, role) * longest * per_token / f.GB
+    # A hybrid model's linear-attention layers hold a fixed state per sequence instead.
+    one_gb = (longest * per_token + f.linear_state_bytes(spec, kv_precision(role), tp, pp)) / f.GB
+    need = per_replica * _steps_held(ctx, role) * one_gb
     transient = generate_transient_gb(spec, stored_precision(role.precision), tp, pp)
     fraction = (role.rollout or Rollout()).gpu_memory_utilization
     room = fraction * ctx.inputs.cluster.gpu_memory_gb - weights_gb - transient
-    if room <= longest * per_token / f.GB:
+    if room <= one_gb:
         raise ConfigError(
             f"cannot fit: {weights_gb:.1f} GB of weights per GPU (tp={tp}, pp={pp}) leave no room"
             f" for the KV cache of one {longest}-token sequence within"
@@ -547,8 +549,8 @@ def _pass_flops(ctx: _Ctx, spec: ModelSpec, head: f.Head) -> tuple[float, float]
     """(matmul, causal attention) FLOPs of one forward pass over the step's sequences."""
     tokens, squares = _sequence_tokens(ctx)
     return (
-        2.0 * f.active_params(spec, head) * tokens,
-        f.attention_width(spec) * spec.num_layers * squares,
+        f.token_flops(spec, head) * tokens,
+        f.attention_width(spec) * spec.attention_layers * squares,
     )
 
 
@@ -576,8 +578,8 @@ def _straggler_factor(
     tokens, squares = _sequence_tokens(ctx)
     n, _, _ = _tokens(w)
     mean_len, mean_square = tokens / n, squares / n
-    linear = 2.0 * f.active_params(spec, head)
-    width = f.attention_width(spec) * spec.num_layers
+    linear = f.token_flops(spec, head)
+    width = f.attention_width(spec) * spec.attention_layers
     longest = w.prompt_tokens.mean + _lengths(ctx).longest_of(max(1, int(sequences)))
     per_group = sequences / groups * mean_len
     mean_load = sequences / groups * (linear * mean_len + width * mean_square)
@@ -1190,11 +1192,16 @@ def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> f
     return floor
 
 
-def _weight_reader(spec: ModelSpec, precision: str, group: int) -> Callable[[float], float]:
-    """Bytes one device reads per decode step of ``b`` sequences (computed once per role)."""
+def _weight_reader(
+    spec: ModelSpec, precision: str, group: int, state_bytes: float = 0.0
+) -> Callable[[float], float]:
+    """Bytes one device moves per decode step of ``b`` sequences besides their KV cache
+    (computed once per role): the weights (MoE: the experts the batch touches), and each
+    sequence's linear-attention state (``state_bytes`` per device), read and written back."""
+    states = 2.0 * state_bytes
     if not spec.is_moe:
         dense = f.decode_weight_bytes(spec, 1, precision) / group
-        return lambda b: dense
+        return lambda b: dense + b * states
     everything = f.decode_weight_bytes(spec, 1e9, precision)
     one = f.decode_weight_bytes(spec, 1, precision)
     touched_one = f.expected_experts_touched(spec, 1)
@@ -1202,7 +1209,7 @@ def _weight_reader(spec: ModelSpec, precision: str, group: int) -> Callable[[flo
     base = one - touched_one * per_expert
 
     def read(b: float) -> float:
-        return (base + f.expected_experts_touched(spec, b) * per_expert) / group
+        return (base + f.expected_experts_touched(spec, b) * per_expert) / group + b * states
 
     return read
 
@@ -1408,7 +1415,7 @@ def estimate_generate(
     dist = _trajectory_lengths(ctx)
     turns = multi_turn(w)
     prefill_flops = (f.forward_flops(spec, prompt.mean) + turns.prefill_flops(spec)) * per_replica
-    prefill_matmul = 2.0 * f.active_params(spec) * (prompt.mean + turns.prefill_tokens)
+    prefill_matmul = f.token_flops(spec) * (prompt.mean + turns.prefill_tokens)
     prefill_matmul *= per_replica
     prefill_s = (prefill_flops - prefill_matmul * (1 - 1 / _fp8_speedup(ctx, role))) / (
         group * peak * eff_prefill
@@ -1429,18 +1436,19 @@ def estimate_generate(
     if lengths and longest > max(lengths):
         lengths[lengths.index(max(lengths))] = longest
     per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
+    state = f.linear_state_bytes(spec, kv_precision(role), tp, pp)
     kv_gb = role.states.get("kv_cache", est.states.get("kv_cache", 0.0))
     running_context = prompt.mean + dist.mean_square() / (2 * max(dist.mean, 1.0))
-    kv_slots = int(kv_gb * f.GB // max(running_context * per_token, 1.0))
+    kv_slots = int(kv_gb * f.GB // max(running_context * per_token + state, 1.0))
     # What a decoding sequence holds besides its own answers: its prompt, and a trajectory's
     # observations so far (half of them on average over its turns).
     base_context = prompt.mean + turns.observation_context
     slots = max(1, min(rollout.max_num_seqs, kv_slots))
     costs = StepCosts(
-        weight_bytes=_weight_reader(spec, weight_precision(ctx, role), group),
+        weight_bytes=_weight_reader(spec, weight_precision(ctx, role), group, state),
         kv_bytes_per_token=per_token,
-        flops_per_token=2.0 * f.active_params(spec) / group,
-        attention_flops_per_context=2.0 * f.attention_width(spec) * spec.num_layers / group,
+        flops_per_token=f.token_flops(spec) / group,
+        attention_flops_per_context=2.0 * f.attention_width(spec) * spec.attention_layers / group,
         bandwidth=bandwidth * eff_decode,
         flop_rate=peak * eff_prefill,
         floor_s=_decode_floor(ctx, spec, role, tp, pp),
@@ -1458,7 +1466,7 @@ def estimate_generate(
         slots = max(1, min(slots, held))
         dec = stream_decode(per_replica * decoded.mean, running_context, slots, costs)
         resumed_flops = slots * f.forward_flops(spec, running_context)
-        resumed_matmul = 2.0 * f.active_params(spec) * running_context * slots
+        resumed_matmul = f.token_flops(spec) * running_context * slots
         resumed_s = (resumed_flops - resumed_matmul * (1 - 1 / _fp8_speedup(ctx, role))) / (
             group * peak * eff_prefill
         )

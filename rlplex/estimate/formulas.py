@@ -43,11 +43,65 @@ def attention_params(s: ModelSpec) -> int:
     d = s.head_width
     q_dim, kv_dim = s.num_heads * d, s.num_kv_heads * d
     params = h * q_dim + 2 * h * kv_dim + q_dim * h
+    if s.attention_output_gate:
+        params += h * q_dim  # the gate's half of the query projection
     if s.qkv_bias:
         params += q_dim + 2 * kv_dim
     if s.qk_norm:
         params += 2 * d
     return params
+
+
+def linear_key_width(s: ModelSpec) -> int:
+    """Query (and key) width of one linear-attention layer: key heads x key head width."""
+    return s.linear_num_key_heads * s.linear_key_head_dim
+
+
+def linear_value_width(s: ModelSpec) -> int:
+    """Value width of one linear-attention layer: value heads x value head width."""
+    return s.linear_num_value_heads * s.linear_value_head_dim
+
+
+def linear_attention_params(s: ModelSpec) -> int:
+    """Weights of one Gated DeltaNet mixer (Qwen3-Next's ``Qwen3NextGatedDeltaNet``).
+
+    The q/k/v/z projection (``2 x key width + 2 x value width`` outputs), the per-head
+    beta/decay projection (``2 x value heads``), the depthwise causal convolution over q, k
+    and v (``linear_conv_kernel_dim`` taps, no bias), the decay's ``A_log`` and ``dt_bias``
+    per value head, the gated RMSNorm over a value head, and the output projection.
+    """
+    h = s.hidden_size
+    key, value, heads = linear_key_width(s), linear_value_width(s), s.linear_num_value_heads
+    conv = (2 * key + value) * s.linear_conv_kernel_dim
+    return (
+        h * (2 * key + 2 * value)
+        + h * 2 * heads
+        + conv
+        + 2 * heads
+        + s.linear_value_head_dim
+        + value * h
+    )
+
+
+def linear_state_flops(s: ModelSpec) -> float:
+    """FLOPs per token of the linear-attention layers' recurrence, beyond their projections:
+    each value head updates its ``key head x value head`` state with the token's key and
+    value and reads it with the query (two rank-1 products, ``4 x dk x dv``), every layer.
+    The chunked kernels' within-chunk products are left out (docs/cost-model.md)."""
+    per_layer = 4 * s.linear_num_value_heads * s.linear_key_head_dim * s.linear_value_head_dim
+    return float(s.linear_attention_layers * per_layer)
+
+
+def linear_state_bytes(s: ModelSpec, precision: str = "bf16", tp: int = 1, pp: int = 1) -> float:
+    """Bytes of one sequence's linear-attention state on one device of a tp x pp engine: per
+    layer, each value head's ``key head x value head`` recurrent state and the convolution's
+    last ``kernel - 1`` inputs (vLLM's Mamba-style cache; heads split over tp ranks)."""
+    if not s.linear_attention_layers:
+        return 0.0
+    b = BYTES_PER_ELEMENT[precision]
+    recurrent = s.linear_num_value_heads * s.linear_key_head_dim * s.linear_value_head_dim
+    conv = max(0, s.linear_conv_kernel_dim - 1) * (2 * linear_key_width(s) + linear_value_width(s))
+    return s.linear_attention_layers * (recurrent + conv) * b / tp / pp
 
 
 def _mlp(h: int, width: int) -> int:
@@ -80,7 +134,9 @@ def layer_params(s: ModelSpec, *, active: bool = False) -> int:
     """
     h = s.hidden_size
     dense_layers = s.num_layers - s.moe_layers
-    total = s.num_layers * (attention_params(s) + 2 * h)
+    total = s.attention_layers * attention_params(s) + s.num_layers * 2 * h
+    if s.linear_attention_layers:
+        total += s.linear_attention_layers * linear_attention_params(s)
     total += dense_layers * _mlp(h, s.intermediate_size)
     if s.is_moe:
         experts = s.experts_per_token if active else s.num_experts
@@ -120,20 +176,27 @@ def param_tensors(s: ModelSpec, head: Head = "lm") -> int:
     down- and up-projections with their norms), biases and q/k norms; a dense
     MLP's three matrices, or an MoE layer's router (and its score bias), three
     matrices per routed expert, one shared-expert MLP and its gate. DeepSeek-V3
-    gives 45,395, the count NeMo RL's refit logs for it.
+    gives 45,395, the count NeMo RL's refit logs for it. A linear-attention layer
+    has seven mixer tensors instead (Qwen3-Next: q/k/v/z and beta/decay projections,
+    convolution, ``A_log``, ``dt_bias``, norm, output projection).
     """
     if s.is_mla:
         attention = (3 if s.q_lora_rank else 1) + 3 + 1
     else:
         attention = 4 + (3 if s.qkv_bias else 0) + (2 if s.qk_norm else 0)
-    per_layer = 2 + attention
     moe = 1 + (1 if s.router_bias else 0) + 3 * s.num_experts
     if s.shared_experts:
         moe += 3 + (1 if s.shared_expert_intermediate_size else 0)
     dense_layers = s.num_layers - s.moe_layers
-    tensors = s.num_layers * per_layer + dense_layers * 3 + s.moe_layers * moe
+    mixers = s.attention_layers * attention + s.linear_attention_layers * LINEAR_MIXER_TENSORS
+    tensors = s.num_layers * 2 + mixers + dense_layers * 3 + s.moe_layers * moe
     head_tensors = 0 if head == "lm" and s.tied_embeddings else (2 if head == "value" else 1)
     return 1 + tensors + 1 + head_tensors
+
+
+LINEAR_MIXER_TENSORS = 7
+"""Checkpoint tensors of one Gated DeltaNet mixer (Qwen3-Next's layout; Qwen3.5 splits its
+two input projections into four)."""
 
 
 def attention_width(s: ModelSpec) -> int:
@@ -143,26 +206,38 @@ def attention_width(s: ModelSpec) -> int:
     return 2 * s.num_heads * s.head_width
 
 
+def token_flops(s: ModelSpec, head: Head = "lm") -> float:
+    """FLOPs per token that do not grow with its context: ``2 x active params`` of matmuls
+    and the linear-attention layers' recurrence (:func:`linear_state_flops`)."""
+    return 2.0 * active_params(s, head) + linear_state_flops(s)
+
+
 def forward_flops(s: ModelSpec, tokens: float, head: Head = "lm") -> float:
     """FLOPs of one causal forward pass over one sequence of ``tokens`` tokens.
 
     ``2 x active params x tokens`` for the matmuls, plus the attention scores
     and weighted sum: token i attends to i keys, ``2 x i x attention_width``
-    FLOPs per layer, summed over the sequence (``tokens**2 / 2`` keys).
+    FLOPs per softmax-attention layer, summed over the sequence (``tokens**2 / 2``
+    keys); linear-attention layers add their recurrence per token
+    (:func:`linear_state_flops`).
     """
-    return 2.0 * active_params(s, head) * tokens + attention_width(s) * s.num_layers * tokens**2
+    quadratic = attention_width(s) * s.attention_layers * tokens**2
+    return token_flops(s, head) * tokens + quadratic
 
 
 def decode_token_flops(s: ModelSpec, context: float, head: Head = "lm") -> float:
     """FLOPs to decode one token that attends to ``context`` cached tokens."""
-    return 2.0 * active_params(s, head) + 2.0 * attention_width(s) * s.num_layers * context
+    attention = 2.0 * attention_width(s) * s.attention_layers * context
+    return token_flops(s, head) + attention
 
 
 def kv_elements_per_token(s: ModelSpec) -> int:
-    """Cached elements per token over all layers (K and V; MLA: the latent and rope key)."""
+    """Cached elements per token over the softmax-attention layers (K and V; MLA: the latent
+    and rope key); linear-attention layers keep a fixed state instead
+    (:func:`linear_state_bytes`)."""
     if s.is_mla:
-        return s.num_layers * (s.kv_lora_rank + s.qk_rope_head_dim)
-    return 2 * s.num_layers * s.num_kv_heads * s.head_width
+        return s.attention_layers * (s.kv_lora_rank + s.qk_rope_head_dim)
+    return 2 * s.attention_layers * s.num_kv_heads * s.head_width
 
 
 def kv_bytes_per_token(s: ModelSpec, precision: str = "bf16", tp: int = 1, pp: int = 1) -> float:
@@ -176,7 +251,7 @@ def kv_bytes_per_token(s: ModelSpec, precision: str = "bf16", tp: int = 1, pp: i
     if s.is_mla:
         return kv_elements_per_token(s) * b / pp
     heads_per_rank = max(1.0, s.num_kv_heads / tp)
-    return 2 * s.num_layers * heads_per_rank * s.head_width * b / pp
+    return 2 * s.attention_layers * heads_per_rank * s.head_width * b / pp
 
 
 def expected_experts_touched(s: ModelSpec, batch: float) -> float:
@@ -209,7 +284,9 @@ def layer_activation_elements(s: ModelSpec) -> float:
     the SwiGLU's gate, up, activation and product (4 x MLP width; for MoE the
     token's experts). Flash attention keeps no score matrix. This is the
     34 x h bytes per token of Korthikanti et al. (2022) for a GPT MLP of 4h,
-    re-derived for GQA and SwiGLU.
+    re-derived for GQA and SwiGLU. A hybrid model's figure is the mean over its
+    layers: a linear-attention mixer keeps its q/k/v/z projection, the convolved
+    q/k/v and its output (``4 x key width + 4 x value width``).
     """
     h = s.hidden_size
     if s.is_mla:
@@ -218,6 +295,9 @@ def layer_activation_elements(s: ModelSpec) -> float:
         attn = q + kv + s.num_heads * s.v_head_dim
     else:
         attn = 2 * s.num_heads * s.head_width + 2 * s.num_kv_heads * s.head_width
+    if s.linear_attention_layers:
+        linear = 4 * linear_key_width(s) + 4 * linear_value_width(s)
+        attn = (s.attention_layers * attn + s.linear_attention_layers * linear) / s.num_layers
     if s.is_moe:
         width = s.experts_per_token * s.moe_intermediate_size + s.shared_experts * _shared_width(s)
     else:
@@ -431,7 +511,7 @@ def lora_params(s: ModelSpec, rank: int, targets: tuple[str, ...], *, active: bo
     wanted = frozenset(targets)
     h = s.hidden_size
     per_layer = sum(a + b for a, b in _lora_attention(s, wanted))
-    total = s.num_layers * per_layer
+    total = s.attention_layers * per_layer  # linear-attention mixers have no q/k/v/o
     dense_layers = s.num_layers - s.moe_layers
     total += dense_layers * sum(a + b for a, b in _lora_mlp(h, s.intermediate_size, wanted))
     if s.is_moe:
@@ -449,7 +529,7 @@ def lora_tensors(s: ModelSpec, targets: tuple[str, ...]) -> int:
     per_layer = len(_lora_attention(s, wanted))
     dense_layers = s.num_layers - s.moe_layers
     mlp = len(_lora_mlp(s.hidden_size, s.intermediate_size, wanted))
-    matrices = s.num_layers * per_layer + dense_layers * mlp
+    matrices = s.attention_layers * per_layer + dense_layers * mlp
     if s.is_moe:
         matrices += s.moe_layers * (s.num_experts + s.shared_experts) * mlp
     return 2 * matrices
@@ -480,7 +560,7 @@ def lora_elementwise_bytes(s: ModelSpec, targets: tuple[str, ...]) -> tuple[floa
     """(forward, backward) bytes per token per layer (averaged over the layers) that LoRA
     adapters' non-matmul operators move; an MoE layer counts the experts a token uses."""
     wanted = frozenset(targets)
-    mats = s.num_layers * _lora_attention(s, wanted)
+    mats = s.attention_layers * _lora_attention(s, wanted)
     dense_layers = s.num_layers - s.moe_layers
     mats += dense_layers * _lora_mlp(s.hidden_size, s.intermediate_size, wanted)
     if s.is_moe:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rlplex.errors import ConfigError
 
@@ -80,8 +80,43 @@ class ModelSpec(BaseModel):
     """MLA: per-head query/key width with rotary embedding."""
     v_head_dim: int = Field(0, ge=0)
     """MLA: per-head value width."""
+    attention_output_gate: bool = False
+    """Gated attention: the query projection also produces a sigmoid gate on the attention
+    output, twice its width (Qwen3-Next, Qwen3.5: ``attn_output_gate``)."""
+    linear_attention_layers: int = Field(0, ge=0)
+    """Layers whose token mixer is linear attention (Gated DeltaNet) instead of softmax
+    attention: a fixed-size recurrent state per sequence instead of a growing KV cache, work
+    linear in the sequence instead of quadratic (Qwen3-Next, Qwen3.5: the
+    ``linear_attention`` entries of ``layer_types``); 0 for a plain transformer."""
+    linear_num_key_heads: int = Field(0, ge=0)
+    """Linear attention: query/key heads (``linear_num_key_heads``)."""
+    linear_num_value_heads: int = Field(0, ge=0)
+    """Linear attention: value heads, one recurrent state each (``linear_num_value_heads``)."""
+    linear_key_head_dim: int = Field(0, ge=0)
+    """Linear attention: width of one query/key head (``linear_key_head_dim``)."""
+    linear_value_head_dim: int = Field(0, ge=0)
+    """Linear attention: width of one value head (``linear_value_head_dim``)."""
+    linear_conv_kernel_dim: int = Field(0, ge=0)
+    """Linear attention: taps of the short causal convolution over q, k and v
+    (``linear_conv_kernel_dim``)."""
     aliases: tuple[str, ...] = ()
     """Other names a model path is matched against."""
+
+    @model_validator(mode="after")
+    def _linear_attention_is_whole(self) -> ModelSpec:
+        if self.linear_attention_layers > self.num_layers:
+            raise ValueError(
+                f"linear_attention_layers ({self.linear_attention_layers}) exceeds num_layers"
+                f" ({self.num_layers})"
+            )
+        widths = (self.linear_num_key_heads, self.linear_num_value_heads,
+                  self.linear_key_head_dim, self.linear_value_head_dim)  # fmt: skip
+        if self.linear_attention_layers and not all(widths):
+            raise ValueError(
+                "a model with linear_attention_layers needs linear_num_key_heads,"
+                " linear_num_value_heads, linear_key_head_dim and linear_value_head_dim"
+            )
+        return self
 
     @property
     def head_width(self) -> int:
@@ -98,6 +133,11 @@ class ModelSpec(BaseModel):
     @property
     def moe_layers(self) -> int:
         return self.num_layers - self.first_dense_layers if self.is_moe else 0
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers with softmax attention (the ones that keep a KV cache)."""
+        return self.num_layers - self.linear_attention_layers
 
 
 class GpuSpec(BaseModel):
@@ -218,6 +258,41 @@ _HF_REQUIRED = (
 )
 
 
+_GATED_ATTENTION_TYPES = ("qwen3_next",)
+"""Model types whose attention always carries an output gate (Qwen3.5 says it in
+``attn_output_gate``)."""
+
+
+def _text_config(data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The language model's keys of a config (a multimodal model nests them under
+    ``text_config``; the vision encoder is not counted), and what the source note says."""
+    text = data.get("text_config")
+    if "num_hidden_layers" not in data and isinstance(text, dict):
+        merged = {**text}
+        if "tie_word_embeddings" in data and "tie_word_embeddings" not in text:
+            merged["tie_word_embeddings"] = data["tie_word_embeddings"]
+        return merged, " (text_config: the language model; its vision encoder is not counted)"
+    return data, ""
+
+
+def _linear_attention_layers(data: dict[str, Any], file: str) -> int:
+    """Layers whose mixer is linear attention: the ``linear_attention`` entries of
+    ``layer_types``, else every layer but each ``full_attention_interval``-th."""
+    layers = int(data["num_hidden_layers"])
+    types = data.get("layer_types")
+    if isinstance(types, list) and types:
+        return sum(1 for t in types if t == "linear_attention")
+    interval = data.get("full_attention_interval")
+    if interval is not None and "linear_num_value_heads" in data:
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise ConfigError(
+                "must be a positive integer", field="full_attention_interval", value=interval,
+                file=file,
+            )  # fmt: skip
+        return layers - layers // interval
+    return 0
+
+
 def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
     """A ModelSpec from a Hugging Face ``config.json`` dict.
 
@@ -225,6 +300,7 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
         ConfigError: a required key is missing or not a positive integer
             (naming ``file`` and the key).
     """
+    data, note = _text_config(data)
     for key in _HF_REQUIRED:
         value = data.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -253,33 +329,49 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
     shared_width = int(data.get("shared_expert_intermediate_size") or 0)
     if shared_width and not shared:
         shared = 1
-    return ModelSpec(
-        name=file,
-        source=file,
-        num_layers=data["num_hidden_layers"],
-        hidden_size=data["hidden_size"],
-        intermediate_size=int(data.get("intermediate_size") or 0),
-        num_heads=data["num_attention_heads"],
-        num_kv_heads=int(data.get("num_key_value_heads") or data["num_attention_heads"]),
-        head_dim=int(data.get("head_dim") or 0),
-        vocab_size=data["vocab_size"],
-        tied_embeddings=bool(data.get("tie_word_embeddings", False)),
-        qkv_bias=bool(data.get("attention_bias", model_type in ("qwen2", "qwen2_moe"))),
-        qk_norm=model_type in ("qwen3", "qwen3_moe"),
-        num_experts=experts,
-        experts_per_token=int(data.get("num_experts_per_tok") or 0),
-        moe_intermediate_size=int(data.get("moe_intermediate_size") or 0),
-        shared_experts=shared,
-        shared_expert_intermediate_size=shared_width,
-        first_dense_layers=first_dense,
-        router_bias=model_type == "deepseek_v3",
-        expert_groups=int(data.get("n_group") or 0) if experts else 0,
-        q_lora_rank=int(data.get("q_lora_rank") or 0),
-        kv_lora_rank=int(data.get("kv_lora_rank") or 0),
-        qk_nope_head_dim=int(data.get("qk_nope_head_dim") or 0),
-        qk_rope_head_dim=int(data.get("qk_rope_head_dim") or 0),
-        v_head_dim=int(data.get("v_head_dim") or 0),
-    )
+    linear_layers = _linear_attention_layers(data, file)
+    linear_keys = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                   "linear_value_head_dim", "linear_conv_kernel_dim")  # fmt: skip
+    linear = {"linear_attention_layers": linear_layers} if linear_layers else {}
+    if linear_layers:
+        linear.update({k: int(data.get(k) or 0) for k in linear_keys})
+    hybrid_qwen = model_type.startswith(("qwen3_next", "qwen3_5"))
+    gated = model_type in _GATED_ATTENTION_TYPES or bool(data.get("attn_output_gate", hybrid_qwen))
+    try:
+        return ModelSpec(
+            name=file,
+            source=file + note,
+            num_layers=data["num_hidden_layers"],
+            hidden_size=data["hidden_size"],
+            intermediate_size=int(data.get("intermediate_size") or 0),
+            num_heads=data["num_attention_heads"],
+            num_kv_heads=int(data.get("num_key_value_heads") or data["num_attention_heads"]),
+            head_dim=int(data.get("head_dim") or 0),
+            vocab_size=data["vocab_size"],
+            tied_embeddings=bool(data.get("tie_word_embeddings", False)),
+            qkv_bias=bool(data.get("attention_bias", model_type in ("qwen2", "qwen2_moe"))),
+            qk_norm=model_type in ("qwen3", "qwen3_moe") or hybrid_qwen,
+            num_experts=experts,
+            experts_per_token=int(data.get("num_experts_per_tok") or 0),
+            moe_intermediate_size=int(data.get("moe_intermediate_size") or 0),
+            shared_experts=shared,
+            shared_expert_intermediate_size=shared_width,
+            first_dense_layers=first_dense,
+            router_bias=model_type == "deepseek_v3",
+            expert_groups=int(data.get("n_group") or 0) if experts else 0,
+            q_lora_rank=int(data.get("q_lora_rank") or 0),
+            kv_lora_rank=int(data.get("kv_lora_rank") or 0),
+            qk_nope_head_dim=int(data.get("qk_nope_head_dim") or 0),
+            qk_rope_head_dim=int(data.get("qk_rope_head_dim") or 0),
+            v_head_dim=int(data.get("v_head_dim") or 0),
+            attention_output_gate=gated,
+            **linear,
+        )
+    except ValidationError as exc:
+        message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise ConfigError(
+            f"does not describe a model rlplex can estimate: {message}", file=file
+        ) from None
 
 
 def resolve_model(

@@ -67,8 +67,8 @@ class MultiTurn:
             return 0.0
         k, p, o = self.later_turns, self.prompt_tokens, self.observation_tokens
         u = self.answer_tokens + o
-        width = f.attention_width(spec) * spec.num_layers
-        matmul = 2.0 * f.active_params(spec) * self.prefill_tokens
+        width = f.attention_width(spec) * spec.attention_layers
+        matmul = f.token_flops(spec) * self.prefill_tokens
         if self.turns.prefix_caching:
             # Turn j's observation (o tokens) attends to p + j u - o/2 keys on average.
             keys = k * p + u * k * (k + 1) / 2 - k * o / 2

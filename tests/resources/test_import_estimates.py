@@ -314,3 +314,27 @@ def test_rlinf_megatron_distributed_optimizer_shards_the_optimizer(
     overrides = [] if value is None else [f"actor.optim.use_distributed_optimizer={value}"]
     cfg = load_config(path, overrides=overrides, format="rlinf")
     assert (cfg.roles["actor_train"].parallel or Parallel()).zero == zero
+
+
+def test_roll_megatron_expert_and_context_parallel_are_read() -> None:
+    """ROLL's megatron strategies set ``expert_model_parallel_size`` and
+    ``context_parallel_size`` (its Qwen3-Next and Qwen3-MoE examples: ep 8). Bug: only tp and
+    pp were read, so a MoE trainer held every expert on each GPU."""
+    path = FIXTURES / "roll" / "rlvr_sglang_rewards.yaml"
+    key = "actor_train.strategy_args.strategy_config"
+    cfg = load_config(
+        path, overrides=[f"{key}.expert_model_parallel_size=8", f"{key}.context_parallel_size=2"]
+    )
+    parallel = cfg.roles["actor_train"].parallel or Parallel()
+    assert (parallel.ep, parallel.sp, parallel.tp, parallel.pp) == (8, 2, 2, 2)
+    assert (load_config(path).roles["actor_train"].parallel or Parallel()).ep == 1
+
+
+def test_rlinf_megatron_expert_and_context_parallel_are_read() -> None:
+    """RLinf's Megatron actor sets ``actor.model.expert_model_parallel_size`` (its Qwen3-30B
+    and Moonlight math examples: 8). Bug: ignored, every expert on each GPU."""
+    path = FIXTURES / "rlinf" / "one_key_tp.yaml"
+    overrides = ["actor.model.expert_model_parallel_size=8", "actor.model.context_parallel_size=2"]
+    cfg = load_config(path, overrides=overrides, format="rlinf")
+    parallel = cfg.roles["actor_train"].parallel or Parallel()
+    assert (parallel.ep, parallel.sp) == (8, 2)

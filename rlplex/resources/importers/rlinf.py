@@ -528,6 +528,8 @@ def _parallel(data: Mapping[str, Any], component: str) -> dict[str, Any] | None:
         return parallel(
             tp=model.get("tensor_model_parallel_size"),
             pp=model.get("pipeline_model_parallel_size"),
+            ep=model.get("expert_model_parallel_size"),
+            sp=model.get("context_parallel_size"),
             fsdp=backend == "fsdp",
             zero=1 if distributed else None,
             recompute=bool(model.get("recompute_granularity")),

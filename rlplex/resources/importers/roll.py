@@ -149,6 +149,8 @@ def _parallel(block: Mapping[str, Any], trains: bool) -> dict[str, Any] | None:
         return parallel(
             tp=config.get("tensor_model_parallel_size"),
             pp=config.get("pipeline_model_parallel_size"),
+            ep=config.get("expert_model_parallel_size"),
+            sp=config.get("context_parallel_size"),
             zero=1 if config.get("use_distributed_optimizer") else None,
             recompute=recompute or bool(config.get("recompute_granularity")),
         )
