@@ -224,7 +224,7 @@ def gpu_spec(name: str, *, field: str = "cluster.gpu", file: str | None = None) 
 
 # Suffixes of released checkpoints that share the base model's architecture.
 _SUFFIXES = re.compile(
-    r"(-(instruct|chat|base|it|hf|math|coder|awq|gptq|int4|int8|fp8|bf16|\d{4}))+$"
+    r"(-(instruct|thinking|chat|base|it|hf|math|coder|awq|gptq|int4|int8|fp8|bf16|\d{4}))+$"
 )
 
 
@@ -350,7 +350,7 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
             vocab_size=data["vocab_size"],
             tied_embeddings=bool(data.get("tie_word_embeddings", False)),
             qkv_bias=bool(data.get("attention_bias", model_type in ("qwen2", "qwen2_moe"))),
-            qk_norm=model_type in ("qwen3", "qwen3_moe") or hybrid_qwen,
+            qk_norm=model_type.startswith("qwen3"),  # Qwen3, -MoE, -VL, -Next, 3.5
             num_experts=experts,
             experts_per_token=int(data.get("num_experts_per_tok") or 0),
             moe_intermediate_size=int(data.get("moe_intermediate_size") or 0),
@@ -420,9 +420,16 @@ def resolve_model(
     spec = match_preset(name)
     if spec is not None:
         if warn is not None:
+            multimodal = re.search(r"-(vl|omni)\b", _normalise(name)) is not None
             warn.append(
                 f"{field}: {name!r} is not on this machine; using the architecture of preset"
                 f" {spec.name!r} ({spec.source})"
+                + (
+                    ": its language model; the vision encoder is not counted (its weights,"
+                    " and the image tokens' encoding, a few percent more)"
+                    if multimodal
+                    else ""
+                )
             )
         return spec
     raise ConfigError(

@@ -96,11 +96,26 @@ def test_mla_kv_cache_is_the_latent() -> None:
         ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b"),
         ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
         ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2.5-7b"),
+        ("/models/Qwen3-VL-30B-A3B-Instruct", "qwen3-30b-a3b"),
+        ("Qwen/Qwen3-VL-8B-Thinking", "qwen3-8b"),
     ],
 )
 def test_hub_names_match_presets(name: str, preset: str) -> None:
     spec = match_preset(name)
     assert spec is not None and spec.name == preset
+
+
+def test_a_vision_language_name_warns_its_encoder_is_not_counted() -> None:
+    """A VL checkpoint matches the preset of its language model, with a warning saying so."""
+    from rlplex.estimate.specs import resolve_model
+
+    warnings: list[str] = []
+    spec = resolve_model("Qwen/Qwen2.5-VL-7B-Instruct", warn=warnings)
+    assert spec.name == "qwen2.5-7b"
+    assert "the vision encoder is not counted" in warnings[0]
+    resolve_model("Qwen/Qwen2.5-7B-Instruct", warn=warnings)
+    assert "vision" not in warnings[1]
 
 
 def test_unknown_names_match_nothing() -> None:

@@ -338,3 +338,41 @@ def test_rlinf_megatron_expert_and_context_parallel_are_read() -> None:
     cfg = load_config(path, overrides=overrides, format="rlinf")
     parallel = cfg.roles["actor_train"].parallel or Parallel()
     assert (parallel.ep, parallel.sp) == (8, 2)
+
+
+@pytest.mark.parametrize(
+    ("value", "model"),
+    [
+        ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct"),
+        ("${reward_pretrain}", "Qwen/Qwen3-8B"),
+        ("${pretrain}", None),  # the actor's own model: nothing to say
+        (None, None),
+    ],
+)
+def test_roll_reward_model_loads_its_own_checkpoint(value: str | None, model: str | None) -> None:
+    """A ROLL reward or judge block names its model in ``model_args.model_name_or_path``,
+    often ``${reward_pretrain}``. Bug: every role took the actor's model, so ROLL's Qwen3-235B
+    example priced its 7B judge as a 235B model."""
+    path = FIXTURES / "roll" / "rlvr_sglang_rewards.yaml"
+    overrides = ["reward_pretrain=Qwen/Qwen3-8B"]
+    if value is not None:
+        overrides.append(f"rewards.llm_judge.model_args.model_name_or_path={value}")
+    cfg = load_config(path, overrides=overrides)
+    assert cfg.model == "Qwen/Qwen3-30B-A3B-Base"
+    assert cfg.roles["llm_judge"].model == model
+
+
+def test_verl_critic_and_reward_model_load_their_own_checkpoints() -> None:
+    """``critic.model.path`` and ``reward_model.model.path`` name the critic's and the reward
+    model's checkpoints. Bug: both took the actor's model."""
+    overrides = [
+        "reward_model.enable=true",
+        "reward_model.model.path=Qwen/Qwen2.5-1.5B",
+        "algorithm.adv_estimator=gae",
+        "critic.model.path=Qwen/Qwen2.5-3B",
+    ]
+    cfg = load_config(VERL, overrides=overrides)
+    assert cfg.model == "Qwen/Qwen2.5-7B-Instruct"
+    assert cfg.roles["critic"].model == "Qwen/Qwen2.5-3B"
+    assert cfg.roles["reward"].model == "Qwen/Qwen2.5-1.5B"
+    assert cfg.roles["actor_train"].model is None

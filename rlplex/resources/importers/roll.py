@@ -73,6 +73,7 @@ gradient checkpointing as ``parallel``. Costs: see
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -355,6 +356,19 @@ def _rlvr_workload(data: Mapping[str, Any]) -> dict[str, Any] | None:
     )
 
 
+def _role_model(block: Mapping[str, Any], data: Mapping[str, Any]) -> str | None:
+    """The model a worker block loads (``model_args.model_name_or_path``, a ``${key}``
+    reference to a top-level key resolved), or None when it says none."""
+    value = get_path(block, "model_args.model_name_or_path")
+    if isinstance(value, str):
+        ref = re.fullmatch(r"\$\{([A-Za-z_][\w]*)\}", value.strip())
+        if ref:
+            value = data.get(ref.group(1))
+    if isinstance(value, str) and value and "${" not in value:
+        return value
+    return None
+
+
 def _model(data: Mapping[str, Any]) -> str | None:
     for value in (
         data.get("pretrain"),
@@ -447,6 +461,11 @@ def to_native(
         adapters = _lora(block)
         if adapters:
             role["lora"] = adapters
+        # A reward model, judge or teacher loads its own checkpoint (the actor's roles take
+        # the top-level model): bug, a 7B judge beside a 235B actor was priced as the 235B.
+        own = _role_model(block, data)
+        if own and name not in ("actor_train", "actor_infer", "reference") and own != _model(data):
+            role["model"] = own
         roles[name] = role
     reference_roles = teachers or None
     if "lora" in roles.get("actor_train", {}) and "reference" in roles and not teachers:

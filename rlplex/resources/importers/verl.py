@@ -710,6 +710,12 @@ def to_native(
     model = r.get("actor_rollout_ref.model.path")
     if isinstance(model, str) and model and "${" not in model:
         native["model"] = model
+    # A critic or reward model loads its own checkpoint (critic.model.path,
+    # reward_model.model.path); said only where it differs from the actor's.
+    for name, key in (("critic", "critic.model.path"), ("reward", "reward_model.model.path")):
+        own = r.get(key)
+        if name in roles and isinstance(own, str) and own and "${" not in own and own != model:
+            roles[name]["model"] = own
     load = _workload(r, roles)
     if load:
         controller = _controller(r)
