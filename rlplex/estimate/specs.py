@@ -242,12 +242,18 @@ def match_preset(name: str) -> ModelSpec | None:
     suffixes and case are ignored.
     """
     wanted = _normalise(name)
-    for key, spec in model_presets().items():
-        if wanted == key or wanted in spec.aliases:
-            return spec
-        if wanted.replace("-", "") == key.replace("-", ""):
-            return spec
-    return None
+    while True:
+        for key, spec in model_presets().items():
+            if wanted == key or wanted in spec.aliases:
+                return spec
+            if wanted.replace("-", "") == key.replace("-", ""):
+                return spec
+        # A fine-tune named after its base (``Qwen2.5-7B-Instruct-RLVR``): drop the last
+        # word and try again, while what is left still ends in a size (``7b``, ``a3b``).
+        stem, _, _ = wanted.rpartition("-")
+        if not stem or not re.search(r"\d+(\.\d+)?b(-a\d+(\.\d+)?b)?(-|$)", stem):
+            return None
+        wanted = _SUFFIXES.sub("", stem)
 
 
 _HF_REQUIRED = (

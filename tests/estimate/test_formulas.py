@@ -99,6 +99,9 @@ def test_mla_kv_cache_is_the_latent() -> None:
         ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2.5-7b"),
         ("/models/Qwen3-VL-30B-A3B-Instruct", "qwen3-30b-a3b"),
         ("Qwen/Qwen3-VL-8B-Thinking", "qwen3-8b"),
+        # fine-tunes named after their base: trailing words dropped down to a size
+        ("virtuoussy/Qwen2.5-7B-Instruct-RLVR", "qwen2.5-7b"),
+        ("/ckpt/qwen3-30b-a3b-base-grpo-step100", "qwen3-30b-a3b"),
     ],
 )
 def test_hub_names_match_presets(name: str, preset: str) -> None:
@@ -118,8 +121,12 @@ def test_a_vision_language_name_warns_its_encoder_is_not_counted() -> None:
     assert "vision" not in warnings[1]
 
 
-def test_unknown_names_match_nothing() -> None:
-    assert match_preset("acme/SuperLM-13B") is None
+@pytest.mark.parametrize(
+    "name", ["acme/SuperLM-13B", "Qwen/Qwen3.5-35B-A3B", "org/my-model-7b-x", "Qwen2.5"]
+)
+def test_unknown_names_match_nothing(name: str) -> None:
+    """No preset, and no base name ending in a size once trailing words are dropped."""
+    assert match_preset(name) is None
 
 
 def test_checkpoint_tensor_counts_by_hand() -> None:
