@@ -82,7 +82,8 @@ def estimate(
         typer.Option(
             "--sweep",
             help="KEY=V1,V2,...: plan the config at each value of one dotted key (e.g."
-            " workload.response_tokens.mean=500,1000,2000) and print the step and each stage.",
+            " workload.response_tokens.mean=500,1000,2000, or words: cluster.gpu=h100,h20)"
+            " and print the step and each stage.",
         ),
     ] = None,
     png: Annotated[

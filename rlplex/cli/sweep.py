@@ -13,8 +13,8 @@ from rlplex.errors import ConfigError
 from rlplex.reports.sweep import Sweep, WhatIfSweep
 
 
-def _value(v: float) -> str:
-    return f"{v:g}"
+def _value(v: float | str) -> str:
+    return v if isinstance(v, str) else f"{v:g}"
 
 
 def sweep_table(sweep: Sweep) -> Table:
@@ -69,9 +69,13 @@ def draw_sweep(sweep: Sweep, path: Path) -> None:
     loaded = [p for p in sweep.points if p.period_s is not None]
     if not loaded:
         raise ConfigError("no swept value loads: nothing to draw", field="--png", value=str(path))
-    xs = [p.value for p in loaded]
+    # Word values (GPU presets, models) sit side by side in the order given.
+    words = any(isinstance(p.value, str) for p in loaded)
+    xs = list(range(len(loaded))) if words else [float(p.value) for p in loaded]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     try:
+        if words:
+            ax.set_xticks(xs, [str(p.value) for p in loaded])
         ax.plot(xs, [p.period_s for p in loaded], marker="o", linewidth=2.4, label="step (period)")
         for name in sweep.stage_names:
             ax.plot(xs, [p.stages.get(name, float("nan")) for p in loaded], marker=".", label=name)

@@ -5,12 +5,15 @@ guess. ``rlplex estimate CONFIG --sweep KEY=V1,V2,...`` re-loads the config
 with ``--set KEY=V`` for each value (the same override machinery as ``--set``),
 re-estimates what the config leaves to the estimator, plans it, and returns the
 planned step (the period) and each stage's seconds against the swept value.
+Values are numbers (a length, a GPU count) or, all of them, words (a GPU preset,
+a model, ``true``/``false``): the points then keep their texts, in the order given.
 
 :func:`parse_sweep` checks the option (a key the config has, two or more
-distinct numbers) and raises a :class:`~rlplex.errors.ConfigError` naming the
-key and the value otherwise; :func:`sweep_config` does the work. A value at
-which the config does not load (it does not fit on the GPUs, say) becomes a
-point with its error, so that the rest of the range is still reported.
+distinct values, numbers and words not mixed) and raises a
+:class:`~rlplex.errors.ConfigError` naming the key and the value otherwise;
+:func:`sweep_config` does the work. A value at which the config does not load
+(it does not fit on the GPUs, say) becomes a point with its error, so that the
+rest of the range is still reported.
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ class SweepPoint(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    value: float
-    """The swept key's value."""
+    value: float | str
+    """The swept key's value: a number, or the text of a word value (``h20``)."""
     period_s: float | None = None
     """The planned step (period); None when the config does not load at this value."""
     stages: dict[str, float] = {}
@@ -85,33 +88,55 @@ def _number(text: str) -> int | float | None:
     return value if math.isfinite(value) else None
 
 
+def _non_finite(text: str) -> bool:
+    """A numeral that is not a finite number (``nan``, ``inf``, ``1e999``)."""
+    try:
+        return not math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def is_numeric(texts: Sequence[str]) -> bool:
+    """Whether the swept values are numbers (else they are words, all of them)."""
+    return all(_number(t) is not None for t in texts)
+
+
 def parse_sweep(spec: str) -> tuple[str, tuple[str, ...]]:
-    """``KEY=V1,V2,...`` as (key, value texts).
+    """``KEY=V1,V2,...`` as (key, value texts): numbers, or words (``cluster.gpu=h100,h20``).
 
     Raises:
-        ConfigError: no ``=``, an empty key, a value that is not a finite
-            number, or fewer than two distinct values (naming the key and value).
+        ConfigError: no ``=``, an empty key, an empty value, a value that is not
+            a finite number among numbers (``nan``), numbers and words mixed, or
+            fewer than two distinct values (naming the key and value).
     """
     key, sep, raw = spec.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ConfigError(
-            "must look like KEY=V1,V2,... (a dotted config key and two or more numbers)",
+            "must look like KEY=V1,V2,... (a dotted config key and two or more values)",
             field=SWEEP_FIELD,
             value=spec,
         )
     texts = tuple(t.strip() for t in raw.split(","))
-    numbers = []
     for text in texts:
-        number = _number(text)
-        if number is None:
+        if not text or _non_finite(text):
             raise ConfigError(
-                f"{key}: {text!r} is not a number (give KEY=V1,V2,... with numbers)",
+                f"{key}: {text!r} is not a number (give KEY=V1,V2,... with finite numbers,"
+                " or words)",
                 field=SWEEP_FIELD,
                 value=spec,
             )
-        numbers.append(float(number))
-    if len(set(numbers)) < 2:
+    numbers = [_number(t) for t in texts]
+    if any(n is None for n in numbers) and any(n is not None for n in numbers):
+        word = next(t for t, n in zip(texts, numbers, strict=True) if n is None)
+        raise ConfigError(
+            f"{key}: {word!r} is not a number, and the other values are (sweep numbers, or"
+            " words, not both)",
+            field=SWEEP_FIELD,
+            value=spec,
+        )
+    distinct = {float(n) for n in numbers if n is not None} or set(texts)
+    if len(distinct) < 2:
         raise ConfigError(
             f"{key}: a sweep needs two or more distinct values, got {raw!r}",
             field=SWEEP_FIELD,
@@ -220,9 +245,10 @@ def sweep_config(
         if failure is not None:
             raise failure from None
         raise
+    numeric = is_numeric(values)
     points = []
     for text in values:
-        value = float(text)
+        value: float | str = float(text) if numeric else text
         try:
             cfg = load_config(
                 path, overrides=(*overrides, f"{key}={text}"), format=format, costs=costs
@@ -240,7 +266,7 @@ class WhatIfPoint(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    value: float
+    value: float | str
     periods: dict[str, float | None] = {}
     """Predicted period of each alternative (and of the recorded config), by label."""
     best: str | None = None
@@ -304,16 +330,18 @@ def whatif_sweep(source: Any, key: str, values: Sequence[str], **whatif_args: An
             return super().load_config((*self.swept, *overrides))
 
     fields = {f.name: getattr(source, f.name) for f in dataclasses.fields(RecordSource)}
+    numeric = is_numeric(values)
     points = []
     for text in values:
+        value: float | str = float(text) if numeric else text
         swept = _Swept(**fields, swept=(f"{key}={text}",))
         try:
             report = whatif_report(swept, **whatif_args)
         except ConfigError as exc:
-            points.append(WhatIfPoint(value=float(text), error=str(exc)))
+            points.append(WhatIfPoint(value=value, error=str(exc)))
             continue
         outcomes = report.result.alternatives
         periods = {o.label: o.period_s for o in outcomes}
         best = report.best.label if report.best is not None else None
-        points.append(WhatIfPoint(value=float(text), periods=periods, best=best))
+        points.append(WhatIfPoint(value=value, periods=periods, best=best))
     return WhatIfSweep(key=key, baseline=BASELINE_LABEL, points=tuple(points))

@@ -31,6 +31,9 @@ def test_parse_sweep_keeps_value_texts() -> None:
         (f"{KEY}=500,nan", "'nan' is not a number"),
         ("500,1000", "KEY=V1,V2"),
         ("=1,2", "KEY=V1,V2"),
+        (f"{KEY}=500,,1000", "'' is not a number"),
+        ("cluster.gpu=h100,h100", "two or more"),
+        ("cluster.gpu=h100,80", "'h100' is not a number, and the other values are"),
     ],
 )
 def test_parse_sweep_refuses(spec: str, words: str) -> None:
@@ -139,6 +142,8 @@ def test_whatif_sweep_sets_the_key_on_every_alternative() -> None:
     assert short is not None and long is not None and short != long  # the exponents moved
     with pytest.raises(ConfigError, match="no such field"):
         whatif_sweep(source, "workload.nope", ("1", "2"), alts=(FOUR,))
+    gpus = whatif_sweep(source, "cluster.gpu", ("h20", "h100"), alts=(FOUR,))
+    assert [p.value for p in gpus.points] == ["h20", "h100"]
 
 
 def test_stays_best_is_false_when_the_best_changes() -> None:
@@ -186,3 +191,33 @@ def test_a_config_that_does_not_fit_as_written_is_still_swept(tmp_path: Path) ->
     assert sweep.points[0].error and sweep.points[1].period_s
     with pytest.raises(ConfigError, match=r"memory_gb|states"):
         sweep_config(path, "workload.nope", ("1", "2"))
+
+
+def test_word_values_sweep_in_the_order_given(tmp_path: Path) -> None:
+    """GPU presets, models or true/false are swept as words: each point keeps its text, the
+    table and the PNG show them in the order given (the H20's 148 TFLOP/s take longer)."""
+    assert parse_sweep("cluster.gpu=h100, h20") == ("cluster.gpu", ("h100", "h20"))
+    sweep = sweep_config(CONFIG, "cluster.gpu", ("h100", "h20"))
+    assert [p.value for p in sweep.points] == ["h100", "h20"]
+    h100, h20 = (p.period_s or 0.0 for p in sweep.points)
+    assert h20 > 2 * h100
+    cfg = load_config(CONFIG, overrides=["cluster.gpu=h20"])
+    assert sweep.points[1].period_s == pytest.approx(plan_point(cfg)[0])
+    packing = sweep_config(CONFIG, "workload.packing", ("true", "false"))
+    assert packing.points[1].stages["train"] > packing.points[0].stages["train"]  # padding
+    png = tmp_path / "gpus.png"
+    result = CliRunner().invoke(
+        app, ["estimate", str(CONFIG), "--sweep", "cluster.gpu=h100,h20", "--png", str(png)],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "h20" in result.output and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = CliRunner().invoke(app, ["estimate", str(CONFIG), "--sweep", "cluster.gpu=h100,h20",
+                                      "--json"])  # fmt: skip
+    assert [p["value"] for p in json.loads(result.stdout)["points"]] == ["h100", "h20"]
+
+
+def test_a_word_value_that_names_nothing_is_a_point_with_its_error() -> None:
+    sweep = sweep_config(CONFIG, "cluster.gpu", ("h100", "h2000"))
+    assert sweep.points[0].period_s is not None
+    assert sweep.points[1].period_s is None and "h2000" in (sweep.points[1].error or "")
