@@ -14,7 +14,7 @@ from rlplex.reports.sweep import Sweep, WhatIfSweep
 
 
 def _value(v: float | str) -> str:
-    return v if isinstance(v, str) else f"{v:g}"
+    return escape(v) if isinstance(v, str) else f"{v:g}"
 
 
 def sweep_table(sweep: Sweep) -> Table:

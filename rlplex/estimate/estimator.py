@@ -437,7 +437,9 @@ def kv_cache_gb(ctx: _Ctx, role: Role, spec: ModelSpec, weights_gb: float) -> fl
     per_replica = math.ceil(n / _replicas(ctx, role))
     per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
     # A hybrid model's linear-attention layers hold a fixed state per sequence instead.
-    one_gb = (longest * per_token + f.linear_state_bytes(spec, kv_precision(role), tp, pp)) / f.GB
+    # vLLM keeps it in the model's dtype (mamba_cache_dtype "auto"), whatever kv_cache_dtype says.
+    state = f.linear_state_bytes(spec, stored_precision(role.precision), tp, pp)
+    one_gb = (longest * per_token + state) / f.GB
     need = per_replica * _steps_held(ctx, role) * one_gb
     transient = generate_transient_gb(spec, stored_precision(role.precision), tp, pp)
     fraction = (role.rollout or Rollout()).gpu_memory_utilization
@@ -1436,7 +1438,7 @@ def estimate_generate(
     if lengths and longest > max(lengths):
         lengths[lengths.index(max(lengths))] = longest
     per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
-    state = f.linear_state_bytes(spec, kv_precision(role), tp, pp)
+    state = f.linear_state_bytes(spec, stored_precision(role.precision), tp, pp)
     kv_gb = role.states.get("kv_cache", est.states.get("kv_cache", 0.0))
     running_context = prompt.mean + dist.mean_square() / (2 * max(dist.mean, 1.0))
     kv_slots = int(kv_gb * f.GB // max(running_context * per_token + state, 1.0))
@@ -1669,6 +1671,7 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
             terms = {"communication": moves_s}
             if load_s > moves_s:  # the engine's loads outlast the moves they overlap
                 terms["overhead"] = load_s - moves_s
+                detail["load_bound"] = True
         elif method == "per_tensor":
             load_s = tensors * efficiency_value(eff, "sync_tensor_s")
             terms = {"communication": broadcast_s + gather_s, "overhead": load_s}
@@ -1692,7 +1695,8 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
     received = detail.get("full_model_gb", gb) * f.GB
     return StageEstimate(
         stage=stage.name, kind="weight_sync", seconds=sum(terms.values()), bytes=received,
-        bound=max(terms, key=terms.__getitem__), terms=terms, detail=detail,
+        bound="overhead" if detail.get("load_bound") else max(terms, key=terms.__getitem__),
+        terms=terms, detail=detail,
     )  # fmt: skip
 
 

@@ -176,9 +176,9 @@ def param_tensors(s: ModelSpec, head: Head = "lm") -> int:
     down- and up-projections with their norms), biases and q/k norms; a dense
     MLP's three matrices, or an MoE layer's router (and its score bias), three
     matrices per routed expert, one shared-expert MLP and its gate. DeepSeek-V3
-    gives 45,395, the count NeMo RL's refit logs for it. A linear-attention layer
-    has seven mixer tensors instead (Qwen3-Next: q/k/v/z and beta/decay projections,
-    convolution, ``A_log``, ``dt_bias``, norm, output projection).
+    gives 45,395, the count NeMo RL's refit logs for it. A linear-attention layer's
+    mixer has its input projections (Qwen3-Next 2, Qwen3.5 4) and five more tensors
+    (:data:`LINEAR_MIXER_OTHER_TENSORS`).
     """
     if s.is_mla:
         attention = (3 if s.q_lora_rank else 1) + 3 + 1
@@ -188,15 +188,16 @@ def param_tensors(s: ModelSpec, head: Head = "lm") -> int:
     if s.shared_experts:
         moe += 3 + (1 if s.shared_expert_intermediate_size else 0)
     dense_layers = s.num_layers - s.moe_layers
-    mixers = s.attention_layers * attention + s.linear_attention_layers * LINEAR_MIXER_TENSORS
+    linear = s.linear_in_projections + LINEAR_MIXER_OTHER_TENSORS
+    mixers = s.attention_layers * attention + s.linear_attention_layers * linear
     tensors = s.num_layers * 2 + mixers + dense_layers * 3 + s.moe_layers * moe
     head_tensors = 0 if head == "lm" and s.tied_embeddings else (2 if head == "value" else 1)
     return 1 + tensors + 1 + head_tensors
 
 
-LINEAR_MIXER_TENSORS = 7
-"""Checkpoint tensors of one Gated DeltaNet mixer (Qwen3-Next's layout; Qwen3.5 splits its
-two input projections into four)."""
+LINEAR_MIXER_OTHER_TENSORS = 5
+"""Checkpoint tensors of one Gated DeltaNet mixer besides its input projections: the
+convolution, ``A_log``, ``dt_bias``, the gated norm and the output projection."""
 
 
 def attention_width(s: ModelSpec) -> int:
@@ -486,10 +487,38 @@ def _lora_attention(s: ModelSpec, targets: frozenset[str]) -> list[tuple[int, in
             mats.append((s.num_heads * s.v_head_dim, h))
         return mats
     d = s.head_width
-    widths = {"q": s.num_heads * d, "k": s.num_kv_heads * d, "v": s.num_kv_heads * d}
+    gate = 2 if s.attention_output_gate else 1  # a gated query projection is twice as wide
+    widths = {"q": gate * s.num_heads * d, "k": s.num_kv_heads * d, "v": s.num_kv_heads * d}
     mats += [(h, widths[t]) for t in ("q", "k", "v") if t in targets]
     if "o" in targets:
         mats.append((s.num_heads * d, h))
+    return mats
+
+
+def _lora_linear_mixer(s: ModelSpec, targets: frozenset[str]) -> list[tuple[int, int]]:
+    """(d_in, d_out) of each adapted projection of one linear-attention mixer: its input
+    projections where the attention's q, k and v carry adapters, its output projection
+    where o does (peft's ``all-linear`` adapts them all)."""
+    h, key, value = s.hidden_size, linear_key_width(s), linear_value_width(s)
+    heads = s.linear_num_value_heads
+    mats: list[tuple[int, int]] = []
+    if {"q", "k", "v"} <= targets:
+        outs = (
+            [2 * key + value, value, heads, heads]
+            if s.linear_in_projections == 4
+            else [2 * key + 2 * value, 2 * heads]
+        )
+        mats += [(h, out) for out in outs]
+    if "o" in targets:
+        mats.append((value, h))
+    return mats
+
+
+def _lora_mixers(s: ModelSpec, targets: frozenset[str]) -> list[tuple[int, int]]:
+    """Every layer's adapted mixer projections: softmax attention's, linear attention's."""
+    mats = s.attention_layers * _lora_attention(s, targets)
+    if s.linear_attention_layers:
+        mats += s.linear_attention_layers * _lora_linear_mixer(s, targets)
     return mats
 
 
@@ -510,8 +539,7 @@ def lora_params(s: ModelSpec, rank: int, targets: tuple[str, ...], *, active: bo
     """
     wanted = frozenset(targets)
     h = s.hidden_size
-    per_layer = sum(a + b for a, b in _lora_attention(s, wanted))
-    total = s.attention_layers * per_layer  # linear-attention mixers have no q/k/v/o
+    total = sum(a + b for a, b in _lora_mixers(s, wanted))
     dense_layers = s.num_layers - s.moe_layers
     total += dense_layers * sum(a + b for a, b in _lora_mlp(h, s.intermediate_size, wanted))
     if s.is_moe:
@@ -526,10 +554,9 @@ def lora_tensors(s: ModelSpec, targets: tuple[str, ...]) -> int:
     """Tensors of the adapter checkpoint (an A and a B per adapted projection): what a
     tensor-by-tensor sync of the adapters sends one at a time."""
     wanted = frozenset(targets)
-    per_layer = len(_lora_attention(s, wanted))
     dense_layers = s.num_layers - s.moe_layers
     mlp = len(_lora_mlp(s.hidden_size, s.intermediate_size, wanted))
-    matrices = s.attention_layers * per_layer + dense_layers * mlp
+    matrices = len(_lora_mixers(s, wanted)) + dense_layers * mlp
     if s.is_moe:
         matrices += s.moe_layers * (s.num_experts + s.shared_experts) * mlp
     return 2 * matrices
@@ -560,7 +587,7 @@ def lora_elementwise_bytes(s: ModelSpec, targets: tuple[str, ...]) -> tuple[floa
     """(forward, backward) bytes per token per layer (averaged over the layers) that LoRA
     adapters' non-matmul operators move; an MoE layer counts the experts a token uses."""
     wanted = frozenset(targets)
-    mats = s.attention_layers * _lora_attention(s, wanted)
+    mats = _lora_mixers(s, wanted)
     dense_layers = s.num_layers - s.moe_layers
     mats += dense_layers * _lora_mlp(s.hidden_size, s.intermediate_size, wanted)
     if s.is_moe:

@@ -16,7 +16,7 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -99,6 +99,10 @@ class ModelSpec(BaseModel):
     linear_conv_kernel_dim: int = Field(0, ge=0)
     """Linear attention: taps of the short causal convolution over q, k and v
     (``linear_conv_kernel_dim``)."""
+    linear_in_projections: Literal[2, 4] = 2
+    """Linear attention: input projections of a mixer, 2 (Qwen3-Next: ``in_proj_qkvz``,
+    ``in_proj_ba``) or 4 (Qwen3.5: ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``,
+    ``in_proj_a``); the same weights, more tensors and LoRA adapters."""
     aliases: tuple[str, ...] = ()
     """Other names a model path is matched against."""
 
@@ -242,6 +246,9 @@ def match_preset(name: str) -> ModelSpec | None:
     suffixes and case are ignored.
     """
     wanted = _normalise(name)
+    # Words may be dropped from the end only down to the last size (``8b``, ``30b-a3b``).
+    sizes = list(re.finditer(r"(?<![a-z0-9.])\d+(\.\d+)?b(-a\d+(\.\d+)?b)?(?=-|$)", wanted))
+    floor = sizes[-1].end() if sizes else len(wanted)
     while True:
         for key, spec in model_presets().items():
             if wanted == key or wanted in spec.aliases:
@@ -251,9 +258,11 @@ def match_preset(name: str) -> ModelSpec | None:
         # A fine-tune named after its base (``Qwen2.5-7B-Instruct-RLVR``): drop the last
         # word and try again, while what is left still ends in a size (``7b``, ``a3b``).
         stem, _, _ = wanted.rpartition("-")
-        if not stem or not re.search(r"\d+(\.\d+)?b(-a\d+(\.\d+)?b)?(-|$)", stem):
+        if len(stem) < floor:
             return None
         wanted = _SUFFIXES.sub("", stem)
+        if len(wanted) < floor:
+            return None
 
 
 _HF_REQUIRED = (
@@ -275,7 +284,7 @@ def _text_config(data: dict[str, Any]) -> tuple[dict[str, Any], str]:
     text = data.get("text_config")
     if "num_hidden_layers" not in data and isinstance(text, dict):
         merged = {**text}
-        if "tie_word_embeddings" in data and "tie_word_embeddings" not in text:
+        if "tie_word_embeddings" in data:  # transformers ties by the top-level flag
             merged["tie_word_embeddings"] = data["tie_word_embeddings"]
         return merged, " (text_config: the language model; its vision encoder is not counted)"
     return data, ""
@@ -285,11 +294,13 @@ def _linear_attention_layers(data: dict[str, Any], file: str) -> int:
     """Layers whose mixer is linear attention: the ``linear_attention`` entries of
     ``layer_types``, else every layer but each ``full_attention_interval``-th."""
     layers = int(data["num_hidden_layers"])
+    if "linear_num_value_heads" not in data:
+        return 0  # other linear attentions (MiniMax's lightning) have no fields here
     types = data.get("layer_types")
     if isinstance(types, list) and types:
         return sum(1 for t in types if t == "linear_attention")
     interval = data.get("full_attention_interval")
-    if interval is not None and "linear_num_value_heads" in data:
+    if interval is not None:
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
             raise ConfigError(
                 "must be a positive integer", field="full_attention_interval", value=interval,
@@ -329,8 +340,15 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
             "is required to estimate (a positive integer)", field="intermediate_size", file=file
         )
     first_dense = int(data.get("first_k_dense_replace") or 0)
-    if experts and data.get("mlp_only_layers"):
-        first_dense = len(data["mlp_only_layers"])  # counted as dense layers
+    step = data.get("decoder_sparse_step")
+    if experts and (data.get("mlp_only_layers") or (isinstance(step, int) and step > 1)):
+        # Qwen-MoE: layer i is MoE unless listed in mlp_only_layers or (i + 1) % step != 0;
+        # the dense ones are counted (first_dense_layers is a count, not positions).
+        dense_only = set(data.get("mlp_only_layers") or ())
+        every = step if isinstance(step, int) and step > 0 else 1
+        layers = int(data["num_hidden_layers"])
+        moe = sum(1 for i in range(layers) if i not in dense_only and (i + 1) % every == 0)
+        first_dense = layers - moe
     shared = int(data.get("n_shared_experts") or 0)
     shared_width = int(data.get("shared_expert_intermediate_size") or 0)
     if shared_width and not shared:
@@ -342,6 +360,8 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
     if linear_layers:
         linear.update({k: int(data.get(k) or 0) for k in linear_keys})
     hybrid_qwen = model_type.startswith(("qwen3_next", "qwen3_5"))
+    if linear_layers:  # Qwen3.5 splits Qwen3-Next's two input projections into four
+        linear["linear_in_projections"] = 4 if model_type.startswith("qwen3_5") else 2
     gated = model_type in _GATED_ATTENTION_TYPES or bool(data.get("attn_output_gate", hybrid_qwen))
     try:
         return ModelSpec(
@@ -355,7 +375,7 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
             head_dim=int(data.get("head_dim") or 0),
             vocab_size=data["vocab_size"],
             tied_embeddings=bool(data.get("tie_word_embeddings", False)),
-            qkv_bias=bool(data.get("attention_bias", model_type in ("qwen2", "qwen2_moe"))),
+            qkv_bias=bool(data.get("attention_bias", model_type.startswith("qwen2"))),
             qk_norm=model_type.startswith("qwen3"),  # Qwen3, -MoE, -VL, -Next, 3.5
             num_experts=experts,
             experts_per_token=int(data.get("num_experts_per_tok") or 0),

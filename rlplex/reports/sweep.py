@@ -135,7 +135,7 @@ def parse_sweep(spec: str) -> tuple[str, tuple[str, ...]]:
             field=SWEEP_FIELD,
             value=spec,
         )
-    distinct = {float(n) for n in numbers if n is not None} or set(texts)
+    distinct = {float(n) for n in numbers if n is not None} or {t.lower() for t in texts}
     if len(distinct) < 2:
         raise ConfigError(
             f"{key}: a sweep needs two or more distinct values, got {raw!r}",

@@ -857,6 +857,7 @@ def test_overlapped_sync_is_bound_by_the_engines_loads_when_they_outlast_the_mov
     assert sync.terms["overhead"] == pytest.approx(2.91 - moves)
     assert sync.seconds == pytest.approx(2.91)
     assert sync.detail["load_s"] == pytest.approx(2.91)
+    assert sync.bound == "overhead"  # the loads bound it, though the moves are the larger term
 
 
 def test_colocated_sync_gathers_a_trainer_sharded_across_nodes(base: dict[str, Any]) -> None:

@@ -122,7 +122,14 @@ def test_a_vision_language_name_warns_its_encoder_is_not_counted() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["acme/SuperLM-13B", "Qwen/Qwen3.5-35B-A3B", "org/my-model-7b-x", "Qwen2.5"]
+    "name",
+    [
+        "acme/SuperLM-13B",
+        "Qwen/Qwen3.5-35B-A3B",
+        "org/my-model-7b-x",
+        "Qwen2.5",
+        "qwen3-8b-a3b-something",  # never the dense qwen3-8b: its active size is kept
+    ],
 )
 def test_unknown_names_match_nothing(name: str) -> None:
     """No preset, and no base name ending in a size once trailing words are dropped."""

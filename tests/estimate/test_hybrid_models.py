@@ -149,3 +149,87 @@ def test_multimodal_config_reads_its_text_model() -> None:
     )
     assert spec.linear_attention_layers == 6 and spec.tied_embeddings
     assert "vision encoder is not counted" in spec.source
+
+
+def test_sparse_steps_and_dense_only_layers_count_as_transformers_does() -> None:
+    """Qwen-MoE's ``decoder_sparse_step`` and ``mlp_only_layers``: layer i has experts unless
+    listed or ``(i + 1) % step != 0``. Bug: the step was ignored (every layer MoE)."""
+    transformers = pytest.importorskip("transformers")
+    for keys in ({"decoder_sparse_step": 2}, {"mlp_only_layers": [0, 3]}):
+        config = transformers.Qwen3NextConfig(**{**TINY_NEXT, **keys})
+        model = transformers.Qwen3NextForCausalLM(config)
+        spec = spec_from_hf_config(config.to_dict(), "m/config.json")
+        assert f.total_params(spec) == sum(p.numel() for p in model.parameters())
+    spec = spec_from_hf_config({**TINY_NEXT, "decoder_sparse_step": 2}, "m/config.json")
+    assert spec.moe_layers == 4
+
+
+def test_multimodal_tie_is_the_top_level_flag() -> None:
+    """transformers ties a multimodal model's head by the top-level ``tie_word_embeddings``,
+    whatever its ``text_config`` says (both are written by ``to_dict``)."""
+    text = {**TINY_NEXT, "model_type": "qwen3_5_moe_text", "tie_word_embeddings": False}
+    data = {"model_type": "qwen3_5_moe", "text_config": text, "tie_word_embeddings": True}
+    assert spec_from_hf_config(data, "vl/config.json").tied_embeddings
+
+
+def test_other_linear_attentions_without_their_fields_are_plain_layers() -> None:
+    """A config that names ``linear_attention`` layers without the Gated DeltaNet fields
+    (MiniMax's lightning attention) loads as before, its layers priced as softmax ones."""
+    data = {k: v for k, v in TINY_NEXT.items() if not k.startswith("linear_")}
+    data.pop("full_attention_interval")
+    data["layer_types"] = ["linear_attention", "full_attention"] * 4
+    assert spec_from_hf_config(data, "m/config.json").linear_attention_layers == 0
+
+
+def test_qwen2_vl_text_models_keep_their_qkv_biases() -> None:
+    """Every qwen2* model type has q/k/v biases unless ``attention_bias`` says otherwise."""
+    keys = {k: v for k, v in TINY_NEXT.items() if "expert" not in k and "linear" not in k}
+    keys.pop("full_attention_interval")
+    data = {"model_type": "qwen2_5_vl", "text_config": {**keys, "model_type": "qwen2_5_vl_text"}}
+    assert spec_from_hf_config(data, "vl/config.json").qkv_bias
+
+
+def test_lora_adapters_of_a_hybrid_model_match_peft() -> None:
+    """peft's all-linear adapts the Gated DeltaNet mixers' input and output projections too,
+    and a gated query projection is twice as wide (Qwen3.5: four input projections)."""
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    from rlplex.resources.inputs import LORA_TARGETS
+
+    keys = {k: v for k, v in TINY_NEXT.items() if "expert" not in k}
+    keys.pop("full_attention_interval")
+    config = transformers.Qwen3_5TextConfig(
+        **{**keys, "num_hidden_layers": 4},
+        layer_types=["linear_attention"] * 3 + ["full_attention"],
+    )
+    model = peft.get_peft_model(
+        transformers.Qwen3_5ForCausalLM(config), peft.LoraConfig(r=8, target_modules="all-linear")
+    )
+    adapters = [(n, p) for n, p in model.named_parameters() if "lora_" in n]
+    spec = spec_from_hf_config(config.to_dict(), "m/config.json")
+    assert spec.linear_in_projections == 4
+    assert f.lora_params(spec, 8, LORA_TARGETS) == sum(p.numel() for _, p in adapters)
+    assert f.lora_tensors(spec, LORA_TARGETS) == len(adapters)
+
+
+def test_the_linear_state_keeps_the_models_dtype_under_an_fp8_kv_cache(
+    base: dict[str, Any],
+) -> None:
+    """vLLM's fp8 KV cache halves the softmax layers' cache, not the Gated DeltaNet state
+    (its dtype is the model's)."""
+    config = copy.deepcopy(base)
+    config["model"] = "qwen3-next-80b-a3b"
+    config["cluster"]["nodes"] = 4
+    for role in ("actor_train", "reference", "actor_infer"):
+        config["roles"][role]["devices"] = "0-31"
+    config["roles"]["actor_infer"].update(
+        {"num_gpus_per_worker": 4, "rollout": {"kv_cache_dtype": "fp8"}}
+    )
+    for role in ("actor_train", "reference"):
+        config["roles"][role]["parallel"] = {"fsdp": True}
+    est = estimate_config(config_from_dict(config, file="t.yaml"))
+    spec = model_presets()["qwen3-next-80b-a3b"]
+    per_sequence = 800 * f.kv_bytes_per_token(spec, "fp8", tp=4) + f.linear_state_bytes(
+        spec, "bf16", tp=4
+    )
+    assert est.roles["actor_infer"].states["kv_cache"] == pytest.approx(32 * per_sequence / 1e9)

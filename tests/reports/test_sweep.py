@@ -33,6 +33,7 @@ def test_parse_sweep_keeps_value_texts() -> None:
         ("=1,2", "KEY=V1,V2"),
         (f"{KEY}=500,,1000", "'' is not a number"),
         ("cluster.gpu=h100,h100", "two or more"),
+        ("cluster.gpu=h100,H100", "two or more"),  # presets are matched case-insensitively
         ("cluster.gpu=h100,80", "'h100' is not a number, and the other values are"),
     ],
 )
