@@ -101,6 +101,8 @@ def test_mla_kv_cache_is_the_latent() -> None:
         ("Qwen/Qwen3-VL-8B-Thinking", "qwen3-8b"),
         # fine-tunes named after their base: trailing words dropped down to a size
         ("virtuoussy/Qwen2.5-7B-Instruct-RLVR", "qwen2.5-7b"),
+        ("/path/to/Qwen2.5-Coder-1.5B", "qwen2.5-1.5b"),
+        ("Qwen/Qwen2.5-Coder-32B-Instruct", "qwen2.5-32b"),
         ("/ckpt/qwen3-30b-a3b-base-grpo-step100", "qwen3-30b-a3b"),
     ],
 )
