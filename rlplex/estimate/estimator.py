@@ -1989,12 +1989,14 @@ ACTIVATION_KNOBS = (
 
 def activation_remedy(role: Role) -> str:
     """What would make a stage's activations fit on its role's GPUs (recomputation only
-    where it is off)."""
+    where it is off). A micro-batch holds at least its longest sequence, so a budget alone
+    cannot shrink a long one: splitting each sequence (``sp``) or the model (``tp``) can."""
     recompute = role.parallel is not None and role.parallel.recompute
     first = "" if recompute else f"turn on roles.{role.name}.parallel.recompute, "
     return (
         f"{first}lower workload.micro_batch_size (or its token budget,"
-        " workload.micro_batch_tokens), or split the model (tp)"
+        " workload.micro_batch_tokens), split each sequence over sequence-parallel ranks"
+        f" (roles.{role.name}.parallel.sp), or split the model (tp)"
     )
 
 

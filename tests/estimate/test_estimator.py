@@ -1657,3 +1657,5 @@ def test_activation_remedy_asks_for_recomputation_only_where_it_is_off(
     roles = config_from_dict(base, file="t.yaml").roles
     remedy = activation_remedy(roles["actor_train"])
     assert "recompute" not in remedy and "workload.micro_batch_tokens" in remedy
+    # A long sequence is split only by sequence (context) parallel ranks or by tp.
+    assert "roles.actor_train.parallel.sp" in remedy
