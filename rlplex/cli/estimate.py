@@ -312,6 +312,7 @@ def _print_assumptions(a: dict[str, Any]) -> None:
             + (", recompute" if m["recompute"] else "")
             + _parallel_extras(m.get("parallel"))
             + _lora_extras(m.get("lora"), trained=bool(m["optimizer"]))
+            + _linear_extras(m.get("linear_attention"))
         )
     console.print("[bold]assumptions[/] (docs/cost-model.md):", highlight=False)
     for line in lines:
@@ -375,6 +376,15 @@ def _sync_line(sync: dict[str, Any]) -> str:
         f"{sync['gb_per_device']:.2f} GB per {sync['to']} device{adapters} at"
         f" {sync['gb_per_s']:g} GB/s ({sync.get('path', 'network')}){gathered}{colocated}"
     )
+
+
+def _linear_extras(linear: dict[str, Any] | None) -> str:
+    """A hybrid model's linear-attention layers, in words."""
+    if not linear:
+        return ""
+    state = linear.get("state_mb_per_sequence")
+    cache = f", {state:g} MB of state per sequence in place of their KV cache" if state else ""
+    return f", {linear['layers']} of {linear['of']} layers linear attention{cache}"
 
 
 def _lora_extras(lora: dict[str, Any] | None, trained: bool) -> str:

@@ -2071,6 +2071,7 @@ def assumptions(
                     else None
                 ),
                 "lora": _lora_assumption(ctx, inputs.roles[name], est),
+                "linear_attention": _linear_assumption(ctx, inputs.roles[name], est),
             }
             for name, est in roles.items()
         },
@@ -2110,6 +2111,24 @@ def assumptions(
             if est.detail.get("straggler", 1.0) > 1.005
         },
     }
+
+
+def _linear_assumption(ctx: _Ctx, role: Role, est: RoleEstimate) -> dict[str, Any] | None:
+    """A hybrid model's linear-attention layers and, on an engine, each sequence's state per
+    device (what takes the place of their KV cache); None for a plain transformer."""
+    spec = ctx.spec(role)
+    if not spec.linear_attention_layers:
+        return None
+    return {
+        "layers": spec.linear_attention_layers,
+        "of": spec.num_layers,
+        "state_mb_per_sequence": (
+            round(f.linear_state_bytes(spec, stored_precision(role.precision), est.tp, est.pp)
+                  / 1e6, 3)
+            if "kv_cache" in est.states
+            else None
+        ),
+    }  # fmt: skip
 
 
 def _lora_assumption(ctx: _Ctx, role: Role, est: RoleEstimate) -> dict[str, Any] | None:

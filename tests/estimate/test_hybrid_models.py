@@ -9,6 +9,7 @@ builds from the same config.json keys; the state, cache and FLOP terms by hand.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -233,3 +234,30 @@ def test_the_linear_state_keeps_the_models_dtype_under_an_fp8_kv_cache(
         spec, "bf16", tp=4
     )
     assert est.roles["actor_infer"].states["kv_cache"] == pytest.approx(32 * per_sequence / 1e9)
+
+
+def test_estimate_says_the_model_is_hybrid(base: dict[str, Any], tmp_path: Path) -> None:
+    """The assumptions name the linear-attention layers and, for the engine, each sequence's
+    state per GPU (39.52 MB over tp 4: 9.88 MB)."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from rlplex.cli import app
+
+    config = copy.deepcopy(base)
+    config["model"] = "qwen3-next-80b-a3b"
+    config["cluster"]["nodes"] = 4
+    for role in ("actor_train", "reference", "actor_infer"):
+        config["roles"][role]["devices"] = "0-31"
+    config["roles"]["actor_infer"]["num_gpus_per_worker"] = 4
+    for role in ("actor_train", "reference"):
+        config["roles"][role]["parallel"] = {"fsdp": True}
+    path = tmp_path / "next.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = CliRunner().invoke(app, ["estimate", str(path)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "36 of 48 layers linear attention, 9.88 MB of state per sequence" in text
+    result = CliRunner().invoke(app, ["estimate", str(path), "--json"])
+    linear = json.loads(result.stdout)["assumptions"]["models"]["actor_train"]["linear_attention"]
+    assert linear == {"layers": 36, "of": 48, "state_mb_per_sequence": None}
