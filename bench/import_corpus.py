@@ -1,6 +1,6 @@
 """Import every config file under some folders and report, per framework, what rlplex made of them.
 
-A user with a folder of ROLL, RLinf or verl configs can check all of them at
+A user with a folder of ROLL, RLinf, verl or NeMo RL configs can check all of them at
 once: each ``*.yaml`` / ``*.yml`` file is read with :func:`rlplex.config.load_config`
 (the framework detected per file, or given with ``--format``) and counted as
 
@@ -8,7 +8,7 @@ once: each ``*.yaml`` / ``*.yml`` file is read with :func:`rlplex.config.load_co
 - ``not RL``: refused because it is not an RL step (SFT, DPO, evaluation,
   generation, data collection ...), saying what it is;
 - ``refused``: refused for another reason (the reason is grouped below);
-- ``unrecognised``: not a ROLL, RLinf or verl config (a ``defaults:`` fragment
+- ``unrecognised``: not a ROLL, RLinf, verl or NeMo RL config (a ``defaults:`` fragment
   such as ``rollout/rollout.yaml``, another tool's file);
 - ``crashed``: anything but a clean ``ConfigError`` (should be 0).
 
@@ -18,7 +18,7 @@ With ``--plan``, every accepted file is also planned and the plan verified
 
 Usage::
 
-    python bench/import_corpus.py FOLDER [FOLDER ...] [--format roll|rlinf|verl]
+    python bench/import_corpus.py FOLDER [FOLDER ...] [--format roll|rlinf|verl|nemo_rl]
         [--csv FILE] [--json FILE] [--top N] [--plan]
 
 It prints a Markdown table per framework, then the refusal reasons grouped
@@ -165,7 +165,9 @@ def summary(rows: list[dict[str, Any]], top: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="folders (or files) of configs")
-    parser.add_argument("--format", choices=["roll", "rlinf", "verl"], help="read every file as")
+    parser.add_argument(
+        "--format", choices=["roll", "rlinf", "verl", "nemo_rl"], help="read every file as"
+    )
     parser.add_argument("--csv", type=Path, help="write one row per file to this CSV file")
     parser.add_argument("--json", type=Path, help="write one object per file to this JSON file")
     parser.add_argument("--top", type=int, default=15, help="reasons to list per framework")

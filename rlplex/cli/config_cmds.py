@@ -103,7 +103,9 @@ def dag(
     set_: SetOpt = None,
     config_format: Annotated[
         str | None,
-        typer.Option("--config-format", help="Read the file as native, roll, rlinf or verl."),
+        typer.Option(
+            "--config-format", help="Read the file as native, roll, rlinf, verl or nemo_rl."
+        ),
     ] = None,
     costs: CostsOpt = None,
 ) -> None:

@@ -71,7 +71,7 @@ def _list_presets() -> None:
 @config_options
 def estimate(
     config: Annotated[
-        Path | None, typer.Argument(help="Config file: native, ROLL, RLinf or verl-style YAML.")
+        Path | None, typer.Argument(help="Config file: native, ROLL, RLinf, verl or NeMo RL YAML.")
     ] = None,
     json_: JsonOpt = False,
     list_presets: Annotated[

@@ -17,7 +17,7 @@ from rlplex.config import Config, load_config
 F = TypeVar("F", bound=Callable[..., Any])
 
 ConfigArg = Annotated[
-    Path, typer.Argument(help="Config file: native, ROLL, RLinf or verl-style YAML.")
+    Path, typer.Argument(help="Config file: native, ROLL, RLinf, verl or NeMo RL YAML.")
 ]
 SetOpt = Annotated[
     list[str] | None,
@@ -26,7 +26,8 @@ SetOpt = Annotated[
 FormatOpt = Annotated[
     str | None,
     typer.Option(
-        "--format", help="Read the file as native, roll, rlinf or verl (default: detected)."
+        "--format",
+        help="Read the file as native, roll, rlinf, verl or nemo_rl (default: detected).",
     ),
 ]
 CostsOpt = Annotated[
@@ -83,7 +84,9 @@ SkipBadOpt = Annotated[
 ]
 ConfigFormatOpt = Annotated[
     str | None,
-    typer.Option("--config-format", help="Read the config as native, roll, rlinf or verl."),
+    typer.Option(
+        "--config-format", help="Read the config as native, roll, rlinf, verl or nemo_rl."
+    ),
 ]
 
 
@@ -94,7 +97,7 @@ class ConfigOptions:
     overrides: tuple[str, ...] = ()
     """``--set KEY=VALUE`` items, in order."""
     format: str | None = None
-    """``--format``: native, roll, rlinf or verl; None: detected."""
+    """``--format``: native, roll, rlinf, verl or nemo_rl; None: detected."""
     costs: Path | None = None
     """``--costs FILE``."""
 
@@ -165,7 +168,7 @@ class RecordOptions:
     skip_bad_lines: bool = False
     """``--skip-bad-lines``: skip malformed log lines (counted) instead of refusing the file."""
     config_format: str | None = None
-    """``--config-format``: native, roll, rlinf or verl; None: detected."""
+    """``--config-format``: native, roll, rlinf, verl or nemo_rl; None: detected."""
     costs: Path | None = None
     """``--costs FILE``, merged into every config read."""
 

@@ -7,7 +7,7 @@ registry of formats and their importers), :mod:`~rlplex.config.build`
 (:func:`config_from_dict`), :mod:`~rlplex.config.checks` and
 :mod:`~rlplex.config.sandbox` (user pipeline code run in a forked child).
 
-:func:`load_config` reads a file (native, or ROLL / RLinf / verl through the
+:func:`load_config` reads a file (native, or ROLL / RLinf / verl / NeMo RL through the
 importers), applies ``--set`` overrides, and returns a checked, frozen
 :class:`Config`. Every problem is a :class:`~rlplex.errors.ConfigError` naming
 the file, the dotted field path and the value. Checks done here, with their

@@ -1,6 +1,6 @@
 """The formats a config file may be written in, and the registry that converts them.
 
-A ROLL, RLinf or verl file is turned into the native dict form by its
+A ROLL, RLinf, verl or NeMo RL file is turned into the native dict form by its
 importer (:mod:`rlplex.resources.importers`); :data:`IMPORTERS` names them, so
 adding a format is one entry here, and every import is an ordinary one that
 the package-order test sees. :func:`detect_format` guesses the format from a
@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from rlplex.config.checks import pydantic_message
 from rlplex.errors import ConfigError
-from rlplex.resources.importers import rlinf, roll, verl
+from rlplex.resources.importers import nemo_rl, rlinf, roll, verl
 from rlplex.resources.importers.common import apply_costs
 
 ToNative = Callable[..., dict[str, Any]]
@@ -26,11 +26,12 @@ IMPORTERS: dict[str, ToNative] = {
     "roll": roll.to_native,
     "rlinf": rlinf.to_native,
     "verl": verl.to_native,
+    "nemo_rl": nemo_rl.to_native,
 }
 """The converter of each format other than native, by format name."""
 
 
-ConfigFormat = Literal["native", "roll", "rlinf", "verl"]
+ConfigFormat = Literal["native", "roll", "rlinf", "verl", "nemo_rl"]
 FORMATS: tuple[str, ...] = ("native", *IMPORTERS)
 """Every format ``--format`` accepts (the same names as :data:`ConfigFormat`)."""
 
@@ -40,7 +41,8 @@ def detect_format(data: Mapping[str, Any]) -> ConfigFormat:
 
     RLinf has ``cluster.component_placement``; verl-style files have
     ``resource_pool_spec`` or a ``trainer`` block with ``n_gpus_per_node``; ROLL
-    has top-level role blocks with ``device_mapping``; anything else is native.
+    has top-level role blocks with ``device_mapping``; NeMo RL has a ``policy`` section with
+    its keys, or ``defaults`` naming parent files by path; anything else is native.
     """
     cluster = data.get("cluster")
     if isinstance(cluster, dict) and "component_placement" in cluster:
@@ -51,6 +53,8 @@ def detect_format(data: Mapping[str, Any]) -> ConfigFormat:
         return "verl"
     if any(isinstance(v, dict) and "device_mapping" in v for v in data.values()):
         return "roll"
+    if nemo_rl.is_nemo_rl(data):
+        return "nemo_rl"
     return "native"
 
 

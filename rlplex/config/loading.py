@@ -56,13 +56,13 @@ def load_config(
     """Read, convert, override and check a config file.
 
     Args:
-        path: a native, ROLL, RLinf or verl-style YAML file.
+        path: a native, ROLL, RLinf, verl-style or NeMo RL YAML file.
         overrides: ``KEY=VALUE`` strings with dotted keys. A key whose first part
-            is in the file, or (for a ROLL / RLinf / verl file) is not one of
+            is in the file, or (for a ROLL / RLinf / verl / NeMo RL file) is not one of
             ``cluster``, ``roles``, ``pipeline``, applies to the file as
             written; any other applies to the native form (so
             ``pipeline.mode=async`` works on a ROLL file).
-        format: ``native``, ``roll``, ``rlinf`` or ``verl``; detected when None.
+        format: ``native``, ``roll``, ``rlinf``, ``verl`` or ``nemo_rl``; detected when None.
         costs: a YAML file with ``stages:`` costs (and optional ``states:`` and
             ``cluster:``) merged over an imported config's defaults, or over a
             native file's own values.

@@ -708,7 +708,9 @@ def _pass_terms(
         # to each expert, and the busiest expert rank sets their pace.
         expert_share = _expert_flop_share(spec, head)
         ep = par.ep if par else 1
-        per_expert = mb_tokens_per_gpu * spec.experts_per_token * ep / spec.num_experts
+        # Megatron runs an MoE under tensor parallel with sequence parallel (expert tensor
+        # parallel 1): each rank routes its own 1/tp of the micro-batch's tokens.
+        per_expert = mb_tokens_per_gpu / est.tp * spec.experts_per_token * ep / spec.num_experts
         slower = (_width_factor(ctx, spec) * _tokens_factor(ctx, mb_tokens_per_gpu)) / (
             _width_factor(ctx, spec, spec.moe_intermediate_size) * _tokens_factor(ctx, per_expert)
         )

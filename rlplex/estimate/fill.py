@@ -258,7 +258,7 @@ def use_estimates(
     """An imported config's default costs replaced by estimates where the estimator can work.
 
     Importers fill every stage's ``seconds``/``memory_gb`` and every GPU role's
-    ``states`` with this module's 7B defaults (a ROLL, RLinf or verl file says
+    ``states`` with this module's 7B defaults (a ROLL, RLinf, verl or NeMo RL file says
     where roles live, not what a step costs). When the file (or ``--set``) names
     a ``model``, a ``workload`` and ``cluster.gpu``, those defaults are dropped so
     that the estimator fills them from the model instead; figures a ``--costs``

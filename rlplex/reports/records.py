@@ -43,7 +43,7 @@ class RecordSource:
     skip_bad_lines: bool = False
     """Skip malformed log lines with a warning instead of refusing the file."""
     config_format: str | None = None
-    """native, roll, rlinf or verl; None: detected."""
+    """native, roll, rlinf, verl or nemo_rl; None: detected."""
     costs: Path | None = None
     """A ``--costs`` file merged into every config read."""
 

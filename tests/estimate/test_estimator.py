@@ -1659,3 +1659,29 @@ def test_activation_remedy_asks_for_recomputation_only_where_it_is_off(
     assert "recompute" not in remedy and "workload.micro_batch_tokens" in remedy
     # A long sequence is split only by sequence (context) parallel ranks or by tp.
     assert "roles.actor_train.parallel.sp" in remedy
+
+
+def test_moe_under_tensor_parallel_routes_each_ranks_share(base: dict[str, Any]) -> None:
+    """Megatron runs an MoE under tensor parallel with sequence parallel (expert tensor
+    parallel 1): each rank routes its 1/tp of the micro-batch, so the experts' grouped GEMMs
+    see half the tokens at tp 2 (800 / 2 x 8 / 128 = 25 per expert, not 50)."""
+    base["model"] = "qwen3-30b-a3b"
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    spec = model_presets()["qwen3-30b-a3b"]
+    share = (
+        spec.moe_layers * spec.experts_per_token * 3 * spec.hidden_size
+        * spec.moe_intermediate_size / f.active_params(spec)
+    )  # fmt: skip
+    dense = 2048 / 3072 * 800 / 1312  # the model's width and micro-batch factors
+
+    def moe_factor(per_expert: float) -> float:
+        slower = dense / (768 / 1792 * per_expert / (per_expert + 512))
+        return 1 - share + share * slower * 1.25
+
+    stages = {}
+    for tp in (1, 2):
+        base["roles"]["reference"]["parallel"] = {"fsdp": True, "tp": tp}
+        stage = estimate_config(config_from_dict(base, file="t.yaml")).stages["ref_logprob"]
+        assert stage.detail["micro_batch_tokens"] == 800
+        stages[tp] = stage.terms["compute"] / stage.detail["straggler"]
+    assert stages[2] / stages[1] == pytest.approx(moe_factor(25) / moe_factor(50))

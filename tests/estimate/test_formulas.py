@@ -61,6 +61,8 @@ def test_llama31_8b_by_hand() -> None:
         ("qwen3-30b-a3b", 30.5, 3.3),
         ("qwen3-235b-a22b", 235.0, 22.0),
         ("llama-3.1-70b", 70.6, None),
+        ("llama-3.2-1b", 1.24, None),
+        ("llama-3.2-3b", 3.21, None),
         ("deepseek-v3", 671.0, 37.0),
     ],
 )
@@ -94,6 +96,7 @@ def test_mla_kv_cache_is_the_latent() -> None:
         ("/models/Qwen2.5-72B-Instruct/", "qwen2.5-72b"),
         ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),
         ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b"),
+        ("meta-llama/Llama-3.2-1B-Instruct", "llama-3.2-1b"),
         ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
         ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
         ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2.5-7b"),

@@ -1,1 +1,1 @@
-"""Importers of other frameworks' placement configs (ROLL, RLinf, verl) into the native form."""
+"""Importers of other frameworks' configs (ROLL, RLinf, verl, NeMo RL) into the native form."""

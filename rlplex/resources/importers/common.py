@@ -1,6 +1,6 @@
 """What the importers share: default costs and states, the default step, ``--costs``.
 
-A ROLL, RLinf or verl file says where roles live but not what a step costs.
+A ROLL, RLinf, verl or NeMo RL file says where roles live but not what a step costs.
 The importers therefore build a *default pipeline* over the roles they found
 and fill in documented default stage costs and state sizes, which a
 ``--costs FILE`` overrides::

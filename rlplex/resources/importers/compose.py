@@ -192,13 +192,19 @@ class _Composer:
 
 
 _FRAMEWORK_RESOLVERS: dict[str, Any] = {
+    # RLinf (rlinf/utils/omega_resolver.py)
     "multiply": lambda x, y: x * y,
     "int_div": lambda x, y: x // y,
     "subtract": lambda x, y: x - y,
     "not": lambda x: not bool(x),
     "torch.dtype": lambda name: str(name),  # the dtype's name; rlplex imports no torch here
+    # NeMo RL (nemo_rl/utils/config.py, register_omegaconf_resolvers)
+    "add": lambda a, b: a + b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "max": lambda a, b: max(a, b),
 }
-"""The resolvers RLinf registers (rlinf/utils/omega_resolver.py), so its files resolve."""
+"""The resolvers RLinf and NeMo RL register, so their files resolve."""
 
 
 def _register_resolvers() -> None:
@@ -291,3 +297,72 @@ def compose(data: Mapping[str, Any], file: str) -> Composed:
         ) from None
     assert isinstance(merged, dict)
     return Composed(_resolve_tolerant(merged), tuple(composer.missing), (file, *composer.used))
+
+
+def inherit(data: Mapping[str, Any], file: str) -> Composed:
+    """NeMo RL's inheritance (nemo_rl/utils/config.py, ``load_config_with_inheritance``):
+    ``defaults:`` is a path (or a list of paths) to parent files, relative to the file that
+    names it; the parents merge in order, each composed the same way first, and the file's own
+    keys merge over them. A section marked ``_override_: true`` replaces the parents' section
+    instead of merging into it. Interpolations are then resolved (NeMo RL's ``mul``, ``add``,
+    ``div`` and ``max`` resolvers included).
+
+    Raises:
+        ConfigError: a ``defaults`` entry that is not a path, a parent that cannot be read
+            or merged, or an inheritance cycle (naming the file).
+    """
+    from omegaconf import OmegaConf
+
+    missing: list[str] = []
+    used: list[str] = [file]
+
+    def load(own: Mapping[str, Any], path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+        own = dict(own)
+        parents = own.pop("defaults", None)
+        if parents is None:
+            return own
+        entries = [parents] if isinstance(parents, str) else parents
+        if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+            raise ConfigError(
+                "must be a path or a list of paths to parent config files",
+                field="defaults", value=parents, file=str(path),
+            )  # fmt: skip
+        merged: dict[str, Any] = {}
+        for entry in entries:
+            parent = Path(entry) if entry.startswith("/") else path.parent / entry
+            if parent.resolve() in chain:
+                raise ConfigError(
+                    "inherits from itself", field="defaults", value=entry, file=str(path)
+                )
+            if not parent.is_file():
+                missing.append(entry)
+                continue
+            used.append(str(parent))
+            body = load_yaml_file(parent)
+            if not isinstance(body, Mapping):
+                raise ConfigError("a parent config must be a mapping", file=str(parent))
+            merged = _merge_over(merged, load(body, parent, (*chain, parent.resolve())))
+        return _merge_over(merged, own)
+
+    def _merge_over(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+        base = dict(base)
+        over = dict(over)
+        for key, value in list(over.items()):
+            if isinstance(value, Mapping) and value.get("_override_"):
+                over[key] = {k: v for k, v in value.items() if k != "_override_"}
+                base.pop(key, None)
+        try:
+            out = OmegaConf.to_container(
+                OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(over)), resolve=False
+            )
+        except Exception as exc:  # a section that cannot merge (a mapping over a list ...)
+            raise ConfigError(
+                f"cannot merge the parent configs: {type(exc).__name__}: {exc}".splitlines()[0],
+                field="defaults", file=file,
+            ) from None  # fmt: skip
+        assert isinstance(out, dict)
+        return out
+
+    path = Path(file)
+    merged = load(data, path, (path.resolve(),))
+    return Composed(_resolve_tolerant(merged), tuple(missing), tuple(used))

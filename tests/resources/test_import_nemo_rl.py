@@ -1,0 +1,314 @@
+"""NeMo RL GRPO configs read as NeMo RL reads them (nemo_rl/utils/config.py inheritance,
+nemo_rl/algorithms/grpo.py ``setup``): placement, the trainer's sizes, the workload.
+
+Fixtures under ``tests/fixtures/importers/nemo_rl/`` are hand-written in the shape of NeMo
+RL's examples/configs (a base file, performance recipes inheriting it by path); variants are
+written per test from small YAML strings.
+"""
+# ruff: noqa: E501 -- exact error messages read best on one line
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rlplex.cli import app
+from rlplex.config import load_config
+from rlplex.config.formats import detect_format
+from rlplex.errors import ConfigError
+from rlplex.plan.planner import make_plan
+from rlplex.resources.importers.compose import inherit
+from rlplex.resources.yaml_io import load_yaml_file
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "importers" / "nemo_rl"
+RECIPES = FIXTURES / "recipes" / "performance"
+ONPOLICY = RECIPES / "grpo-qwen3-30ba3b-4n8g.yaml"
+ONE_OFF = RECIPES / "grpo-qwen3-30ba3b-4n8g-async-1off.yaml"
+LENGTHS = (
+    "cluster.gpu=h100",
+    "workload.prompt_tokens.mean=100",
+    "workload.prompt_tokens.max=512",
+    "workload.response_tokens.mean=3103",
+    "workload.response_tokens.max=3996",
+)
+
+
+def recipe(tmp_path: Path, body: dict, name: str = "recipe.yaml") -> Path:
+    """A recipe inheriting the fixture base by path, with ``body`` over it."""
+    path = tmp_path / name
+    base = FIXTURES / "grpo_base.yaml"
+    path.write_text(yaml.safe_dump({"defaults": str(base), **body}))
+    return path
+
+
+def error(path: Path, *overrides: str) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides=overrides)
+    return info.value
+
+
+def test_detected_from_the_file_as_written() -> None:
+    assert detect_format(load_yaml_file(ONPOLICY)) == "nemo_rl"
+    assert detect_format(load_yaml_file(ONE_OFF)) == "nemo_rl"  # only defaults and grpo/policy
+    assert detect_format({"defaults": "../base.yaml", "grpo": {}}) == "nemo_rl"
+    assert detect_format({"defaults": ["ppo_trainer", "_self_"]}) == "native"  # Hydra's groups
+    assert detect_format({"eval": {}, "generation": {}}) == "nemo_rl"
+
+
+def test_inheritance_merges_parents_then_the_file_and_resolves_mul() -> None:
+    data = inherit(load_yaml_file(ONE_OFF), str(ONE_OFF)).data
+    assert data["policy"]["model_name"] == "Qwen/Qwen3-30B-A3B"  # from the middle file
+    assert data["policy"]["generation"]["colocated"]["enabled"] is False  # from the file
+    assert data["env"]["math"]["num_workers"] == 8  # from the base
+    # ${mul:${policy.max_total_sequence_length}, ${policy.logprob_batch_size}} = 4096 x 4
+    assert data["policy"]["sequence_packing"]["logprob_mb_tokens"] == 16384
+    assert data["policy"]["generation"]["max_new_tokens"] == 4096
+
+
+def test_override_marker_replaces_the_parents_section(tmp_path: Path) -> None:
+    path = recipe(tmp_path, {"env": {"_override_": True, "code": {"num_workers": 3}}})
+    data = inherit(load_yaml_file(path), str(path)).data
+    assert data["env"] == {"code": {"num_workers": 3}}
+
+
+def test_colocated_megatron_recipe() -> None:
+    cfg = load_config(ONPOLICY, overrides=LENGTHS[1:3])  # the prompt: NeMo RL's file lacks it
+    assert cfg.format == "nemo_rl" and cfg.cluster.nodes == 4 and cfg.cluster.gpus_per_node == 8
+    assert cfg.pipeline.mode == "sync"
+    train, infer = cfg.roles["actor_train"], cfg.roles["actor_infer"]
+    assert train.devices == infer.devices == tuple(range(32))
+    assert infer.num_gpus_per_worker == 4  # vllm_cfg.tensor_parallel_size
+    assert infer.rollout is not None and infer.rollout.sleep_level == 1
+    assert infer.rollout.gpu_memory_utilization == 0.6 and infer.rollout.cuda_graphs
+    p = train.parallel
+    assert p is not None and (p.tp, p.pp, p.ep, p.zero, p.recompute) == (2, 1, 8, 1, False)
+    ref = cfg.roles["reference"]
+    assert ref.devices == train.devices and ref.parallel is not None
+    assert (ref.parallel.tp, ref.parallel.ep, ref.parallel.zero) == (2, 8, 0)
+    assert cfg.roles["rewards"].world_size == 8 and not cfg.roles["rewards"].devices
+    stages = {s.name: s.role for s in cfg.pipeline.stages}
+    assert stages["ref_logprob"] == "reference" and stages["old_logprob"] == "actor_train"
+    assert stages["reward"] == "rewards"
+    assert cfg.model == "Qwen/Qwen3-30B-A3B"
+    w = cfg.workload
+    assert w is not None and (w.prompts_per_step, w.samples_per_prompt) == (64, 32)
+    assert w.mini_batches == 4  # 64 x 32 / train_global_batch_size 512
+    assert (w.micro_batch_size, w.logprob_micro_batch_size) == (1, 4)
+    assert w.packing and (w.micro_batch_tokens, w.logprob_micro_batch_tokens) == (4096, 16384)
+    assert w.controller.padding == "longest" and w.controller.bytes_per_token == 27
+    assert not w.controller.per_rank
+
+
+def test_one_step_off_recipe_splits_nodes_trainer_first() -> None:
+    cfg = load_config(ONE_OFF)
+    assert cfg.pipeline.mode == "async" and cfg.pipeline.max_staleness == 1
+    assert cfg.roles["actor_train"].devices == tuple(range(16))  # the train cluster is made first
+    infer = cfg.roles["actor_infer"]
+    assert infer.devices == tuple(range(16, 32))
+    assert infer.rollout is not None and infer.rollout.in_flight_weight_updates
+    assert infer.rollout.sleep_level == 2  # never sleeps: the format's default, unused
+    assert infer.rollout.gpu_memory_utilization == 0.8
+
+
+def test_single_node_split_gives_the_engines_the_last_gpus(tmp_path: Path) -> None:
+    path = recipe(tmp_path, {
+        "cluster": {"num_nodes": 1, "gpus_per_node": 8},
+        "policy": {"generation": {"colocated": {"enabled": False, "resources": {"gpus_per_node": 2}}}},
+    })  # fmt: skip
+    cfg = load_config(path)
+    assert cfg.roles["actor_train"].devices == tuple(range(6))
+    assert cfg.roles["actor_infer"].devices == (6, 7)
+
+
+def test_dtensor_trainer_with_offload_and_lora(tmp_path: Path) -> None:
+    path = recipe(tmp_path, {
+        "cluster": {"num_nodes": 1, "gpus_per_node": 8},
+        "policy": {"dtensor_cfg": {"tensor_parallel_size": 2, "cpu_offload": True,
+                                   "activation_checkpointing": True,
+                                   "lora_cfg": {"enabled": True, "dim": 16}}},
+    })  # fmt: skip
+    cfg = load_config(path)
+    p = cfg.roles["actor_train"].parallel
+    assert p is not None and p.fsdp and p.tp == 2 and p.recompute
+    assert p.offload_params and p.offload_optimizer
+    assert cfg.roles["actor_train"].lora is not None and cfg.roles["actor_train"].lora.rank == 16
+    # The LoRA trainer computes the reference log-probs itself, its adapters off.
+    assert "reference" not in cfg.roles
+    assert {s.name: s.role for s in cfg.pipeline.stages}["ref_logprob"] == "actor_train"
+
+
+def test_skipped_reference_and_fp8(tmp_path: Path) -> None:
+    path = recipe(tmp_path, {
+        "grpo": {"skip_reference_policy_logprobs_calculation": True},
+        "policy": {"megatron_cfg": {"enabled": True, "fp8_cfg": {"enabled": True}},
+                   "generation": {"vllm_cfg": {"precision": "fp8"}}},
+    })  # fmt: skip
+    cfg = load_config(path)
+    assert "reference" not in cfg.roles
+    assert not any(s.name.startswith("ref_logprob") for s in cfg.pipeline.stages)
+    assert cfg.roles["actor_train"].precision == "fp8"
+    assert cfg.roles["actor_infer"].precision == "fp8"
+
+
+def test_neither_packing_nor_dynamic_batching_pads(tmp_path: Path) -> None:
+    path = recipe(tmp_path, {"policy": {"sequence_packing": {"enabled": False}}})
+    w = load_config(path, overrides=LENGTHS[1:3]).workload
+    assert w is not None and not w.packing and w.micro_batch_tokens is None
+
+
+def test_prompt_length_only_where_the_file_bounds_it(tmp_path: Path) -> None:
+    # NeMo RL's default data.max_input_seq_length is the total: no prompt bound.
+    path = recipe(tmp_path, {"policy": {"max_total_sequence_length": 4096}})
+    native_load = load_config(
+        path, overrides=["workload.prompt_tokens.mean=100", "workload.prompt_tokens.max=512"]
+    ).workload
+    assert native_load is not None and native_load.response_tokens.max == 4096
+    bounded = recipe(
+        tmp_path,
+        {"policy": {"max_total_sequence_length": 4096}, "data": {"max_input_seq_length": 1024}},
+        "bounded.yaml",
+    )
+    w = load_config(bounded).workload
+    assert w is not None and (w.prompt_tokens.mean, w.prompt_tokens.max) == (512, 1024)
+    assert w.response_tokens.max == 4096 - 512  # the engine's max_model_len bounds both
+
+
+def test_estimate_needs_the_prompt_and_says_so() -> None:
+    out = CliRunner().invoke(app, ["estimate", str(ONPOLICY), "--set", "cluster.gpu=h100"])
+    assert out.exit_code == 2 and isinstance(out.exception, SystemExit)
+    assert "workload.prompt_tokens" in out.stderr
+
+
+def test_recipe_estimates_and_plans_with_the_lengths() -> None:
+    for path in (ONPOLICY, ONE_OFF):
+        cfg = load_config(path, overrides=LENGTHS)
+        plan = make_plan(cfg)
+        assert plan.period_s > 0
+        assert all(s.seconds is not None and s.seconds > 0
+                   for s in cfg.pipeline.stages if s.name in ("generate", "train"))  # fmt: skip
+
+
+def test_older_releases_per_rank_controller_by_set() -> None:
+    cfg = load_config(ONPOLICY, overrides=[*LENGTHS, "workload.controller.per_rank=true"])
+    assert cfg.workload is not None and cfg.workload.controller.per_rank
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "says"),
+    [
+        (
+            {"sft": {"max_num_epochs": 1}, "grpo": None},
+            "sft",
+            "a NeMo RL SFT config, not an RL training step",
+        ),
+        ({"dpo": {"max_num_epochs": 1}, "grpo": None}, "dpo", "a NeMo RL DPO config"),
+        (
+            {"policy": {"generation": {"backend": "sglang"}}},
+            "policy.generation.backend",
+            "vLLM generation only",
+        ),
+        (
+            {
+                "cluster": {"num_nodes": 2, "gpus_per_node": 8},
+                "policy": {
+                    "generation": {
+                        "colocated": {
+                            "enabled": False,
+                            "resources": {"num_nodes": 2, "gpus_per_node": 8},
+                        }
+                    }
+                },
+            },
+            "policy.generation.colocated.resources.num_nodes",
+            "leaves the trainer no node",
+        ),
+        (
+            {
+                "cluster": {"num_nodes": 2, "gpus_per_node": 8},
+                "policy": {
+                    "generation": {
+                        "colocated": {
+                            "enabled": False,
+                            "resources": {"num_nodes": 1, "gpus_per_node": 4},
+                        }
+                    }
+                },
+            },
+            "policy.generation.colocated.resources.gpus_per_node",
+            "must equal cluster.gpus_per_node (8)",
+        ),
+        (
+            {
+                "cluster": {"num_nodes": 1, "gpus_per_node": 8},
+                "policy": {"generation": {"colocated": {"enabled": False}}},
+            },
+            "policy.generation.colocated.resources.gpus_per_node",
+            "is missing",
+        ),
+        (
+            {
+                "cluster": {"num_nodes": 1, "gpus_per_node": 8},
+                "policy": {"generation": {"vllm_cfg": {"tensor_parallel_size": 3}}},
+            },
+            "policy.generation.vllm_cfg.tensor_parallel_size",
+            "",
+        ),
+    ],
+)
+def test_errors_name_the_field(tmp_path: Path, body: dict, field: str, says: str) -> None:
+    if body.get("grpo", {}) is None:  # a non-RL file: no grpo section at all
+        body = {k: v for k, v in body.items() if k != "grpo"}
+        path = tmp_path / "other.yaml"
+        path.write_text(yaml.safe_dump({"policy": {"model_name": "x"}, **body}))
+    else:
+        path = recipe(tmp_path, body)
+    exc = error(path)
+    assert exc.field == field and says in str(exc)
+    assert str(path) in str(exc)
+
+
+def test_inheritance_errors(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("defaults: loop.yaml\npolicy: {model_name: x}\n")
+    exc = error(loop)
+    assert exc.field == "defaults" and "inherits from itself" in str(exc)
+    orphan = tmp_path / "orphan.yaml"
+    orphan.write_text(
+        "defaults: nowhere/base.yaml\ngrpo: {num_prompts_per_step: 8}\npolicy: {model_name: x}\n"
+    )
+    exc = error(orphan)
+    assert exc.field == "cluster.num_nodes" and "nowhere/base.yaml" in str(exc)
+
+
+def test_cli_refuses_an_sft_config_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "sft.yaml"
+    path.write_text("sft: {max_num_epochs: 1}\npolicy: {model_name: x}\n")
+    out = CliRunner().invoke(app, ["plan", str(path)])
+    assert out.exit_code == 2 and isinstance(out.exception, SystemExit)
+    assert out.stderr.strip().count("\n") == 0 and "SFT config" in out.stderr
+
+
+def test_ppo_value_model_is_a_critic_on_the_trainer_gpus(tmp_path: Path) -> None:
+    base = yaml.safe_load((FIXTURES / "grpo_base.yaml").read_text())
+    ppo = {**base.pop("grpo"), "ppo_epochs": 4, "skip_reference_policy_logprobs_calculation": True}
+    body = {
+        **base,
+        "ppo": ppo,
+        "cluster": {"num_nodes": 1, "gpus_per_node": 8},
+        "value": {"model_name": "Qwen/Qwen2.5-0.5B",
+                  "dtensor_cfg": {"enabled": True, "tensor_parallel_size": 2}},
+    }  # fmt: skip
+    path = tmp_path / "ppo.yaml"
+    path.write_text(yaml.safe_dump(body))
+    cfg = load_config(path, overrides=LENGTHS[1:3])
+    critic = cfg.roles["critic"]
+    assert critic.devices == cfg.roles["actor_train"].devices == tuple(range(8))
+    assert critic.model == "Qwen/Qwen2.5-0.5B"
+    assert critic.parallel is not None and critic.parallel.fsdp and critic.parallel.tp == 2
+    stages = {s.name: s.role for s in cfg.pipeline.stages}
+    assert stages["values"] == "critic" and stages["critic_train"] == "critic"
+    assert "ref_logprob" not in stages
+    assert cfg.workload is not None and cfg.workload.epochs == 4
