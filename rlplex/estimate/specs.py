@@ -243,11 +243,30 @@ def match_preset(name: str) -> ModelSpec | None:
 
     ``Qwen/Qwen2.5-7B-Instruct`` -> ``qwen2.5-7b``; ``meta-llama/Llama-3.1-8B`` ->
     ``llama-3.1-8b``. The organisation, ``-Instruct``/``-Chat``/``-Base``-style
-    suffixes and case are ignored.
+    suffixes and case are ignored; words after the last size, then words before the
+    base's name, are dropped until a preset matches (a fine-tune or a reward model named
+    after its base).
     """
     wanted = _normalise(name)
+    spec = _match_trailing(wanted)
+    # A model named with words before its base's name (``Skywork-Reward-V2-Qwen3-0.6B``, a
+    # reward model on Qwen3-0.6B): drop leading words while a size is left.
+    while spec is None and "-" in wanted:
+        wanted = wanted.partition("-")[2]
+        if not _SIZE.search(wanted):
+            return None
+        spec = _match_trailing(wanted)
+    return spec
+
+
+_SIZE = re.compile(r"(?<![a-z0-9.])\d+(\.\d+)?b(-a\d+(\.\d+)?b)?(?=-|$)")
+"""A parameter count in a model name: ``8b``, ``0.6b``, ``30b-a3b``."""
+
+
+def _match_trailing(wanted: str) -> ModelSpec | None:
+    """The preset a normalised name is, or is once words after its last size are dropped."""
     # Words may be dropped from the end only down to the last size (``8b``, ``30b-a3b``).
-    sizes = list(re.finditer(r"(?<![a-z0-9.])\d+(\.\d+)?b(-a\d+(\.\d+)?b)?(?=-|$)", wanted))
+    sizes = list(_SIZE.finditer(wanted))
     floor = sizes[-1].end() if sizes else len(wanted)
     while True:
         for key, spec in model_presets().items():

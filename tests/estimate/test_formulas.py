@@ -107,6 +107,9 @@ def test_mla_kv_cache_is_the_latent() -> None:
         ("/path/to/Qwen2.5-Coder-1.5B", "qwen2.5-1.5b"),
         ("Qwen/Qwen2.5-Coder-32B-Instruct", "qwen2.5-32b"),
         ("/ckpt/qwen3-30b-a3b-base-grpo-step100", "qwen3-30b-a3b"),
+        # a reward model named after its base, words before the base's name
+        ("Skywork/Skywork-Reward-V2-Qwen3-0.6B", "qwen3-0.6b"),
+        ("Skywork/Skywork-Reward-V2-Llama-3.1-8B", "llama-3.1-8b"),
     ],
 )
 def test_hub_names_match_presets(name: str, preset: str) -> None:

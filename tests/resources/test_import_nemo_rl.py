@@ -135,15 +135,15 @@ def test_dtensor_trainer_with_offload_and_lora(tmp_path: Path) -> None:
     assert p is not None and p.fsdp and p.tp == 2 and p.recompute
     assert p.offload_params and p.offload_optimizer
     assert cfg.roles["actor_train"].lora is not None and cfg.roles["actor_train"].lora.rank == 16
-    # The LoRA trainer computes the reference log-probs itself, its adapters off.
-    assert "reference" not in cfg.roles
-    assert {s.name: s.role for s in cfg.pipeline.stages}["ref_logprob"] == "actor_train"
+    # NeMo RL swaps the reference's full weights in from host memory, LoRA or not.
+    assert {s.name: s.role for s in cfg.pipeline.stages}["ref_logprob"] == "reference"
 
 
 def test_skipped_reference_and_fp8(tmp_path: Path) -> None:
     path = recipe(tmp_path, {
         "grpo": {"skip_reference_policy_logprobs_calculation": True},
         "policy": {"megatron_cfg": {"enabled": True, "fp8_cfg": {"enabled": True}},
+                "dtensor_cfg": {"enabled": False},
                    "generation": {"vllm_cfg": {"precision": "fp8"}}},
     })  # fmt: skip
     cfg = load_config(path)
@@ -254,7 +254,57 @@ def test_older_releases_per_rank_controller_by_set() -> None:
                 "policy": {"generation": {"vllm_cfg": {"tensor_parallel_size": 3}}},
             },
             "policy.generation.vllm_cfg.tensor_parallel_size",
-            "",
+            "does not divide the role's 8 devices",
+        ),
+        (
+            {"policy": {"megatron_cfg": {"enabled": True}}},
+            "policy.megatron_cfg.enabled",
+            "both Megatron and DTensor are enabled",
+        ),
+        (
+            {"policy": {"dtensor_cfg": {"enabled": False}}},
+            "policy.megatron_cfg.enabled",
+            "neither Megatron nor DTensor",
+        ),
+        (
+            {"policy": {"dynamic_batching": {"enabled": True}}},
+            "policy.dynamic_batching.enabled",
+            "both enabled",
+        ),
+        (
+            {"policy": {"dtensor_cfg": {"tensor_parallel_size": "two"}}},
+            "policy.dtensor_cfg.tensor_parallel_size",
+            "must be an integer >= 1",
+        ),
+        (
+            {"grpo": {"async_grpo": {"enabled": True}}},
+            "policy.generation.colocated.enabled",
+            "needs generation on its own GPUs",
+        ),
+        (
+            {
+                "cluster": {"num_nodes": 2, "gpus_per_node": 8},
+                "policy": {
+                    "generation": {"colocated": {"enabled": False, "resources": {"num_nodes": 1}}}
+                },
+            },
+            "policy.generation.colocated.resources.gpus_per_node",
+            "must equal cluster.gpus_per_node (8)",
+        ),
+        (
+            {
+                "cluster": {"num_nodes": 1, "gpus_per_node": 8},
+                "policy": {
+                    "generation": {
+                        "colocated": {
+                            "enabled": False,
+                            "resources": {"gpus_per_node": 2, "num_nodes": 2},
+                        }
+                    }
+                },
+            },
+            "policy.generation.colocated.resources.num_nodes",
+            "must be 1 or null",
         ),
     ],
 )
@@ -293,7 +343,8 @@ def test_cli_refuses_an_sft_config_in_one_line(tmp_path: Path) -> None:
 
 def test_ppo_value_model_is_a_critic_on_the_trainer_gpus(tmp_path: Path) -> None:
     base = yaml.safe_load((FIXTURES / "grpo_base.yaml").read_text())
-    ppo = {**base.pop("grpo"), "ppo_epochs": 4, "skip_reference_policy_logprobs_calculation": True}
+    grpo = base.pop("grpo")
+    ppo = {k: v for k, v in grpo.items() if k != "skip_reference_policy_logprobs_calculation"}
     body = {
         **base,
         "ppo": ppo,
@@ -310,5 +361,85 @@ def test_ppo_value_model_is_a_critic_on_the_trainer_gpus(tmp_path: Path) -> None
     assert critic.parallel is not None and critic.parallel.fsdp and critic.parallel.tp == 2
     stages = {s.name: s.role for s in cfg.pipeline.stages}
     assert stages["values"] == "critic" and stages["critic_train"] == "critic"
-    assert "ref_logprob" not in stages
-    assert cfg.workload is not None and cfg.workload.epochs == 4
+    assert "ref_logprob" not in stages  # PPO skips the reference unless told not to
+    assert cfg.workload is not None and cfg.workload.epochs == 4  # ppo_epochs' default
+
+
+def test_no_reference_at_a_kl_penalty_of_zero(tmp_path: Path) -> None:
+    path = recipe(tmp_path, {"loss_fn": {"reference_policy_kl_penalty": 0.0}})
+    cfg = load_config(path, overrides=LENGTHS[1:3])
+    assert "reference" not in cfg.roles
+    assert not any(s.name == "ref_logprob" for s in cfg.pipeline.stages)
+
+
+def test_forced_on_policy_ratio_skips_the_old_log_probs(tmp_path: Path) -> None:
+    path = recipe(tmp_path, {"loss_fn": {"force_on_policy_ratio": True}})
+    stages = {s.name: s for s in load_config(path, overrides=LENGTHS[1:3]).pipeline.stages}
+    assert "old_logprob" not in stages and stages["train"].after == ("ref_logprob",)
+    checked = recipe(
+        tmp_path,
+        {"loss_fn": {"force_on_policy_ratio": True}, "grpo": {"seq_logprob_error_threshold": 2.0}},
+        "checked.yaml",
+    )
+    assert any(s.name == "old_logprob" for s in load_config(checked).pipeline.stages)
+
+
+def test_reward_model_environment_takes_its_gpus(tmp_path: Path) -> None:
+    rm_env = {
+        "reward_model": {
+            "model_name": "Qwen/Qwen3-0.6B",
+            "resources": {"num_nodes": 1, "gpus_per_node": 2},
+            "dtensor_cfg": {"enabled": True, "tensor_parallel_size": 1},
+        }
+    }
+    one = recipe(tmp_path, {
+        "cluster": {"num_nodes": 1, "gpus_per_node": 8},
+        "data": {"default": {"env_name": "reward_model"}}, "env": rm_env,
+    })  # fmt: skip
+    cfg = load_config(one)
+    assert cfg.roles["actor_train"].devices == cfg.roles["actor_infer"].devices == tuple(range(6))
+    assert cfg.roles["reward"].devices == (6, 7) and cfg.roles["reward"].model == "Qwen/Qwen3-0.6B"
+    assert "rewards" not in cfg.roles
+    assert {s.name: s.role for s in cfg.pipeline.stages}["reward"] == "reward"
+    nodes = recipe(tmp_path, {
+        "cluster": {"num_nodes": 4, "gpus_per_node": 8},
+        "data": {"train": [{"env_name": "reward_model"}]}, "env": rm_env,
+        "policy": {"generation": {"colocated": {"enabled": False,
+                                                "resources": {"num_nodes": 1, "gpus_per_node": 8}}}},
+    }, "nodes.yaml")  # fmt: skip
+    cfg = load_config(nodes)
+    assert cfg.roles["actor_train"].devices == tuple(range(16))  # 3 policy nodes: 2 train
+    assert cfg.roles["actor_infer"].devices == tuple(range(16, 24))  # and 1 for generation
+    assert cfg.roles["reward"].devices == (24, 25)  # the last node, 2 of its GPUs
+
+
+def test_expert_parallel_sizes_of_the_dtensor_trainer_and_the_engine(tmp_path: Path) -> None:
+    path = recipe(tmp_path, {
+        "cluster": {"num_nodes": 1, "gpus_per_node": 8},
+        "policy": {"model_name": "Qwen/Qwen3-30B-A3B",
+                   "dtensor_cfg": {"expert_parallel_size": 8},
+                   "generation": {"vllm_cfg": {"tensor_parallel_size": 2, "expert_parallel_size": 4}}},
+    })  # fmt: skip
+    cfg = load_config(path)
+    assert cfg.roles["actor_train"].parallel is not None
+    assert cfg.roles["actor_train"].parallel.ep == 8
+    engine = cfg.roles["actor_infer"].parallel
+    assert engine is not None and (engine.tp, engine.ep) == (2, 4)
+
+
+def test_a_missing_parent_is_named_when_the_algorithm_section_is_absent(tmp_path: Path) -> None:
+    orphan = tmp_path / "orphan.yaml"
+    orphan.write_text("defaults: nowhere/base.yaml\npolicy: {model_name: x}\n")
+    exc = error(orphan)
+    assert exc.field == "grpo" and "nowhere/base.yaml" in str(exc)
+
+
+def test_long_context_token_counts_are_not_gpu_counts(tmp_path: Path) -> None:
+    """Token budgets past 65,536 are read (a 256K YaRN recipe); a bad one names its field."""
+    path = recipe(tmp_path, {"policy": {"max_total_sequence_length": 262144}})
+    w = load_config(path, overrides=LENGTHS[1:3]).workload
+    assert w is not None and w.response_tokens.max == 262144
+    assert w.micro_batch_tokens == 262144 * 4  # ${mul:...} of the base's packing budget
+    bad = recipe(tmp_path, {"policy": {"max_total_sequence_length": "long"}}, "bad.yaml")
+    exc = error(bad)
+    assert exc.field == "policy.max_total_sequence_length" and "token count" in str(exc)

@@ -6,53 +6,65 @@ NeMo RL (NVIDIA-NeMo/RL) configs inherit by path: ``defaults: ../../grpo_math_1B
 :func:`~rlplex.resources.importers.compose.inherit`). Interpolations such as
 ``${mul:${policy.max_total_sequence_length}, ${policy.train_micro_batch_size}}`` are
 resolved with NeMo RL's resolvers. rlplex reads, with the source of each rule
-(nemo_rl/algorithms/grpo.py ``setup`` and ``grpo_train``, nemo_rl/models/policy/):
+(nemo_rl/algorithms/grpo.py ``setup`` and ``grpo_train``, ppo.py, nemo_rl/models/policy/
+lm_policy.py, nemo_rl/models/generation/vllm/), as NeMo RL runs them today:
 
-- Cluster: ``cluster.num_nodes`` x ``cluster.gpus_per_node``.
+- Cluster: ``cluster.num_nodes`` x ``cluster.gpus_per_node``. A reward-model environment
+  (``reward_model`` among the data's ``env_name``s, or ``env.reward_model.enabled`` in older
+  releases) takes ``env.reward_model.resources``: on one node its last ``gpus_per_node``
+  GPUs, otherwise its ``num_nodes`` last nodes; a GPU role ``reward`` holding
+  ``env.reward_model.model_name``, which scores the responses.
 - Generation (``policy.generation``, vLLM only): one engine per ``vllm_cfg.tensor_parallel_size
-  x pipeline_parallel_size`` GPUs. ``colocated.enabled`` (the default) puts the engines on
-  every GPU beside the trainer; they sleep at level 1 while it trains (NeMo RL's vLLM worker
-  calls ``llm.sleep(level=1)``: the weights copied to host memory and back). Otherwise
-  (``colocated.enabled: false``) the engines get ``colocated.resources``: on one node its last
-  ``gpus_per_node`` GPUs, the trainer the rest; on several nodes ``num_nodes`` whole nodes
-  after the trainer's (the train cluster is made first). ``vllm_cfg.precision: fp8`` runs
-  the engines in FP8; ``gpu_memory_utilization``, ``enforce_eager`` and
-  ``vllm_kwargs.max_num_seqs`` are the engine's settings.
-- Trainer: Megatron when ``policy.megatron_cfg.enabled`` (tensor, pipeline, expert and
-  context parallel sizes; ``optimizer.use_distributed_optimizer``: ZeRO-1;
+  x pipeline_parallel_size`` GPUs, the engine's ``parallel`` those sizes and
+  ``expert_parallel_size``. ``colocated.enabled`` (the default) puts the engines on every
+  policy GPU beside the trainer; they sleep at level 1 while it trains (NeMo RL's vLLM
+  worker calls ``llm.sleep(level=1)``). Otherwise the engines get ``colocated.resources``:
+  when the policy has one node, its GPUs after the trainer's ``gpus_per_node`` minus theirs;
+  on several, ``num_nodes`` whole nodes after the trainer's (the train cluster is made
+  first). ``vllm_cfg.precision: fp8`` runs the engines in FP8; ``gpu_memory_utilization``,
+  ``enforce_eager`` and ``vllm_kwargs.max_num_seqs`` are the engine's settings.
+- Trainer: Megatron (``policy.megatron_cfg.enabled``: tensor, pipeline, expert and context
+  parallel sizes; ``optimizer.use_distributed_optimizer``: ZeRO-1;
   ``optimizer.optimizer_cpu_offload``: a CPU optimizer; ``activation_checkpointing``;
-  ``fp8_cfg.enabled``: FP8), else the DTensor worker (FSDP2 over the data-parallel ranks,
-  ``dtensor_cfg.tensor_parallel_size``, ``context_parallel_size``,
-  ``activation_checkpointing``, ``cpu_offload``: parameters and optimizer in host memory).
-  LoRA: ``megatron_cfg.peft`` or ``dtensor_cfg.lora_cfg`` (``enabled``, rank ``dim``).
-- Reference log-probs: every step unless ``grpo.skip_reference_policy_logprobs_calculation``
-  (which NeMo RL allows only with ``loss_fn.reference_policy_kl_penalty`` 0); the reference
-  weights are swapped into the trainer's workers: a ``reference`` role on the trainer's
-  GPUs with its sizes (a LoRA trainer computes them itself, its adapters off).
+  ``fp8_cfg.enabled``: FP8; ``peft``: LoRA) or DTensor (``policy.dtensor_cfg.enabled``:
+  FSDP2 over the data-parallel ranks, ``tensor_parallel_size``, ``context_parallel_size``,
+  ``expert_parallel_size``, ``activation_checkpointing``, ``cpu_offload``: parameters and
+  optimizer in host memory, ``lora_cfg``); exactly one of the two, as lm_policy.py asserts.
+- Reference log-probs: when ``loss_fn.reference_policy_kl_penalty`` is not 0 and
+  ``skip_reference_policy_logprobs_calculation`` is not set (PPO's default: set). The
+  reference's full weights are swapped into the trainer's workers from host memory, LoRA or
+  not: a ``reference`` role on the trainer's GPUs with its sizes.
+- Old log-probs: a pass of the trainer every step, except with
+  ``loss_fn.force_on_policy_ratio`` and no ``grpo.seq_logprob_error_threshold`` (the ratio is
+  1 by construction; NeMo RL skips the pass).
 - Async GRPO (``grpo.async_grpo.enabled``; PPO's ``ppo.async_ppo``): ``mode: async``,
   ``max_staleness`` = ``max_trajectory_age_steps``; ``in_flight_weight_updates`` lets the
-  engines decode through the weight update.
-- PPO (a ``ppo`` section in place of ``grpo``; nemo_rl/algorithms/ppo.py): the value model
-  (``value``: its ``model_name``, Megatron or DTensor sizes as the policy's) is a ``critic``
-  role on the trainer's GPUs; ``ppo.ppo_epochs`` passes over each step's batch
+  engines decode through the weight update. NeMo RL refuses it with colocated vLLM
+  generation, and so does rlplex.
+- PPO (a ``ppo`` section in place of ``grpo``): the value model (``value``: its
+  ``model_name``, Megatron or DTensor sizes as the policy's) is a ``critic`` role on the
+  trainer's GPUs; ``ppo.ppo_epochs`` (default 4) passes over each step's batch
   (``workload.epochs``).
-- Rewards: the environment's ``num_workers`` CPU workers (``env.<name>``, the name from
-  ``data.default.env_name``, ``data.env_name`` or ``math``).
-- Workload: ``grpo.num_prompts_per_step`` x ``num_generations_per_prompt``; optimizer steps =
-  that / ``policy.train_global_batch_size``; ``train_micro_batch_size``,
-  ``logprob_batch_size``; ``sequence_packing`` or ``dynamic_batching`` (``enabled``,
-  ``train_mb_tokens``, ``logprob_mb_tokens``: packed micro-batches under a token budget),
-  neither: micro-batches padded to their longest sequence. Lengths: a response of up to
-  ``generation.max_new_tokens`` within ``max_total_sequence_length``; a prompt of up to
-  ``data.max_input_seq_length`` only where the file bounds it below the total (NeMo RL's
-  default is the total itself, which says nothing of a prompt's length): otherwise
-  ``workload.prompt_tokens`` is left for ``--set``. Means: half the maxima, as every
-  importer's.
+- Rewards without a reward model: the environments' ``num_workers`` CPU workers (every
+  ``env_name`` of ``data.default``, ``data.train``, ``data.validation``, or ``data.env_name``,
+  else ``math``).
+- Workload: ``num_prompts_per_step`` x ``num_generations_per_prompt``; optimizer steps = that
+  / ``policy.train_global_batch_size``; ``train_micro_batch_size``, ``logprob_batch_size``;
+  ``sequence_packing`` or ``dynamic_batching`` (not both, as lm_policy.py asserts;
+  ``train_mb_tokens``, ``logprob_mb_tokens``: micro-batches under a token budget), neither:
+  micro-batches padded to their longest sequence. Lengths: a response of up to
+  ``generation.max_new_tokens`` within the engine's ``vllm_cfg.max_model_len`` (default
+  ``max_total_sequence_length``); a prompt of up to ``data.max_input_seq_length`` only where
+  the file bounds it below that (NeMo RL's default is the total itself, which says nothing of
+  a prompt's length): otherwise ``workload.prompt_tokens`` is left for ``--set``. Means: half
+  the maxima, as every importer's. Not read: dynamic sampling's ``batch_multiplier`` (DAPO
+  generates that many times the prompts it trains on; no field expresses it).
 - The single controller (``workload.controller``): NeMo RL pads each pass's batch to the
   step's longest sequence (``batched_message_log_to_flat_message``), about 27 bytes per
   token slot out (int64 ids and mask, fp32 advantages and log-probs) and 3 back. Releases
   before v0.7 sent each data-parallel shard to every tensor/pipeline/context-parallel rank
-  by value: ``--set workload.controller.per_rank=true`` for them.
+  by value: ``--set workload.controller.per_rank=true`` for them (they also computed the
+  reference log-probs at a KL penalty of 0 unless told to skip them).
 - Not an RL step: a file without a ``grpo`` or ``ppo`` section (SFT, DPO, reward-model
   training, distillation, evaluation) is refused, saying which.
 """
@@ -70,13 +82,13 @@ from rlplex.resources.importers.common import (
     get_path,
     gpu_role,
     lora,
-    optional_int,
     parallel,
     positive_int,
     refuse_non_rl,
     rollout,
 )
 from rlplex.resources.importers.compose import inherit
+from rlplex.resources.inputs import MAX_TOKENS
 from rlplex.resources.placement import check_worker_layout
 
 _GEN = "policy.generation"
@@ -122,86 +134,182 @@ class _Reader:
         value = get_path(self.data, path, default)
         return default if value is None else value
 
+    def hint(self) -> str:
+        if not self.missing:
+            return ""
+        return f" (parent files rlplex could not find: {', '.join(self.missing)})"
+
     def int(self, path: str, default: Any = None) -> int:
-        hint = ""
-        if self.missing:
-            hint = f" (parent files rlplex could not find: {', '.join(self.missing)})"
-        return positive_int(self.get(path, default), field=path, file=self.file, hint=hint)
+        return positive_int(self.get(path, default), field=path, file=self.file, hint=self.hint())
+
+    def size(self, path: str) -> int | None:
+        """An optional count: None when absent, else an integer >= 1 (or a ConfigError)."""
+        return None if self.get(path) is None else self.int(path)
+
+    def tokens(self, path: str) -> int | None:
+        """An optional token count: None when absent, else an integer in 1..MAX_TOKENS."""
+        value = self.get(path)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
+            raise ConfigError(
+                f"must be a token count from 1 to {MAX_TOKENS:,}" + self.hint(),
+                field=path, value=value, file=self.file,
+            )  # fmt: skip
+        return value
 
     def flag(self, path: str, default: bool = False) -> bool:
         value = self.get(path, default)
         return value if isinstance(value, bool) else default
 
 
-def _algorithm(data: Mapping[str, Any], file: str) -> str:
+def _algorithm(r: _Reader) -> str:
     """``grpo`` or ``ppo``: the section that holds the step's settings; anything else is
     refused as not an RL step."""
     for algo in ("grpo", "ppo"):
-        if isinstance(data.get(algo), Mapping):
+        if isinstance(r.data.get(algo), Mapping):
             return algo
     for key, what in _NOT_RL:
-        if isinstance(data.get(key), Mapping):
-            refuse_non_rl(what, file=file, field=key)
-    refuse_non_rl("a NeMo RL config without a grpo or ppo section", file=file, field="grpo")
+        if isinstance(r.data.get(key), Mapping):
+            refuse_non_rl(what, file=r.file, field=key)
+    if r.missing:
+        raise ConfigError(
+            "is missing: the file has no grpo or ppo section" + r.hint(), field="grpo",
+            file=r.file,
+        )  # fmt: skip
+    refuse_non_rl("a NeMo RL config without a grpo or ppo section", file=r.file, field="grpo")
 
 
-def _devices(r: _Reader, cluster: Cluster, colocated: bool) -> tuple[list[int], list[int]]:
-    """(trainer GPUs, engine GPUs), as grpo.py ``setup`` splits the cluster."""
-    every = list(range(cluster.num_gpus))
-    if colocated:
-        return every, every
+def _env_names(r: _Reader) -> list[str]:
+    """The environments the data names (nemo_rl/data/datasets/utils.py: ``env_name`` of the
+    ``default``, ``train`` and ``validation`` entries, each a name, a list of names, or a list
+    of dataset entries; ``data.env_name`` in older releases)."""
+    names: list[str] = []
+
+    def add(node: Any) -> None:
+        if isinstance(node, str):
+            names.append(node)
+        elif isinstance(node, Mapping):
+            add(node.get("env_name"))
+        elif isinstance(node, list):
+            for item in node:
+                add(item)
+
+    for key in ("default", "train", "validation"):
+        add(r.get(f"data.{key}"))
+    add(r.get("data.env_name"))
+    return list(dict.fromkeys(names))
+
+
+def _reward_model(r: _Reader) -> tuple[int, int] | None:
+    """(nodes, GPUs per node) of a reward-model environment, or None without one."""
+    if "reward_model" not in _env_names(r) and not r.flag("env.reward_model.enabled"):
+        return None
+    res = "env.reward_model.resources"
+    return r.int(f"{res}.num_nodes"), r.int(f"{res}.gpus_per_node")
+
+
+def _devices(
+    r: _Reader, cluster: Cluster, colocated: bool, rm: tuple[int, int] | None
+) -> tuple[list[int], list[int], list[int]]:
+    """(trainer GPUs, engine GPUs, reward-model GPUs), as grpo.py ``setup`` splits them."""
     per_node, nodes = cluster.gpus_per_node, cluster.nodes
-    res = f"{_GEN}.colocated.resources"
-    if nodes == 1:
-        engine_gpus = r.int(f"{res}.gpus_per_node")
-        if engine_gpus >= per_node:
+    rm_nodes, rm_gpus = rm or (0, 0)
+
+    def gpus(first_node: int, count: int, first: int = 0, width: int = per_node) -> list[int]:
+        return [
+            node * per_node + first + g
+            for node in range(first_node, first_node + count) for g in range(width)
+        ]  # fmt: skip
+
+    policy_nodes = nodes if nodes == 1 else nodes - rm_nodes
+    if policy_nodes < 1:
+        raise ConfigError(
+            f"leaves the policy no node: must be below cluster.num_nodes ({nodes})",
+            field="env.reward_model.resources.num_nodes", value=rm_nodes, file=r.file,
+        )  # fmt: skip
+    # The reward model: the last GPUs of a single node, else the nodes after the policy's.
+    if not rm:
+        rm_devices: list[int] = []
+    elif nodes == 1:
+        if rm_gpus >= per_node:
             raise ConfigError(
-                f"leaves the trainer no GPU: must be below cluster.gpus_per_node ({per_node})"
-                " when the cluster has one node and generation is not colocated",
+                f"leaves the policy no GPU: must be below cluster.gpus_per_node ({per_node})",
+                field="env.reward_model.resources.gpus_per_node", value=rm_gpus, file=r.file,
+            )  # fmt: skip
+        rm_devices = gpus(0, 1, per_node - rm_gpus, rm_gpus)
+    else:
+        rm_devices = gpus(policy_nodes, rm_nodes, 0, min(rm_gpus, per_node))
+    single = rm_gpus if nodes == 1 else 0  # GPUs the reward model takes from a lone node
+    if colocated:
+        every = gpus(0, policy_nodes, 0, per_node - single)
+        return every, every, rm_devices
+    res = f"{_GEN}.colocated.resources"
+    if policy_nodes == 1:
+        engine_gpus = r.int(f"{res}.gpus_per_node")
+        if r.get(f"{res}.num_nodes") not in (None, 1):
+            raise ConfigError(
+                "must be 1 or null when the policy has one node (NeMo RL asserts it)",
+                field=f"{res}.num_nodes", value=r.get(f"{res}.num_nodes"), file=r.file,
+            )  # fmt: skip
+        train_gpus = per_node - engine_gpus - single
+        if train_gpus < 1:
+            raise ConfigError(
+                f"leaves the trainer no GPU of the node's {per_node}"
+                + (f" ({single} for the reward model)" if single else ""),
                 field=f"{res}.gpus_per_node", value=engine_gpus, file=r.file,
             )  # fmt: skip
-        split = per_node - engine_gpus
-        return every[:split], every[split:]
+        return gpus(0, 1, 0, train_gpus), gpus(0, 1, train_gpus, engine_gpus), rm_devices
     engine_nodes = r.int(f"{res}.num_nodes")
-    if engine_nodes >= nodes:
+    if engine_nodes >= policy_nodes:
         raise ConfigError(
-            f"leaves the trainer no node: must be below cluster.num_nodes ({nodes})",
+            f"leaves the trainer no node: must be below the policy's {policy_nodes} nodes",
             field=f"{res}.num_nodes", value=engine_nodes, file=r.file,
         )  # fmt: skip
-    given = r.get(f"{res}.gpus_per_node")
-    if given is not None and given != per_node:
+    if r.get(f"{res}.gpus_per_node") != per_node:
         raise ConfigError(
             f"must equal cluster.gpus_per_node ({per_node}) when generation has whole nodes"
             " (NeMo RL asserts it)",
-            field=f"{res}.gpus_per_node", value=given, file=r.file,
+            field=f"{res}.gpus_per_node", value=r.get(f"{res}.gpus_per_node"), file=r.file,
         )  # fmt: skip
-    split = (nodes - engine_nodes) * per_node
-    return every[:split], every[split:]
+    train_nodes = policy_nodes - engine_nodes
+    return gpus(0, train_nodes), gpus(train_nodes, engine_nodes), rm_devices
 
 
 def _trainer(
     r: _Reader, section: str = "policy"
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, bool]:
     """(a trainer's ``parallel``, its ``lora``, FP8) from the Megatron or DTensor section of
-    ``policy`` (or PPO's ``value``)."""
-    if r.flag(f"{section}.megatron_cfg.enabled"):
+    ``policy`` (or PPO's ``value``); exactly one must be enabled (lm_policy.py)."""
+    megatron = r.flag(f"{section}.megatron_cfg.enabled")
+    dtensor = r.flag(f"{section}.dtensor_cfg.enabled")
+    if megatron == dtensor:
+        which = "both Megatron and DTensor are" if megatron else "neither Megatron nor DTensor is"
+        raise ConfigError(
+            f"{which} enabled: enable exactly one (NeMo RL refuses both and neither){r.hint()}",
+            field=f"{section}.megatron_cfg.enabled", value=megatron, file=r.file,
+        )  # fmt: skip
+    if megatron:
         m = f"{section}.megatron_cfg"
         spec = parallel(
-            tp=r.get(f"{m}.tensor_model_parallel_size"),
-            pp=r.get(f"{m}.pipeline_model_parallel_size"),
-            ep=r.get(f"{m}.expert_model_parallel_size"),
-            sp=r.get(f"{m}.context_parallel_size"),
+            tp=r.size(f"{m}.tensor_model_parallel_size"),
+            pp=r.size(f"{m}.pipeline_model_parallel_size"),
+            ep=r.size(f"{m}.expert_model_parallel_size"),
+            sp=r.size(f"{m}.context_parallel_size"),
             zero=1 if r.flag(f"{m}.optimizer.use_distributed_optimizer") else None,
             recompute=r.flag(f"{m}.activation_checkpointing"),
             cpu_optimizer=r.flag(f"{m}.optimizer.optimizer_cpu_offload"),
         )
-        adapters = lora(r.get(f"{m}.peft.dim")) if r.flag(f"{m}.peft.enabled") else None
+        adapters = None
+        if r.flag(f"{m}.peft.enabled"):
+            adapters = lora(r.int(f"{m}.peft.dim"), r.get(f"{m}.peft.target_modules") or None)
         return spec, adapters, r.flag(f"{m}.fp8_cfg.enabled")
     d = f"{section}.dtensor_cfg"
     offload = r.flag(f"{d}.cpu_offload")
     spec = parallel(
-        tp=r.get(f"{d}.tensor_parallel_size"),
-        sp=r.get(f"{d}.context_parallel_size"),
+        tp=r.size(f"{d}.tensor_parallel_size"),
+        sp=r.size(f"{d}.context_parallel_size"),
+        ep=r.size(f"{d}.expert_parallel_size"),
         fsdp=True,
         recompute=r.flag(f"{d}.activation_checkpointing"),
         offload_params=offload,
@@ -211,7 +319,7 @@ def _trainer(
     if r.flag(f"{d}.lora_cfg.enabled"):
         names = r.get(f"{d}.lora_cfg.target_modules")
         all_linear = r.flag(f"{d}.lora_cfg.match_all_linear", True)
-        adapters = lora(r.get(f"{d}.lora_cfg.dim"), None if all_linear else names)
+        adapters = lora(r.int(f"{d}.lora_cfg.dim"), None if all_linear else names)
     return spec, adapters, False
 
 
@@ -223,44 +331,52 @@ def _reference_parallel(spec: Mapping[str, Any] | None) -> dict[str, Any] | None
 
 
 def _batching(r: _Reader) -> dict[str, Any]:
-    for section in ("sequence_packing", "dynamic_batching"):
-        base = f"policy.{section}"
-        if r.flag(f"{base}.enabled"):
-            out: dict[str, Any] = {"packing": True}
-            for key, field in (
-                ("train_mb_tokens", "micro_batch_tokens"),
-                ("logprob_mb_tokens", "logprob_micro_batch_tokens"),
-            ):
-                tokens = optional_int(r.get(f"{base}.{key}"))
-                if tokens:
-                    out[field] = tokens
-            return out
-    return {"packing": False}
+    enabled = [s for s in ("sequence_packing", "dynamic_batching") if r.flag(f"policy.{s}.enabled")]
+    if len(enabled) == 2:
+        raise ConfigError(
+            "sequence packing and dynamic batching are both enabled: enable one (NeMo RL"
+            " asserts it)",
+            field="policy.dynamic_batching.enabled", value=True, file=r.file,
+        )  # fmt: skip
+    if not enabled:
+        return {"packing": False}
+    base = f"policy.{enabled[0]}"
+    out: dict[str, Any] = {"packing": True}
+    for key, field in (
+        ("train_mb_tokens", "micro_batch_tokens"),
+        ("logprob_mb_tokens", "logprob_micro_batch_tokens"),
+    ):
+        tokens = r.tokens(f"{base}.{key}")
+        if tokens:
+            out[field] = tokens
+    return out
 
 
 def _workload(r: _Reader, algo: str) -> dict[str, Any] | None:
-    prompts = optional_int(r.get(f"{algo}.num_prompts_per_step"))
-    samples = optional_int(r.get(f"{algo}.num_generations_per_prompt")) or 1
-    total = optional_int(r.get("policy.max_total_sequence_length"))
-    if not (prompts and total):
+    if r.get(f"{algo}.num_prompts_per_step") is None:
         return None
-    new_tokens = optional_int(r.get(f"{_GEN}.max_new_tokens")) or total
+    prompts = r.int(f"{algo}.num_prompts_per_step")
+    samples = r.size(f"{algo}.num_generations_per_prompt") or 1
+    total = r.tokens(f"{_VLLM}.max_model_len") or r.tokens("policy.max_total_sequence_length")
+    if total is None:
+        return None
+    new_tokens = r.tokens(f"{_GEN}.max_new_tokens") or total
     load: dict[str, Any] = {"prompts_per_step": prompts, "samples_per_prompt": samples}
-    prompt_max = optional_int(r.get("data.max_input_seq_length"))
+    prompt_max = r.tokens("data.max_input_seq_length")
     response_max = min(new_tokens, total)
     if prompt_max and prompt_max < total:
         load["prompt_tokens"] = {"mean": prompt_max / 2, "max": prompt_max}
-        # vLLM's max_model_len (the total) bounds prompt and response together.
+        # vLLM's max_model_len bounds prompt and response together.
         response_max = min(response_max, total - prompt_max // 2)
     load["response_tokens"] = {"mean": response_max / 2, "max": response_max}
-    load["micro_batch_size"] = optional_int(r.get("policy.train_micro_batch_size")) or 1
-    logprob = optional_int(r.get("policy.logprob_batch_size"))
+    load["micro_batch_size"] = r.size("policy.train_micro_batch_size") or 1
+    logprob = r.size("policy.logprob_batch_size")
     if logprob:
         load["logprob_micro_batch_size"] = logprob
-    batch = optional_int(r.get("policy.train_global_batch_size"))
+    batch = r.size("policy.train_global_batch_size")
     if batch and prompts * samples > batch:
         load["mini_batches"] = prompts * samples // batch
-    epochs = optional_int(r.get(f"{algo}.ppo_epochs"))
+    epochs = r.size(f"{algo}.ppo_epochs") or (4 if algo == "ppo" else None)
     if epochs:
         load["epochs"] = epochs
     load |= _batching(r)
@@ -268,25 +384,35 @@ def _workload(r: _Reader, algo: str) -> dict[str, Any] | None:
     return load
 
 
-def _pipeline(roles: Mapping[str, Any], mode: str, staleness: int, reference: str | None) -> dict:
+def _pipeline(
+    roles: Mapping[str, Any],
+    mode: str,
+    staleness: int,
+    *,
+    reward: str,
+    reference: str | None,
+    old_logprob: bool,
+) -> dict:
     """NeMo RL's step (grpo.py / ppo.py ``*_train``): the rollout scores each response as it
-    ends (``run_multi_turn_rollout`` calls the environment), then the log-prob passes (and
-    PPO's values), then training; the advantages are computed on the driver in between, in
-    milliseconds (no stage); the weights go to the engines after training."""
+    ends (``run_multi_turn_rollout`` calls the environment or reward model), then the
+    log-prob passes (and PPO's values), then training; the advantages are computed on the
+    driver in between, in milliseconds (no stage); the weights go to the engines after
+    training."""
 
     def stage(name: str, role: str, after: list[str], **extra: Any) -> dict[str, Any]:
         return {"role": role, **DEFAULT_STAGES[name], "after": after, **extra}
 
     stages = {
         "generate": stage("generate", "actor_infer", []),
-        "reward": stage("reward", "rewards", ["generate"]),
-        "old_logprob": stage("old_logprob", "actor_train", ["reward"], needs=["weights"]),
+        "reward": stage("reward", reward, ["generate"]),
     }
+    if old_logprob:
+        stages["old_logprob"] = stage("old_logprob", "actor_train", ["reward"], needs=["weights"])
     if reference is not None:
         stages["ref_logprob"] = stage("ref_logprob", reference, ["reward"])
     if "critic" in roles:
         stages["values"] = stage("values", "critic", ["reward"], needs=["weights"])
-    scores = [n for n in ("old_logprob", "ref_logprob", "values") if n in stages]
+    scores = [n for n in ("old_logprob", "ref_logprob", "values") if n in stages] or ["reward"]
     if "critic" in roles:
         stages["critic_train"] = stage("critic_train", "critic", scores)
     stages["train"] = stage("train", "actor_train", scores)
@@ -297,8 +423,24 @@ def _pipeline(roles: Mapping[str, Any], mode: str, staleness: int, reference: st
 
 
 def _reward_workers(r: _Reader) -> int:
-    name = r.get("data.default.env_name") or r.get("data.env_name") or "math"
-    return optional_int(r.get(f"env.{name}.num_workers")) or 1
+    """CPU workers of the environments that score responses (the most any of them has)."""
+    counts = [r.size(f"env.{name}.num_workers") or 1 for name in _env_names(r) or ["math"]]
+    return max(counts)
+
+
+def _reference(r: _Reader, algo: str) -> bool:
+    """Whether the step computes reference log-probs (grpo.py ``setup``: only with a KL
+    penalty, and not when told to skip them; PPO skips them by default)."""
+    skip = r.flag(f"{algo}.skip_reference_policy_logprobs_calculation", algo == "ppo")
+    penalty = r.get("loss_fn.reference_policy_kl_penalty", 0)
+    return not skip and isinstance(penalty, int | float) and penalty != 0
+
+
+def _old_logprob(r: _Reader, algo: str) -> bool:
+    """Whether the trainer recomputes the old log-probs (grpo.py: not with
+    ``force_on_policy_ratio`` and no ``seq_logprob_error_threshold``)."""
+    forced = r.flag("loss_fn.force_on_policy_ratio")
+    return not (forced and r.get(f"{algo}.seq_logprob_error_threshold") is None)
 
 
 def to_native(
@@ -308,16 +450,15 @@ def to_native(
     costs: dict[str, Any] | None = None,
     costs_file: str | None = None,
 ) -> dict[str, Any]:
-    """Convert a NeMo RL GRPO config into the native config dict.
+    """Convert a NeMo RL GRPO or PPO config into the native config dict.
 
     Raises:
         ConfigError: naming ``file`` and the NeMo RL field path, e.g.
             ``policy.generation.colocated.resources.num_nodes``.
     """
     composed = inherit(data, file)
-    d = composed.data
-    algo = _algorithm(d, file)
-    r = _Reader(d, file, composed.missing_defaults)
+    r = _Reader(composed.data, file, composed.missing_defaults)
+    algo = _algorithm(r)
     backend = r.get(f"{_GEN}.backend", "vllm")
     if backend != "vllm":
         raise ConfigError(
@@ -328,12 +469,21 @@ def to_native(
         nodes=r.int("cluster.num_nodes"), gpus_per_node=r.int("cluster.gpus_per_node")
     )
     colocated = r.flag(f"{_GEN}.colocated.enabled", True)
-    train_gpus, engine_gpus = _devices(r, cluster, colocated)
-    per_engine = r.int(f"{_VLLM}.tensor_parallel_size", 1) * r.int(
-        f"{_VLLM}.pipeline_parallel_size", 1
+    async_on = r.flag(f"{algo}.async_{algo}.enabled")
+    if async_on and colocated:
+        raise ConfigError(
+            f"async {algo.upper()} needs generation on its own GPUs with vLLM (NeMo RL asserts"
+            " it): set it false and give colocated.resources",
+            field=f"{_GEN}.colocated.enabled", value=True, file=file,
+        )  # fmt: skip
+    rm = _reward_model(r)
+    train_gpus, engine_gpus, rm_gpus = _devices(r, cluster, colocated, rm)
+    tp, pp = (
+        r.size(f"{_VLLM}.tensor_parallel_size") or 1,
+        r.size(f"{_VLLM}.pipeline_parallel_size") or 1,
     )
     check_worker_layout(
-        "actor_infer", tuple(engine_gpus), per_engine, cluster, file,
+        "actor_infer", tuple(engine_gpus), tp * pp, cluster, file,
         field=f"{_VLLM}.tensor_parallel_size",
     )  # fmt: skip
     spec, adapters, fp8 = _trainer(r)
@@ -344,8 +494,10 @@ def to_native(
         train["lora"] = adapters
     if fp8:
         train["precision"] = "fp8"
-    async_on = r.flag(f"{algo}.async_{algo}.enabled")
-    engine = gpu_role(tuple(engine_gpus), per_engine, "actor_infer")
+    engine = gpu_role(tuple(engine_gpus), tp * pp, "actor_infer")
+    engine_spec = parallel(tp=tp, pp=pp, ep=r.size(f"{_VLLM}.expert_parallel_size"))
+    if engine_spec:
+        engine["parallel"] = engine_spec
     settings = (
         rollout(
             max_num_seqs=r.get(f"{_GEN}.vllm_kwargs.max_num_seqs"),
@@ -355,26 +507,23 @@ def to_native(
         )
         or {}
     )
-    if not colocated and async_on and r.flag(f"{algo}.async_{algo}.in_flight_weight_updates"):
+    if async_on and r.flag(f"{algo}.async_{algo}.in_flight_weight_updates"):
         settings["in_flight_weight_updates"] = True
     if settings:
         engine["rollout"] = settings
     if r.get(f"{_VLLM}.precision") == "fp8":
         engine["precision"] = "fp8"
     roles: dict[str, dict[str, Any]] = {"actor_train": train, "actor_infer": engine}
-    reference_role: str | None = None
-    if not r.flag(f"{algo}.skip_reference_policy_logprobs_calculation"):
-        reference_role = "reference"
-        if adapters:
-            reference_role = "actor_train"  # the base model: the adapters switched off
-        else:
-            reference = gpu_role(tuple(train_gpus), 1, "reference")
-            ref_spec = _reference_parallel(spec)
-            if ref_spec:
-                reference["parallel"] = ref_spec
-            if fp8:
-                reference["precision"] = "fp8"
-            roles["reference"] = reference
+    reference = None
+    if _reference(r, algo):
+        reference = "reference"
+        ref = gpu_role(tuple(train_gpus), 1, "reference")
+        ref_spec = _reference_parallel(spec)
+        if ref_spec:
+            ref["parallel"] = ref_spec
+        if fp8:
+            ref["precision"] = "fp8"
+        roles["reference"] = ref
     if algo == "ppo":
         critic = gpu_role(tuple(train_gpus), 1, "critic")
         critic_spec, critic_lora, _ = _trainer(r, "value")
@@ -383,14 +532,21 @@ def to_native(
         if critic_lora:
             critic["lora"] = critic_lora
         value_model = r.get("value.model_name")
-        if (
-            isinstance(value_model, str)
-            and value_model
-            and value_model != r.get("policy.model_name")
-        ):
+        if isinstance(value_model, str) and value_model != r.get("policy.model_name"):
             critic["model"] = value_model
         roles["critic"] = critic
-    roles["rewards"] = {"world_size": _reward_workers(r)}
+    if rm:
+        scorer = gpu_role(tuple(rm_gpus), 1, "reward")
+        rm_tp = r.size("env.reward_model.dtensor_cfg.tensor_parallel_size")
+        rm_spec = parallel(tp=rm_tp, fsdp=True)
+        if rm_spec:
+            scorer["parallel"] = rm_spec
+        rm_model = r.get("env.reward_model.model_name")
+        if isinstance(rm_model, str) and rm_model:
+            scorer["model"] = rm_model
+        roles["reward"] = scorer
+    else:
+        roles["rewards"] = {"world_size": _reward_workers(r)}
     mode, staleness = "sync", 0
     if async_on:
         mode = "async"
@@ -398,8 +554,11 @@ def to_native(
     native: dict[str, Any] = {
         "cluster": cluster.model_dump(exclude_unset=True),
         "roles": roles,
-        "pipeline": _pipeline(roles, mode, staleness, reference_role),
-    }
+        "pipeline": _pipeline(
+            roles, mode, staleness, reward="reward" if rm else "rewards",
+            reference=reference, old_logprob=_old_logprob(r, algo),
+        ),
+    }  # fmt: skip
     model = r.get("policy.model_name")
     if isinstance(model, str) and model and "${" not in model:
         native["model"] = model
