@@ -231,6 +231,14 @@ def _turns_line(t: dict[str, Any]) -> str:
     )
 
 
+def _generated(w: dict[str, Any]) -> str:
+    """The workload line's note on dynamic sampling, or nothing."""
+    ratio = w.get("generated_per_trained", 1.0)
+    if ratio <= 1.0:
+        return ""
+    return f" {ratio:g}x as many generated and scored (dynamic sampling drops the rest);"
+
+
 def _print_assumptions(a: dict[str, Any]) -> None:
     gpu = a["gpu"]
     w = a["workload"]
@@ -239,6 +247,7 @@ def _print_assumptions(a: dict[str, Any]) -> None:
         f"gpu: {gpu['preset']} ({gpu['name']}): {gpu['peak_tflops']:g} TFLOP/s bf16 dense,"
         f" {gpu['memory_gb_per_s']:g} GB/s memory, {gpu['memory_gb']:g} GB",
         f"workload: {w['prompts_per_step']} prompts x {w['samples_per_prompt']} samples;"
+        f"{_generated(w)}"
         f" prompt {w['prompt_tokens']['mean']:g} mean / {w['prompt_tokens']['max']} max tokens;"
         f" {'answer per turn' if w.get('turns') else 'response'}"
         f" {w['response_tokens']['mean']:g} / {w['response_tokens']['max']};"

@@ -433,7 +433,7 @@ def kv_cache_gb(ctx: _Ctx, role: Role, spec: ModelSpec, weights_gb: float) -> fl
     w = ctx.inputs.workload
     assert w is not None
     tp, pp, _ = ctx.layout(role)
-    n, longest = w.trajectories(), w.prompt_tokens.max + w.trajectory_max()
+    n, longest = w.generated(), w.prompt_tokens.max + w.trajectory_max()
     per_replica = math.ceil(n / _replicas(ctx, role))
     per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
     # A hybrid model's linear-attention layers hold a fixed state per sequence instead.
@@ -918,10 +918,11 @@ def _controller_stage(ctx: _Ctx) -> str | None:
 
 
 def _sequence_overhead_s(ctx: _Ctx) -> float:
-    """Controller seconds of one step's sequences: rewards, collation, moves between workers."""
+    """Controller seconds of one step's sequences: rewards, collation, moves between workers
+    (every generated sequence is scored, dynamic sampling's dropped ones too)."""
     w = ctx.inputs.workload
     assert w is not None
-    n, _, _ = _tokens(w)
+    n = max(_tokens(w)[0], w.generated())
     return n * efficiency_value(ctx.inputs.efficiency, "sequence_overhead_s")
 
 
@@ -1411,7 +1412,8 @@ def estimate_generate(
     tp, pp = est.tp, est.pp
     group = tp * pp
     replicas = _replicas(ctx, role)
-    n = w.trajectories()
+    n = w.generated()
+    generated_prompts = max(w.prompts_per_step, round(w.prompts_per_step * w.generated_per_trained))
     per_replica = math.ceil(n / replicas)
     peak = ctx.gpu.peak_tflops * 1e12
     bandwidth = ctx.gpu.memory_gb_per_s * 1e9
@@ -1481,7 +1483,7 @@ def estimate_generate(
         k = max(1, ctx.inputs.pipeline.staleness)
         held = per_replica * k
         slots = max(1, min(slots, held))
-        groups, stands_for = prompt_groups(decoded, w.prompts_per_step,
+        groups, stands_for = prompt_groups(decoded, generated_prompts,
                                            w.samples_per_prompt, replicas, slots)  # fmt: skip
         walked = [max(1.0, float(x)) for g in groups for x in g.lengths]
         full = max(1, round(slots / stands_for)) * stands_for
@@ -1490,7 +1492,7 @@ def estimate_generate(
     elif in_flight:
         k = max(1, ctx.inputs.pipeline.staleness)
         slots = max(1, min(slots, per_replica * k))
-        groups, stands_for = prompt_groups(decoded, w.prompts_per_step,
+        groups, stands_for = prompt_groups(decoded, generated_prompts,
                                            w.samples_per_prompt, replicas, slots)  # fmt: skip
         loop = simulate_in_flight(
             groups, base_context, slots, k, *in_flight_grid(turn), costs, stands_for

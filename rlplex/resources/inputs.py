@@ -164,6 +164,13 @@ class Workload(BaseModel):
     """Sequences per micro-batch per GPU in training and log-prob passes (activations)."""
     epochs: int = Field(1, ge=1)
     """Passes over the step's batch in each train stage (PPO epochs)."""
+    generated_per_trained: float = Field(1.0, ge=1.0, le=100.0, allow_inf_nan=False)
+    """Prompts the rollout generates (and scores) per prompt the step trains on. Dynamic
+    sampling (DAPO) drops the prompt groups whose samples all score alike and generates more
+    until ``prompts_per_step`` groups are left: at least verl's ``data.gen_batch_size /
+    data.train_batch_size`` (``algorithm.filter_groups.enable``), NeMo RL's
+    ``grpo.batch_multiplier`` (``use_dynamic_sampling``), more when many groups are dropped
+    and another round runs. The log-prob and train passes see the trained prompts only."""
     mini_batches: int = Field(1, ge=1)
     """Optimizer steps per train stage per epoch (verl: train batch / ``ppo_mini_batch_size``)."""
     packing: bool = True
@@ -213,6 +220,11 @@ class Workload(BaseModel):
     def trajectories(self) -> int:
         """Sequences (or multi-turn trajectories) one step generates."""
         return self.prompts_per_step * self.samples_per_prompt
+
+    def generated(self) -> int:
+        """Sequences (or trajectories) the rollout generates per step: the trained ones times
+        ``generated_per_trained``."""
+        return max(self.trajectories(), round(self.trajectories() * self.generated_per_trained))
 
     def sequences(self) -> int:
         """Samples one step trains on: a sequence or trajectory each, or with ``turns.samples:

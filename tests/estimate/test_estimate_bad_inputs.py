@@ -225,6 +225,7 @@ def test_stage_that_cannot_fit_even_with_the_rest_offloaded(base: dict[str, Any]
         ("efficiency", "fp8_matmul_speedup", 0.5, "efficiency.fp8_matmul_speedup"),
         ("efficiency", "refit_gather", 0.0, "efficiency.refit_gather"),
         ("efficiency", "refit_gather", 1.5, "efficiency.refit_gather"),
+        ("workload", "generated_per_trained", 0.5, "workload.generated_per_trained"),
     ],
 )
 def test_bad_cost_term_inputs_name_the_key(
@@ -237,6 +238,8 @@ def test_bad_cost_term_inputs_name_the_key(
         base["workload"]["response_tokens"][key] = value
     elif section == "rollout":
         base["roles"]["actor_infer"]["rollout"] = {key: value}
+    elif section == "workload":
+        base["workload"][key] = value
     else:
         base["roles"]["actor_train"]["parallel"][key] = value
     err = _error(base)

@@ -1685,3 +1685,20 @@ def test_moe_under_tensor_parallel_routes_each_ranks_share(base: dict[str, Any])
         assert stage.detail["micro_batch_tokens"] == 800
         stages[tp] = stage.terms["compute"] / stage.detail["straggler"]
     assert stages[2] / stages[1] == pytest.approx(moe_factor(25) / moe_factor(50))
+
+
+def test_dynamic_sampling_generates_and_scores_more_than_it_trains(base: dict[str, Any]) -> None:
+    """``generated_per_trained`` 2: the rollout decodes twice the sequences (each replica
+    holds twice as many) and the reward scores them all; the passes see the trained ones."""
+    base["pipeline"]["stages"]["reward"].pop("seconds")
+    plain = estimate_config(config_from_dict(base, file="t.yaml")).stages
+    base["workload"]["generated_per_trained"] = 2.0
+    oversampled = estimate_config(config_from_dict(base, file="t.yaml")).stages
+    g0, g1 = plain["generate"].detail, oversampled["generate"].detail
+    assert g1["sequences_per_replica"] == 2 * g0["sequences_per_replica"] == 2 * 64 * 4 // 4
+    assert oversampled["reward"].seconds == pytest.approx(2 * plain["reward"].seconds)
+    for name in ("ref_logprob", "old_logprob", "train"):
+        assert oversampled[name].seconds == pytest.approx(plain[name].seconds)
+    # Twice the tokens decoded; in batches of 64 -> 128 the per-step floor still bounds them.
+    assert oversampled["generate"].flops == pytest.approx(2 * plain["generate"].flops, rel=0.03)
+    assert oversampled["generate"].seconds > plain["generate"].seconds

@@ -376,3 +376,23 @@ def test_verl_critic_and_reward_model_load_their_own_checkpoints() -> None:
     assert cfg.roles["critic"].model == "Qwen/Qwen2.5-3B"
     assert cfg.roles["reward"].model == "Qwen/Qwen2.5-1.5B"
     assert cfg.roles["actor_train"].model is None
+
+
+def test_verl_dapo_dynamic_sampling_generates_more_than_it_trains() -> None:
+    """verl's DAPO trainer generates ``data.gen_batch_size`` prompts a round and keeps the
+    groups whose rewards differ until ``data.train_batch_size`` are kept."""
+    cfg = load_config(VERL, overrides=["cluster.gpu=h100"])
+    assert cfg.workload is not None and cfg.workload.generated_per_trained == 1.0
+    trained = cfg.workload.prompts_per_step
+    dapo = load_config(
+        VERL,
+        overrides=[
+            "cluster.gpu=h100",
+            "algorithm.filter_groups.enable=true",
+            f"data.gen_batch_size={trained * 3}",
+        ],
+    )
+    assert dapo.workload is not None and dapo.workload.generated_per_trained == 3.0
+    assert dapo.workload.prompts_per_step == trained
+    off = load_config(VERL, overrides=["cluster.gpu=h100", f"data.gen_batch_size={trained * 3}"])
+    assert off.workload is not None and off.workload.generated_per_trained == 1.0

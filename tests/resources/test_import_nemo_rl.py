@@ -443,3 +443,17 @@ def test_long_context_token_counts_are_not_gpu_counts(tmp_path: Path) -> None:
     bad = recipe(tmp_path, {"policy": {"max_total_sequence_length": "long"}}, "bad.yaml")
     exc = error(bad)
     assert exc.field == "policy.max_total_sequence_length" and "token count" in str(exc)
+
+
+def test_dynamic_sampling_batch_multiplier(tmp_path: Path) -> None:
+    path = recipe(tmp_path, {"grpo": {"use_dynamic_sampling": True, "batch_multiplier": 3}})
+    w = load_config(path, overrides=LENGTHS[1:3]).workload
+    assert w is not None and w.generated_per_trained == 3.0 and w.prompts_per_step == 32
+    off = recipe(tmp_path, {"grpo": {"batch_multiplier": 3}}, "off.yaml")
+    w = load_config(off, overrides=LENGTHS[1:3]).workload
+    assert w is not None and w.generated_per_trained == 1.0
+    bad = recipe(
+        tmp_path, {"grpo": {"use_dynamic_sampling": True, "batch_multiplier": 0.5}}, "bad.yaml"
+    )
+    exc = error(bad)
+    assert exc.field == "grpo.batch_multiplier" and "from 1 to 100" in str(exc)

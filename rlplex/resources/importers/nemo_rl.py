@@ -57,8 +57,9 @@ lm_policy.py, nemo_rl/models/generation/vllm/), as NeMo RL runs them today:
   ``max_total_sequence_length``); a prompt of up to ``data.max_input_seq_length`` only where
   the file bounds it below that (NeMo RL's default is the total itself, which says nothing of
   a prompt's length): otherwise ``workload.prompt_tokens`` is left for ``--set``. Means: half
-  the maxima, as every importer's. Not read: dynamic sampling's ``batch_multiplier`` (DAPO
-  generates that many times the prompts it trains on; no field expresses it).
+  the maxima, as every importer's. Dynamic sampling (``use_dynamic_sampling``, DAPO) generates
+  ``batch_multiplier`` times the prompts it trains on: ``workload.generated_per_trained``
+  (at least; more when a round keeps too few groups).
 - The single controller (``workload.controller``): NeMo RL pads each pass's batch to the
   step's longest sequence (``batched_message_log_to_flat_message``), about 27 bytes per
   token slot out (int64 ids and mask, fp32 advantages and log-probs) and 3 back. Releases
@@ -379,6 +380,15 @@ def _workload(r: _Reader, algo: str) -> dict[str, Any] | None:
     epochs = r.size(f"{algo}.ppo_epochs") or (4 if algo == "ppo" else None)
     if epochs:
         load["epochs"] = epochs
+    multiplier = r.get(f"{algo}.batch_multiplier", 1)
+    if r.flag(f"{algo}.use_dynamic_sampling") and isinstance(multiplier, int | float):
+        if not 1 <= multiplier <= 100 or isinstance(multiplier, bool):
+            raise ConfigError(
+                "must be a number from 1 to 100", field=f"{algo}.batch_multiplier",
+                value=multiplier, file=r.file,
+            )  # fmt: skip
+        if multiplier > 1:
+            load["generated_per_trained"] = float(multiplier)
     load |= _batching(r)
     load["controller"] = dict(CONTROLLER)
     return load

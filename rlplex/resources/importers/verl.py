@@ -318,7 +318,24 @@ def _workload(r: _Reader, roles: Mapping[str, Mapping[str, Any]]) -> dict[str, A
     )
     if load is not None and r.get(f"{_ROLLOUT}.multi_turn.enable") is True:
         load = {**load, **_multi_turn(r, load["response_tokens"]["max"])}
+    ratio = _generated_per_trained(r)
+    if load is not None and ratio > 1:
+        load["generated_per_trained"] = ratio
     return load
+
+
+def _generated_per_trained(r: _Reader) -> float:
+    """DAPO's dynamic sampling (verl's DAPO trainer, ``algorithm.filter_groups.enable``):
+    each round generates ``data.gen_batch_size`` prompts and keeps the groups whose rewards
+    differ, until ``data.train_batch_size`` are kept: at least the ratio of the two (more
+    rounds when many groups are dropped; ``--set workload.generated_per_trained`` says how
+    many a run took)."""
+    if r.get("algorithm.filter_groups.enable") is not True:
+        return 1.0
+    generated, trained = r.get("data.gen_batch_size"), r.get("data.train_batch_size")
+    if not (optional_int(generated) and optional_int(trained)):
+        return 1.0
+    return max(1.0, generated / trained)
 
 
 MULTI_TURN_DEFAULT_TURNS = 5
