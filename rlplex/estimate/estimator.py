@@ -617,6 +617,11 @@ def _link_gb_per_s(ctx: _Ctx, role: Role) -> float:
     return c.network_gb_per_s if fabrics > 1 else c.device_copy_gb_per_s
 
 
+def _scores_generated(stage: Stage) -> bool:
+    """A reward stage: it scores every generated sequence, not only the trained ones."""
+    return stage.name == "reward" or stage.name.startswith("reward_")
+
+
 def _micro_batch(w: Workload, backward: bool) -> tuple[int, int | None]:
     """(sequences, packed token budget) of one micro-batch: a forward-only pass takes the
     log-prob settings where the config gives them, and the training ones otherwise."""
@@ -641,9 +646,16 @@ def _pass_terms(
     sp = par.sp if par else 1
     _, mean_len, longest = _tokens(w)
     tokens, _ = _sequence_tokens(ctx)
+    matmul_flops, attention_flops = _pass_flops(ctx, spec, head)
+    if _scores_generated(stage):  # a reward model scores dynamic sampling's dropped groups too
+        scale = w.scored() / max(1, _tokens(w)[0])
+        tokens, matmul_flops, attention_flops = (
+            tokens * scale,
+            matmul_flops * scale,
+            attention_flops * scale,
+        )
     passes = (4.0 if recompute else 3.0) if backward else 1.0
     epochs = w.epochs if backward else 1
-    matmul_flops, attention_flops = _pass_flops(ctx, spec, head)
     # A LoRA role's reference log-probs are its base model's: the adapters switched off
     # (verl's ref_in_actor, ROLL's disable_adapter).
     lora = None if stage.name.startswith("ref_logprob") else role.lora
@@ -917,12 +929,13 @@ def _controller_stage(ctx: _Ctx) -> str | None:
     return None
 
 
-def _sequence_overhead_s(ctx: _Ctx) -> float:
-    """Controller seconds of one step's sequences: rewards, collation, moves between workers
-    (every generated sequence is scored, dynamic sampling's dropped ones too)."""
+def _sequence_overhead_s(ctx: _Ctx, *, scored: bool = False) -> float:
+    """Controller seconds of one step's sequences: rewards, collation, moves between workers;
+    ``scored``: every sequence the reward scores, dynamic sampling's dropped ones too (a
+    reward stage), else the trained ones (the trainer's per-step share)."""
     w = ctx.inputs.workload
     assert w is not None
-    n = max(_tokens(w)[0], w.generated())
+    n = w.scored() if scored else _tokens(w)[0]
     return n * efficiency_value(ctx.inputs.efficiency, "sequence_overhead_s")
 
 
@@ -935,7 +948,7 @@ def estimate_reward_cpu(ctx: _Ctx, stage: Stage) -> StageEstimate:
     seconds are ``sequence_overhead_s`` per sequence, and the train stage keeps
     only the fixed per-step overhead.
     """
-    seconds = _sequence_overhead_s(ctx)
+    seconds = _sequence_overhead_s(ctx, scored=True)
     return _combine(stage, "cpu", {"overhead": seconds}, detail={"sequence_overhead_s": seconds})
 
 
@@ -1413,7 +1426,7 @@ def estimate_generate(
     group = tp * pp
     replicas = _replicas(ctx, role)
     n = w.generated()
-    generated_prompts = max(w.prompts_per_step, round(w.prompts_per_step * w.generated_per_trained))
+    generated_prompts = w.generated_prompts()
     per_replica = math.ceil(n / replicas)
     peak = ctx.gpu.peak_tflops * 1e12
     bandwidth = ctx.gpu.memory_gb_per_s * 1e9

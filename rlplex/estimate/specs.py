@@ -250,17 +250,32 @@ def match_preset(name: str) -> ModelSpec | None:
     wanted = _normalise(name)
     spec = _match_trailing(wanted)
     # A model named with words before its base's name (``Skywork-Reward-V2-Qwen3-0.6B``, a
-    # reward model on Qwen3-0.6B): drop leading words while a size is left.
-    while spec is None and "-" in wanted:
-        wanted = wanted.partition("-")[2]
-        if not _SIZE.search(wanted):
+    # reward model on Qwen3-0.6B): drop leading words, but only from a name with one size
+    # (``Qwen2.5-7B-...-distill-Qwen2.5-72B`` is not the 72B) and never words that say the
+    # network is another one (a draft head, an embedding model, a vision model).
+    if spec is not None or len(_SIZE.findall(wanted)) != 1:
+        return spec
+    while "-" in wanted:
+        word, _, wanted = wanted.partition("-")
+        if _OTHER_NETWORK.search(word) or not _SIZE.search(wanted):
             return None
         spec = _match_trailing(wanted)
-    return spec
+        if spec is not None:
+            return spec
+    return None
 
 
 _SIZE = re.compile(r"(?<![a-z0-9.])\d+(\.\d+)?b(-a\d+(\.\d+)?b)?(?=-|$)")
 """A parameter count in a model name: ``8b``, ``0.6b``, ``30b-a3b``."""
+
+
+_OTHER_NETWORK = re.compile(
+    r"eagle|medusa|draft|speculat|mtp|mamba|moe|prun|llava|vision|video|\bvl\b|omni|audio"
+    r"|embed|gte|rerank|clip|siglip"
+)
+"""Words that make a model named after a base a different network (a speculative-decoding
+head, a hybrid, an upcycled MoE, a pruned or multimodal model, an embedding model): a name
+that needs them dropped matches no preset."""
 
 
 def _match_trailing(wanted: str) -> ModelSpec | None:
@@ -268,12 +283,11 @@ def _match_trailing(wanted: str) -> ModelSpec | None:
     # Words may be dropped from the end only down to the last size (``8b``, ``30b-a3b``).
     sizes = list(_SIZE.finditer(wanted))
     floor = sizes[-1].end() if sizes else len(wanted)
+    droppable = not _OTHER_NETWORK.search(wanted[floor:])
     while True:
-        for key, spec in model_presets().items():
-            if wanted == key or wanted in spec.aliases:
-                return spec
-            if wanted.replace("-", "") == key.replace("-", ""):
-                return spec
+        spec = _exact(wanted)
+        if spec is not None or not droppable:
+            return spec
         # A fine-tune named after its base (``Qwen2.5-7B-Instruct-RLVR``): drop the last
         # word and try again, while what is left still ends in a size (``7b``, ``a3b``).
         stem, _, _ = wanted.rpartition("-")
@@ -282,6 +296,16 @@ def _match_trailing(wanted: str) -> ModelSpec | None:
         wanted = _SUFFIXES.sub("", stem)
         if len(wanted) < floor:
             return None
+
+
+def _exact(wanted: str) -> ModelSpec | None:
+    """The preset whose name or alias a normalised name is (dashes aside)."""
+    for key, spec in model_presets().items():
+        if wanted == key or wanted in spec.aliases:
+            return spec
+        if wanted.replace("-", "") == key.replace("-", ""):
+            return spec
+    return None
 
 
 _HF_REQUIRED = (

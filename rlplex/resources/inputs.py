@@ -221,10 +221,19 @@ class Workload(BaseModel):
         """Sequences (or multi-turn trajectories) one step generates."""
         return self.prompts_per_step * self.samples_per_prompt
 
+    def generated_prompts(self) -> int:
+        """Prompts the rollout generates per step: ``prompts_per_step`` times
+        ``generated_per_trained``, whole prompts (NeMo RL truncates the same way)."""
+        return max(self.prompts_per_step, int(self.prompts_per_step * self.generated_per_trained))
+
     def generated(self) -> int:
-        """Sequences (or trajectories) the rollout generates per step: the trained ones times
-        ``generated_per_trained``."""
-        return max(self.trajectories(), round(self.trajectories() * self.generated_per_trained))
+        """Sequences (or trajectories) the rollout generates per step: every generated
+        prompt's group."""
+        return self.generated_prompts() * self.samples_per_prompt
+
+    def scored(self) -> int:
+        """Samples the reward scores per step: the trained ones, scaled as the generated."""
+        return self.sequences() * self.generated() // self.trajectories()
 
     def sequences(self) -> int:
         """Samples one step trains on: a sequence or trajectory each, or with ``turns.samples:

@@ -1702,3 +1702,59 @@ def test_dynamic_sampling_generates_and_scores_more_than_it_trains(base: dict[st
     # Twice the tokens decoded; in batches of 64 -> 128 the per-step floor still bounds them.
     assert oversampled["generate"].flops == pytest.approx(2 * plain["generate"].flops, rel=0.03)
     assert oversampled["generate"].seconds > plain["generate"].seconds
+
+
+def test_dynamic_sampling_reward_model_and_turn_samples_score_every_generated(
+    base: dict[str, Any],
+) -> None:
+    """A reward model on GPUs scores the dropped groups too; with ``turns.samples: turn`` the
+    reward's per-sample work scales with the generated trajectories (samples, not
+    trajectories, against samples)."""
+    base["roles"]["judge"] = {"devices": "0-7", "model": "qwen2.5-0.5b", "parallel": {"fsdp": True}}
+    base["pipeline"]["stages"]["reward"] = {"role": "judge", "after": ["generate"]}
+    plain = estimate_config(config_from_dict(base, file="t.yaml")).stages
+    base["workload"]["generated_per_trained"] = 2.0
+    twice = estimate_config(config_from_dict(base, file="t.yaml")).stages
+    assert twice["reward"].flops == pytest.approx(2 * plain["reward"].flops)
+    assert twice["ref_logprob"].flops == pytest.approx(plain["ref_logprob"].flops)
+    turns = copy.deepcopy(base)
+    turns["roles"].pop("judge")
+    turns["pipeline"]["stages"]["reward"] = {"role": "rewards", "after": ["generate"]}
+    turns["workload"]["turns"] = {"mean": 3, "max": 5, "samples": "turn"}
+    seconds = {}
+    for ratio in (1.0, 2.0, 4.0):
+        turns["workload"]["generated_per_trained"] = ratio
+        seconds[ratio] = estimate_config(config_from_dict(turns, file="t.yaml")).stages["reward"]
+    per_sample = seconds[1.0].seconds / (64 * 4 * 3)  # 64 prompts x 4 samples x 3 turns
+    assert per_sample == pytest.approx(0.004)  # sequence_overhead_s
+    assert seconds[2.0].seconds == pytest.approx(2 * seconds[1.0].seconds)
+    assert seconds[4.0].seconds == pytest.approx(4 * seconds[1.0].seconds)
+
+
+def test_dynamic_sampling_in_an_in_flight_loop_walks_every_generated_group(
+    base: dict[str, Any],
+) -> None:
+    base["roles"]["actor_infer"] = {
+        "devices": "0-3", "num_gpus_per_worker": 2, "rollout": {"in_flight_weight_updates": True},
+    }  # fmt: skip
+    base["roles"]["actor_train"]["devices"] = "4-7"
+    base["roles"]["reference"]["devices"] = "4-7"
+    base["pipeline"]["mode"] = "async"
+    base["pipeline"]["max_staleness"] = 1
+    plain = estimate_config(config_from_dict(base, file="t.yaml"))
+    base["workload"]["generated_per_trained"] = 2.0
+    twice = estimate_config(config_from_dict(base, file="t.yaml"))
+    assert plain.stages["generate"].detail["in_flight_weight_updates"]
+    # The loop decodes twice the groups per step: twice the tokens, and a KV room sized for
+    # twice the sequences (up to the engine's memory share).
+    assert twice.stages["generate"].flops == pytest.approx(
+        2 * plain.stages["generate"].flops, rel=0.05
+    )
+    # The loop holds twice the groups: its decode per step grows (6.59 -> 7.36 s here; 6.79 s
+    # if the loop walked the trained prompts only).
+    assert twice.stages["generate"].seconds > 1.08 * plain.stages["generate"].seconds
+    kv = (
+        plain.roles["actor_infer"].states["kv_cache"],
+        twice.roles["actor_infer"].states["kv_cache"],
+    )
+    assert kv[1] > kv[0]

@@ -117,6 +117,23 @@ def test_hub_names_match_presets(name: str, preset: str) -> None:
     assert spec is not None and spec.name == preset
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Qwen/Qwen2.5-7B-Instruct-distill-Qwen2.5-72B",  # a 7B student, two sizes
+        "lmsys/sglang-EAGLE3-Llama-3.1-8B-Instruct",  # a one-layer draft head
+        "RedHatAI/Qwen3-8B-speculator.eagle3",
+        "lmms-lab/llava-onevision-qwen2-7b-ov",  # a vision model on a Qwen2 base
+        "OpenGVLab/VideoChat-Flash-Qwen2-7B_res448",
+        "Alibaba-NLP/gte-Qwen2-7B-instruct",  # an embedding model
+        "acme/Mamba-Llama-3.1-8B",
+    ],
+)
+def test_names_of_other_networks_match_no_preset(name: str) -> None:
+    """A wrong match silently prices the wrong network: worse than asking for a config."""
+    assert match_preset(name) is None
+
+
 def test_a_vision_language_name_warns_its_encoder_is_not_counted() -> None:
     """A VL checkpoint matches the preset of its language model, with a warning saying so."""
     from rlplex.estimate.specs import resolve_model

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlplex.config import load_config
+from rlplex.errors import ConfigError
 from rlplex.resources.inputs import Parallel, Rollout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -396,3 +397,8 @@ def test_verl_dapo_dynamic_sampling_generates_more_than_it_trains() -> None:
     assert dapo.workload.prompts_per_step == trained
     off = load_config(VERL, overrides=["cluster.gpu=h100", f"data.gen_batch_size={trained * 3}"])
     assert off.workload is not None and off.workload.generated_per_trained == 1.0
+    for bad in ("12.5", str(trained // 2)):
+        with pytest.raises(ConfigError) as info:
+            load_config(VERL, overrides=["algorithm.filter_groups.enable=true",
+                                         f"data.gen_batch_size={bad}"])  # fmt: skip
+        assert info.value.field == "data.gen_batch_size"

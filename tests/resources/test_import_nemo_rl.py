@@ -450,8 +450,12 @@ def test_dynamic_sampling_batch_multiplier(tmp_path: Path) -> None:
     w = load_config(path, overrides=LENGTHS[1:3]).workload
     assert w is not None and w.generated_per_trained == 3.0 and w.prompts_per_step == 32
     off = recipe(tmp_path, {"grpo": {"batch_multiplier": 3}}, "off.yaml")
-    w = load_config(off, overrides=LENGTHS[1:3]).workload
-    assert w is not None and w.generated_per_trained == 1.0
+    exc = error(off)
+    assert exc.field == "grpo.batch_multiplier" and "without grpo.use_dynamic_sampling" in str(exc)
+    word = recipe(
+        tmp_path, {"grpo": {"use_dynamic_sampling": True, "batch_multiplier": "x"}}, "w.yaml"
+    )
+    assert error(word).field == "grpo.batch_multiplier"
     bad = recipe(
         tmp_path, {"grpo": {"use_dynamic_sampling": True, "batch_multiplier": 0.5}}, "bad.yaml"
     )

@@ -381,14 +381,20 @@ def _workload(r: _Reader, algo: str) -> dict[str, Any] | None:
     if epochs:
         load["epochs"] = epochs
     multiplier = r.get(f"{algo}.batch_multiplier", 1)
-    if r.flag(f"{algo}.use_dynamic_sampling") and isinstance(multiplier, int | float):
-        if not 1 <= multiplier <= 100 or isinstance(multiplier, bool):
+    field = f"{algo}.batch_multiplier"
+    if isinstance(multiplier, bool) or not isinstance(multiplier, int | float):
+        raise ConfigError("must be a number", field=field, value=multiplier, file=r.file)
+    if not 1 <= multiplier <= 100:
+        raise ConfigError(
+            "must be a number from 1 to 100", field=field, value=multiplier, file=r.file
+        )
+    if multiplier > 1:
+        if not r.flag(f"{algo}.use_dynamic_sampling"):
             raise ConfigError(
-                "must be a number from 1 to 100", field=f"{algo}.batch_multiplier",
-                value=multiplier, file=r.file,
+                f"is above 1 without {algo}.use_dynamic_sampling (NeMo RL asserts it)",
+                field=field, value=multiplier, file=r.file,
             )  # fmt: skip
-        if multiplier > 1:
-            load["generated_per_trained"] = float(multiplier)
+        load["generated_per_trained"] = float(multiplier)
     load |= _batching(r)
     load["controller"] = dict(CONTROLLER)
     return load

@@ -330,12 +330,20 @@ def _generated_per_trained(r: _Reader) -> float:
     differ, until ``data.train_batch_size`` are kept: at least the ratio of the two (more
     rounds when many groups are dropped; ``--set workload.generated_per_trained`` says how
     many a run took)."""
-    if r.get("algorithm.filter_groups.enable") is not True:
+    if r.get("algorithm.filter_groups.enable") is not True or r.get("data.gen_batch_size") is None:
         return 1.0
     generated, trained = r.get("data.gen_batch_size"), r.get("data.train_batch_size")
     if not (optional_int(generated) and optional_int(trained)):
-        return 1.0
-    return max(1.0, generated / trained)
+        raise ConfigError(
+            "must be a whole number of prompts, as data.train_batch_size",
+            field="data.gen_batch_size", value=generated, file=r.file,
+        )  # fmt: skip
+    if not trained <= generated <= 100 * trained:
+        raise ConfigError(
+            f"must be from data.train_batch_size ({trained}) to 100 times it",
+            field="data.gen_batch_size", value=generated, file=r.file,
+        )  # fmt: skip
+    return generated / trained
 
 
 MULTI_TURN_DEFAULT_TURNS = 5
