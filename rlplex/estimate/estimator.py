@@ -693,11 +693,6 @@ def _pass_terms(
     straggler = _straggler_factor(ctx, spec, head, groups, n / syncs)
     compute_s = bf16_flops / (est.devices * peak * eff) * straggler
     micro_batches = epochs * syncs * math.ceil(per_sync / mb_tokens - 1e-9)
-    # Pipeline bubble: (pp - 1) idle slots per optimizer step of m micro-batches (1F1B).
-    bubble_s = 0.0
-    if est.pp > 1:
-        per_step = max(1.0, micro_batches / max(1, w.mini_batches if backward else 1))
-        bubble_s = compute_s * (est.pp - 1) / per_step
     launches = efficiency_value(ctx.inputs.efficiency, "layer_s") * spec.num_layers / est.pp
     if lora is not None:  # peft wraps each adapted projection in Python
         launches *= 1.0 + (f.LORA_HOST_TRAIN if backward else f.LORA_HOST_FORWARD)
@@ -753,6 +748,13 @@ def _pass_terms(
         per_token += bwd if backward else 0.0
         traffic = tokens * epochs / dp * spec.num_layers / est.pp * per_token / est.tp
         eager_s += traffic / (ctx.gpu.memory_gb_per_s * 1e9)
+    # Pipeline bubble: (pp - 1) idle slots per optimizer step of m micro-batches (1F1B), each
+    # slot as long as one micro-batch's work on a stage: its matmuls (grouped expert GEMMs
+    # included), its expert all-to-alls, tensor-parallel collectives and unfused operators.
+    bubble_s = 0.0
+    if est.pp > 1:
+        per_step = max(1.0, micro_batches / max(1, w.mini_batches if backward else 1))
+        bubble_s = (compute_s + a2a_s + tp_comm_s + eager_s) * (est.pp - 1) / per_step
     controller_s, controller_gb, padded_to = controller_transfer(ctx, role, est)
     if controller_s > 0.25 * compute_s and controller_s >= 1.0:
         note = _controller_note(ctx, padded_to, mean_len)

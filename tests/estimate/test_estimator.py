@@ -1758,3 +1758,20 @@ def test_dynamic_sampling_in_an_in_flight_loop_walks_every_generated_group(
         twice.roles["actor_infer"].states["kv_cache"],
     )
     assert kv[1] > kv[0]
+
+
+def test_pipeline_bubble_idles_a_whole_micro_batch_slot(base: dict[str, Any]) -> None:
+    """1F1B idles (pp - 1) slots per optimizer step of m micro-batches, and a slot holds all
+    of one micro-batch's work on a stage: the expert GEMMs at their imbalance and the expert
+    all-to-alls as well as the matmuls."""
+    base["model"] = "qwen3-30b-a3b"
+    base["workload"]["packing"] = False
+    base["roles"]["actor_train"]["parallel"] = {"pp": 2, "ep": 4, "zero": 1}
+    train = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+    d = train.detail
+    # 256 sequences over 4 data-parallel groups (8 GPUs / pp 2), 2 x 800 tokens a micro-batch:
+    # 32 micro-batches per step, so the bubble is 1/32 of the stage's work.
+    assert d["micro_batches_per_rank"] == 32
+    work = train.terms["compute"] + d["expert_all_to_all_s"]
+    assert d["expert_all_to_all_s"] > 0
+    assert train.terms["latency"] == pytest.approx(work * (2 - 1) / 32)
