@@ -2,7 +2,8 @@
 
 PyYAML silently keeps the last of two equal keys; a config with two stages of
 the same name would lose one without a word. The loader here refuses
-duplicate keys, and every syntax error becomes a :class:`ConfigError` with the
+duplicate keys (a key brought in by a merge key, ``<<: *defaults``, may be
+overridden, as YAML 1.1 merges mean), and every syntax error becomes a :class:`ConfigError` with the
 file and line.
 
 A config may come from anywhere, so reading one is bounded *before* anything
@@ -64,21 +65,34 @@ class _StrictLoader(_Loader):  # type: ignore[misc,valid-type]
     """SafeLoader (libyaml's when available) that refuses duplicate and unhashable keys."""
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> dict:
+    # A merge key (``<<: *defaults``) brings in keys the mapping's own keys may override, as
+    # YAML 1.1 says: flatten_mapping puts the merged pairs first, so only the own pairs that
+    # follow them are checked for repeats.
+    own_pairs = sum(1 for key_node, _ in node.value if key_node.tag != _MERGE_TAG)
     loader.flatten_mapping(node)
+    merged_pairs = len(node.value) - own_pairs
     mapping: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
+    own_keys: set[Any] = set()
+    for index, (key_node, value_node) in enumerate(node.value):
         key = loader.construct_object(key_node, deep=deep)
         if isinstance(key, (list, dict, set)):
             raise ConfigError(
                 f"a mapping key must be a name or a number, not a {type(key).__name__}",
                 line=key_node.start_mark.line + 1,
             )
-        if key in mapping:
+        if index < merged_pairs:
+            mapping[key] = loader.construct_object(value_node, deep=deep)
+            continue
+        if key in own_keys:
             raise ConfigError(
                 f"key {key!r} appears twice in the same mapping",
                 line=key_node.start_mark.line + 1,
             )
+        own_keys.add(key)
         mapping[key] = loader.construct_object(value_node, deep=deep)
     return mapping
 
