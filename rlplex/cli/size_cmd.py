@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rlplex.cli.app import app, console, err_console, user_errors
-from rlplex.cli.options import ConfigArg, CostsOpt, JsonOpt
+from rlplex.cli.app import app, console, err_console, user_errors, warn
+from rlplex.cli.options import ConfigArg, CostsOpt, FormatOpt, JsonOpt, SetOpt
 from rlplex.cli.render import print_wrote
 
 
@@ -36,6 +36,8 @@ def size(
         str | None,
         typer.Option("--price-per-gpu-hour", help="Price of one GPU-hour, for cost per 1k steps."),
     ] = None,
+    set_: SetOpt = None,
+    format_: FormatOpt = None,
     costs: CostsOpt = None,
     json_: JsonOpt = False,
     png: Annotated[
@@ -53,7 +55,10 @@ def size(
         typer.Option("--out-file", help="Where --out-config writes (default: FILE.sizeN.yaml)."),
     ] = None,
 ) -> None:
-    """Size a run: the fastest plan that fits on each GPU count and type, and the front."""
+    """Size a run: the fastest plan that fits on each GPU count and type, and the front.
+
+    Reads any config ``plan`` reads (native, ROLL, RLinf, verl, NeMo RL), with ``--set``.
+    """
     from rlplex.config import load_config
     from rlplex.errors import ConfigError
     from rlplex.reports.size import (
@@ -69,7 +74,8 @@ def size(
         raise ConfigError("give --gpus or --max-gpus, not both", field="--max-gpus", value=max_gpus)
     price_value = parse_price(price)
     counts = parse_gpu_counts(gpus) if gpus is not None else None
-    base = load_config(config, costs=costs)
+    overrides = tuple(set_ or ())
+    base = load_config(config, overrides=overrides, format=format_, costs=costs)
     types = parse_gpu_types(gpu, base.cluster.gpu)
     if counts is None:
         per_node = base.cluster.gpus_per_node
@@ -78,7 +84,14 @@ def size(
         raise ConfigError("must be a row number >= 1", field="--out-config", value=out_config)
     if json_:
         report = size_report(
-            config, counts, types, price_per_gpu_hour=price_value, costs=costs, progress=None
+            config,
+            counts,
+            types,
+            price_per_gpu_hour=price_value,
+            costs=costs,
+            overrides=overrides,
+            format=format_,
+            progress=None,
         )
     else:
         bar = Progress(
@@ -101,8 +114,11 @@ def size(
                 types,
                 price_per_gpu_hour=price_value,
                 costs=costs,
+                overrides=overrides,
+                format=format_,
                 progress=progress,
             )
+    warn(report.warnings)
     written: list[Path] = []
     if out_config is not None:
         target = out_file or Path(f"{config.stem}.size{out_config}.yaml")

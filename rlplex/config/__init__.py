@@ -55,7 +55,7 @@ from rlplex.config.checks import (
     validate_model,
 )
 from rlplex.config.formats import FORMATS, IMPORTERS, ConfigFormat, detect_format, to_native
-from rlplex.config.loading import load_config
+from rlplex.config.loading import NativeForm, load_config, load_native
 from rlplex.config.sandbox import PROBE_TIMEOUT_S, import_pipeline_module, probe_pipeline_function
 from rlplex.config.schema import MAX_ROLES, MAX_STAGES, MAX_STALENESS, Config
 
@@ -72,6 +72,7 @@ __all__ = [
     "PROBE_TIMEOUT_S",
     "Config",
     "ConfigFormat",
+    "NativeForm",
     "check_finite",
     "check_override_targets",
     "check_pipeline_size",
@@ -79,6 +80,7 @@ __all__ = [
     "detect_format",
     "import_pipeline_module",
     "load_config",
+    "load_native",
     "probe_pipeline_function",
     "to_native",
     "validate_model",

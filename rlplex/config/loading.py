@@ -9,6 +9,7 @@ keys, convert, apply the others, then build and check
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,23 @@ def device_counts(native: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+@dataclass(frozen=True)
+class NativeForm:
+    """A config file read into rlplex's native form, before it is built and checked."""
+
+    data: dict[str, Any]
+    """The native config as a dict: converted, ``--set`` and ``--costs`` applied, estimates
+    asked for where an imported file gives no seconds."""
+    file: str
+    """The file it came from (named in every error)."""
+    fmt: str
+    """The file's format: ``native``, ``roll``, ``rlinf``, ``verl`` or ``nemo_rl``."""
+    file_devices: dict[str, int]
+    """Each role's GPU count as the file gives it (stage seconds are measured there)."""
+    defaults_note: str | None
+    """What an imported file's missing costs were replaced with, if anything."""
+
+
 def load_config(
     path: str | Path,
     *,
@@ -54,6 +72,37 @@ def load_config(
     costs: str | Path | None = None,
 ) -> Config:
     """Read, convert, override and check a config file.
+
+    Args:
+        path: a native, ROLL, RLinf, verl-style or NeMo RL YAML file.
+        overrides: ``KEY=VALUE`` strings with dotted keys (see :func:`load_native`).
+        format: ``native``, ``roll``, ``rlinf``, ``verl`` or ``nemo_rl``; detected when None.
+        costs: a YAML file with ``stages:`` costs (see :func:`load_native`).
+
+    Raises:
+        ConfigError: anything wrong, naming the file, the field and the value.
+    """
+    form = load_native(path, overrides=overrides, format=format, costs=costs)
+    config = config_from_dict(
+        form.data,
+        file=form.file,
+        base_dir=Path(path).resolve().parent,
+        fmt=form.fmt,
+        file_devices=form.file_devices,
+    )
+    if form.defaults_note:
+        return config.model_copy(update={"warnings": (*config.warnings, form.defaults_note)})
+    return config
+
+
+def load_native(
+    path: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    format: str | None = None,
+    costs: str | Path | None = None,
+) -> NativeForm:
+    """Read, convert and override a config file into its native form (not yet checked).
 
     Args:
         path: a native, ROLL, RLinf, verl-style or NeMo RL YAML file.
@@ -135,13 +184,4 @@ def load_config(
         from rlplex.estimate.fill import use_estimates
 
         native, defaults_note = use_estimates(native, cost_data)
-    config = config_from_dict(
-        native,
-        file=file,
-        base_dir=Path(path).resolve().parent,
-        fmt=fmt,
-        file_devices=file_devices,
-    )
-    if defaults_note:
-        return config.model_copy(update={"warnings": (*config.warnings, defaults_note)})
-    return config
+    return NativeForm(native, file, fmt, file_devices, defaults_note)

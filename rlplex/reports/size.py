@@ -123,6 +123,8 @@ class SizeReport:
     smallest: dict[str, int]
     """GPU type -> the smallest count that fits."""
     price_per_gpu_hour: float | None = None
+    warnings: tuple[str, ...] = ()
+    """What the config read as (a model matched to a preset, an imported file's defaults)."""
 
     @property
     def numbered(self) -> tuple[Scored, ...]:
@@ -138,6 +140,7 @@ class SizeReport:
         return {
             "file": self.file,
             "price_per_gpu_hour": self.price_per_gpu_hour,
+            "warnings": list(self.warnings),
             "smallest": self.smallest,
             "rows": [r.to_dict() for r in self.rows],
             "front": [s.to_dict() for s in self.front],
@@ -248,32 +251,6 @@ def check_whole_nodes(counts: Sequence[int], gpus_per_node: int) -> None:
 
 
 # -- reading the config ------------------------------------------------------------
-
-
-def read_native(path: str | Path, costs: str | Path | None = None) -> dict[str, Any]:
-    """The native config at ``path`` as a dict, with a ``--costs`` file merged in.
-
-    Raises:
-        ConfigError: not a mapping, not a native config, or a bad costs file.
-    """
-    from rlplex.config import detect_format
-    from rlplex.resources.importers.common import apply_costs, check_costs
-    from rlplex.resources.yaml_io import load_yaml_file
-
-    file = str(path)
-    data = load_yaml_file(path)
-    if not isinstance(data, dict):
-        raise ConfigError("the config must be a mapping", value=data, file=file)
-    fmt = detect_format(data)
-    if fmt != "native":
-        raise ConfigError(
-            f"rlplex size reads native configs; this one reads as {fmt}"
-            " (write its roles and pipeline natively, see examples/estimate_7b.yaml)",
-            file=file,
-        )
-    if costs is not None:
-        data = apply_costs(data, check_costs(load_yaml_file(costs), str(costs)), str(costs))
-    return data
 
 
 def _gpu_roles(native: Mapping[str, Any]) -> list[str]:
@@ -470,24 +447,41 @@ def size_report(
     *,
     price_per_gpu_hour: float | None = None,
     costs: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    format: str | None = None,
     progress: Progress | None = None,
 ) -> SizeReport:
     """Search GPU counts x GPU types x placements x parallel sizes x modes for ``path``.
 
+    ``path`` is any config ``rlplex plan`` reads (native, ROLL, RLinf, verl, NeMo RL), read
+    with ``overrides`` (``--set``) and ``costs`` as :func:`rlplex.config.load_native` reads it;
+    the search rewrites the native form's cluster, devices, rollout tensor parallel, trainer
+    sharding and mode, and keeps the rest (pipeline/expert parallel sizes, workload, engine).
+
     Raises:
         ConfigError: bad input (a count that is not whole nodes, an unknown
-            preset, a config that is not native or does not load).
+            preset, a config that does not load).
     """
-    from rlplex.config import config_from_dict, load_config
+    from rlplex.config import config_from_dict, load_native
     from rlplex.plan.sizing import candidates, pareto_front
 
     file = str(path)
-    native = read_native(path, costs)
-    base = load_config(path, costs=costs)
+    form = load_native(path, overrides=overrides, format=format, costs=costs)
+    cluster = form.data.get("cluster") or {}
+    if form.fmt != "native" and gpu_types and not cluster.get("gpu"):
+        # An imported file's default costs give way to estimates only on a named GPU: the
+        # search names one, so read the file as on the first type tried.
+        form = load_native(
+            path, overrides=[*overrides, f"cluster.gpu={gpu_types[0]}"], format=format, costs=costs
+        )
+    native = form.data
+    base_dir = Path(path).resolve().parent
+    base = config_from_dict(
+        native, file=file, base_dir=base_dir, fmt=form.fmt, file_devices=form.file_devices
+    )
     per_node = base.cluster.gpus_per_node
     types = list(gpu_types) if gpu_types else parse_gpu_types(None, base.cluster.gpu)
     check_whole_nodes(gpus, per_node)
-    base_dir = Path(path).resolve().parent
     heads = _model_heads(native, base_dir, file)
     can_split = bool(_rollout_roles(native)) and len(_gpu_roles(native)) > 1
     if heads is None:
@@ -556,6 +550,7 @@ def size_report(
         candidates=tuple(every),
         smallest=smallest,
         price_per_gpu_hour=price_per_gpu_hour,
+        warnings=(*base.warnings, *([form.defaults_note] if form.defaults_note else [])),
     )
 
 

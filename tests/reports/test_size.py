@@ -166,3 +166,32 @@ def test_a_step_counts_each_trajectory_once_whatever_trains_on_it(tmp_path: Path
     per_turn = _tokens_per_step(load_config(agentic, overrides=["workload.turns.samples=turn"]))
     # 512 trajectories of a 600-token prompt and 5 answers of 256 with 4 replies of 150.
     assert once == per_turn == pytest.approx(512 * (600 + 5 * 256 + 4 * 150))
+
+
+def test_an_imported_config_is_sized_as_plan_reads_it() -> None:
+    """A NeMo RL file is searched from its native form (model, workload, Megatron sizes), and
+    each candidate's native config plans to the period size priced."""
+    report = size_report(EXAMPLES / "nemo_rl.yaml", [16], ["h100"])
+    (row,) = report.rows
+    assert row.best is not None and row.best.tokens_per_s_per_gpu is not None
+    config = config_from_dict(row.best.native, base_dir=EXAMPLES)
+    assert make_plan(config).period_s == pytest.approx(row.best.period_s, rel=1e-9)
+    # The file's own key (NeMo RL's prompts per step) set on the file, as plan reads it.
+    half = size_report(
+        EXAMPLES / "nemo_rl.yaml", [16], ["h100"], overrides=["grpo.num_prompts_per_step=32"]
+    )
+    assert half.rows[0].best.period_s < row.best.period_s
+
+
+def test_cli_sizes_a_verl_file_with_set_and_format() -> None:
+    args = ["size", str(EXAMPLES / "verl.yaml"), "--gpus", "8", "--gpu", "h100", "--json"]
+    plain = runner.invoke(app, args)
+    assert plain.exit_code == 0, plain.output
+    forced = runner.invoke(app, [*args, "--format", "verl", "--set", "pipeline.mode=async"])
+    assert forced.exit_code == 0, forced.output
+    data = json.loads(forced.stdout)
+    assert data["smallest"] == {"h100": 8}
+    # The file names no batch: the search says it sized the importer's defaults.
+    assert any("lacks workload" in w for w in data["warnings"])
+    bad = runner.invoke(app, [*args, "--format", "roll"])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1, bad.output
