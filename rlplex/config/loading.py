@@ -9,8 +9,8 @@ keys, convert, apply the others, then build and check
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
