@@ -2,7 +2,8 @@
 
 :func:`load_config` is the one entry point: read the YAML, detect the format
 (:mod:`rlplex.config.formats`), apply the overrides that name the file's own
-keys, convert, apply the others, then build and check
+keys, convert, apply the others (:func:`load_native`, which ``rlplex size``
+also uses to rewrite the native form), then build and check
 (:mod:`rlplex.config.build`).
 """
 
