@@ -47,9 +47,12 @@ def _list_presets() -> None:
         models.add_column(column, justify="left" if column == "name" else "right")
     for name, s in model_presets().items():
         experts = f"{s.experts_per_token}/{s.num_experts}" if s.is_moe else "-"
-        # A hybrid's layers: softmax attention + linear attention (Gated DeltaNet).
+        # A hybrid's layers: softmax attention + linear attention (Gated DeltaNet); windowed
+        # softmax layers (gpt-oss, Gemma 3) with their window.
         linear = s.linear_attention_layers
         layers = f"{s.attention_layers}+{linear} linear" if linear else str(s.num_layers)
+        if s.sliding_window_layers:
+            layers += f" ({s.sliding_window_layers} window {s.sliding_window})"
         models.add_row(
             name, f"{total_params(s) / 1e9:.2f}B", f"{active_params(s) / 1e9:.2f}B",
             layers, str(s.hidden_size), f"{s.num_heads}/{s.num_kv_heads}", experts,

@@ -41,7 +41,7 @@ from rlplex.estimate.decode import (
     simulate_in_flight,
     stream_decode,
 )
-from rlplex.estimate.lengths import LengthDistribution, response_lengths
+from rlplex.estimate.lengths import LengthDistribution, mean_windowed_square, response_lengths
 from rlplex.estimate.specs import GpuSpec, ModelSpec, efficiency_defaults, gpu_spec, resolve_model
 from rlplex.estimate.turns import multi_turn
 from rlplex.resources.cluster import Cluster, Role
@@ -439,7 +439,9 @@ def kv_cache_gb(ctx: _Ctx, role: Role, spec: ModelSpec, weights_gb: float) -> fl
     # A hybrid model's linear-attention layers hold a fixed state per sequence instead.
     # vLLM keeps it in the model's dtype (mamba_cache_dtype "auto"), whatever kv_cache_dtype says.
     state = f.linear_state_bytes(spec, stored_precision(role.precision), tp, pp)
-    one_gb = (longest * per_token + state) / f.GB
+    # Windowed layers keep at most their window of each sequence.
+    window = f.window_kv_bytes(spec, longest, kv_precision(role), tp, pp)
+    one_gb = (longest * per_token + state + window) / f.GB
     need = per_replica * _steps_held(ctx, role) * one_gb
     transient = generate_transient_gb(spec, stored_precision(role.precision), tp, pp)
     fraction = (role.rollout or Rollout()).gpu_memory_utilization
@@ -547,12 +549,29 @@ def _sequence_tokens(ctx: _Ctx) -> tuple[float, float]:
     return n * (p + dist.mean), n * mean_square
 
 
+def _attention_squares(ctx: _Ctx, spec: ModelSpec) -> float:
+    """Sum over one step's sequences of their layer-weighted squared lengths
+    (:func:`formulas.attention_squares`: ``L**2`` per full-attention layer, less beyond the
+    window per windowed one); times ``attention_width``, a forward pass's attention FLOPs."""
+    w = ctx.inputs.workload
+    assert w is not None
+    n, _, longest = _tokens(w)
+    if not w.packing:
+        return n * f.attention_squares(spec, longest)
+    _, squares = _sequence_tokens(ctx)
+    windowed = 0.0
+    if spec.sliding_window_layers:
+        dist = _lengths(ctx)
+        windowed = n * mean_windowed_square(dist, w.prompt_tokens.mean, spec.sliding_window)
+    return spec.full_attention_layers * squares + spec.sliding_window_layers * windowed
+
+
 def _pass_flops(ctx: _Ctx, spec: ModelSpec, head: f.Head) -> tuple[float, float]:
     """(matmul, causal attention) FLOPs of one forward pass over the step's sequences."""
-    tokens, squares = _sequence_tokens(ctx)
+    tokens, _ = _sequence_tokens(ctx)
     return (
         f.token_flops(spec, head) * tokens,
-        f.attention_width(spec) * spec.attention_layers * squares,
+        f.attention_width(spec) * _attention_squares(ctx, spec),
     )
 
 
@@ -577,17 +596,18 @@ def _straggler_factor(
     assert w is not None
     if not w.packing or groups <= 1 or sequences <= 0:
         return 1.0
-    tokens, squares = _sequence_tokens(ctx)
+    tokens, _ = _sequence_tokens(ctx)
     n, _, _ = _tokens(w)
-    mean_len, mean_square = tokens / n, squares / n
+    # Squares weighted by layer: a windowed layer's attention stops growing at its window.
+    mean_len, mean_square = tokens / n, _attention_squares(ctx, spec) / n
     linear = f.token_flops(spec, head)
-    width = f.attention_width(spec) * spec.attention_layers
+    width = f.attention_width(spec)
     longest = w.prompt_tokens.mean + _lengths(ctx).longest_of(max(1, int(sequences)))
     per_group = sequences / groups * mean_len
     mean_load = sequences / groups * (linear * mean_len + width * mean_square)
     busiest = (
         max(per_group, longest) * linear
-        + width * longest**2
+        + width * f.attention_squares(spec, longest)
         + max(0.0, per_group - longest) * width * mean_square / mean_len
     )
     return max(1.0, busiest / mean_load)
@@ -723,7 +743,11 @@ def _pass_terms(
         )
         imbalance = efficiency_value(ctx.inputs.efficiency, "moe_imbalance")
         compute_s *= 1.0 - expert_share + expert_share * slower * imbalance
-    a2a_s = _expert_all_to_all_s(ctx, spec, role, tokens * epochs / est.devices, passes)
+    # The backward of a dispatch or combine is one all-to-all of the same size (the
+    # activations' gradients): traffic passes are forward, backward (and recomputation), not
+    # the FLOP passes' two for the backward.
+    traffic_passes = (3.0 if recompute else 2.0) if backward else 1.0
+    a2a_s = _expert_all_to_all_s(ctx, spec, role, tokens * epochs / est.devices, traffic_passes)
     tp_comm_s = _tp_activation_s(ctx, spec, role, est, tokens * epochs, backward, recompute)
     logits_s = _logits_s(ctx, spec, head, est, tokens * epochs, 3.0 if backward else 1.0)
     eager_s = 0.0
@@ -1074,9 +1098,17 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
         )
         if note not in ctx.warnings:
             ctx.warnings.append(note)
-    # Optimizer step: read and write weights, grads and optimizer state once per step.
-    states_gb = est.states.get("weights", 0.0) * trainable / est.params + sum(
-        est.states.get(k, 0.0) for k in ("grads", "optimizer")
+    # Optimizer step: read and write weights, grads and optimizer state once per step; a
+    # sharded optimizer (ZeRO-1/2, Megatron's distributed optimizer) updates its rank's
+    # 1/dp of the weights from its 1/dp of the gradients (then gathers them, above).
+    # (ZeRO-2 holds only its gradient shard already, ZeRO-3 and FSDP every state's.)
+    zero = 0 if par is None else (3 if par.fsdp else par.zero)
+    weights_shard = est.dp if 1 <= zero < 3 else 1
+    grads_shard = est.dp if zero == 1 else 1
+    states_gb = (
+        est.states.get("weights", 0.0) * trainable / est.params / weights_shard
+        + est.states.get("grads", 0.0) / grads_shard
+        + est.states.get("optimizer", 0.0)
     )
     host = ctx.inputs.cluster.host_gb_per_s
     opt_s = 0.0
@@ -1208,17 +1240,24 @@ def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> f
         floor += efficiency_value(eff, "cross_host_step_s")
     ep = role.parallel.ep if role.parallel else 1
     if spec.is_moe and ep > 1:  # dispatch and combine all-to-all per MoE layer
-        floor += 2 * spec.moe_layers / pp * efficiency_value(eff, key)
+        # Over the expert-parallel group, which may span more GPUs than one replica's tp x pp.
+        ep_key = "allreduce_inter_node_s" if _spans_nodes(ctx, max(group, ep)) else "allreduce_s"
+        floor += 2 * spec.moe_layers / pp * efficiency_value(eff, ep_key)
     return floor
 
 
 def _weight_reader(
-    spec: ModelSpec, precision: str, group: int, state_bytes: float = 0.0
+    spec: ModelSpec,
+    precision: str,
+    group: int,
+    state_bytes: float = 0.0,
+    window_bytes: float = 0.0,
 ) -> Callable[[float], float]:
-    """Bytes one device moves per decode step of ``b`` sequences besides their KV cache
-    (computed once per role): the weights (MoE: the experts the batch touches), and each
-    sequence's linear-attention state (``state_bytes`` per device), read and written back."""
-    states = 2.0 * state_bytes
+    """Bytes one device moves per decode step of ``b`` sequences besides their growing KV
+    cache (computed once per role): the weights (MoE: the experts the batch touches), each
+    sequence's linear-attention state (``state_bytes`` per device), read and written back,
+    and its windowed layers' cache (``window_bytes`` per device), read."""
+    states = 2.0 * state_bytes + window_bytes
     if not spec.is_moe:
         dense = f.decode_weight_bytes(spec, 1, precision) / group
         return lambda b: dense + b * states
@@ -1460,16 +1499,23 @@ def estimate_generate(
     state = f.linear_state_bytes(spec, stored_precision(role.precision), tp, pp)
     kv_gb = role.states.get("kv_cache", est.states.get("kv_cache", 0.0))
     running_context = prompt.mean + dist.mean_square() / (2 * max(dist.mean, 1.0))
-    kv_slots = int(kv_gb * f.GB // max(running_context * per_token + state, 1.0))
+    # A windowed layer's cache and attention stop growing at its window: per running
+    # sequence a fixed read (at the mean running context, at most the window), like a
+    # linear-attention state.
+    window_kv = f.window_kv_bytes(spec, running_context, kv_precision(role), tp, pp)
+    window_keys = spec.sliding_window_layers * min(running_context, spec.sliding_window)
+    kv_slots = int(kv_gb * f.GB // max(running_context * per_token + state + window_kv, 1.0))
     # What a decoding sequence holds besides its own answers: its prompt, and a trajectory's
     # observations so far (half of them on average over its turns).
     base_context = prompt.mean + turns.observation_context
     slots = max(1, min(rollout.max_num_seqs, kv_slots))
     costs = StepCosts(
-        weight_bytes=_weight_reader(spec, weight_precision(ctx, role), group, state),
+        weight_bytes=_weight_reader(spec, weight_precision(ctx, role), group, state, window_kv),
         kv_bytes_per_token=per_token,
-        flops_per_token=f.token_flops(spec) / group,
-        attention_flops_per_context=2.0 * f.attention_width(spec) * spec.attention_layers / group,
+        flops_per_token=(f.token_flops(spec) + 2.0 * f.attention_width(spec) * window_keys) / group,
+        attention_flops_per_context=(
+            2.0 * f.attention_width(spec) * spec.full_attention_layers / group
+        ),
         bandwidth=bandwidth * eff_decode,
         flop_rate=peak * eff_prefill,
         floor_s=_decode_floor(ctx, spec, role, tp, pp),

@@ -184,7 +184,9 @@ def param_tensors(s: ModelSpec, head: Head = "lm") -> int:
         attention = (3 if s.q_lora_rank else 1) + 3 + 1
     else:
         attention = 4 + (3 if s.qkv_bias else 0) + (2 if s.qk_norm else 0)
-    moe = 1 + (1 if s.router_bias else 0) + 3 * s.num_experts
+    # gpt-oss stacks a layer's experts: gate_up_proj, down_proj and a bias each.
+    experts = 4 if s.fused_expert_tensors else 3 * s.num_experts
+    moe = 1 + (1 if s.router_bias else 0) + experts
     if s.shared_experts:
         moe += 3 + (1 if s.shared_expert_intermediate_size else 0)
     dense_layers = s.num_layers - s.moe_layers
@@ -213,22 +215,47 @@ def token_flops(s: ModelSpec, head: Head = "lm") -> float:
     return 2.0 * active_params(s, head) + linear_state_flops(s)
 
 
+def windowed_square(tokens: float, window: int) -> float:
+    """Twice the keys a causal sequence of ``tokens`` tokens attends to in all when each token
+    sees at most the last ``window`` (0: no window): ``tokens**2`` up to the window, then
+    ``2 x window x tokens - window**2`` (token i attends to ``min(i, window)`` keys)."""
+    if window <= 0 or tokens <= window:
+        return tokens * tokens
+    return 2.0 * window * tokens - window * window
+
+
+def attention_squares(s: ModelSpec, tokens: float) -> float:
+    """Layer-weighted squared length of one sequence: ``tokens**2`` for each full-attention
+    layer and :func:`windowed_square` for each windowed one (times ``attention_width``, the
+    causal attention FLOPs of one forward pass)."""
+    full = s.full_attention_layers * tokens * tokens
+    return full + s.sliding_window_layers * windowed_square(tokens, s.sliding_window)
+
+
+def attended_keys(s: ModelSpec, context: float) -> float:
+    """Keys one token attends to over all softmax-attention layers at ``context`` cached
+    tokens: the whole context in a full layer, at most ``sliding_window`` in a windowed one."""
+    windowed = min(context, s.sliding_window) if s.sliding_window_layers else 0.0
+    return s.full_attention_layers * context + s.sliding_window_layers * windowed
+
+
 def forward_flops(s: ModelSpec, tokens: float, head: Head = "lm") -> float:
     """FLOPs of one causal forward pass over one sequence of ``tokens`` tokens.
 
     ``2 x active params x tokens`` for the matmuls, plus the attention scores
     and weighted sum: token i attends to i keys, ``2 x i x attention_width``
     FLOPs per softmax-attention layer, summed over the sequence (``tokens**2 / 2``
-    keys); linear-attention layers add their recurrence per token
+    keys; a windowed layer at most ``sliding_window`` keys a token,
+    :func:`attention_squares`); linear-attention layers add their recurrence per token
     (:func:`linear_state_flops`).
     """
-    quadratic = attention_width(s) * s.attention_layers * tokens**2
+    quadratic = attention_width(s) * attention_squares(s, tokens)
     return token_flops(s, head) * tokens + quadratic
 
 
 def decode_token_flops(s: ModelSpec, context: float, head: Head = "lm") -> float:
     """FLOPs to decode one token that attends to ``context`` cached tokens."""
-    attention = 2.0 * attention_width(s) * s.attention_layers * context
+    attention = 2.0 * attention_width(s) * attended_keys(s, context)
     return token_flops(s, head) + attention
 
 
@@ -241,18 +268,35 @@ def kv_elements_per_token(s: ModelSpec) -> int:
     return 2 * s.attention_layers * s.num_kv_heads * s.head_width
 
 
-def kv_bytes_per_token(s: ModelSpec, precision: str = "bf16", tp: int = 1, pp: int = 1) -> float:
-    """KV-cache bytes per token on one device of a tp x pp inference engine.
+def kv_bytes_per_token(
+    s: ModelSpec, precision: str = "bf16", tp: int = 1, pp: int = 1, *, windowed: bool = False
+) -> float:
+    """KV-cache bytes per token on one device of a tp x pp inference engine, over the
+    full-attention layers (``windowed``: over the windowed layers, which keep at most
+    ``sliding_window`` tokens a sequence, :func:`window_kv_bytes`).
 
     K/V heads split over tensor-parallel ranks; with fewer KV heads than ranks
     each rank keeps one head (vLLM replicates them). MLA's latent is kept whole
     on every rank. Layers split over pipeline stages.
     """
     b = BYTES_PER_ELEMENT[precision]
+    layers = s.sliding_window_layers if windowed else s.full_attention_layers
     if s.is_mla:
-        return kv_elements_per_token(s) * b / pp
+        return kv_elements_per_token(s) * b / pp * layers / s.attention_layers
     heads_per_rank = max(1.0, s.num_kv_heads / tp)
-    return 2 * s.attention_layers * heads_per_rank * s.head_width * b / pp
+    return 2 * layers * heads_per_rank * s.head_width * b / pp
+
+
+def window_kv_bytes(
+    s: ModelSpec, context: float, precision: str = "bf16", tp: int = 1, pp: int = 1
+) -> float:
+    """KV-cache bytes one sequence of ``context`` tokens holds in the windowed layers on one
+    device: at most ``sliding_window`` tokens each (vLLM's hybrid KV-cache manager frees the
+    blocks that leave the window)."""
+    if not s.sliding_window_layers:
+        return 0.0
+    tokens = min(context, s.sliding_window)
+    return tokens * kv_bytes_per_token(s, precision, tp, pp, windowed=True)
 
 
 def expected_experts_touched(s: ModelSpec, batch: float) -> float:

@@ -129,6 +129,35 @@ class LengthDistribution:
         return (1.0 - self.clip_ratio) * body + self.clip_ratio * self.cap**2
 
 
+def mean_windowed_square(dist: LengthDistribution, prompt: float, window: int) -> float:
+    """``E[g(prompt + R)]`` with ``g`` :func:`rlplex.estimate.formulas.windowed_square`: the
+    squared length a windowed attention layer costs, averaged over the responses ``R``.
+
+    ``g(L) = L² - max(0, L - window)²``, so this is ``E[(p + R)²]`` less the mean squared
+    excess over the window, in closed form from the shape-2 gamma's partial moments (the
+    truncated share at the cap counted at the cap).
+    """
+    full = prompt * prompt + 2.0 * prompt * dist.mean + dist.mean_square()
+    if window <= 0:
+        return full
+    t = window - prompt  # responses longer than t pass the window
+
+    def excess(r: float) -> float:
+        return max(0.0, r - t) ** 2
+
+    below = _cdf(dist.cap, dist.theta)
+    start = max(0.0, t)
+    body = 0.0
+    if below > 0 and start < dist.cap:
+        # ∫ (r - t)² f(r) dr from max(0, t) to the cap, over the body's mass below the cap.
+        square = _partial_square(dist.cap, dist.theta) - _partial_square(start, dist.theta)
+        mean = _partial_mean(dist.cap, dist.theta) - _partial_mean(start, dist.theta)
+        mass = below - _cdf(start, dist.theta)
+        body = (square - 2.0 * t * mean + t * t * mass) / below
+    over = (1.0 - dist.clip_ratio) * body + dist.clip_ratio * excess(dist.cap)
+    return full - over
+
+
 def response_lengths(
     mean: float,
     cap: int,

@@ -103,6 +103,17 @@ class ModelSpec(BaseModel):
     """Linear attention: input projections of a mixer, 2 (Qwen3-Next: ``in_proj_qkvz``,
     ``in_proj_ba``) or 4 (Qwen3.5: ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``,
     ``in_proj_a``); the same weights, more tensors and LoRA adapters."""
+    sliding_window: int = Field(0, ge=0)
+    """Keys a windowed attention layer attends to: each token the last ``sliding_window``
+    tokens (Mistral v0.1, Gemma 3, gpt-oss: ``sliding_window``); 0 for none."""
+    sliding_window_layers: int = Field(0, ge=0)
+    """Softmax-attention layers that are windowed (the ``sliding_attention`` entries of
+    ``layer_types``; gpt-oss alternates, Gemma 3 has five per global layer): their attention
+    work and KV cache stop growing at ``sliding_window`` tokens."""
+    fused_expert_tensors: bool = False
+    """The checkpoint stores each MoE layer's experts as a few stacked tensors (gpt-oss:
+    ``gate_up_proj``, ``down_proj`` and their biases) rather than three per expert: what a
+    tensor-by-tensor weight sync counts."""
     aliases: tuple[str, ...] = ()
     """Other names a model path is matched against."""
 
@@ -120,6 +131,13 @@ class ModelSpec(BaseModel):
                 "a model with linear_attention_layers needs linear_num_key_heads,"
                 " linear_num_value_heads, linear_key_head_dim and linear_value_head_dim"
             )
+        if self.sliding_window_layers > self.attention_layers:
+            raise ValueError(
+                f"sliding_window_layers ({self.sliding_window_layers}) exceeds the"
+                f" softmax-attention layers ({self.attention_layers})"
+            )
+        if self.sliding_window_layers and not self.sliding_window:
+            raise ValueError("a model with sliding_window_layers needs sliding_window")
         return self
 
     @property
@@ -142,6 +160,11 @@ class ModelSpec(BaseModel):
     def attention_layers(self) -> int:
         """Layers with softmax attention (the ones that keep a KV cache)."""
         return self.num_layers - self.linear_attention_layers
+
+    @property
+    def full_attention_layers(self) -> int:
+        """Softmax-attention layers that attend to the whole context (not windowed)."""
+        return self.attention_layers - self.sliding_window_layers
 
 
 class GpuSpec(BaseModel):
@@ -353,6 +376,35 @@ def _linear_attention_layers(data: dict[str, Any], file: str) -> int:
     return 0
 
 
+def _sliding_window(data: dict[str, Any], attention_layers: int) -> dict[str, int]:
+    """``sliding_window`` and the windowed layers of a config: the ``sliding_attention``
+    entries of ``layer_types`` (gpt-oss, Gemma 3), else all but every
+    ``sliding_window_pattern``-th layer (Gemma 3 before ``layer_types``), else every layer
+    (Mistral v0.1); none when ``use_sliding_window`` is false (Qwen2 and Qwen3 name a window
+    they do not use) or the window is null."""
+    window = data.get("sliding_window")
+    if (
+        isinstance(window, bool)
+        or not isinstance(window, int)
+        or window < 1
+        or data.get("use_sliding_window") is False
+    ):
+        return {}
+    types = data.get("layer_types")
+    pattern = data.get("sliding_window_pattern")
+    if not isinstance(pattern, int) or isinstance(pattern, bool) or pattern < 1:
+        # Gemma 3 and Gemma 2 configs may leave it to their classes' defaults.
+        family = str(data.get("model_type", "")).removesuffix("_text")
+        pattern = {"gemma3": 6, "gemma2": 2}.get(family)
+    if isinstance(types, list) and types:
+        layers = sum(1 for t in types if t == "sliding_attention")
+    elif pattern:
+        layers = attention_layers - attention_layers // pattern
+    else:
+        layers = attention_layers
+    return {"sliding_window": window, "sliding_window_layers": layers} if layers else {}
+
+
 def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
     """A ModelSpec from a Hugging Face ``config.json`` dict.
 
@@ -374,6 +426,10 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
             )
     model_type = str(data.get("model_type", ""))
     experts = int(data.get("num_experts") or data.get("n_routed_experts") or 0)
+    if not experts and data.get("num_local_experts"):
+        # Mixtral and gpt-oss: every layer's MLP is experts of width intermediate_size.
+        experts = int(data["num_local_experts"])
+        data = {**data, "moe_intermediate_size": data.get("intermediate_size")}
     if experts and not data.get("moe_intermediate_size"):
         raise ConfigError(
             "is required for a mixture-of-experts model", field="moe_intermediate_size", file=file
@@ -406,6 +462,7 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
     if linear_layers:  # Qwen3.5 splits Qwen3-Next's two input projections into four
         linear["linear_in_projections"] = 4 if model_type.startswith("qwen3_5") else 2
     gated = model_type in _GATED_ATTENTION_TYPES or bool(data.get("attn_output_gate", hybrid_qwen))
+    window = _sliding_window(data, int(data["num_hidden_layers"]) - linear_layers)
     try:
         return ModelSpec(
             name=file,
@@ -419,14 +476,15 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
             vocab_size=data["vocab_size"],
             tied_embeddings=bool(data.get("tie_word_embeddings", False)),
             qkv_bias=bool(data.get("attention_bias", model_type.startswith("qwen2"))),
-            qk_norm=model_type.startswith("qwen3"),  # Qwen3, -MoE, -VL, -Next, 3.5
+            qk_norm=model_type.startswith(("qwen3", "gemma3")),  # Qwen3 (-MoE, -VL, -Next, 3.5)
             num_experts=experts,
             experts_per_token=int(data.get("num_experts_per_tok") or 0),
             moe_intermediate_size=int(data.get("moe_intermediate_size") or 0),
             shared_experts=shared,
             shared_expert_intermediate_size=shared_width,
             first_dense_layers=first_dense,
-            router_bias=model_type == "deepseek_v3",
+            router_bias=model_type in ("deepseek_v3", "gpt_oss"),
+            fused_expert_tensors=model_type == "gpt_oss",
             expert_groups=int(data.get("n_group") or 0) if experts else 0,
             q_lora_rank=int(data.get("q_lora_rank") or 0),
             kv_lora_rank=int(data.get("kv_lora_rank") or 0),
@@ -435,6 +493,7 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
             v_head_dim=int(data.get("v_head_dim") or 0),
             attention_output_gate=gated,
             **linear,
+            **window,
         )
     except ValidationError as exc:
         message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")

@@ -23,6 +23,7 @@ Every figure uses the mean number of turns ``T``; the longest trajectory takes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,15 +68,20 @@ class MultiTurn:
             return 0.0
         k, p, o = self.later_turns, self.prompt_tokens, self.observation_tokens
         u = self.answer_tokens + o
-        width = f.attention_width(spec) * spec.attention_layers
+        width = f.attention_width(spec)
         matmul = f.token_flops(spec) * self.prefill_tokens
+        full, windowed = spec.full_attention_layers, spec.sliding_window_layers
+        window = spec.sliding_window
         if self.turns.prefix_caching:
-            # Turn j's observation (o tokens) attends to p + j u - o/2 keys on average.
+            # Turn j's observation (o tokens) attends to p + j u - o/2 keys on average (at
+            # most the window in a windowed layer).
             keys = k * p + u * k * (k + 1) / 2 - k * o / 2
-            return matmul + 2.0 * width * o * keys
+            capped = _over_turns(k, lambda j: min(p + j * u - o / 2, window)) if windowed else 0
+            return matmul + 2.0 * width * o * (full * keys + windowed * capped)
         # Turn j prefills p + j u tokens from scratch: width x length**2 each (forward_flops).
         squares = k * p * p + p * u * k * (k + 1) + u * u * k * (k + 1) * (2 * k + 1) / 6
-        return matmul + width * squares
+        capped = _over_turns(k, lambda j: f.windowed_square(p + j * u, window)) if windowed else 0
+        return matmul + width * (full * squares + windowed * capped)
 
     @property
     def observation_context(self) -> float:
@@ -137,3 +143,11 @@ def multi_turn(w: Workload) -> MultiTurn:
         prompt_tokens=w.prompt_tokens.mean,
         answer_tokens=min(r.mean, r.max),
     )
+
+
+def _over_turns(k: float, term: Callable[[float], float]) -> float:
+    """``term(1) + ... + term(k)`` for a mean count of turns ``k`` that may be fractional
+    (the last turn counted by its fraction)."""
+    whole = int(k)
+    total = sum(term(j) for j in range(1, whole + 1))
+    return total + (k - whole) * term(whole + 1) if k > whole else total

@@ -76,8 +76,10 @@ def test_train_and_forward_terms_by_hand(base: dict[str, Any]) -> None:
     # bytes a slot out and 4 back, at 0.5 GB/s (workload.controller's defaults).
     controller = 256 * 800 * (52 + 4) / 0.5e9
     assert train.terms["overhead"] == pytest.approx(launches + step_overhead + controller)
-    # The optimizer step reads and writes weights, grads and optimizer state once.
-    states = sum(est.roles["actor_train"].states[k] for k in ("weights", "grads", "optimizer"))
+    # The optimizer step reads and writes weights, grads and optimizer state once; ZeRO-1
+    # steps each rank's 1/8 of the weights from its 1/8 of the gradients.
+    held = est.roles["actor_train"].states
+    states = (held["weights"] + held["grads"]) / 8 + held["optimizer"]
     # ... and the LM head's logits: each rank's tokens x 128,256 vocabulary entries, 16 bytes
     # each per pass (three passes to train), at the peak bandwidth.
     logits = 256 * 800 / 8 * 128_256 * 16 / 3350e9
@@ -371,7 +373,7 @@ def test_offload_and_cpu_optimizer_terms(base: dict[str, Any]) -> None:
     assert cpu.terms["overhead"] == pytest.approx(plain.terms["overhead"] + cpu_s)
     assert cpu.terms["memory"] == pytest.approx(  # the logits only: no GPU optimizer pass
         plain.terms["memory"]
-        - 2 * sum(states[k] for k in ("weights", "grads", "optimizer")) * 1e9 / 3350e9
+        - 2 * ((states["weights"] + states["grads"]) / 8 + states["optimizer"]) * 1e9 / 3350e9
     )
 
 
