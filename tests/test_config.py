@@ -308,3 +308,18 @@ def test_every_format_has_an_importer_and_a_name_in_the_type() -> None:
     assert set(FORMATS) == set(get_args(ConfigFormat))
     native = {"cluster": {}, "roles": {}, "pipeline": {"stages": {}}}
     assert to_native("native", native, "f.yaml", None) == native
+
+
+def test_a_set_on_an_imported_file_that_changes_nothing_says_so() -> None:
+    """A misspelt framework key would change nothing without a word: an override of an
+    imported file's own keys that leaves its native form as it was gets a warning naming
+    it; one the importer reads does not."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    typo = "actor_rollout_ref.rollout.tensor_model_paralel_size=4"
+    cfg = load_config(examples / "verl.yaml", overrides=[typo])
+    (note,) = [w for w in cfg.warnings if w.startswith("--set")]
+    assert typo in note and "verl importer does not read" in note
+    read = load_config(examples / "nemo_rl.yaml", overrides=["grpo.num_prompts_per_step=32"])
+    assert not [w for w in read.warnings if w.startswith("--set")]
+    same = load_config(examples / "nemo_rl.yaml", overrides=["grpo.num_prompts_per_step=64"])
+    assert [w for w in same.warnings if w.startswith("--set grpo.num_prompts_per_step=64")]

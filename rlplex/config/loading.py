@@ -63,6 +63,14 @@ class NativeForm:
     """Each role's GPU count as the file gives it (stage seconds are measured there)."""
     defaults_note: str | None
     """What an imported file's missing costs were replaced with, if anything."""
+    unread: tuple[str, ...] = ()
+    """``--set`` overrides of an imported file's own keys that changed nothing its importer
+    reads (a typo, a key rlplex does not read, or the value the file already had)."""
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The warnings reading the file gave: unread overrides, then the defaults note."""
+        return (*self.unread, *([self.defaults_note] if self.defaults_note else []))
 
 
 def load_config(
@@ -91,8 +99,8 @@ def load_config(
         fmt=form.fmt,
         file_devices=form.file_devices,
     )
-    if form.defaults_note:
-        return config.model_copy(update={"warnings": (*config.warnings, form.defaults_note)})
+    if form.notes:
+        return config.model_copy(update={"warnings": (*config.warnings, *form.notes)})
     return config
 
 
@@ -170,6 +178,11 @@ def load_native(
         cost_data = check_costs(load_yaml_file(costs), str(costs))
     costs_file = str(costs) if costs is not None else None
     native = to_native(fmt, data, file, cost_data, costs_file)
+    unread = (
+        _unread_overrides(fmt, written, file_overrides, native, file, cost_data, costs_file)
+        if imported
+        else ()
+    )
     file_devices = device_counts(native)
     if overrides:
         # Stage seconds are measured on the devices the file gives (DESIGN: at_devices
@@ -185,4 +198,36 @@ def load_native(
         from rlplex.estimate.fill import use_estimates
 
         native, defaults_note = use_estimates(native, cost_data)
-    return NativeForm(native, file, fmt, file_devices, defaults_note)
+    return NativeForm(native, file, fmt, file_devices, defaults_note, unread)
+
+
+def _unread_overrides(
+    fmt: str,
+    written: dict[str, Any],
+    overrides: Sequence[str],
+    native: dict[str, Any],
+    file: str,
+    costs: Mapping[str, Any] | None,
+    costs_file: str | None,
+) -> tuple[str, ...]:
+    """The overrides of an imported file whose removal leaves its native form as it is.
+
+    An importer reads some of a framework's keys and passes over the rest, so a misspelt
+    key (``--set actor_rollout_ref.rollout.tensor_model_paralel_size=4``) would change
+    nothing without a word: each override is taken out in turn and the file converted
+    again (milliseconds each).
+    """
+    notes = []
+    for i, override in enumerate(overrides):
+        others = [o for j, o in enumerate(overrides) if j != i]
+        try:
+            without = to_native(fmt, apply_overrides(written, others), file, costs, costs_file)
+        except ConfigError:
+            continue  # the override is what makes the file convert: it is read
+        if without == native:
+            key = override.partition("=")[0].strip()
+            notes.append(
+                f"--set {override} changed nothing rlplex reads (the {fmt} importer does not"
+                f" read {key}, or the file or its defaults already give that value)"
+            )
+    return tuple(notes)

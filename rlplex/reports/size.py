@@ -550,7 +550,7 @@ def size_report(
         candidates=tuple(every),
         smallest=smallest,
         price_per_gpu_hour=price_per_gpu_hour,
-        warnings=(*base.warnings, *([form.defaults_note] if form.defaults_note else [])),
+        warnings=(*base.warnings, *form.notes),
     )
 
 
