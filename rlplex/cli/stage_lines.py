@@ -65,6 +65,11 @@ def generation_line(d: dict[str, Any], *, kv_room: bool = True) -> str:
             text += f", {d['clip_ratio']:.1%} cut at the max"
         text += ")"
     text += f"; floor {d['step_floor_s'] * 1000:.1f} ms per decode step"
+    if d.get("windowed_layers"):
+        text += (
+            f"; {d['windowed_layers']} of {d['attention_layers']} attention layers windowed:"
+            f" their cache and attention stop at {d['sliding_window']:,} tokens a sequence"
+        )
     if d.get("in_flight_weight_updates"):
         text += (
             f"; in-flight weight updates: decodes on through the trainer's"

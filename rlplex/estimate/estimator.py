@@ -1596,6 +1596,9 @@ def estimate_generate(
             "decode_s": dec.total_s, "step_floor_s": costs.floor_s,
             "eff_prefill": eff_prefill, "eff_decode": eff_decode, **loop_detail,
             **turns.detail(longest, env_wait_s),
+            **({"windowed_layers": spec.sliding_window_layers,
+                "attention_layers": spec.attention_layers,
+                "sliding_window": spec.sliding_window} if spec.sliding_window_layers else {}),
         },
     )  # fmt: skip
 

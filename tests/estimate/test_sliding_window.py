@@ -234,3 +234,16 @@ def test_turn_prefill_attends_within_the_window() -> None:
     assert again.prefill_flops(spec) == pytest.approx(
         f.token_flops(spec) * again.prefill_tokens + width * squares
     )
+
+
+def test_estimate_says_which_layers_are_windowed() -> None:
+    from typer.testing import CliRunner
+
+    from rlplex.cli import app
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    args = ["estimate", str(examples / "estimate_7b.yaml"), "--set", "model=gpt-oss-20b"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "12 of 24 attention layers windowed" in result.stdout
+    assert "stop at 128 tokens a sequence" in result.stdout
