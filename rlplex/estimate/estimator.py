@@ -415,6 +415,20 @@ def _expert_layout(ctx: _Ctx, role: Role) -> tuple[int, int]:
     return ep, ranks // ep
 
 
+def _shard_fraction(ctx: _Ctx, role: Role, params: int) -> float:
+    """The share of a rank's model parameters that is its own optimizer shard: the dense
+    part over the data-parallel ranks, the routed experts over the expert data-parallel
+    ones (Megatron's distributed optimizer, ZeRO), against what the rank holds whole."""
+    spec = ctx.spec(role)
+    tp, pp, dp = ctx.layout(role)
+    ep, edp = _expert_layout(ctx, role)
+    experts = f.routed_expert_params(spec) if ep > 1 else 0
+    dense = params - experts
+    whole = dense / (tp * pp) + experts / (ep * pp)
+    own = dense / (tp * pp * dp) + experts / (ep * pp * edp)
+    return own / whole if whole > 0 else 1.0
+
+
 def _replicas(ctx: _Ctx, role: Role) -> int:
     tp, pp, _ = ctx.layout(role)
     return max(1, ctx.devices(role) // (tp * pp))
@@ -1103,11 +1117,10 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     # 1/dp of the weights from its 1/dp of the gradients (then gathers them, above).
     # (ZeRO-2 holds only its gradient shard already, ZeRO-3 and FSDP every state's.)
     zero = 0 if par is None else (3 if par.fsdp else par.zero)
-    weights_shard = est.dp if 1 <= zero < 3 else 1
-    grads_shard = est.dp if zero == 1 else 1
+    own = _shard_fraction(ctx, role, est.params) if 1 <= zero < 3 else 1.0
     states_gb = (
-        est.states.get("weights", 0.0) * trainable / est.params / weights_shard
-        + est.states.get("grads", 0.0) / grads_shard
+        est.states.get("weights", 0.0) * trainable / est.params * own
+        + est.states.get("grads", 0.0) * (own if zero == 1 else 1.0)
         + est.states.get("optimizer", 0.0)
     )
     host = ctx.inputs.cluster.host_gb_per_s

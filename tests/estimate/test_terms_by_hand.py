@@ -104,6 +104,24 @@ def test_every_optimizer_step_reads_and_writes_the_states(base: dict[str, Any]) 
     assert zero2.terms["memory"] - no_gpu_step.terms["memory"] == pytest.approx(2 * one_step)
 
 
+def test_a_distributed_optimizer_steps_its_dense_and_expert_shards(base: dict[str, Any]) -> None:
+    """Megatron's distributed optimizer at ep 8 on 8 GPUs: each rank steps 1/8 of the dense
+    weights (dp 8) and all of its own experts (expert data parallel 1), from the same share
+    of its bf16 gradients, with its AdamW shard."""
+    _moe(base)
+    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "ep": 8}
+    train = _estimate(base).stages["train"]
+    base["roles"]["actor_train"]["parallel"] = {"zero": 1, "ep": 8, "cpu_optimizer": True}
+    no_gpu_step = _estimate(base).stages["train"]
+    spec = model_presets()["qwen3-30b-a3b"]
+    experts = 48 * 128 * 3 * 2048 * 768
+    dense = f.total_params(spec) - experts
+    own = dense / 8 + experts / 8  # the rank's shard of weights and grads
+    optimizer = own * 12  # fp32 master weights and two moments
+    step = 2 * (own * 2 + own * 2 + optimizer) / HBM
+    assert train.terms["memory"] - no_gpu_step.terms["memory"] == pytest.approx(step)
+
+
 def test_a_second_epoch_doubles_the_training_flops_and_micro_batches(
     base: dict[str, Any],
 ) -> None:
