@@ -64,6 +64,8 @@ def test_llama31_8b_by_hand() -> None:
         ("llama-3.2-1b", 1.24, None),
         ("llama-3.2-3b", 3.21, None),
         ("deepseek-v3", 671.0, 37.0),
+        ("deepseek-v2-lite", 15.7, 2.4 + 102_400 * 2048 / 1e9),  # the card's 2.4B: no embedding
+        ("moonlight-16b-a3b", 16.0, 3.0),
     ],
 )
 def test_published_parameter_counts(name: str, total_b: float, active_b: float | None) -> None:
@@ -110,6 +112,10 @@ def test_mla_kv_cache_is_the_latent() -> None:
         # a reward model named after its base, words before the base's name
         ("Skywork/Skywork-Reward-V2-Qwen3-0.6B", "qwen3-0.6b"),
         ("Skywork/Skywork-Reward-V2-Llama-3.1-8B", "llama-3.1-8b"),
+        ("moonshotai/Moonlight-16B-A3B-Instruct", "moonlight-16b-a3b"),
+        ("deepseek-ai/DeepSeek-V2-Lite-Chat", "deepseek-v2-lite"),
+        ("unsloth/gpt-oss-20b-BF16", "gpt-oss-20b"),
+        ("google/gemma-3-27b-it", "gemma-3-27b"),
     ],
 )
 def test_hub_names_match_presets(name: str, preset: str) -> None:
