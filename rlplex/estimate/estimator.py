@@ -1090,8 +1090,12 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
             # communication_data_type).
             reduce_b = f.BYTES_PER_ELEMENT["fp32"] if par.fsdp else b
             comm = collective * trained * reduce_b * micro_batches
-            if sharded:  # the weights gathered for forward, backward (and recomputation)
-                comm += (3 if recompute else 2) * collective * b * micro_batches
+            if sharded:
+                # The weights gathered for the forward and again for the backward; a
+                # recomputed forward runs inside the backward on the weights its pre-backward
+                # hook gathered (FSDP2's _pre_forward returns early in the pre-backward
+                # state, FSDP1 alike): no third gather.
+                comm += 2 * collective * b * micro_batches
             else:  # ZeRO-2: each optimizer step's updated shards gathered once
                 comm += collective * trained * b * steps
         else:
@@ -1985,9 +1989,10 @@ def estimate(inputs: Inputs) -> Estimate:
     for name, role in inputs.roles.items():
         if role.is_gpu and name in ctx.stages_of:
             roles[name] = role_states(ctx, role)
-    # Estimated states stand in for missing ones when sizing the weight sync.
+    # Estimated states stand in for missing ones when sizing the weight sync: a role that
+    # gives some states (its KV cache) keeps the estimates of the others (its weights).
     effective = {
-        n: r.model_copy(update={"states": dict(r.states or roles[n].states)}) if n in roles else r
+        n: r.model_copy(update={"states": {**roles[n].states, **r.states}}) if n in roles else r
         for n, r in inputs.roles.items()
     }
     stages: dict[str, StageEstimate] = {}

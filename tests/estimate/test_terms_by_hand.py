@@ -333,3 +333,27 @@ def test_kv_cache_is_capped_by_the_engines_memory_share(base: dict[str, Any]) ->
     base["roles"]["actor_infer"]["rollout"] = {"gpu_memory_utilization": 0.8}
     lower = _estimate(base).roles["actor_infer"].states["kv_cache"]
     assert lower == pytest.approx(room - 0.1 * 85.52)
+
+
+def test_a_role_giving_some_states_keeps_the_estimates_of_the_others(
+    base: dict[str, Any],
+) -> None:
+    """An engine that gives its KV cache still holds its estimated weights: the weight sync
+    moves them (it moved none when any state was given)."""
+    plain = _estimate(base).stages["weight_sync"]
+    base["roles"]["actor_infer"]["states"] = {"kv_cache": 10}
+    given = _estimate(base).stages["weight_sync"]
+    assert given.detail["gb_per_device"] == pytest.approx(P * 2 / 2 / 1e9)  # bf16 over tp 2
+    assert given.seconds == pytest.approx(plain.seconds)
+
+
+def test_recomputation_gathers_no_third_copy_of_the_weights(base: dict[str, Any]) -> None:
+    """FSDP gathers the weights for the forward and for the backward; the recomputed forward
+    runs on the backward's copy, so recomputation adds FLOPs but no data-parallel bytes."""
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    plain = _estimate(base).stages["train"]
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True, "recompute": True}
+    again = _estimate(base).stages["train"]
+    assert again.bytes == pytest.approx(plain.bytes)
+    assert again.detail["comm_s"] == pytest.approx(plain.detail["comm_s"])
+    assert again.flops == pytest.approx(plain.flops * 4 / 3)
