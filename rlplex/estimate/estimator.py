@@ -1275,17 +1275,21 @@ def _weight_reader(
     sequence's linear-attention state (``state_bytes`` per device), read and written back,
     and its windowed layers' cache (``window_bytes`` per device), read."""
     states = 2.0 * state_bytes + window_bytes
+    # An untied embedding is looked up: each sequence's row (decode_weight_bytes).
+    row = 0.0 if spec.tied_embeddings else spec.hidden_size * f.BYTES_PER_ELEMENT[precision]
+    per_sequence = states + row / group
     if not spec.is_moe:
-        dense = f.decode_weight_bytes(spec, 1, precision) / group
-        return lambda b: dense + b * states
-    everything = f.decode_weight_bytes(spec, 1e9, precision)
-    one = f.decode_weight_bytes(spec, 1, precision)
+        dense = (f.decode_weight_bytes(spec, 1, precision) - row) / group
+        return lambda b: dense + b * per_sequence
+    everything = f.decode_weight_bytes(spec, 1e9, precision) - min(1e9, spec.vocab_size) * row
+    one = f.decode_weight_bytes(spec, 1, precision) - row
     touched_one = f.expected_experts_touched(spec, 1)
     per_expert = (everything - one) / max(spec.num_experts - touched_one, 1e-9)
     base = one - touched_one * per_expert
 
     def read(b: float) -> float:
-        return (base + f.expected_experts_touched(spec, b) * per_expert) / group + b * states
+        touched = f.expected_experts_touched(spec, b) * per_expert
+        return (base + touched) / group + b * per_sequence
 
     return read
 

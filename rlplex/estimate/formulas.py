@@ -310,13 +310,18 @@ def expected_experts_touched(s: ModelSpec, batch: float) -> float:
 
 
 def decode_weight_bytes(s: ModelSpec, batch: float, precision: str, head: Head = "lm") -> float:
-    """Weight bytes one decode step of ``batch`` sequences reads (all devices together)."""
+    """Weight bytes one decode step of ``batch`` sequences reads (all devices together).
+
+    Every weight matrix is read once, but an untied input embedding is a lookup: the step
+    reads its ``batch`` rows, not the table (a tied one is read whole as the LM head).
+    """
     b = BYTES_PER_ELEMENT[precision]
+    held = total_params(s, head)
+    if not s.tied_embeddings:
+        held -= s.vocab_size * s.hidden_size - min(batch, s.vocab_size) * s.hidden_size
     if not s.is_moe:
-        return total_params(s, head) * b
-    dense = total_params(s, head) - s.moe_layers * s.num_experts * _mlp(
-        s.hidden_size, s.moe_intermediate_size
-    )
+        return held * b
+    dense = held - s.moe_layers * s.num_experts * _mlp(s.hidden_size, s.moe_intermediate_size)
     touched = expected_experts_touched(s, batch)
     return (dense + s.moe_layers * touched * _mlp(s.hidden_size, s.moe_intermediate_size)) * b
 

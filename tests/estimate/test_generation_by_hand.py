@@ -109,11 +109,12 @@ def test_an_fp8_engine_prefills_its_matmuls_faster(base: dict[str, Any]) -> None
 
 def _step_costs() -> StepCosts:
     """One decode step of a tp-2 replica of the base engine, per GPU, by hand: half the bf16
-    weights read whatever the batch, 4 KV heads' cache a token, half the matmul and attention
+    weights read but the untied embedding table (a lookup of the batch's rows), 4 KV heads'
+    cache a token, half the matmul and attention
     FLOPs, 60% of HBM, the prefill efficiency's FLOP rate, and a floor of the step, every
     layer's small kernels and two all-reduces per layer."""
     return StepCosts(
-        weight_bytes=lambda b: 2 * P / TP,
+        weight_bytes=lambda b: 2 * (P - 128_256 * 4096 + b * 4096) / TP,
         kv_bytes_per_token=KV_PER_TOKEN,
         flops_per_token=2 * ACTIVE / TP,
         attention_flops_per_context=2 * ATTENTION_WIDTH * LAYERS / TP,

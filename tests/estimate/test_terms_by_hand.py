@@ -287,11 +287,16 @@ def test_decode_reads_the_experts_a_batch_touches() -> None:
     assert f.expected_experts_touched(spec, 16) == pytest.approx(touched)
     assert f.expected_experts_touched(spec, 1) == pytest.approx(8)
     expert = 3 * 2048 * 768  # one SwiGLU expert
-    dense = f.total_params(spec) - 48 * 128 * expert
+    # The untied embedding table is a lookup: a step reads its batch's rows, not the table.
+    dense = f.total_params(spec) - 48 * 128 * expert - 151_936 * 2048
     assert f.decode_weight_bytes(spec, 16, "bf16") == pytest.approx(
-        (dense + 48 * touched * expert) * 2
+        (dense + 16 * 2048 + 48 * touched * expert) * 2
     )
-    assert f.decode_weight_bytes(spec, 1, "fp8") == pytest.approx(dense + 48 * 8 * expert)
+    assert f.decode_weight_bytes(spec, 1, "fp8") == pytest.approx(dense + 2048 + 48 * 8 * expert)
+    # A tied table is the LM head too: read whole.
+    tied = model_presets()["qwen2.5-0.5b"]
+    assert tied.tied_embeddings
+    assert f.decode_weight_bytes(tied, 8, "bf16") == pytest.approx(f.total_params(tied) * 2)
 
 
 def test_a_stage_efficiency_factor_scales_only_its_stage(base: dict[str, Any]) -> None:
