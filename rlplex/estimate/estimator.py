@@ -1228,38 +1228,45 @@ def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> 
 
 def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> float:
     """Fixed seconds of one decode step: scheduling and sampling, every layer's small kernels,
-    eager launches, all-reduces, and an engine's messages between hosts when it spans them."""
+    eager launches, all-reduces, and an engine's messages between hosts when it spans them.
+
+    A pipeline-parallel engine keeps pp micro-batches in flight, each through every stage
+    once per step: each device runs its stage's layers pp times a step, so the per-layer
+    latencies count every layer, as without pp, plus pp hand-offs."""
     eff = ctx.inputs.efficiency
     rollout = role.rollout or Rollout()
     floor = efficiency_value(eff, "decode_step_s")
     # Every layer's small kernels (norms, rotary, cache writes, activations; MoE routing and
     # sorting) take a few microseconds each even replayed from a CUDA graph.
-    floor += efficiency_value(eff, "decode_layer_s") * spec.num_layers / pp
+    floor += efficiency_value(eff, "decode_layer_s") * spec.num_layers
     if spec.is_moe:
-        floor += efficiency_value(eff, "decode_moe_layer_s") * spec.moe_layers / pp
+        floor += efficiency_value(eff, "decode_moe_layer_s") * spec.moe_layers
     if not rollout.cuda_graphs:
         # Each layer's kernels issued from Python; MoE and MLA layers issue more of them.
-        floor += efficiency_value(eff, "eager_layer_s") * f.eager_layers(spec) / pp
+        floor += efficiency_value(eff, "eager_layer_s") * f.eager_layers(spec)
     if role.lora is not None:
         # An engine serving adapters runs vLLM's LoRA kernels (a buffer, a shrink and an
         # expand per wrapped linear layer) beside every layer's own small kernels.
-        kernels = f.lora_decode_kernels(rollout.vllm_v0) * spec.num_layers / pp
+        kernels = f.lora_decode_kernels(rollout.vllm_v0) * spec.num_layers
         floor += efficiency_value(eff, "decode_layer_s") / f.DECODE_LAYER_KERNELS * kernels
         if not rollout.cuda_graphs:
             floor += efficiency_value(eff, "eager_layer_s") / f.EAGER_LAYER_OPERATORS * kernels
     group = tp * pp
-    key = "allreduce_inter_node_s" if _spans_nodes(ctx, group) else "allreduce_s"
-    if tp > 1:
-        floor += 2 * spec.num_layers / pp * efficiency_value(eff, key)
+
+    def latency(gpus: int) -> float:
+        key = "allreduce_inter_node_s" if _spans_nodes(ctx, gpus) else "allreduce_s"
+        return efficiency_value(eff, key)
+
+    if tp > 1:  # within the tensor-parallel group, whatever the stages span
+        floor += 2 * spec.num_layers * latency(tp)
     if pp > 1:
-        floor += pp * efficiency_value(eff, key)
+        floor += pp * latency(group)
     if group > ctx.inputs.cluster.gpus_per_node:
         floor += efficiency_value(eff, "cross_host_step_s")
     ep = role.parallel.ep if role.parallel else 1
     if spec.is_moe and ep > 1:  # dispatch and combine all-to-all per MoE layer
         # Over the expert-parallel group, which may span more GPUs than one replica's tp x pp.
-        ep_key = "allreduce_inter_node_s" if _spans_nodes(ctx, max(group, ep)) else "allreduce_s"
-        floor += 2 * spec.moe_layers / pp * efficiency_value(eff, ep_key)
+        floor += 2 * spec.moe_layers * latency(max(group, ep))
     return floor
 
 
@@ -1531,7 +1538,10 @@ def estimate_generate(
     base_context = prompt.mean + turns.observation_context
     slots = max(1, min(rollout.max_num_seqs, kv_slots))
     costs = StepCosts(
-        weight_bytes=_weight_reader(spec, weight_precision(ctx, role), group, state, window_kv),
+        # A pipeline-parallel engine's step passes every stage: each device reads its
+        # 1/(tp x pp) of the weights once per micro-batch in flight (pp of them), so a
+        # step's weight reads cost W / tp per device, as without pp (KV and FLOPs split).
+        weight_bytes=_weight_reader(spec, weight_precision(ctx, role), tp, state, window_kv),
         kv_bytes_per_token=per_token,
         flops_per_token=(f.token_flops(spec) + 2.0 * f.attention_width(spec) * window_keys) / group,
         attention_flops_per_context=(

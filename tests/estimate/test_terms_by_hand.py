@@ -243,18 +243,41 @@ def test_tensor_parallel_collectives_across_nodes_use_the_network(base: dict[str
 
 
 def test_decode_floor_of_a_pipeline_parallel_engine(base: dict[str, Any]) -> None:
-    """A pipeline-parallel engine's step runs each stage's layers (1/pp of them) and passes
-    the activations through pp stages: pp all-reduce latencies a step; tensor parallel adds
-    two all-reduces per layer of its stage."""
+    """A pipeline-parallel engine keeps pp micro-batches in flight, each through every stage
+    once a step: each device runs its stage's layers pp times a step, so every layer's
+    small kernels count (as without pp), plus pp hand-offs; tensor parallel adds two
+    all-reduces per layer, at the latency within its own group."""
     base["roles"]["actor_infer"]["parallel"] = {"tp": 1, "pp": 2}
     floor = _estimate(base).stages["generate"].detail["step_floor_s"]
-    assert floor == pytest.approx(DECODE_STEP_S + DECODE_LAYER_S * 32 / 2 + 2 * ALLREDUCE_S)
+    assert floor == pytest.approx(DECODE_STEP_S + DECODE_LAYER_S * 32 + 2 * ALLREDUCE_S)
     base["roles"]["actor_infer"]["num_gpus_per_worker"] = 4
     base["roles"]["actor_infer"]["parallel"] = {"tp": 2, "pp": 2}
     both = _estimate(base).stages["generate"].detail["step_floor_s"]
     assert both == pytest.approx(
-        DECODE_STEP_S + DECODE_LAYER_S * 32 / 2 + 2 * 32 / 2 * ALLREDUCE_S + 2 * ALLREDUCE_S
+        DECODE_STEP_S + DECODE_LAYER_S * 32 + 2 * 32 * ALLREDUCE_S + 2 * ALLREDUCE_S
     )
+    # Stages across two 4-GPU nodes: the hand-offs cross them, tp 2 all-reduces do not.
+    base["cluster"] = {"nodes": 2, "gpus_per_node": 4, "gpu": "h100"}
+    base["roles"]["actor_infer"]["num_gpus_per_worker"] = 8
+    base["roles"]["actor_infer"]["parallel"] = {"tp": 2, "pp": 4}
+    apart = _estimate(base).stages["generate"].detail["step_floor_s"]
+    cross_host = 0.008  # the engine spans hosts: its per-step messages between them
+    assert apart == pytest.approx(
+        DECODE_STEP_S + DECODE_LAYER_S * 32 + 2 * 32 * ALLREDUCE_S + 4 * 5e-5 + cross_host
+    )
+
+
+def test_a_pipeline_parallel_engine_reads_its_weights_once_per_micro_batch(
+    base: dict[str, Any],
+) -> None:
+    """Each device holds 1/(tp x pp) of the weights and reads them once per micro-batch in
+    flight (pp a step): a step's weight reads are W / tp per device, as without pp."""
+    base["roles"]["actor_infer"]["parallel"] = {"tp": 1, "pp": 2}
+    gen = _estimate(base).stages["generate"]
+    d = gen.detail
+    per_device = (P - 128_256 * 4096 + d["mean_batch"] * 4096) * 2  # W / tp, bf16, tp 1
+    replicas = d["replicas"]
+    assert gen.bytes == pytest.approx(d["decode_steps"] * per_device * 2 * replicas, rel=1e-6)
 
 
 def test_decode_floor_of_an_expert_parallel_engine(base: dict[str, Any]) -> None:
