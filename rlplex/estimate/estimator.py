@@ -1148,10 +1148,12 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
             step_s += _sequence_overhead_s(ctx)
         terms["overhead"] += step_s
         detail["step_overhead_s"] = step_s
+    # 1F1B: the first pipeline stage holds up to pp micro-batches' activations at once.
+    per_step = micro_batches / max(1, steps)
     act = f.activation_bytes(
         spec, _micro_batch_tokens_per_rank(w, role, detail, backward=True),
         precision=stored_precision(role.precision), tp=est.tp, pp=est.pp, recompute=recompute,
-        backward=True,
+        backward=True, in_flight=min(est.pp, max(1, math.ceil(per_step - 1e-9))),
         head=head,
         eager=layer_kernels(role) == "eager",
         logits_bytes=_logits_bytes(role, backward=True),

@@ -332,7 +332,8 @@ def layer_activation_elements(s: ModelSpec) -> float:
     Two norm inputs and outputs (4h), queries and attention output
     (2 x heads x head width), keys and values (2 x KV heads x head width), and
     the SwiGLU's gate, up, activation and product (4 x MLP width; for MoE the
-    token's experts). Flash attention keeps no score matrix. This is the
+    token's experts, and its k routed copies of the hidden state in and out,
+    2 x k x h). Flash attention keeps no score matrix. This is the
     34 x h bytes per token of Korthikanti et al. (2022) for a GPT MLP of 4h,
     re-derived for GQA and SwiGLU. A hybrid model's figure is the mean over its
     layers: a linear-attention mixer keeps its q/k/v/z projection, the convolved
@@ -348,11 +349,17 @@ def layer_activation_elements(s: ModelSpec) -> float:
     if s.linear_attention_layers:
         linear = 4 * linear_key_width(s) + 4 * linear_value_width(s)
         attn = (s.attention_layers * attn + s.linear_attention_layers * linear) / s.num_layers
+    routed = 0
     if s.is_moe:
         width = s.experts_per_token * s.moe_intermediate_size + s.shared_experts * _shared_width(s)
+        # Each token's k routed copies: the permuted input the experts' first GEMM keeps for
+        # its weight gradient, and the experts' outputs the weighted combine keeps for the
+        # routing probabilities' gradient (Megatron's grouped GEMM and unpermute; Hugging
+        # Face's index_select and routing-weight multiply alike).
+        routed = 2 * s.experts_per_token * h
     else:
         width = s.intermediate_size
-    return 4 * h + attn + 4 * width
+    return 4 * h + attn + 4 * width + routed
 
 
 EAGER_SAVED_NORM_BYTES = 8.0
@@ -387,6 +394,7 @@ def activation_bytes(
     head: Head = "lm",
     eager: bool = False,
     logits_bytes: float | None = None,
+    in_flight: int = 1,
 ) -> float:
     """Transient bytes per device of one micro-batch of ``tokens`` tokens.
 
@@ -395,25 +403,32 @@ def activation_bytes(
     forward-only pass keeps one layer's. The LM head's fp32 logits (and, in
     training, their gradient) come on top. Tensor parallelism with sequence
     parallelism splits all of it over tp ranks; pipeline stages hold their
-    layers. ``eager``: Hugging Face modules, whose norms keep fp32 copies
-    (:func:`eager_saved_bytes_per_token`). ``logits_bytes``: bytes per logit held at the
-    peak (default fp32 logits, and their fp32 gradient in training: 4 or 8).
+    layers. ``in_flight``: micro-batches a pipeline stage holds at once in training (1F1B:
+    the first stage runs ``min(pp, m)`` forwards before its first backward); the last stage,
+    which holds the logits, holds one: the peak is the larger of the two. ``eager``: Hugging
+    Face modules, whose norms keep fp32 copies (:func:`eager_saved_bytes_per_token`).
+    ``logits_bytes``: bytes per logit held at the peak (default fp32 logits, and their fp32
+    gradient in training: 4 or 8).
     """
     b = BYTES_PER_ELEMENT[precision if precision != "fp8" else "bf16"]
     layers = s.num_layers / pp
     per_layer = layer_activation_elements(s) * b * tokens
     if eager:
         per_layer += eager_saved_bytes_per_token(s, precision) * tokens
+    working = 0.0  # one layer's full set, recomputed during the backward
     if not backward:
-        body = per_layer
+        stored, working = 0.0, per_layer
     elif recompute:
-        body = layers * s.hidden_size * b * tokens + per_layer
+        stored, working = layers * s.hidden_size * b * tokens, per_layer
     else:
-        body = layers * per_layer
+        stored = layers * per_layer
     head_width = s.vocab_size if head == "lm" else 1
     per_logit = logits_bytes if logits_bytes is not None else 4 * (2 if backward else 1)
     logits = tokens * head_width * per_logit
-    return (body + logits) / tp
+    held = max(1, in_flight) if backward else 1
+    first_stage = held * stored + working
+    last_stage = stored + working + logits
+    return max(first_stage, last_stage) / tp
 
 
 def optimizer_bytes_per_param(optimizer: str, precision: str) -> int:

@@ -385,3 +385,51 @@ def test_recomputation_gathers_no_third_copy_of_the_weights(base: dict[str, Any]
     assert again.bytes == pytest.approx(plain.bytes)
     assert again.detail["comm_s"] == pytest.approx(plain.detail["comm_s"])
     assert again.flops == pytest.approx(plain.flops * 4 / 3)
+
+
+def test_moe_layers_keep_their_routed_copies_for_the_backward() -> None:
+    """Per token and layer: 4h of norms, q and attention output (2 x 32 x 128), k and v
+    (2 x 4 x 128), 4 x the experts' width (8 x 768), and the k = 8 routed copies of the
+    hidden state, in (the grouped GEMM's saved input) and out (the weighted combine's)."""
+    spec = model_presets()["qwen3-30b-a3b"]
+    h = 2048
+    by_hand = 4 * h + 2 * 32 * 128 + 2 * 4 * 128 + 4 * 8 * 768 + 2 * 8 * h
+    assert f.layer_activation_elements(spec) == by_hand
+
+
+def test_the_first_pipeline_stage_holds_its_micro_batches_in_flight() -> None:
+    """1F1B: the first of pp stages runs min(pp, m) forwards before its first backward, so
+    it holds that many micro-batches' activations of its L/pp layers; the last stage holds
+    one and the logits; the peak is the larger."""
+    spec = model_presets()["llama-3.1-8b"]
+    tokens, tp, pp = 4096, 2, 4
+    per_layer = f.layer_activation_elements(spec) * 2 * tokens
+    stored = 32 / pp * per_layer
+    logits = tokens * 128_256 * 8  # fp32 logits and their gradient
+    one = f.activation_bytes(spec, tokens, tp=tp, pp=pp)
+    assert one == pytest.approx((stored + logits) / tp)
+    four = f.activation_bytes(spec, tokens, tp=tp, pp=pp, in_flight=4)
+    assert four == pytest.approx(max(4 * stored, stored + logits) / tp)
+    assert four > one
+    # With recomputation a stage keeps each layer's input (h a token) per micro-batch in
+    # flight, and one layer's full set while it recomputes.
+    checkpoints = 32 / pp * 4096 * 2 * tokens
+    again = f.activation_bytes(spec, tokens, tp=tp, pp=pp, recompute=True, in_flight=4)
+    assert again == pytest.approx(
+        max(4 * checkpoints + per_layer, checkpoints + per_layer + logits) / tp
+    )
+
+
+def test_a_pipelined_trainer_sizes_its_first_stage_for_pp_micro_batches(
+    base: dict[str, Any],
+) -> None:
+    """The train stage's transient memory holds min(pp, m) micro-batches: 2 stages with
+    32 micro-batches a step hold 2 on the first stage."""
+    base["workload"]["packing"] = False
+    base["roles"]["actor_train"]["parallel"] = {"pp": 2, "zero": 1}
+    train = _estimate(base).stages["train"]
+    # 256 sequences over 4 data-parallel groups, 2 a micro-batch, one optimizer step.
+    assert train.detail["micro_batches_per_rank"] == 32
+    spec = model_presets()["llama-3.1-8b"]
+    expected = f.activation_bytes(spec, 2 * 800, pp=2, in_flight=2) / 1e9
+    assert train.memory_gb == pytest.approx(expected, rel=1e-6)
