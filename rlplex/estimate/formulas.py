@@ -326,7 +326,7 @@ def decode_weight_bytes(s: ModelSpec, batch: float, precision: str, head: Head =
     return (dense + s.moe_layers * touched * _mlp(s.hidden_size, s.moe_intermediate_size)) * b
 
 
-def layer_activation_elements(s: ModelSpec) -> float:
+def layer_activation_elements(s: ModelSpec, *, swiglu_tensors: int = 4) -> float:
     """Activation elements one layer keeps per token for the backward pass.
 
     Two norm inputs and outputs (4h), queries and attention output
@@ -335,7 +335,10 @@ def layer_activation_elements(s: ModelSpec) -> float:
     token's experts, and its k routed copies of the hidden state in and out,
     2 x k x h). Flash attention keeps no score matrix. This is the
     34 x h bytes per token of Korthikanti et al. (2022) for a GPT MLP of 4h,
-    re-derived for GQA and SwiGLU. A hybrid model's figure is the mean over its
+    re-derived for GQA and SwiGLU. ``swiglu_tensors``: 4 for SwiGLU as separate operators
+    (Hugging Face: gate, up, silu(gate), product); 3 for Megatron's fused bias-SwiGLU,
+    which keeps its input (gate and up, 2 x width) and the product fc2 needs.
+    A hybrid model's figure is the mean over its
     layers: a linear-attention mixer keeps its q/k/v/z projection, the convolved
     q/k/v and its output (``4 x key width + 4 x value width``).
     """
@@ -359,7 +362,7 @@ def layer_activation_elements(s: ModelSpec) -> float:
         routed = 2 * s.experts_per_token * h
     else:
         width = s.intermediate_size
-    return 4 * h + attn + 4 * width + routed
+    return 4 * h + attn + swiglu_tensors * width + routed
 
 
 EAGER_SAVED_NORM_BYTES = 8.0
@@ -412,7 +415,8 @@ def activation_bytes(
     """
     b = BYTES_PER_ELEMENT[precision if precision != "fp8" else "bf16"]
     layers = s.num_layers / pp
-    per_layer = layer_activation_elements(s) * b * tokens
+    # Fused kernels (Megatron) run SwiGLU as one bias-SwiGLU: 3 saved tensors, not 4.
+    per_layer = layer_activation_elements(s, swiglu_tensors=4 if eager else 3) * b * tokens
     if eager:
         per_layer += eager_saved_bytes_per_token(s, precision) * tokens
     working = 0.0  # one layer's full set, recomputed during the backward

@@ -12,7 +12,9 @@ from rlplex.config.build import config_from_dict
 def test_cases_are_the_published_layouts_without_rl_costs() -> None:
     bench = load_bench("trainer_sft")
     for case in bench.CASES:
-        cfg = config_from_dict(bench.case_config(case), file=case.id)
+        data = bench.case_config(case)
+        data["cluster"]["gpu_memory_gb"] = 10 * bench.GPU_GB  # as run() prices the seconds
+        cfg = config_from_dict(data, file=case.id)
         role = cfg.roles["actor_train"]
         assert len(role.devices) == case.nodes * case.gpus_per_node
         assert cfg.workload is not None and cfg.workload.controller.padding == "none"
@@ -24,3 +26,4 @@ def test_cases_are_the_published_layouts_without_rl_costs() -> None:
         # No controller and no per-step overhead: the overhead term holds host work only.
         assert row["terms"].get("overhead", 0.0) == pytest.approx(0.0, abs=0.5)
         assert row["predicted_s"] > 0
+        assert row["estimated_gb"] > 0 and row["gpu_gb"] == bench.GPU_GB

@@ -395,6 +395,8 @@ def test_moe_layers_keep_their_routed_copies_for_the_backward() -> None:
     h = 2048
     by_hand = 4 * h + 2 * 32 * 128 + 2 * 4 * 128 + 4 * 8 * 768 + 2 * 8 * h
     assert f.layer_activation_elements(spec) == by_hand
+    # Megatron's fused bias-SwiGLU keeps its input and the product: 3 x 8 x 768.
+    assert f.layer_activation_elements(spec, swiglu_tensors=3) == by_hand - 8 * 768
 
 
 def test_the_first_pipeline_stage_holds_its_micro_batches_in_flight() -> None:
@@ -403,7 +405,8 @@ def test_the_first_pipeline_stage_holds_its_micro_batches_in_flight() -> None:
     one and the logits; the peak is the larger."""
     spec = model_presets()["llama-3.1-8b"]
     tokens, tp, pp = 4096, 2, 4
-    per_layer = f.layer_activation_elements(spec) * 2 * tokens
+    # Fused (Megatron) kernels: SwiGLU keeps 3 tensors of its 14,336 width, not 4.
+    per_layer = f.layer_activation_elements(spec, swiglu_tensors=3) * 2 * tokens
     stored = 32 / pp * per_layer
     logits = tokens * 128_256 * 8  # fp32 logits and their gradient
     one = f.activation_bytes(spec, tokens, tp=tp, pp=pp)
