@@ -398,6 +398,7 @@ def activation_bytes(
     eager: bool = False,
     logits_bytes: float | None = None,
     in_flight: int = 1,
+    sequence_parallel: bool = True,
 ) -> float:
     """Transient bytes per device of one micro-batch of ``tokens`` tokens.
 
@@ -411,19 +412,25 @@ def activation_bytes(
     which holds the logits, holds one: the peak is the larger of the two. ``eager``: Hugging
     Face modules, whose norms keep fp32 copies (:func:`eager_saved_bytes_per_token`).
     ``logits_bytes``: bytes per logit held at the peak (default fp32 logits, and their fp32
-    gradient in training: 4 or 8).
+    gradient in training: 4 or 8). Without ``sequence_parallel`` the norms' inputs and
+    outputs (``4h`` a token and layer) stay whole on every tensor-parallel rank.
     """
     b = BYTES_PER_ELEMENT[precision if precision != "fp8" else "bf16"]
     layers = s.num_layers / pp
     # Fused kernels (Megatron) run SwiGLU as one bias-SwiGLU: 3 saved tensors, not 4.
     per_layer = layer_activation_elements(s, swiglu_tensors=4 if eager else 3) * b * tokens
+    if not sequence_parallel and tp > 1:
+        # Scaled by tp here because the whole is divided by tp below.
+        per_layer += 4 * s.hidden_size * b * tokens * (tp - 1)
     if eager:
         per_layer += eager_saved_bytes_per_token(s, precision) * tokens
     working = 0.0  # one layer's full set, recomputed during the backward
     if not backward:
         stored, working = 0.0, per_layer
     elif recompute:
-        stored, working = layers * s.hidden_size * b * tokens, per_layer
+        # Each layer's input, split over tp by sequence parallel, whole on every rank without.
+        whole = tp if not sequence_parallel and tp > 1 else 1
+        stored, working = layers * s.hidden_size * b * tokens * whole, per_layer
     else:
         stored = layers * per_layer
     head_width = s.vocab_size if head == "lm" else 1

@@ -304,6 +304,11 @@ class Parallel(BaseModel):
     sp: int = Field(1, ge=1)
     """Sequence / context parallel size (verl's Ulysses ``ulysses_sequence_parallel_size``,
     Megatron's ``context_parallel_size``): each sequence split over this many ranks."""
+    sequence_parallel: bool = True
+    """Megatron's sequence parallelism under tensor parallel: the norms' and residuals'
+    activations split over the tp ranks with the rest. ``false`` (NeMo RL's default,
+    ``megatron_cfg.sequence_parallel``): each tp rank keeps them whole, ``4h`` elements a
+    token and layer (Korthikanti et al. 2022, section 4.2.2)."""
     offload_params: bool = False
     """Parameters kept in host memory between passes and loaded for each one (verl
     ``param_offload``, Megatron ``param_offload``): the load is paid inside every pass."""

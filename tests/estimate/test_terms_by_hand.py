@@ -436,3 +436,23 @@ def test_a_pipelined_trainer_sizes_its_first_stage_for_pp_micro_batches(
     spec = model_presets()["llama-3.1-8b"]
     expected = f.activation_bytes(spec, 2 * 800, pp=2, in_flight=2) / 1e9
     assert train.memory_gb == pytest.approx(expected, rel=1e-6)
+
+
+def test_without_sequence_parallel_each_tp_rank_keeps_the_norms_whole() -> None:
+    """Megatron's tensor parallel without sequence parallel splits attention and MLP
+    activations over tp but keeps the norms' inputs and outputs (4h a token and layer) whole
+    on every rank (Korthikanti et al. 2022: 10sbh + 24sbh/t); recomputation's checkpoints
+    (each layer's input, h) are whole too."""
+    spec = model_presets()["llama-3.1-8b"]
+    tokens, tp = 4096, 4
+    split = f.activation_bytes(spec, tokens, tp=tp)
+    whole = f.activation_bytes(spec, tokens, tp=tp, sequence_parallel=False)
+    assert whole - split == pytest.approx(32 * 4 * 4096 * 2 * tokens * (tp - 1) / tp)
+    again = f.activation_bytes(spec, tokens, tp=tp, recompute=True, sequence_parallel=False)
+    split_again = f.activation_bytes(spec, tokens, tp=tp, recompute=True)
+    checkpoints = 32 * 4096 * 2 * tokens
+    one_layer = 4 * 4096 * 2 * tokens
+    assert again - split_again == pytest.approx((checkpoints + one_layer) * (tp - 1) / tp)
+    assert f.activation_bytes(spec, tokens, sequence_parallel=False) == pytest.approx(
+        f.activation_bytes(spec, tokens)
+    )  # no tensor parallel: nothing to split

@@ -288,6 +288,16 @@ def test_verl_megatron_shards_the_optimizer_and_fsdp_references_hold_bf16_logits
     )
     par = megatron.roles["actor_train"].parallel
     assert par is not None and par.zero == 1
+    assert par.sequence_parallel  # verl's megatron default: sequence_parallel True
+    no_sp = load_config(
+        VERL,
+        overrides=[
+            "actor_rollout_ref.actor.strategy=megatron",
+            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+            "actor_rollout_ref.actor.megatron.sequence_parallel=false",
+        ],
+    )
+    assert not (no_sp.roles["actor_train"].parallel or Parallel()).sequence_parallel
     off = load_config(
         VERL,
         overrides=[

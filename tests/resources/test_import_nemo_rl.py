@@ -461,3 +461,21 @@ def test_dynamic_sampling_batch_multiplier(tmp_path: Path) -> None:
     )
     exc = error(bad)
     assert exc.field == "grpo.batch_multiplier" and "from 1 to 100" in str(exc)
+
+
+@pytest.mark.parametrize(("setting", "expected"), [(True, True), (False, False), (None, False)])
+def test_megatron_sequence_parallel_is_read_false_by_default(
+    tmp_path: Path, setting: bool | None, expected: bool
+) -> None:
+    """NeMo RL's megatron_cfg.sequence_parallel (false in its base configs): without it each
+    tensor-parallel rank keeps the norms' activations whole, and so does the reference."""
+    megatron: dict = {"enabled": True, "tensor_model_parallel_size": 2}
+    if setting is not None:
+        megatron["sequence_parallel"] = setting
+    path = recipe(
+        tmp_path, {"policy": {"megatron_cfg": megatron, "dtensor_cfg": {"enabled": False}}}
+    )
+    cfg = load_config(path)
+    for role in ("actor_train", "reference"):
+        par = cfg.roles[role].parallel
+        assert par is not None and par.tp == 2 and par.sequence_parallel is expected

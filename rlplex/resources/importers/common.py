@@ -427,9 +427,12 @@ def parallel(
     cpu_optimizer: Any = None,
     kernels: Any = None,
     logits: Any = None,
+    sequence_parallel: Any = None,
 ) -> dict[str, Any] | None:
     """The native per-role ``parallel`` section from what a file says (None if it says nothing)."""
     out: dict[str, Any] = {}
+    if sequence_parallel is False and (optional_int(tp) or 1) > 1:
+        out["sequence_parallel"] = False
     if kernels in ("fused", "eager"):
         out["kernels"] = kernels
     if logits in ("fp32", "bf16", "bf16_entropy_forward", "bf16_entropy"):

@@ -300,6 +300,7 @@ def _trainer(
             zero=1 if r.flag(f"{m}.optimizer.use_distributed_optimizer") else None,
             recompute=r.flag(f"{m}.activation_checkpointing"),
             cpu_optimizer=r.flag(f"{m}.optimizer.optimizer_cpu_offload"),
+            sequence_parallel=r.flag(f"{m}.sequence_parallel"),
         )
         adapters = None
         if r.flag(f"{m}.peft.enabled"):
@@ -315,6 +316,7 @@ def _trainer(
         recompute=r.flag(f"{d}.activation_checkpointing"),
         offload_params=offload,
         offload_optimizer=offload,
+        sequence_parallel=r.flag(f"{d}.sequence_parallel"),
     )
     adapters = None
     if r.flag(f"{d}.lora_cfg.enabled"):
@@ -326,7 +328,7 @@ def _trainer(
 
 def _reference_parallel(spec: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The reference's sizes: the trainer's layout, none of its training state."""
-    keep = ("tp", "pp", "ep", "sp", "fsdp", "offload_params")
+    keep = ("tp", "pp", "ep", "sp", "fsdp", "offload_params", "sequence_parallel")
     out = {k: v for k, v in (spec or {}).items() if k in keep}
     return out or None
 

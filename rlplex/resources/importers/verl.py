@@ -497,6 +497,7 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
             offload_params=r.get(f"{mega}.param_offload"),
             offload_optimizer=r.get(f"{mega}.optimizer_offload") if cpu_adam is not True else None,
             cpu_optimizer=cpu_adam if name != "reference" else None,
+            sequence_parallel=r.get(f"{mega}.sequence_parallel"),
         )
     # verl's trainer config sets `strategy: fsdp` for actor, ref and critic
     # (verl/trainer/config/ppo_trainer.yaml and its actor/critic groups): a file that
