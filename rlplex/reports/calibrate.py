@@ -84,9 +84,10 @@ class StageFit(BaseModel):
     measured_check_s: float | None
     """Mean measured seconds over the held-out steps (the fitting steps if none)."""
     before_s: float
-    """The config's seconds for the stage before calibration (dispatch excluded)."""
+    """The config's seconds for the stage before calibration (dispatch excluded, and the
+    time outside every stage the estimate carries on it, the per-step overhead)."""
     after_s: float
-    """After calibration."""
+    """After calibration, likewise."""
 
     @property
     def error_before(self) -> float | None:
@@ -234,16 +235,70 @@ def recorded_period(run: RecordedRun, steps: Sequence[int]) -> float | None:
     return _mean(values)
 
 
-def _estimated_terms(cfg: Config) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
-    """Each estimated stage's named terms as the config's placement prices them, and the
-    seconds of each that stand for time outside every stage (``outside_s``)."""
+def _estimated_terms(
+    cfg: Config,
+) -> tuple[dict[str, dict[str, float]], dict[str, float], dict[str, float]]:
+    """Each estimated stage's named terms as the config's placement prices them, the
+    seconds of each that stand for time outside every stage (``outside_s``), and a generate
+    stage's waits for its environment (in its latency term; ``env_wait_s``)."""
     from rlplex.estimate.estimator import estimate_config
 
     stages = estimate_config(cfg).stages
     return (
         {name: dict(est.terms) for name, est in stages.items()},
         {name: est.outside_s for name, est in stages.items()},
+        {name: float(est.detail.get("env_wait_s") or 0.0) for name, est in stages.items()},
     )
+
+
+def _with_efficiency(cfg: Config, kind: str, ratio: float) -> Config:
+    """``cfg`` with ``kind``'s fitted parameters at ``ratio``: its rates divided by it, its
+    times multiplied."""
+    from rlplex.estimate.estimator import efficiency_value
+    from rlplex.resources.inputs import Efficiency
+
+    eff = cfg.efficiency
+    update = {key: efficiency_value(eff, key) / ratio for key in _KIND_KEYS[kind]}
+    update |= {key: efficiency_value(eff, key) * ratio for key in _KIND_TIMES.get(kind, ())}
+    return cfg.model_copy(update={"efficiency": (eff or Efficiency()).model_copy(update=update)})
+
+
+def _estimated_stage_seconds(cfg: Config) -> dict[str, float]:
+    from rlplex.estimate.estimator import estimate_config
+
+    return {name: est.seconds or 0.0 for name, est in estimate_config(cfg).stages.items()}
+
+
+def _kind_seconds(cfg: Config, kind: str, names: Sequence[str], ratio: float) -> float:
+    seconds = _estimated_stage_seconds(_with_efficiency(cfg, kind, ratio))
+    return sum(seconds[n] for n in names)
+
+
+def _solve_ratio(seconds: Callable[[float], float], target: float, guess: float) -> float | None:
+    """The ratio at which ``seconds`` (non-decreasing in it) meets ``target``, from ``guess``.
+
+    The stage is re-estimated at each trial: time outside the fitted terms is not fixed
+    (exposed communication and host launches shrink as compute grows), so the terms'
+    linear ratio is only where the search starts. None when even a ratio near 0 leaves the
+    stage above ``target`` (the unfitted terms alone exceed it).
+    """
+    if target <= 0:
+        return None
+    lo = hi = None
+    ratio = max(guess, 1e-4)
+    for _ in range(80):
+        value = seconds(ratio)
+        if abs(value - target) <= 1e-7 * target:
+            return ratio
+        if value < target:
+            lo = ratio
+            ratio = ratio * 2.0 if hi is None else (lo * hi) ** 0.5
+        else:
+            hi = ratio
+            ratio = ratio / 2.0 if lo is None else (lo * hi) ** 0.5
+        if ratio < 1e-4 or ratio > 1e4:
+            return None
+    return ratio
 
 
 def _plan_period(cfg: Config) -> float:
@@ -330,29 +385,46 @@ def calibrate(
                 by_kind.setdefault(kind, []).append(stage.name)
     efficiency: dict[str, Any] = {}
     after = dict(before)
-    terms, outside = _estimated_terms(cfg) if by_kind else ({}, {})
+    terms, outside, env_waits = _estimated_terms(cfg) if by_kind else ({}, {}, {})
     for kind, names in by_kind.items():
         # Physical parameters only, one ratio per kind: the time of the terms they scale
         # must become what was measured once the unscaled terms are taken off. A recorded
         # stage holds none of the time outside every stage that the estimate carries on it
         # (``outside_s``, the per-step overhead): that stays in the planned stage, unfitted.
-        scaled = {n: sum(terms[n].get(t, 0.0) for t in _SCALED_TERMS[kind]) for n in names}
+        # Nor does any parameter price a trajectory's waits for its environment.
+        scaled = {
+            n: sum(terms[n].get(t, 0.0) for t in _SCALED_TERMS[kind]) - env_waits.get(n, 0.0)
+            for n in names
+        }
         fixed = {n: max(0.0, before[n] - scaled[n]) for n in names}
         want = sum((measured[n] or 0.0) - (fixed[n] - outside[n]) for n in names)
         have = sum(scaled.values())
-        if have <= 0 or want <= 0:
+        target = sum((measured[n] or 0.0) + outside[n] for n in names)
+        ratio = _solve_ratio(
+            lambda r, kind=kind, names=names: _kind_seconds(cfg, kind, names, r),
+            target,
+            want / have if have > 0 and want > 0 else 1.0,
+        )
+        if ratio is None:
             warnings.append(
                 f"{kind} stages ({', '.join(names)}): the measured time is below the estimated"
                 " communication and overhead alone; not fitted"
             )
             continue
-        ratio = want / have
+        bound = {max(terms[n], key=terms[n].__getitem__) for n in names if terms[n]}
+        if not 0.5 <= ratio <= 2.0 and bound - {"compute", "memory", "latency"}:
+            warnings.append(
+                f"{kind} stages ({', '.join(names)}): bound by {', '.join(sorted(bound))} here,"
+                f" which no fitted parameter prices; the fitted {kind} parameters moved"
+                f" {ratio:.2f}x to absorb it and will not carry to other placements"
+            )
         for key in _KIND_KEYS[kind]:
             efficiency[key] = round(efficiency_value(eff, key) / ratio, 6)
         for key in _KIND_TIMES.get(kind, ()):
             efficiency[key] = round(efficiency_value(eff, key) * ratio, 9)
+        fitted = _estimated_stage_seconds(_with_efficiency(cfg, kind, ratio))
         for n in names:
-            after[n] = fixed[n] + scaled[n] * ratio
+            after[n] = fitted[n]
     # A recorded rule-reward stage is the per-sequence controller work the estimate prices
     # at sequence_overhead_s: its measured seconds fit that parameter (what remains of the
     # per-step overhead is then step_overhead_s alone).
@@ -427,6 +499,10 @@ def calibrate(
     final = draft.model_copy(update={"dispatch_s": dispatch})
     doc = final.costs_document(base_doc)
     cfg_after = _with_costs(config, doc, overrides, config_format)
+    # A recorded stage holds none of the time outside every stage that the estimate carries
+    # on it (the per-step overhead on the policy's train stage): the errors compare the
+    # rest with what was measured.
+    outside_after = _estimated_terms(cfg_after)[1] if by_kind else {}
     fits = tuple(
         StageFit(
             stage=n,
@@ -440,8 +516,9 @@ def calibrate(
             ),
             measured_fit_s=measured[n],
             measured_check_s=mean_over(n, check_or_fit),
-            before_s=before[n],
-            after_s=stage_work_seconds(cfg_after, cfg_after.pipeline.stage(n), placement),
+            before_s=before[n] - outside.get(n, 0.0),
+            after_s=stage_work_seconds(cfg_after, cfg_after.pipeline.stage(n), placement)
+            - outside_after.get(n, 0.0),
         )
         for n in cfg.pipeline.names
     )
