@@ -313,7 +313,8 @@ def _print_assumptions(a: dict[str, Any]) -> None:
     if a.get("stragglers"):
         lines.append(
             "data-parallel stragglers (the busiest group's FLOPs over the mean: longest"
-            " sequences, their attention): "
+            " sequences, their attention; or, where sharded ranks meet within every"
+            " micro-batch cut by count, the fullest micro-batch): "
             + ", ".join(f"{name} {x:.2f}x" for name, x in a["stragglers"].items())
         )
     for role, m in a["models"].items():

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -45,7 +46,7 @@ from rlplex.estimate.lengths import LengthDistribution, mean_windowed_square, re
 from rlplex.estimate.specs import GpuSpec, ModelSpec, efficiency_defaults, gpu_spec, resolve_model
 from rlplex.estimate.turns import multi_turn
 from rlplex.resources.cluster import Cluster, Role
-from rlplex.resources.inputs import Efficiency, Rollout, Workload
+from rlplex.resources.inputs import Efficiency, Parallel, Rollout, Workload
 from rlplex.resources.placement import parallel_layout_problem, role_parallel_sizes
 
 StageKind = Literal["train", "forward", "generate", "weight_sync", "cpu"]
@@ -627,6 +628,37 @@ def _straggler_factor(
     return max(1.0, busiest / mean_load)
 
 
+def _meets_every_micro_batch(par: Parallel | None, backward: bool) -> bool:
+    """Whether a role's data-parallel ranks synchronise within every micro-batch: FSDP and
+    ZeRO-3 gather each layer's weights (forward and backward), ZeRO-2 reduce-scatters every
+    backward's gradients; DDP, ZeRO-1 and Megatron's distributed optimizer meet once a step."""
+    if par is None:
+        return False
+    return par.fsdp or par.zero >= 3 or (backward and par.zero >= 2)
+
+
+def _micro_batch_straggler(ctx: _Ctx, groups: int, sequences: int) -> float:
+    """The busiest of ``groups`` ranks' micro-batch of ``sequences`` sequences against the
+    mean, for micro-batches cut by count from the step's sequences (no token budget).
+
+    A micro-batch's tokens are a sum of ``sequences`` lengths: mean ``b m`` and standard
+    deviation ``sqrt(b) s`` (the length distribution's), nearly normal; the largest of ``G``
+    such sums is ``z_G`` standard deviations above the mean (Blom's approximation of the
+    expected maximum of G normal draws), at most ``b`` sequences at the longest. Budgeted
+    micro-batches (verl's dynamic batches, NeMo RL's packing) hold the same tokens: 1.
+    """
+    w = ctx.inputs.workload
+    assert w is not None
+    if groups <= 1 or sequences <= 0:
+        return 1.0
+    dist = _lengths(ctx)
+    mean = w.prompt_tokens.mean + dist.mean
+    spread = math.sqrt(max(0.0, dist.mean_square() - dist.mean**2))
+    z = statistics.NormalDist().inv_cdf((groups - 0.375) / (groups + 0.25))
+    longest = w.prompt_tokens.mean + dist.cap
+    return min(1.0 + z * spread / (math.sqrt(sequences) * mean), longest / mean)
+
+
 def _fp8_speedup(ctx: _Ctx, role: Role) -> float:
     """How much faster an fp8 role's weight matmuls run than in bf16 (1 without FP8 tensor
     cores); attention stays bf16 (Transformer Engine, vLLM)."""
@@ -725,6 +757,10 @@ def _pass_terms(
     peak = ctx.gpu.peak_tflops * 1e12
     n, _, _ = _tokens(w)
     straggler = _straggler_factor(ctx, spec, head, groups, n / syncs)
+    if _meets_every_micro_batch(par, backward) and w.packing and mb_budget is None:
+        # Sharded ranks meet at every layer's gather (and a backward's reduce-scatter) of
+        # every micro-batch: each micro-batch waits for the rank holding its most tokens.
+        straggler = max(straggler, _micro_batch_straggler(ctx, groups, mb_size))
     compute_s = bf16_flops / (est.devices * peak * eff) * straggler
     micro_batches = epochs * syncs * math.ceil(per_sync / mb_tokens - 1e-9)
     launches = efficiency_value(ctx.inputs.efficiency, "layer_s") * spec.num_layers / est.pp

@@ -11,6 +11,7 @@ at most), micro-batches of 2 sequences.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import pytest
@@ -456,3 +457,27 @@ def test_without_sequence_parallel_each_tp_rank_keeps_the_norms_whole() -> None:
     assert f.activation_bytes(spec, tokens, sequence_parallel=False) == pytest.approx(
         f.activation_bytes(spec, tokens)
     )  # no tensor parallel: nothing to split
+
+
+def test_sharded_ranks_wait_for_the_fullest_micro_batch(base: dict[str, Any]) -> None:
+    """FSDP ranks meet at every layer's gather, so a micro-batch cut by count (2 sequences)
+    waits for the rank whose pair is longest: 1 + z_8 x s / (sqrt(2) m), with z_8 Blom's
+    expected maximum of 8 normal draws and m, s the sequence length's mean and spread (prompt
+    100 + the default shape of mean 300, max 600). ZeRO-1 ranks meet once a step; a token
+    budget balances the micro-batches."""
+    import statistics as stats
+
+    from rlplex.estimate.lengths import response_lengths
+
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    train = _estimate(base).stages["train"]
+    dist = response_lengths(300, 600)
+    spread = math.sqrt(dist.mean_square() - 300**2)
+    z = stats.NormalDist().inv_cdf((8 - 0.375) / (8 + 0.25))
+    assert train.detail["straggler"] == pytest.approx(1 + z * spread / (math.sqrt(2) * 400))
+    assert train.detail["straggler"] > 1.2
+    base["roles"]["actor_train"]["parallel"] = {"zero": 1}
+    assert _estimate(base).stages["train"].detail["straggler"] == pytest.approx(1.0, abs=0.02)
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    base["workload"]["micro_batch_tokens"] = 800
+    assert _estimate(base).stages["train"].detail["straggler"] < 1.05
