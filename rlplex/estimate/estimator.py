@@ -1583,9 +1583,10 @@ def estimate_generate(
         # step's weight reads cost W / tp per device, as without pp (KV and FLOPs split).
         weight_bytes=_weight_reader(spec, weight_precision(ctx, role), tp, state, window_kv),
         kv_bytes_per_token=per_token,
-        flops_per_token=(f.token_flops(spec) + 2.0 * f.attention_width(spec) * window_keys) / group,
+        flops_per_token=(f.token_flops(spec) + 2.0 * f.decode_attention_width(spec) * window_keys)
+        / group,
         attention_flops_per_context=(
-            2.0 * f.attention_width(spec) * spec.full_attention_layers / group
+            2.0 * f.decode_attention_width(spec) * spec.full_attention_layers / group
         ),
         bandwidth=bandwidth * eff_decode,
         flop_rate=peak * eff_prefill,

@@ -209,6 +209,15 @@ def attention_width(s: ModelSpec) -> int:
     return 2 * s.num_heads * s.head_width
 
 
+def decode_attention_width(s: ModelSpec) -> int:
+    """:func:`attention_width` of a decode step: MLA decodes absorbed (vLLM, SGLang: the
+    up-projections folded into the query and output), each head scoring the cached latent
+    and rope key (``kv_lora + rope``) and summing the latent (``kv_lora``) per key."""
+    if s.is_mla:
+        return s.num_heads * (2 * s.kv_lora_rank + s.qk_rope_head_dim)
+    return attention_width(s)
+
+
 def token_flops(s: ModelSpec, head: Head = "lm") -> float:
     """FLOPs per token that do not grow with its context: ``2 x active params`` of matmuls
     and the linear-attention layers' recurrence (:func:`linear_state_flops`)."""
@@ -255,7 +264,7 @@ def forward_flops(s: ModelSpec, tokens: float, head: Head = "lm") -> float:
 
 def decode_token_flops(s: ModelSpec, context: float, head: Head = "lm") -> float:
     """FLOPs to decode one token that attends to ``context`` cached tokens."""
-    attention = 2.0 * attention_width(s) * attended_keys(s, context)
+    attention = 2.0 * decode_attention_width(s) * attended_keys(s, context)
     return token_flops(s, head) + attention
 
 

@@ -481,3 +481,17 @@ def test_sharded_ranks_wait_for_the_fullest_micro_batch(base: dict[str, Any]) ->
     base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
     base["workload"]["micro_batch_tokens"] = 800
     assert _estimate(base).stages["train"].detail["straggler"] < 1.05
+
+
+def test_mla_decodes_absorbed() -> None:
+    """vLLM decodes MLA with the up-projections absorbed: each of DeepSeek-V3's 128 heads
+    scores the cached latent and rope key (512 + 64) and sums the latent (512) per key, not
+    the prefill's 128 + 64 + 128 per head."""
+    spec = model_presets()["deepseek-v3"]
+    assert f.decode_attention_width(spec) == 128 * (512 + 64 + 512)
+    assert f.attention_width(spec) == 128 * (128 + 64 + 128)
+    assert f.decode_token_flops(spec, 1000) == pytest.approx(
+        f.token_flops(spec) + 2 * 128 * 1088 * 61 * 1000
+    )
+    dense = model_presets()["llama-3.1-8b"]
+    assert f.decode_attention_width(dense) == f.attention_width(dense)
