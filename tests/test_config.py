@@ -323,3 +323,12 @@ def test_a_set_on_an_imported_file_that_changes_nothing_says_so() -> None:
     assert not [w for w in read.warnings if w.startswith("--set")]
     same = load_config(examples / "nemo_rl.yaml", overrides=["grpo.num_prompts_per_step=64"])
     assert [w for w in same.warnings if w.startswith("--set grpo.num_prompts_per_step=64")]
+
+
+def test_one_of_two_overrides_of_the_same_key_is_the_unread_one() -> None:
+    """Taken out one at a time, each of two equal overrides looked redundant beside the other
+    and both were named; taken out cumulatively, only the first is."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    twice = ["grpo.num_prompts_per_step=32", "grpo.num_prompts_per_step=32"]
+    cfg = load_config(examples / "nemo_rl.yaml", overrides=twice)
+    assert len([w for w in cfg.warnings if w.startswith("--set")]) == 1

@@ -218,13 +218,18 @@ def _unread_overrides(
     again (milliseconds each).
     """
     notes = []
-    for i, override in enumerate(overrides):
-        others = [o for j, o in enumerate(overrides) if j != i]
+    # Taken out cumulatively: two overrides that each look redundant beside the other (the
+    # same key twice, a key and its fallback) are not both unread.
+    kept = list(overrides)
+    for override in overrides:
+        others = list(kept)
+        others.remove(override)
         try:
             without = to_native(fmt, apply_overrides(written, others), file, costs, costs_file)
         except ConfigError:
             continue  # the override is what makes the file convert: it is read
         if without == native:
+            kept = others
             key = override.partition("=")[0].strip()
             notes.append(
                 f"--set {override} changed nothing rlplex reads (the {fmt} importer does not"

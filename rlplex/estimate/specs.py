@@ -340,6 +340,10 @@ _HF_REQUIRED = (
 
 
 _GATED_ATTENTION_TYPES = ("qwen3_next",)
+
+_LOCAL_EXPERT_TYPES = ("mixtral", "gpt_oss", "phimoe")
+"""Model types whose ``num_local_experts`` experts, of width ``intermediate_size``, make every
+layer's MLP (no dense layers, no shared expert)."""
 """Model types whose attention always carries an output gate (Qwen3.5 says it in
 ``attn_output_gate``)."""
 
@@ -383,11 +387,16 @@ def _sliding_window(data: dict[str, Any], attention_layers: int) -> dict[str, in
     (Mistral v0.1); none when ``use_sliding_window`` is false (Qwen2 and Qwen3 name a window
     they do not use) or the window is null."""
     window = data.get("sliding_window")
+    model_type = str(data.get("model_type", ""))
+    # Qwen2 and Qwen3 name a window they use only with use_sliding_window true (their
+    # classes' default false), and then in the layers from max_window_layers on.
+    qwen = model_type.startswith(("qwen2", "qwen3"))
     if (
         isinstance(window, bool)
         or not isinstance(window, int)
         or window < 1
         or data.get("use_sliding_window") is False
+        or (qwen and data.get("use_sliding_window") is not True)
     ):
         return {}
     types = data.get("layer_types")
@@ -396,8 +405,11 @@ def _sliding_window(data: dict[str, Any], attention_layers: int) -> dict[str, in
         # Gemma 3 and Gemma 2 configs may leave it to their classes' defaults.
         family = str(data.get("model_type", "")).removesuffix("_text")
         pattern = {"gemma3": 6, "gemma2": 2}.get(family)
+    full_first = data.get("max_window_layers")
     if isinstance(types, list) and types:
         layers = sum(1 for t in types if t == "sliding_attention")
+    elif qwen and isinstance(full_first, int) and not isinstance(full_first, bool):
+        layers = max(0, attention_layers - full_first)
     elif pattern:
         layers = attention_layers - attention_layers // pattern
     else:
@@ -427,6 +439,17 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
     model_type = str(data.get("model_type", ""))
     experts = int(data.get("num_experts") or data.get("n_routed_experts") or 0)
     if not experts and data.get("num_local_experts"):
+        if model_type not in _LOCAL_EXPERT_TYPES:
+            # Llama 4 interleaves MoE and dense layers and adds a shared expert of its own
+            # width: read as Mixtral's layout it would be silently wrong.
+            raise ConfigError(
+                f"a mixture-of-experts layout rlplex does not read (model_type {model_type!r};"
+                f" it reads {', '.join(_LOCAL_EXPERT_TYPES)}'s): give a preset or a native"
+                " config of its numbers",
+                field="num_local_experts",
+                value=data["num_local_experts"],
+                file=file,
+            )
         # Mixtral and gpt-oss: every layer's MLP is experts of width intermediate_size.
         experts = int(data["num_local_experts"])
         data = {**data, "moe_intermediate_size": data.get("intermediate_size")}

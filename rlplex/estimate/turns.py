@@ -72,16 +72,20 @@ class MultiTurn:
         matmul = f.token_flops(spec) * self.prefill_tokens
         full, windowed = spec.full_attention_layers, spec.sliding_window_layers
         window = spec.sliding_window
+        # A windowed layer's share is the full one less what passes the window, so a window
+        # that never binds gives the full formula exactly.
         if self.turns.prefix_caching:
             # Turn j's observation (o tokens) attends to p + j u - o/2 keys on average (at
             # most the window in a windowed layer).
             keys = k * p + u * k * (k + 1) / 2 - k * o / 2
-            capped = _over_turns(k, lambda j: min(p + j * u - o / 2, window)) if windowed else 0
-            return matmul + 2.0 * width * o * (full * keys + windowed * capped)
+            beyond = (
+                _over_turns(k, lambda j: max(0.0, p + j * u - o / 2 - window)) if windowed else 0
+            )
+            return matmul + 2.0 * width * o * ((full + windowed) * keys - windowed * beyond)
         # Turn j prefills p + j u tokens from scratch: width x length**2 each (forward_flops).
         squares = k * p * p + p * u * k * (k + 1) + u * u * k * (k + 1) * (2 * k + 1) / 6
-        capped = _over_turns(k, lambda j: f.windowed_square(p + j * u, window)) if windowed else 0
-        return matmul + width * (full * squares + windowed * capped)
+        beyond = _over_turns(k, lambda j: max(0.0, p + j * u - window) ** 2) if windowed else 0
+        return matmul + width * ((full + windowed) * squares - windowed * beyond)
 
     @property
     def observation_context(self) -> float:

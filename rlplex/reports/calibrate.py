@@ -285,7 +285,8 @@ def _solve_ratio(seconds: Callable[[float], float], target: float, guess: float)
     if target <= 0:
         return None
     lo = hi = None
-    ratio = max(guess, 1e-4)
+    low, high = _RATIO_BOUNDS
+    ratio = min(max(guess, low), high)
     for _ in range(80):
         value = seconds(ratio)
         if abs(value - target) <= 1e-7 * target:
@@ -296,9 +297,14 @@ def _solve_ratio(seconds: Callable[[float], float], target: float, guess: float)
         else:
             hi = ratio
             ratio = ratio / 2.0 if lo is None else (lo * hi) ** 0.5
-        if ratio < 1e-4 or ratio > 1e4:
+        if ratio < low or ratio > high:
             return None
     return ratio
+
+
+_RATIO_BOUNDS = (1e-4, 1e4)
+"""The time ratios a fit searches: beyond them the record and the config describe different
+runs."""
 
 
 def _plan_period(cfg: Config) -> float:
@@ -406,9 +412,24 @@ def calibrate(
             want / have if have > 0 and want > 0 else 1.0,
         )
         if ratio is None:
+            below = _kind_seconds(cfg, kind, names, _RATIO_BOUNDS[0]) > target
             warnings.append(
-                f"{kind} stages ({', '.join(names)}): the measured time is below the estimated"
-                " communication and overhead alone; not fitted"
+                f"{kind} stages ({', '.join(names)}): the measured time is "
+                + (
+                    "below the estimated communication and overhead alone"
+                    if below
+                    else f"beyond what {_RATIO_BOUNDS[1]:g}x the estimate reaches"
+                )
+                + "; not fitted"
+            )
+            continue
+        too_long = [
+            key for key in _KIND_TIMES.get(kind, ()) if efficiency_value(eff, key) * ratio > 10
+        ]
+        if too_long:
+            warnings.append(
+                f"{kind} stages ({', '.join(names)}): the measured time needs {ratio:.3g}x the"
+                f" estimate, which puts {', '.join(too_long)} above 10 s; not fitted"
             )
             continue
         bound = {max(terms[n], key=terms[n].__getitem__) for n in names if terms[n]}

@@ -247,3 +247,50 @@ def test_estimate_says_which_layers_are_windowed() -> None:
     assert result.exit_code == 0, result.output
     assert "12 of 24 attention layers windowed" in result.stdout
     assert "stop at 128 tokens a sequence" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "windowed"),
+    [
+        ({"use_sliding_window": True, "max_window_layers": 28}, 0),  # every layer full
+        ({"use_sliding_window": True, "max_window_layers": 21}, 7),  # the layers from 21 on
+        ({}, 0),  # use_sliding_window absent: Qwen2's default false
+    ],
+)
+def test_qwen2_windows_only_the_layers_past_max_window_layers(
+    extra: dict[str, Any], windowed: int
+) -> None:
+    data = {
+        "model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584,
+        "intermediate_size": 18944, "num_attention_heads": 28, "num_key_value_heads": 4,
+        "vocab_size": 152064, "sliding_window": 131072, **extra,
+    }  # fmt: skip
+    assert spec_from_hf_config(data, "c.json").sliding_window_layers == windowed
+
+
+def test_an_unknown_local_experts_layout_is_refused() -> None:
+    """Llama 4 interleaves MoE and dense layers and adds a shared expert of another width:
+    read as Mixtral's layout it came out 101.7B / 10.1B active for Scout (109B / 17B)."""
+    from rlplex.errors import ConfigError
+
+    data = {
+        "model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120,
+        "intermediate_size": 8192, "intermediate_size_mlp": 16384, "num_attention_heads": 40,
+        "num_key_value_heads": 8, "vocab_size": 202048, "num_local_experts": 16,
+        "num_experts_per_tok": 1, "interleave_moe_layer_step": 1,
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match="num_local_experts.*llama4_text"):
+        spec_from_hf_config(data, "c.json")
+
+
+def test_a_window_that_never_binds_gives_the_full_turn_prefill() -> None:
+    """A fractional mean turn count: the windowed share is the full one less what passes the
+    window, so a window longer than every context changes nothing."""
+    spec = model_presets()["llama-3.1-8b"]
+    wide = spec.model_copy(update={"sliding_window": 10**9, "sliding_window_layers": 6})
+    base = {"prompts_per_step": 1, "prompt_tokens": {"mean": 100, "max": 200},
+            "response_tokens": {"mean": 200, "max": 400}}  # fmt: skip
+    for caching in (True, False):
+        turns = {"mean": 2.5, "max": 6, "observation_tokens": 100, "prefix_caching": caching}
+        t = multi_turn(Workload.model_validate({**base, "turns": turns}))
+        assert t.prefill_flops(wide) == pytest.approx(t.prefill_flops(spec), rel=1e-12)

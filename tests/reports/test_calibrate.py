@@ -371,3 +371,15 @@ def _summary(tmp_path: Path, timing: dict[str, float]) -> Path:
     record = tmp_path / f"summary{len(list(tmp_path.iterdir()))}.yaml"
     record.write_text(yaml.safe_dump({"framework": "rlplex", "timing_s": timing}))
     return record
+
+
+def test_a_record_far_beyond_the_estimate_is_not_fitted_and_says_why(tmp_path: Path) -> None:
+    """Regression: a generate stage recorded 1e5 s long needed its decode floor above the
+    format's 10 s bound, and calibrate failed naming a temporary file; a ratio beyond the
+    search said the time was *below* the unfitted terms."""
+    path = tmp_path / "colocated.yaml"
+    path.write_text(yaml.safe_dump(ESTIMATED_COLOCATED))
+    result, doc = calibrate(_summary(tmp_path, {"generate": 1e5, "train": 40.0}), path)
+    assert any("generate stages" in w and "not fitted" in w for w in result.warnings)
+    assert not any("generate stages" in w and "below" in w for w in result.warnings)
+    assert "decode" not in doc.get("efficiency", {})
