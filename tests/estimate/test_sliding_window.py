@@ -279,7 +279,7 @@ def test_an_unknown_local_experts_layout_is_refused() -> None:
         "num_key_value_heads": 8, "vocab_size": 202048, "num_local_experts": 16,
         "num_experts_per_tok": 1, "interleave_moe_layer_step": 1,
     }  # fmt: skip
-    with pytest.raises(ConfigError, match="num_local_experts.*llama4_text"):
+    with pytest.raises(ConfigError, match=r"num_local_experts.*llama4_text"):
         spec_from_hf_config(data, "c.json")
 
 
