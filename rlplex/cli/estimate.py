@@ -47,10 +47,14 @@ def _list_presets() -> None:
         models.add_column(column, justify="left" if column == "name" else "right")
     for name, s in model_presets().items():
         experts = f"{s.experts_per_token}/{s.num_experts}" if s.is_moe else "-"
-        # A hybrid's layers: softmax attention + linear attention (Gated DeltaNet); windowed
-        # softmax layers (gpt-oss, Gemma 3) with their window.
+        # A hybrid's layers: softmax attention + linear attention (Gated DeltaNet, Mamba-2);
+        # Nemotron-H's blocks by kind; windowed softmax layers (gpt-oss, Gemma 3).
         linear = s.linear_attention_layers
-        layers = f"{s.attention_layers}+{linear} linear" if linear else str(s.num_layers)
+        kind = "mamba" if s.linear_mixer == "mamba2" else "linear"
+        layers = f"{s.attention_layers}+{linear} {kind}" if linear else str(s.num_layers)
+        if s.mixer_only_layers or s.mlp_only_layers:
+            mlp = "moe" if s.is_moe else "mlp"
+            layers = f"{layers}, {s.mlp_layers} {mlp}"
         if s.sliding_window_layers:
             layers += f" ({s.sliding_window_layers} window {s.sliding_window})"
         models.add_row(
@@ -397,7 +401,8 @@ def _linear_extras(linear: dict[str, Any] | None) -> str:
         return ""
     state = linear.get("state_mb_per_sequence")
     cache = f", {state:g} MB of state per sequence in place of their KV cache" if state else ""
-    return f", {linear['layers']} of {linear['of']} layers linear attention{cache}"
+    mixer = linear.get("mixer", "linear attention")
+    return f", {linear['layers']} of {linear['of']} layers {mixer}{cache}"
 
 
 def _lora_extras(lora: dict[str, Any] | None, trained: bool) -> str:

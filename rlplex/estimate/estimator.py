@@ -763,7 +763,7 @@ def _pass_terms(
         straggler = max(straggler, _micro_batch_straggler(ctx, groups, mb_size))
     compute_s = bf16_flops / (est.devices * peak * eff) * straggler
     micro_batches = epochs * syncs * math.ceil(per_sync / mb_tokens - 1e-9)
-    launches = efficiency_value(ctx.inputs.efficiency, "layer_s") * spec.num_layers / est.pp
+    launches = efficiency_value(ctx.inputs.efficiency, "layer_s") * spec.layer_units / est.pp
     if lora is not None:  # peft wraps each adapted projection in Python
         launches *= 1.0 + (f.LORA_HOST_TRAIN if backward else f.LORA_HOST_FORWARD)
     host_s = micro_batches * launches * passes
@@ -931,8 +931,9 @@ def _tp_activation_s(
     """Tensor parallel's activation collectives in a train or log-prob pass.
 
     Megatron's tensor (and sequence) parallelism exchanges each layer's
-    activations: two all-reduces per layer forward and two backward, i.e. four
-    all-gathers or reduce-scatters of ``tokens x hidden`` each way (Korthikanti
+    activations: one all-reduce per mixer and per MLP forward (two per transformer layer)
+    and as many backward, i.e. two all-gathers or reduce-scatters per mixer and per MLP,
+    of ``tokens x hidden`` each way (Korthikanti
     et al., "Reducing Activation Recomputation in Large Transformer Models",
     2022, section 4.2.2). They sit between the matmuls that need them and are not
     overlapped unless Transformer Engine's ``tp_comm_overlap`` is set (off by
@@ -945,7 +946,7 @@ def _tp_activation_s(
     dp = max(1, est.devices // (tp * est.pp))
     rounds = (1.0 + 1.0 + (1.0 if recompute else 0.0)) if backward else 1.0
     per_device = (
-        rounds * 4 * spec.num_layers / est.pp * tokens / dp * spec.hidden_size * b * (tp - 1) / tp
+        rounds * 2 * spec.sublayers / est.pp * tokens / dp * spec.hidden_size * b * (tp - 1) / tp
     )
     c = ctx.inputs.cluster
     speed = c.network_gb_per_s if _spans_nodes(ctx, tp) else c.device_copy_gb_per_s
@@ -968,9 +969,8 @@ def _logits_s(
 
 def _expert_flop_share(spec: ModelSpec, head: f.Head) -> float:
     """Share of a token's matmul FLOPs spent in its routed experts."""
-    routed = (
-        spec.moe_layers * spec.experts_per_token * 3 * spec.hidden_size * spec.moe_intermediate_size
-    )
+    per_expert = spec.mlp_matrices * spec.hidden_size * spec.moe_intermediate_size
+    routed = spec.moe_layers * spec.experts_per_token * per_expert
     return routed / f.active_params(spec, head)
 
 
@@ -1277,8 +1277,9 @@ def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> f
     rollout = role.rollout or Rollout()
     floor = efficiency_value(eff, "decode_step_s")
     # Every layer's small kernels (norms, rotary, cache writes, activations; MoE routing and
-    # sorting) take a few microseconds each even replayed from a CUDA graph.
-    floor += efficiency_value(eff, "decode_layer_s") * spec.num_layers
+    # sorting) take a few microseconds each even replayed from a CUDA graph; a hybrid's block
+    # that is a mixer or an MLP alone runs half a layer's.
+    floor += efficiency_value(eff, "decode_layer_s") * spec.layer_units
     if spec.is_moe:
         floor += efficiency_value(eff, "decode_moe_layer_s") * spec.moe_layers
     if not rollout.cuda_graphs:
@@ -1287,7 +1288,7 @@ def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> f
     if role.lora is not None:
         # An engine serving adapters runs vLLM's LoRA kernels (a buffer, a shrink and an
         # expand per wrapped linear layer) beside every layer's own small kernels.
-        kernels = f.lora_decode_kernels(rollout.vllm_v0) * spec.num_layers
+        kernels = f.lora_decode_kernels(rollout.vllm_v0) * spec.layer_units
         floor += efficiency_value(eff, "decode_layer_s") / f.DECODE_LAYER_KERNELS * kernels
         if not rollout.cuda_graphs:
             floor += efficiency_value(eff, "eager_layer_s") / f.EAGER_LAYER_OPERATORS * kernels
@@ -1297,8 +1298,8 @@ def _decode_floor(ctx: _Ctx, spec: ModelSpec, role: Role, tp: int, pp: int) -> f
         key = "allreduce_inter_node_s" if _spans_nodes(ctx, gpus) else "allreduce_s"
         return efficiency_value(eff, key)
 
-    if tp > 1:  # within the tensor-parallel group, whatever the stages span
-        floor += 2 * spec.num_layers * latency(tp)
+    if tp > 1:  # one per mixer and MLP, within the tp group, whatever the stages span
+        floor += spec.sublayers * latency(tp)
     if pp > 1:
         floor += pp * latency(group)
     if group > ctx.inputs.cluster.gpus_per_node:
@@ -2263,6 +2264,7 @@ def _linear_assumption(ctx: _Ctx, role: Role, est: RoleEstimate) -> dict[str, An
     return {
         "layers": spec.linear_attention_layers,
         "of": spec.num_layers,
+        "mixer": "Mamba-2" if spec.linear_mixer == "mamba2" else "linear attention",
         "state_mb_per_sequence": (
             round(f.linear_state_bytes(spec, stored_precision(role.precision), est.tp, est.pp)
                   / 1e6, 3)

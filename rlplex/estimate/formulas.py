@@ -69,10 +69,18 @@ def linear_attention_params(s: ModelSpec) -> int:
     beta/decay projection (``2 x value heads``), the depthwise causal convolution over q, k
     and v (``linear_conv_kernel_dim`` taps, no bias), the decay's ``A_log`` and ``dt_bias``
     per value head, the gated RMSNorm over a value head, and the output projection.
+
+    A Mamba-2 mixer (Nemotron-H's ``NemotronHMamba2Mixer``) has one input projection to x, z
+    (value width each), B, C (key width each) and one step size per head; the convolution
+    over x, B and C with a bias; ``A_log``, ``D`` and ``dt_bias`` per head; the gated RMSNorm
+    over the whole value width; and the output projection.
     """
     h = s.hidden_size
     key, value, heads = linear_key_width(s), linear_value_width(s), s.linear_num_value_heads
     conv = (2 * key + value) * s.linear_conv_kernel_dim
+    if s.linear_mixer == "mamba2":
+        conv_bias = 2 * key + value
+        return h * (2 * key + 2 * value + heads) + conv + conv_bias + 3 * heads + value + value * h
     return (
         h * (2 * key + 2 * value)
         + h * 2 * heads
@@ -94,18 +102,21 @@ def linear_state_flops(s: ModelSpec) -> float:
 
 def linear_state_bytes(s: ModelSpec, precision: str = "bf16", tp: int = 1, pp: int = 1) -> float:
     """Bytes of one sequence's linear-attention state on one device of a tp x pp engine: per
-    layer, each value head's ``key head x value head`` recurrent state and the convolution's
+    layer, each value head's ``key head x value head`` recurrent state (in fp32 where the model
+    says so, :attr:`~rlplex.estimate.specs.ModelSpec.linear_state_fp32`) and the convolution's
     last ``kernel - 1`` inputs (vLLM's Mamba-style cache; heads split over tp ranks)."""
     if not s.linear_attention_layers:
         return 0.0
     b = BYTES_PER_ELEMENT[precision]
     recurrent = s.linear_num_value_heads * s.linear_key_head_dim * s.linear_value_head_dim
     conv = max(0, s.linear_conv_kernel_dim - 1) * (2 * linear_key_width(s) + linear_value_width(s))
-    return s.linear_attention_layers * (recurrent + conv) * b / tp / pp
+    state_b = BYTES_PER_ELEMENT["fp32"] if s.linear_state_fp32 else b
+    return s.linear_attention_layers * (recurrent * state_b + conv * b) / tp / pp
 
 
-def _mlp(h: int, width: int) -> int:
-    return 3 * h * width  # SwiGLU: gate, up, down
+def _mlp(s: ModelSpec, width: int) -> int:
+    """Weights of one MLP or expert of ``width``: SwiGLU's gate, up and down, or two."""
+    return s.mlp_matrices * s.hidden_size * width
 
 
 def _shared_width(s: ModelSpec) -> int:
@@ -116,28 +127,27 @@ def moe_layer_params(s: ModelSpec, experts: int) -> int:
     """Weights of one MoE MLP counting ``experts`` routed experts (router included)."""
     h = s.hidden_size
     router = h * s.num_experts + (s.num_experts if s.router_bias else 0)
-    shared = s.shared_experts * _mlp(h, _shared_width(s))
-    if s.shared_expert_intermediate_size:
+    shared = s.shared_experts * _mlp(s, _shared_width(s))
+    if s.shared_expert_intermediate_size and s.shared_expert_gate:
         shared += h  # Qwen2-MoE's shared-expert gate
-    return experts * _mlp(h, s.moe_intermediate_size) + shared + router
+    return experts * _mlp(s, s.moe_intermediate_size) + shared + router
 
 
 def routed_expert_params(s: ModelSpec) -> int:
     """Weights of every routed expert of every MoE layer (what expert parallelism splits)."""
-    return s.moe_layers * s.num_experts * _mlp(s.hidden_size, s.moe_intermediate_size)
+    return s.moe_layers * s.num_experts * _mlp(s, s.moe_intermediate_size)
 
 
 def layer_params(s: ModelSpec, *, active: bool = False) -> int:
-    """Weights of all transformer blocks (attention, MLP or experts, two norms each).
+    """Weights of all transformer blocks (attention, MLP or experts, a norm before each).
 
     ``active``: only the routed experts a token uses (MoE), for FLOPs.
     """
     h = s.hidden_size
-    dense_layers = s.num_layers - s.moe_layers
-    total = s.attention_layers * attention_params(s) + s.num_layers * 2 * h
+    total = s.attention_layers * attention_params(s) + s.sublayers * h
     if s.linear_attention_layers:
         total += s.linear_attention_layers * linear_attention_params(s)
-    total += dense_layers * _mlp(h, s.intermediate_size)
+    total += s.dense_mlp_layers * _mlp(s, s.intermediate_size)
     if s.is_moe:
         experts = s.experts_per_token if active else s.num_experts
         total += s.moe_layers * moe_layer_params(s, experts)
@@ -172,27 +182,31 @@ def param_tensors(s: ModelSpec, head: Head = "lm") -> int:
     """Tensors of the model's Hugging Face checkpoint: what a tensor-by-tensor weight sync
     gathers, sends and loads one at a time.
 
-    Per layer two norms; attention's projections (MLA: the query and key/value
+    A norm per mixer and per MLP; attention's projections (MLA: the query and key/value
     down- and up-projections with their norms), biases and q/k norms; a dense
-    MLP's three matrices, or an MoE layer's router (and its score bias), three
+    MLP's three matrices (two ungated), or an MoE layer's router (and its score bias), three
     matrices per routed expert, one shared-expert MLP and its gate. DeepSeek-V3
     gives 45,395, the count NeMo RL's refit logs for it. A linear-attention layer's
     mixer has its input projections (Qwen3-Next 2, Qwen3.5 4) and five more tensors
-    (:data:`LINEAR_MIXER_OTHER_TENSORS`).
+    (:data:`LINEAR_MIXER_OTHER_TENSORS`); a Mamba-2 mixer eight
+    (:data:`MAMBA2_MIXER_TENSORS`).
     """
     if s.is_mla:
         attention = (3 if s.q_lora_rank else 1) + 3 + 1
     else:
         attention = 4 + (3 if s.qkv_bias else 0) + (2 if s.qk_norm else 0)
     # gpt-oss stacks a layer's experts: gate_up_proj, down_proj and a bias each.
-    experts = 4 if s.fused_expert_tensors else 3 * s.num_experts
+    experts = 4 if s.fused_expert_tensors else s.mlp_matrices * s.num_experts
     moe = 1 + (1 if s.router_bias else 0) + experts
     if s.shared_experts:
-        moe += 3 + (1 if s.shared_expert_intermediate_size else 0)
-    dense_layers = s.num_layers - s.moe_layers
-    linear = s.linear_in_projections + LINEAR_MIXER_OTHER_TENSORS
+        gate = s.shared_expert_intermediate_size and s.shared_expert_gate
+        moe += s.mlp_matrices + (1 if gate else 0)
+    if s.linear_mixer == "mamba2":
+        linear = MAMBA2_MIXER_TENSORS
+    else:
+        linear = s.linear_in_projections + LINEAR_MIXER_OTHER_TENSORS
     mixers = s.attention_layers * attention + s.linear_attention_layers * linear
-    tensors = s.num_layers * 2 + mixers + dense_layers * 3 + s.moe_layers * moe
+    tensors = s.sublayers + mixers + s.dense_mlp_layers * s.mlp_matrices + s.moe_layers * moe
     head_tensors = 0 if head == "lm" and s.tied_embeddings else (2 if head == "value" else 1)
     return 1 + tensors + 1 + head_tensors
 
@@ -200,6 +214,10 @@ def param_tensors(s: ModelSpec, head: Head = "lm") -> int:
 LINEAR_MIXER_OTHER_TENSORS = 5
 """Checkpoint tensors of one Gated DeltaNet mixer besides its input projections: the
 convolution, ``A_log``, ``dt_bias``, the gated norm and the output projection."""
+
+MAMBA2_MIXER_TENSORS = 8
+"""Checkpoint tensors of one Mamba-2 mixer: the input projection, the convolution's weight and
+bias, ``A_log``, ``D``, ``dt_bias``, the gated norm and the output projection."""
 
 
 def attention_width(s: ModelSpec) -> int:
@@ -330,9 +348,9 @@ def decode_weight_bytes(s: ModelSpec, batch: float, precision: str, head: Head =
         held -= s.vocab_size * s.hidden_size - min(batch, s.vocab_size) * s.hidden_size
     if not s.is_moe:
         return held * b
-    dense = held - s.moe_layers * s.num_experts * _mlp(s.hidden_size, s.moe_intermediate_size)
+    dense = held - s.moe_layers * s.num_experts * _mlp(s, s.moe_intermediate_size)
     touched = expected_experts_touched(s, batch)
-    return (dense + s.moe_layers * touched * _mlp(s.hidden_size, s.moe_intermediate_size)) * b
+    return (dense + s.moe_layers * touched * _mlp(s, s.moe_intermediate_size)) * b
 
 
 def layer_activation_elements(s: ModelSpec, *, swiglu_tensors: int = 4) -> float:
@@ -346,10 +364,13 @@ def layer_activation_elements(s: ModelSpec, *, swiglu_tensors: int = 4) -> float
     34 x h bytes per token of Korthikanti et al. (2022) for a GPT MLP of 4h,
     re-derived for GQA and SwiGLU. ``swiglu_tensors``: 4 for SwiGLU as separate operators
     (Hugging Face: gate, up, silu(gate), product); 3 for Megatron's fused bias-SwiGLU,
-    which keeps its input (gate and up, 2 x width) and the product fc2 needs.
-    A hybrid model's figure is the mean over its
-    layers: a linear-attention mixer keeps its q/k/v/z projection, the convolved
-    q/k/v and its output (``4 x key width + 4 x value width``).
+    which keeps its input (gate and up, 2 x width) and the product fc2 needs. An ungated MLP
+    (squared ReLU) keeps one tensor fewer: its input, the activation's output (and, eager,
+    the ReLU's output the square needs).
+    The figure is the mean over the layers: a linear-attention mixer keeps its q/k/v/z
+    projection, the convolved q/k/v and its output (``4 x key width + 4 x value width``); a
+    hybrid's layers that are a mixer or an MLP alone (Nemotron-H) keep one norm's input and
+    output (2h) and their one part's tensors; dense and MoE layers their own MLP's.
     """
     h = s.hidden_size
     if s.is_mla:
@@ -358,10 +379,11 @@ def layer_activation_elements(s: ModelSpec, *, swiglu_tensors: int = 4) -> float
         attn = q + kv + s.num_heads * s.v_head_dim
     else:
         attn = 2 * s.num_heads * s.head_width + 2 * s.num_kv_heads * s.head_width
+    mixers = s.attention_layers * attn
     if s.linear_attention_layers:
-        linear = 4 * linear_key_width(s) + 4 * linear_value_width(s)
-        attn = (s.attention_layers * attn + s.linear_attention_layers * linear) / s.num_layers
-    routed = 0
+        mixers += s.linear_attention_layers * (4 * linear_key_width(s) + 4 * linear_value_width(s))
+    tensors = swiglu_tensors if s.gated_mlp else swiglu_tensors - 1
+    mlps = s.dense_mlp_layers * tensors * s.intermediate_size
     if s.is_moe:
         width = s.experts_per_token * s.moe_intermediate_size + s.shared_experts * _shared_width(s)
         # Each token's k routed copies: the permuted input the experts' first GEMM keeps for
@@ -369,9 +391,8 @@ def layer_activation_elements(s: ModelSpec, *, swiglu_tensors: int = 4) -> float
         # routing probabilities' gradient (Megatron's grouped GEMM and unpermute; Hugging
         # Face's index_select and routing-weight multiply alike).
         routed = 2 * s.experts_per_token * h
-    else:
-        width = s.intermediate_size
-    return 4 * h + attn + swiglu_tensors * width + routed
+        mlps += s.moe_layers * (tensors * width + routed)
+    return (2 * h * s.sublayers + mixers + mlps) / s.num_layers
 
 
 EAGER_SAVED_NORM_BYTES = 8.0
@@ -387,7 +408,7 @@ Llama, Qwen2 and Qwen3 layers with SDPA attention): 8.07 x hidden per token and 
 def eager_saved_bytes_per_token(s: ModelSpec, precision: str = "bf16") -> float:
     """Bytes per token and layer that eager Hugging Face layers keep for the backward beyond a
     fused layer's activations (:data:`EAGER_SAVED_NORM_BYTES`)."""
-    per_token = EAGER_SAVED_NORM_BYTES * s.hidden_size
+    per_token = EAGER_SAVED_NORM_BYTES * s.hidden_size * s.layer_units / s.num_layers
     if s.qk_norm and not s.is_mla:
         b = BYTES_PER_ELEMENT[precision if precision != "fp8" else "bf16"]
         per_token += (4 + b) * (s.num_heads + s.num_kv_heads) * s.head_width
@@ -430,7 +451,8 @@ def activation_bytes(
     per_layer = layer_activation_elements(s, swiglu_tensors=4 if eager else 3) * b * tokens
     if not sequence_parallel and tp > 1:
         # Scaled by tp here because the whole is divided by tp below.
-        per_layer += 4 * s.hidden_size * b * tokens * (tp - 1)
+        norms = 2 * s.hidden_size * s.sublayers / s.num_layers
+        per_layer += norms * b * tokens * (tp - 1)
     if eager:
         per_layer += eager_saved_bytes_per_token(s, precision) * tokens
     working = 0.0  # one layer's full set, recomputed during the backward
@@ -485,10 +507,13 @@ def eager_excess_bytes_per_token(s: ModelSpec) -> float:
         attn = (s.num_heads + 1) * s.qk_rope_head_dim
     else:
         attn = (s.num_heads + s.num_kv_heads) * s.head_width
-    dense_layers = s.num_layers - s.moe_layers
     moe_width = s.experts_per_token * s.moe_intermediate_size + s.shared_experts * _shared_width(s)
-    mlp = (dense_layers * s.intermediate_size + s.moe_layers * moe_width) / s.num_layers
-    per_token = c["hidden"] * s.hidden_size + c["attn"] * attn + c["mlp"] * mlp
+    mlp = (s.dense_mlp_layers * s.intermediate_size + s.moe_layers * moe_width) / s.num_layers
+    # Norms and residual adds come with each mixer and MLP; the rotary embedding and q/k norms
+    # with softmax attention only.
+    hidden = c["hidden"] * s.hidden_size * s.layer_units / s.num_layers
+    attn *= s.attention_layers / s.num_layers
+    per_token = hidden + c["attn"] * attn + c["mlp"] * mlp
     if s.qk_norm:
         per_token += c["qk_norm"] * attn
     return per_token
@@ -522,7 +547,7 @@ def eager_layers(s: ModelSpec) -> float:
         per_moe_layer += EAGER_SHARED_EXPERT_LAYERS
     if s.expert_groups > 1:
         per_moe_layer += EAGER_GROUPED_TOPK_LAYERS
-    layers = s.num_layers * (1.0 + (EAGER_MLA_LAYERS if s.is_mla else 0.0))
+    layers = s.layer_units * (1.0 + (EAGER_MLA_LAYERS if s.is_mla else 0.0))
     return layers + s.moe_layers * per_moe_layer
 
 
@@ -582,18 +607,21 @@ def _lora_attention(s: ModelSpec, targets: frozenset[str]) -> list[tuple[int, in
 def _lora_linear_mixer(s: ModelSpec, targets: frozenset[str]) -> list[tuple[int, int]]:
     """(d_in, d_out) of each adapted projection of one linear-attention mixer: its input
     projections where the attention's q, k and v carry adapters, its output projection
-    where o does (peft's ``all-linear`` adapts them all)."""
+    where o does (peft's ``all-linear`` adapts them all; a Mamba-2 mixer's input one only)."""
     h, key, value = s.hidden_size, linear_key_width(s), linear_value_width(s)
     heads = s.linear_num_value_heads
     mats: list[tuple[int, int]] = []
     if {"q", "k", "v"} <= targets:
-        outs = (
-            [2 * key + value, value, heads, heads]
-            if s.linear_in_projections == 4
-            else [2 * key + 2 * value, 2 * heads]
-        )
+        if s.linear_mixer == "mamba2":
+            outs = [2 * key + 2 * value + heads]
+        elif s.linear_in_projections == 4:
+            outs = [2 * key + value, value, heads, heads]
+        else:
+            outs = [2 * key + 2 * value, 2 * heads]
         mats += [(h, out) for out in outs]
-    if "o" in targets:
+    # A Mamba-2 mixer's output projection carries none: its fused kernel bypasses the module
+    # (peft refuses ``out_proj`` on Mamba models; NeMo RL's Nemotron-H recipes exclude it).
+    if "o" in targets and s.linear_mixer != "mamba2":
         mats.append((value, h))
     return mats
 
@@ -606,8 +634,10 @@ def _lora_mixers(s: ModelSpec, targets: frozenset[str]) -> list[tuple[int, int]]
     return mats
 
 
-def _lora_mlp(h: int, width: int, targets: frozenset[str]) -> list[tuple[int, int]]:
-    mats = [(h, width) for t in ("gate", "up") if t in targets]
+def _lora_mlp(s: ModelSpec, width: int, targets: frozenset[str]) -> list[tuple[int, int]]:
+    """(d_in, d_out) of each adapted matrix of one MLP or expert (an ungated one has no gate)."""
+    h = s.hidden_size
+    mats = [(h, width) for t in ("gate", "up") if t in targets and (s.gated_mlp or t == "up")]
     if "down" in targets:
         mats.append((width, h))
     return mats
@@ -622,14 +652,12 @@ def lora_params(s: ModelSpec, rank: int, targets: tuple[str, ...], *, active: bo
     carry none (peft's ``all-linear`` leaves the head out).
     """
     wanted = frozenset(targets)
-    h = s.hidden_size
     total = sum(a + b for a, b in _lora_mixers(s, wanted))
-    dense_layers = s.num_layers - s.moe_layers
-    total += dense_layers * sum(a + b for a, b in _lora_mlp(h, s.intermediate_size, wanted))
+    total += s.dense_mlp_layers * sum(a + b for a, b in _lora_mlp(s, s.intermediate_size, wanted))
     if s.is_moe:
         experts = s.experts_per_token if active else s.num_experts
-        expert = sum(a + b for a, b in _lora_mlp(h, s.moe_intermediate_size, wanted))
-        shared = s.shared_experts * sum(a + b for a, b in _lora_mlp(h, _shared_width(s), wanted))
+        expert = sum(a + b for a, b in _lora_mlp(s, s.moe_intermediate_size, wanted))
+        shared = s.shared_experts * sum(a + b for a, b in _lora_mlp(s, _shared_width(s), wanted))
         total += s.moe_layers * (experts * expert + shared)
     return rank * total
 
@@ -638,9 +666,8 @@ def lora_tensors(s: ModelSpec, targets: tuple[str, ...]) -> int:
     """Tensors of the adapter checkpoint (an A and a B per adapted projection): what a
     tensor-by-tensor sync of the adapters sends one at a time."""
     wanted = frozenset(targets)
-    dense_layers = s.num_layers - s.moe_layers
-    mlp = len(_lora_mlp(s.hidden_size, s.intermediate_size, wanted))
-    matrices = len(_lora_mixers(s, wanted)) + dense_layers * mlp
+    mlp = len(_lora_mlp(s, s.intermediate_size, wanted))
+    matrices = len(_lora_mixers(s, wanted)) + s.dense_mlp_layers * mlp
     if s.is_moe:
         matrices += s.moe_layers * (s.num_experts + s.shared_experts) * mlp
     return 2 * matrices
@@ -672,11 +699,10 @@ def lora_elementwise_bytes(s: ModelSpec, targets: tuple[str, ...]) -> tuple[floa
     adapters' non-matmul operators move; an MoE layer counts the experts a token uses."""
     wanted = frozenset(targets)
     mats = _lora_mixers(s, wanted)
-    dense_layers = s.num_layers - s.moe_layers
-    mats += dense_layers * _lora_mlp(s.hidden_size, s.intermediate_size, wanted)
+    mats += s.dense_mlp_layers * _lora_mlp(s, s.intermediate_size, wanted)
     if s.is_moe:
-        per_token = s.experts_per_token * _lora_mlp(s.hidden_size, s.moe_intermediate_size, wanted)
-        per_token += s.shared_experts * _lora_mlp(s.hidden_size, _shared_width(s), wanted)
+        per_token = s.experts_per_token * _lora_mlp(s, s.moe_intermediate_size, wanted)
+        per_token += s.shared_experts * _lora_mlp(s, _shared_width(s), wanted)
         mats += s.moe_layers * per_token
     d_out = sum(b for _, b in mats) / s.num_layers
     d_in = sum(a for a, _ in mats) / s.num_layers

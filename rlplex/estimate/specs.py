@@ -110,6 +110,27 @@ class ModelSpec(BaseModel):
     """Softmax-attention layers that are windowed (the ``sliding_attention`` entries of
     ``layer_types``; gpt-oss alternates, Gemma 3 has five per global layer): their attention
     work and KV cache stop growing at ``sliding_window`` tokens."""
+    mixer_only_layers: int = Field(0, ge=0)
+    """Layers that are a token mixer alone, with no MLP after it (Nemotron-H's ``M`` and
+    ``*`` blocks: one norm and one mixer); 0 for a transformer, whose every layer is a mixer
+    and an MLP."""
+    mlp_only_layers: int = Field(0, ge=0)
+    """Layers that are an MLP or an MoE alone, with no mixer before it (Nemotron-H's ``-``
+    and ``E`` blocks)."""
+    gated_mlp: bool = True
+    """The MLPs and experts are gated (SwiGLU: gate, up and down matrices); false for two
+    matrices around a plain activation (Nemotron-H's squared ReLU: up and down)."""
+    shared_expert_gate: bool = True
+    """A shared expert of its own width (``shared_expert_intermediate_size``) is scaled by a
+    sigmoid gate of its own (Qwen2-MoE, Qwen3-Next); Nemotron-H's is not."""
+    linear_mixer: Literal["gated_deltanet", "mamba2"] = "gated_deltanet"
+    """What the linear-attention layers are: Gated DeltaNet (Qwen3-Next, Qwen3.5) or Mamba-2
+    (Nemotron-H: ``mamba_num_heads`` heads of ``mamba_head_dim`` are the value heads,
+    ``n_groups`` groups of ``ssm_state_size`` the key heads, ``conv_kernel`` the taps)."""
+    linear_state_fp32: bool = False
+    """The linear-attention layers' recurrent state is cached in fp32 whatever the model's
+    precision (Nemotron-H: ``mamba_ssm_cache_dtype``, float32 where the config names none,
+    which vLLM's ``NemotronHForCausalLMConfig`` follows)."""
     fused_expert_tensors: bool = False
     """The checkpoint stores each MoE layer's experts as a few stacked tensors (gpt-oss:
     ``gate_up_proj``, ``down_proj`` and their biases) rather than three per expert: what a
@@ -119,10 +140,20 @@ class ModelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _linear_attention_is_whole(self) -> ModelSpec:
-        if self.linear_attention_layers > self.num_layers:
+        if self.mixer_only_layers + self.mlp_only_layers > self.num_layers:
             raise ValueError(
-                f"linear_attention_layers ({self.linear_attention_layers}) exceeds num_layers"
-                f" ({self.num_layers})"
+                f"mixer_only_layers ({self.mixer_only_layers}) and mlp_only_layers"
+                f" ({self.mlp_only_layers}) exceed num_layers ({self.num_layers})"
+            )
+        if self.linear_attention_layers > self.mixer_layers:
+            raise ValueError(
+                f"linear_attention_layers ({self.linear_attention_layers}) exceeds the layers"
+                f" with a mixer ({self.mixer_layers})"
+            )
+        if self.first_dense_layers > self.mlp_layers:
+            raise ValueError(
+                f"first_dense_layers ({self.first_dense_layers}) exceeds the layers with an MLP"
+                f" ({self.mlp_layers})"
             )
         widths = (self.linear_num_key_heads, self.linear_num_value_heads,
                   self.linear_key_head_dim, self.linear_value_head_dim)  # fmt: skip
@@ -153,13 +184,45 @@ class ModelSpec(BaseModel):
         return self.kv_lora_rank > 0
 
     @property
+    def mixer_layers(self) -> int:
+        """Layers with a token mixer (softmax or linear attention)."""
+        return self.num_layers - self.mlp_only_layers
+
+    @property
+    def mlp_layers(self) -> int:
+        """Layers with an MLP or an MoE."""
+        return self.num_layers - self.mixer_only_layers
+
+    @property
+    def sublayers(self) -> int:
+        """Mixers and MLPs together, each behind a norm and ending in a residual add (and,
+        under tensor parallel, an all-reduce): twice the layers of a transformer."""
+        return self.mixer_layers + self.mlp_layers
+
+    @property
+    def layer_units(self) -> float:
+        """Layers' worth of per-layer kernels: a transformer layer counts 1, a block that is a
+        mixer or an MLP alone 1/2 (``sublayers / 2``)."""
+        return self.sublayers / 2
+
+    @property
     def moe_layers(self) -> int:
-        return self.num_layers - self.first_dense_layers if self.is_moe else 0
+        return self.mlp_layers - self.first_dense_layers if self.is_moe else 0
+
+    @property
+    def dense_mlp_layers(self) -> int:
+        """Layers with a dense MLP (all of them in a dense model)."""
+        return self.mlp_layers - self.moe_layers
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of one MLP or expert: 3 gated (gate, up, down), else 2."""
+        return 3 if self.gated_mlp else 2
 
     @property
     def attention_layers(self) -> int:
         """Layers with softmax attention (the ones that keep a KV cache)."""
-        return self.num_layers - self.linear_attention_layers
+        return self.mixer_layers - self.linear_attention_layers
 
     @property
     def full_attention_layers(self) -> int:
@@ -380,6 +443,82 @@ def _linear_attention_layers(data: dict[str, Any], file: str) -> int:
     return 0
 
 
+_HYBRID_BLOCKS: dict[str, str] = {
+    "M": "mamba", "*": "attention", "-": "mlp", "E": "moe",
+    "mamba": "mamba", "linear_attention": "mamba", "attention": "attention",
+    "full_attention": "attention", "mlp": "mlp", "moe": "moe",
+}  # fmt: skip
+"""Nemotron-H's block kinds by ``hybrid_override_pattern`` letter and by the names of
+``layers_block_type`` (transformers 5 writes ``linear_attention`` and ``full_attention``)."""
+
+
+def _hybrid_blocks(data: dict[str, Any], file: str) -> dict[str, Any]:
+    """A Nemotron-H config's layout as ModelSpec fields: each layer is one block, a Mamba-2
+    mixer (``M``), softmax attention (``*``), a squared-ReLU MLP (``-``) or an MoE (``E``),
+    named by ``hybrid_override_pattern`` or ``layers_block_type``.
+
+    Raises:
+        ConfigError: the pattern is missing, names an unknown block or disagrees with
+            ``num_hidden_layers``; the MoE is latent (``moe_latent_size``, Nemotron-3 Super).
+    """
+    pattern = data.get("hybrid_override_pattern")
+    field = "hybrid_override_pattern"
+    blocks: list[Any] = list(pattern) if isinstance(pattern, str) else []
+    if not blocks and isinstance(data.get("layers_block_type"), list):
+        field, blocks = "layers_block_type", list(data["layers_block_type"])
+    if not blocks:
+        raise ConfigError(
+            "a Nemotron-H config needs its layers' kinds (hybrid_override_pattern or"
+            " layers_block_type)",
+            field="hybrid_override_pattern", file=file,
+        )  # fmt: skip
+    unknown = sorted({str(b) for b in blocks if b not in _HYBRID_BLOCKS})
+    if unknown:
+        raise ConfigError(
+            f"names block kinds rlplex does not read: {', '.join(unknown)} (it reads M, *, -, E"
+            " and mamba, attention, mlp, moe)",
+            field=field, value=pattern if field == "hybrid_override_pattern" else unknown,
+            file=file,
+        )  # fmt: skip
+    if len(blocks) != data["num_hidden_layers"]:
+        raise ConfigError(
+            f"names {len(blocks)} layers but num_hidden_layers is {data['num_hidden_layers']}",
+            field=field, file=file,
+        )  # fmt: skip
+    if data.get("moe_latent_size"):
+        raise ConfigError(
+            "a latent MoE (experts between a down- and an up-projection of the hidden state,"
+            " Nemotron-3 Super) is not modelled: give a native config of its numbers",
+            field="moe_latent_size", value=data["moe_latent_size"], file=file,
+        )  # fmt: skip
+    kinds = [_HYBRID_BLOCKS[b] for b in blocks]
+    count = {k: kinds.count(k) for k in ("mamba", "attention", "mlp", "moe")}
+    head_dim = int(data.get("mamba_head_dim") or 64)
+    expand = data.get("expand") or 2
+    heads = int(data.get("mamba_num_heads") or expand * data["hidden_size"] // head_dim)
+    mamba: dict[str, Any] = {}
+    if count["mamba"]:
+        mamba = {
+            "linear_attention_layers": count["mamba"],
+            "linear_mixer": "mamba2",
+            "linear_num_key_heads": int(data.get("n_groups") or 1),
+            "linear_key_head_dim": int(data.get("ssm_state_size") or 128),
+            "linear_num_value_heads": heads,
+            "linear_value_head_dim": head_dim,
+            "linear_conv_kernel_dim": int(data.get("conv_kernel") or 4),
+            # vLLM caches the state in the config's mamba_ssm_cache_dtype, float32 when it
+            # names none (vllm/model_executor/models/config.py, NemotronHForCausalLMConfig).
+            "linear_state_fp32": data.get("mamba_ssm_cache_dtype", "float32") == "float32",
+        }
+    return {
+        "mixer_only_layers": count["mamba"] + count["attention"],
+        "mlp_only_layers": count["mlp"] + count["moe"],
+        "first_dense_layers": count["mlp"] if count["moe"] else 0,
+        "has_moe": bool(count["moe"]),
+        **mamba,
+    }
+
+
 def _sliding_window(data: dict[str, Any], attention_layers: int) -> dict[str, int]:
     """``sliding_window`` and the windowed layers of a config: the ``sliding_attention``
     entries of ``layer_types`` (gpt-oss, Gemma 3), else all but every
@@ -425,6 +564,10 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
             (naming ``file`` and the key).
     """
     data, note = _text_config(data)
+    blocks = data.get("layers_block_type") or data.get("hybrid_override_pattern")
+    if data.get("model_type") == "nemotron_h" and "num_hidden_layers" not in data and blocks:
+        # transformers 5 writes a Nemotron-H config's layers as the list of their kinds only.
+        data = {**data, "num_hidden_layers": len(blocks)}
     for key in _HF_REQUIRED:
         value = data.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -437,6 +580,16 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
                 **({"value": value} if key in data else {}),
             )
     model_type = str(data.get("model_type", ""))
+    # Nemotron-H: every layer one block (a Mamba-2 mixer, attention, an MLP or an MoE).
+    hybrid = _hybrid_blocks(data, file) if model_type == "nemotron_h" else {}
+    if hybrid:
+        data = {
+            **data,
+            "shared_expert_intermediate_size": data.get("moe_shared_expert_intermediate_size"),
+            "attention_bias": bool(data.get("attention_bias", False)),
+        }
+        if not hybrid.pop("has_moe"):
+            data = {**data, "n_routed_experts": 0}
     experts = int(data.get("num_experts") or data.get("n_routed_experts") or 0)
     if not experts and data.get("num_local_experts"):
         if model_type not in _LOCAL_EXPERT_TYPES:
@@ -461,7 +614,7 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
         raise ConfigError(
             "is required to estimate (a positive integer)", field="intermediate_size", file=file
         )
-    first_dense = int(data.get("first_k_dense_replace") or 0)
+    first_dense = int(data.get("first_k_dense_replace") or hybrid.get("first_dense_layers") or 0)
     step = data.get("decoder_sparse_step")
     if experts and (data.get("mlp_only_layers") or (isinstance(step, int) and step > 1)):
         # Qwen-MoE: layer i is MoE unless listed in mlp_only_layers or (i + 1) % step != 0;
@@ -475,17 +628,22 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
     shared_width = int(data.get("shared_expert_intermediate_size") or 0)
     if shared_width and not shared:
         shared = 1
-    linear_layers = _linear_attention_layers(data, file)
-    linear_keys = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                   "linear_value_head_dim", "linear_conv_kernel_dim")  # fmt: skip
-    linear = {"linear_attention_layers": linear_layers} if linear_layers else {}
-    if linear_layers:
+    blocks = {k: v for k, v in hybrid.items() if k != "first_dense_layers"}
+    linear: dict[str, Any] = {}
+    linear_layers = int(blocks.get("linear_attention_layers", 0))
+    if not hybrid:
+        linear_layers = _linear_attention_layers(data, file)
+    if linear_layers and not hybrid:
+        linear_keys = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                       "linear_value_head_dim", "linear_conv_kernel_dim")  # fmt: skip
+        linear = {"linear_attention_layers": linear_layers}
         linear.update({k: int(data.get(k) or 0) for k in linear_keys})
-    hybrid_qwen = model_type.startswith(("qwen3_next", "qwen3_5"))
-    if linear_layers:  # Qwen3.5 splits Qwen3-Next's two input projections into four
+        # Qwen3.5 splits Qwen3-Next's two input projections into four.
         linear["linear_in_projections"] = 4 if model_type.startswith("qwen3_5") else 2
+    hybrid_qwen = model_type.startswith(("qwen3_next", "qwen3_5"))
     gated = model_type in _GATED_ATTENTION_TYPES or bool(data.get("attn_output_gate", hybrid_qwen))
-    window = _sliding_window(data, int(data["num_hidden_layers"]) - linear_layers)
+    mixers = int(data["num_hidden_layers"]) - int(blocks.get("mlp_only_layers", 0))
+    window = _sliding_window(data, mixers - linear_layers)
     try:
         return ModelSpec(
             name=file,
@@ -506,7 +664,7 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
             shared_experts=shared,
             shared_expert_intermediate_size=shared_width,
             first_dense_layers=first_dense,
-            router_bias=model_type in ("deepseek_v3", "gpt_oss"),
+            router_bias=model_type in ("deepseek_v3", "gpt_oss", "nemotron_h"),
             fused_expert_tensors=model_type == "gpt_oss",
             expert_groups=int(data.get("n_group") or 0) if experts else 0,
             q_lora_rank=int(data.get("q_lora_rank") or 0),
@@ -517,6 +675,8 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
             attention_output_gate=gated,
             **linear,
             **window,
+            **blocks,
+            **({"gated_mlp": False, "shared_expert_gate": False} if hybrid else {}),
         )
     except ValidationError as exc:
         message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")

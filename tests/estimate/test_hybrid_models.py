@@ -260,4 +260,9 @@ def test_estimate_says_the_model_is_hybrid(base: dict[str, Any], tmp_path: Path)
     assert "36 of 48 layers linear attention, 9.88 MB of state per sequence" in text
     result = CliRunner().invoke(app, ["estimate", str(path), "--json"])
     linear = json.loads(result.stdout)["assumptions"]["models"]["actor_train"]["linear_attention"]
-    assert linear == {"layers": 36, "of": 48, "state_mb_per_sequence": None}
+    assert linear == {
+        "layers": 36,
+        "of": 48,
+        "mixer": "linear attention",
+        "state_mb_per_sequence": None,
+    }
