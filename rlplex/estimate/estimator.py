@@ -969,8 +969,7 @@ def _logits_s(
 
 def _expert_flop_share(spec: ModelSpec, head: f.Head) -> float:
     """Share of a token's matmul FLOPs spent in its routed experts."""
-    per_expert = spec.mlp_matrices * spec.hidden_size * spec.moe_intermediate_size
-    routed = spec.moe_layers * spec.experts_per_token * per_expert
+    routed = spec.moe_layers * spec.experts_per_token * f.expert_params(spec)
     return routed / f.active_params(spec, head)
 
 
@@ -983,7 +982,7 @@ def _expert_all_to_all_s(
     if not spec.is_moe or ep <= 1:
         return 0.0
     b = f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
-    per_layer = 2 * tokens_per_device * spec.experts_per_token * spec.hidden_size * b
+    per_layer = 2 * tokens_per_device * spec.experts_per_token * spec.expert_input_size * b
     sent = per_layer * spec.moe_layers * passes * (ep - 1) / ep
     c = ctx.inputs.cluster
     speed = c.network_gb_per_s if _spans_nodes(ctx, ep) else c.device_copy_gb_per_s

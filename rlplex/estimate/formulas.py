@@ -123,19 +123,27 @@ def _shared_width(s: ModelSpec) -> int:
     return s.shared_expert_intermediate_size or s.moe_intermediate_size
 
 
+def expert_params(s: ModelSpec) -> int:
+    """Weights of one routed expert: its matrices between the width it reads and writes (the
+    latent width of a latent MoE, else the hidden size) and ``moe_intermediate_size``."""
+    return s.mlp_matrices * s.expert_input_size * s.moe_intermediate_size
+
+
 def moe_layer_params(s: ModelSpec, experts: int) -> int:
-    """Weights of one MoE MLP counting ``experts`` routed experts (router included)."""
+    """Weights of one MoE MLP counting ``experts`` routed experts (router included; a latent
+    MoE's projections down to the latent width and back)."""
     h = s.hidden_size
     router = h * s.num_experts + (s.num_experts if s.router_bias else 0)
     shared = s.shared_experts * _mlp(s, _shared_width(s))
     if s.shared_expert_intermediate_size and s.shared_expert_gate:
         shared += h  # Qwen2-MoE's shared-expert gate
-    return experts * _mlp(s, s.moe_intermediate_size) + shared + router
+    latent = 2 * h * s.moe_latent_size
+    return experts * expert_params(s) + shared + router + latent
 
 
 def routed_expert_params(s: ModelSpec) -> int:
     """Weights of every routed expert of every MoE layer (what expert parallelism splits)."""
-    return s.moe_layers * s.num_experts * _mlp(s, s.moe_intermediate_size)
+    return s.moe_layers * s.num_experts * expert_params(s)
 
 
 def layer_params(s: ModelSpec, *, active: bool = False) -> int:
@@ -197,7 +205,7 @@ def param_tensors(s: ModelSpec, head: Head = "lm") -> int:
         attention = 4 + (3 if s.qkv_bias else 0) + (2 if s.qk_norm else 0)
     # gpt-oss stacks a layer's experts: gate_up_proj, down_proj and a bias each.
     experts = 4 if s.fused_expert_tensors else s.mlp_matrices * s.num_experts
-    moe = 1 + (1 if s.router_bias else 0) + experts
+    moe = 1 + (1 if s.router_bias else 0) + experts + (2 if s.moe_latent_size else 0)
     if s.shared_experts:
         gate = s.shared_expert_intermediate_size and s.shared_expert_gate
         moe += s.mlp_matrices + (1 if gate else 0)
@@ -348,9 +356,9 @@ def decode_weight_bytes(s: ModelSpec, batch: float, precision: str, head: Head =
         held -= s.vocab_size * s.hidden_size - min(batch, s.vocab_size) * s.hidden_size
     if not s.is_moe:
         return held * b
-    dense = held - s.moe_layers * s.num_experts * _mlp(s, s.moe_intermediate_size)
+    dense = held - routed_expert_params(s)
     touched = expected_experts_touched(s, batch)
-    return (dense + s.moe_layers * touched * _mlp(s, s.moe_intermediate_size)) * b
+    return (dense + s.moe_layers * touched * expert_params(s)) * b
 
 
 def layer_activation_elements(s: ModelSpec, *, swiglu_tensors: int = 4) -> float:
@@ -390,7 +398,9 @@ def layer_activation_elements(s: ModelSpec, *, swiglu_tensors: int = 4) -> float
         # its weight gradient, and the experts' outputs the weighted combine keeps for the
         # routing probabilities' gradient (Megatron's grouped GEMM and unpermute; Hugging
         # Face's index_select and routing-weight multiply alike).
-        routed = 2 * s.experts_per_token * h
+        routed = 2 * s.experts_per_token * s.expert_input_size
+        if s.moe_latent_size:  # the down-projection's output and the up-projection's input
+            routed += 2 * s.moe_latent_size
         mlps += s.moe_layers * (tensors * width + routed)
     return (2 * h * s.sublayers + mixers + mlps) / s.num_layers
 
@@ -634,9 +644,12 @@ def _lora_mixers(s: ModelSpec, targets: frozenset[str]) -> list[tuple[int, int]]
     return mats
 
 
-def _lora_mlp(s: ModelSpec, width: int, targets: frozenset[str]) -> list[tuple[int, int]]:
-    """(d_in, d_out) of each adapted matrix of one MLP or expert (an ungated one has no gate)."""
-    h = s.hidden_size
+def _lora_mlp(
+    s: ModelSpec, width: int, targets: frozenset[str], *, expert: bool = False
+) -> list[tuple[int, int]]:
+    """(d_in, d_out) of each adapted matrix of one MLP or expert (an ungated one has no gate;
+    a latent MoE's routed experts read and write the latent width)."""
+    h = s.expert_input_size if expert else s.hidden_size
     mats = [(h, width) for t in ("gate", "up") if t in targets and (s.gated_mlp or t == "up")]
     if "down" in targets:
         mats.append((width, h))
@@ -656,7 +669,7 @@ def lora_params(s: ModelSpec, rank: int, targets: tuple[str, ...], *, active: bo
     total += s.dense_mlp_layers * sum(a + b for a, b in _lora_mlp(s, s.intermediate_size, wanted))
     if s.is_moe:
         experts = s.experts_per_token if active else s.num_experts
-        expert = sum(a + b for a, b in _lora_mlp(s, s.moe_intermediate_size, wanted))
+        expert = sum(a + b for a, b in _lora_mlp(s, s.moe_intermediate_size, wanted, expert=True))
         shared = s.shared_experts * sum(a + b for a, b in _lora_mlp(s, _shared_width(s), wanted))
         total += s.moe_layers * (experts * expert + shared)
     return rank * total
@@ -701,7 +714,8 @@ def lora_elementwise_bytes(s: ModelSpec, targets: tuple[str, ...]) -> tuple[floa
     mats = _lora_mixers(s, wanted)
     mats += s.dense_mlp_layers * _lora_mlp(s, s.intermediate_size, wanted)
     if s.is_moe:
-        per_token = s.experts_per_token * _lora_mlp(s, s.moe_intermediate_size, wanted)
+        routed = _lora_mlp(s, s.moe_intermediate_size, wanted, expert=True)
+        per_token = s.experts_per_token * routed
         per_token += s.shared_experts * _lora_mlp(s, _shared_width(s), wanted)
         mats += s.moe_layers * per_token
     d_out = sum(b for _, b in mats) / s.num_layers

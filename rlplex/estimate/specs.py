@@ -110,6 +110,10 @@ class ModelSpec(BaseModel):
     """Softmax-attention layers that are windowed (the ``sliding_attention`` entries of
     ``layer_types``; gpt-oss alternates, Gemma 3 has five per global layer): their attention
     work and KV cache stop growing at ``sliding_window`` tokens."""
+    moe_latent_size: int = Field(0, ge=0)
+    """Latent MoE (Nemotron-3 Super): each MoE layer projects the hidden state down to this
+    width before its routed experts and back after them, so the experts, and the tokens the
+    expert-parallel all-to-all moves, are this wide; 0: the experts take the hidden state."""
     mixer_only_layers: int = Field(0, ge=0)
     """Layers that are a token mixer alone, with no MLP after it (Nemotron-H's ``M`` and
     ``*`` blocks: one norm and one mixer); 0 for a transformer, whose every layer is a mixer
@@ -213,6 +217,11 @@ class ModelSpec(BaseModel):
     def dense_mlp_layers(self) -> int:
         """Layers with a dense MLP (all of them in a dense model)."""
         return self.mlp_layers - self.moe_layers
+
+    @property
+    def expert_input_size(self) -> int:
+        """Width a routed expert reads and writes: the latent width, else the hidden size."""
+        return self.moe_latent_size or self.hidden_size
 
     @property
     def mlp_matrices(self) -> int:
@@ -459,7 +468,7 @@ def _hybrid_blocks(data: dict[str, Any], file: str) -> dict[str, Any]:
 
     Raises:
         ConfigError: the pattern is missing, names an unknown block or disagrees with
-            ``num_hidden_layers``; the MoE is latent (``moe_latent_size``, Nemotron-3 Super).
+            ``num_hidden_layers``.
     """
     pattern = data.get("hybrid_override_pattern")
     field = "hybrid_override_pattern"
@@ -485,12 +494,6 @@ def _hybrid_blocks(data: dict[str, Any], file: str) -> dict[str, Any]:
             f"names {len(blocks)} layers but num_hidden_layers is {data['num_hidden_layers']}",
             field=field, file=file,
         )  # fmt: skip
-    if data.get("moe_latent_size"):
-        raise ConfigError(
-            "a latent MoE (experts between a down- and an up-projection of the hidden state,"
-            " Nemotron-3 Super) is not modelled: give a native config of its numbers",
-            field="moe_latent_size", value=data["moe_latent_size"], file=file,
-        )  # fmt: skip
     kinds = [_HYBRID_BLOCKS[b] for b in blocks]
     count = {k: kinds.count(k) for k in ("mamba", "attention", "mlp", "moe")}
     head_dim = int(data.get("mamba_head_dim") or 64)
@@ -514,6 +517,7 @@ def _hybrid_blocks(data: dict[str, Any], file: str) -> dict[str, Any]:
         "mixer_only_layers": count["mamba"] + count["attention"],
         "mlp_only_layers": count["mlp"] + count["moe"],
         "first_dense_layers": count["mlp"] if count["moe"] else 0,
+        "moe_latent_size": int(data.get("moe_latent_size") or 0) if count["moe"] else 0,
         "has_moe": bool(count["moe"]),
         **mamba,
     }

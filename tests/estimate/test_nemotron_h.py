@@ -63,8 +63,9 @@ def _tiny_model(transformers: Any, keys: dict[str, Any]) -> tuple[Any, Any]:
         {"layers_block_type": ["mamba", "mlp", "attention", "mlp", "mamba", "mlp"],
          "n_routed_experts": 0},
         {"layers_block_type": ["mamba", "mlp", "moe", "attention"]},
+        {"moe_latent_size": 16},
     ],
-    ids=["moe-hybrid", "dense-hybrid", "moe-and-mlp-blocks"],
+    ids=["moe-hybrid", "dense-hybrid", "moe-and-mlp-blocks", "latent-moe"],
 )  # fmt: skip
 def test_tiny_nemotron_h_counts_match_transformers(keys: dict[str, Any], tmp_path: Path) -> None:
     """Every parameter (and the routers' score bias, a buffer transformers saves) and every
@@ -214,7 +215,6 @@ def test_tp_collectives_run_once_per_block_by_hand(base: dict[str, Any]) -> None
     [
         ({"hybrid_override_pattern": "MEX*"}, "hybrid_override_pattern", "X"),
         ({"hybrid_override_pattern": "ME*"}, "hybrid_override_pattern", "names 3 layers"),
-        ({"moe_latent_size": 1024}, "moe_latent_size", "latent MoE"),
         ({"hybrid_override_pattern": None}, "hybrid_override_pattern", "layers' kinds"),
     ],
 )
@@ -242,3 +242,50 @@ def test_estimate_names_the_mamba_layers(base: dict[str, Any], tmp_path: Path) -
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "23 of 52 layers Mamba-2, 12.271 MB of state per sequence" in text
+
+
+def test_a_latent_moe_moves_and_multiplies_the_latent_width_by_hand() -> None:
+    """Nemotron-3 Super's latent MoE: the routed experts read and write 1,024 wide, not the
+    4,096 of the hidden state; each MoE layer adds its two projections (h x 1,024 each); the
+    expert-parallel all-to-all moves tokens at the latent width."""
+    from rlplex.estimate.estimator import _expert_flop_share
+
+    nano = model_presets()["nemotron-3-nano-30b-a3b"]
+    latent = nano.model_copy(update={"moe_latent_size": 1024})
+    h, width = 2688, 1856
+    assert f.expert_params(latent) == 2 * 1024 * width
+    per_layer = 128 * 2 * 1024 * width + 2 * h * 3712 + h * 128 + 128 + 2 * h * 1024
+    assert f.moe_layer_params(latent, 128) == per_layer
+    assert f.param_tensors(latent) == f.param_tensors(nano) + 2 * 23
+    share = 23 * 6 * 2 * 1024 * width / f.active_params(latent)
+    assert _expert_flop_share(latent, "lm") == pytest.approx(share)
+    moe = 2 * (6 * width + 3712) + 2 * 6 * 1024 + 2 * 1024
+    attention = 2 * 32 * 128 + 2 * 2 * 128
+    mamba = 4 * 8 * 128 + 4 * 64 * 64
+    expected = (2 * h * 52 + 6 * attention + 23 * mamba + 23 * moe) / 52
+    assert f.layer_activation_elements(latent, swiglu_tensors=3) == pytest.approx(expected)
+
+
+def test_a_latent_moe_config_json_is_read() -> None:
+    """``moe_latent_size`` in a Nemotron-H config.json is the latent width (null: none)."""
+    spec = spec_from_hf_config({**NANO_CONFIG, "moe_latent_size": 1024}, "s/config.json")
+    assert spec.moe_latent_size == 1024 and spec.expert_input_size == 1024
+    plain = spec_from_hf_config({**NANO_CONFIG, "moe_latent_size": None}, "n/config.json")
+    assert plain.moe_latent_size == 0 and plain.expert_input_size == 2688
+
+
+def test_the_expert_all_to_all_moves_the_latent_width_by_hand(base: dict[str, Any]) -> None:
+    """Dispatch and combine send each token's k copies at the experts' width: 7/8 of them
+    leave the rank over ep 8 in one node, 1,024 bf16 elements each for a latent MoE."""
+    from rlplex.estimate.estimator import Inputs, _Ctx, _expert_all_to_all_s
+
+    config = _nano_config(base)
+    config["roles"]["actor_train"]["parallel"] = {"ep": 8, "zero": 1}
+    loaded = config_from_dict(config, file="t.yaml")
+    inputs = Inputs(cluster=loaded.cluster, roles=loaded.roles, pipeline=loaded.pipeline,
+                    model=loaded.model, workload=loaded.workload)  # fmt: skip
+    latent = model_presets()["nemotron-3-nano-30b-a3b"].model_copy(update={"moe_latent_size": 1024})
+    tokens = 1e5
+    sent = 2 * tokens * 6 * 1024 * 2 * 23 * 2 * (8 - 1) / 8
+    seconds = _expert_all_to_all_s(_Ctx(inputs), latent, loaded.roles["actor_train"], tokens, 2)
+    assert seconds == pytest.approx(sent / (loaded.cluster.device_copy_gb_per_s * 1e9))
