@@ -518,6 +518,15 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
         "heldout-verl-dsv3-colocate-96xH20", "heldout_verl_dsv3_colocate_96xh20.yaml", 1700.0,
         {"gen": 1050.0}, {"gen": ("generate", "weight_sync")}, None, heldout=True,
     ),
+    # AReaL v0.1 (ReaL), synchronous PPO without a critic, R1-Distill-Qwen-7B on 16 x 8 H800,
+    # vLLM on 64 GPUs and training on 64 (examples/README.md @ 2963a6731, the 16-node log):
+    # the mean of six steps' "#End to end# execution time"; lengths from the same log. Added
+    # 2026-11-28, the config written from the recipe before it was planned.
+    Case(
+        "heldout-areal-v0.1-r1distill-qwen7b-64gen64train-H800",
+        "heldout_areal_v01_r1distill_qwen7b_64gen64train_h800.yaml", 2260.19, {}, {}, None,
+        heldout=True,
+    ),
 )  # fmt: skip
 
 CASES: tuple[Case, ...] = (*CORPUS_CASES, *HELDOUT_CASES)

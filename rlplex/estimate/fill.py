@@ -10,6 +10,7 @@ returned, so that ``show`` and ``plan`` mark it as estimated.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,7 @@ def fill_estimates(
             continue
         # A state the file puts in host memory (host_states) is not on the GPU as well.
         states = {
-            k: round(v, 3)
+            k: floor_to(v, 3)
             for k, v in result.roles[name].states.items()
             if k not in roles[name].host_states
         }
@@ -151,7 +152,7 @@ def fill_estimates(
     for name, est in result.roles.items():
         given = new_roles[name].host_states
         host = {
-            k: round(v, 3)
+            k: floor_to(v, 3)
             for k, v in est.host_states.items()
             if k not in new_roles[name].states and k not in given
         }
@@ -188,7 +189,7 @@ def fill_estimates(
             and est.kind in ("train", "forward", "generate")
             and (stage in needs_seconds or stage.role in needs_states)
         ):
-            update["memory_gb"] = round(est.memory_gb, 4)
+            update["memory_gb"] = floor_to(est.memory_gb, 4)
             filled.add(f"pipeline.stages.{stage.name}.memory_gb")
         stages.append(stage.model_copy(update=update) if update else stage)
     new_pipeline = pipeline.model_copy(update={"stages": tuple(stages)})
@@ -250,6 +251,15 @@ def check_stages_fit(
             value=round(total, 2),
             file=file,
         )
+
+
+def floor_to(value: float, digits: int) -> float:
+    """``value`` rounded down to ``digits`` decimals: the states and stage memory a config is
+    filled with, so that parts estimated to fill a GPU exactly (an engine at
+    ``gpu_memory_utilization`` 1, whose KV cache takes what the rest leaves) still sum within
+    it (rounded to the nearest, they overflowed it by a fraction of a MB)."""
+    scale = 10**digits
+    return math.floor(value * scale + 1e-9) / scale
 
 
 def use_estimates(
@@ -384,7 +394,9 @@ def at_staleness(config: Any, k: int) -> Any:
     )
     roles = {
         n: r.model_copy(
-            update={"states": {**r.states, "kv_cache": round(est.roles[n].states["kv_cache"], 3)}}
+            update={
+                "states": {**r.states, "kv_cache": floor_to(est.roles[n].states["kv_cache"], 3)}
+            }
         )
         if n in kv_roles and n in est.roles and "kv_cache" in est.roles[n].states
         else r

@@ -43,4 +43,4 @@ def test_plan_prints_memory_and_marks_estimates() -> None:
     assert "headroom" in result.output
     assert "* estimated: 5 stage times, 3 roles' states" in result.output
     shown = CliRunner().invoke(app, ["show", str(ROOT / "examples" / "estimate_7b.yaml")])
-    assert "weights 1.904*" in shown.output
+    assert "weights 1.903*" in shown.output
