@@ -287,8 +287,8 @@ def _print_assumptions(a: dict[str, Any]) -> None:
                 if r["cuda_graphs"]
                 else "eager (no CUDA graphs)"
                 if r["eager_layers"] == r["layers"]
-                else f"eager (no CUDA graphs; its {r['layers']} layers, MoE or MLA, issue the"
-                f" host work of {r['eager_layers']:.1f} dense layers, eager_layer_s each)"
+                else f"eager (no CUDA graphs; its {r['layers']} layers issue the host work of"
+                f" {r['eager_layers']:.1f} dense transformer layers, eager_layer_s each)"
             )
             + (
                 f", vLLM V0 engine ({eff['decode_sequence_v0_s'] * 1e6:g} us of host work per"

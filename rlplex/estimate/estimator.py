@@ -788,8 +788,10 @@ def _pass_terms(
         # Megatron runs an MoE under tensor parallel with sequence parallel (expert tensor
         # parallel 1): each rank routes its own 1/tp of the micro-batch's tokens.
         per_expert = mb_tokens_per_gpu / est.tp * spec.experts_per_token * ep / spec.num_experts
+        # A latent MoE's experts are as narrow as the narrower of the latent and their width.
+        expert_width = min(spec.moe_intermediate_size, spec.moe_latent_size or 1 << 30)
         slower = (_width_factor(ctx, spec) * _tokens_factor(ctx, mb_tokens_per_gpu)) / (
-            _width_factor(ctx, spec, spec.moe_intermediate_size) * _tokens_factor(ctx, per_expert)
+            _width_factor(ctx, spec, expert_width) * _tokens_factor(ctx, per_expert)
         )
         imbalance = efficiency_value(ctx.inputs.efficiency, "moe_imbalance")
         compute_s *= 1.0 - expert_share + expert_share * slower * imbalance

@@ -361,7 +361,9 @@ def decode_weight_bytes(s: ModelSpec, batch: float, precision: str, head: Head =
     return (dense + s.moe_layers * touched * expert_params(s)) * b
 
 
-def layer_activation_elements(s: ModelSpec, *, swiglu_tensors: int = 4) -> float:
+def layer_activation_elements(
+    s: ModelSpec, *, swiglu_tensors: int = 4, largest: bool = False
+) -> float:
     """Activation elements one layer keeps per token for the backward pass.
 
     Two norm inputs and outputs (4h), queries and attention output
@@ -375,10 +377,12 @@ def layer_activation_elements(s: ModelSpec, *, swiglu_tensors: int = 4) -> float
     which keeps its input (gate and up, 2 x width) and the product fc2 needs. An ungated MLP
     (squared ReLU) keeps one tensor fewer: its input, the activation's output (and, eager,
     the ReLU's output the square needs).
-    The figure is the mean over the layers: a linear-attention mixer keeps its q/k/v/z
-    projection, the convolved q/k/v and its output (``4 x key width + 4 x value width``); a
-    hybrid's layers that are a mixer or an MLP alone (Nemotron-H) keep one norm's input and
-    output (2h) and their one part's tensors; dense and MoE layers their own MLP's.
+    The figure is the mean over the layers (what all of them keep together, over their
+    count): a linear-attention mixer keeps its q/k/v/z projection, the convolved q/k/v and
+    its output (``4 x key width + 4 x value width``); a hybrid's layers that are a mixer or
+    an MLP alone (Nemotron-H) keep one norm's input and output (2h) and their one part's
+    tensors; dense and MoE layers their own MLP's. ``largest``: the layer that keeps the most
+    instead (what one layer's recomputation or forward holds at once).
     """
     h = s.hidden_size
     if s.is_mla:
@@ -387,11 +391,11 @@ def layer_activation_elements(s: ModelSpec, *, swiglu_tensors: int = 4) -> float
         attn = q + kv + s.num_heads * s.v_head_dim
     else:
         attn = 2 * s.num_heads * s.head_width + 2 * s.num_kv_heads * s.head_width
-    mixers = s.attention_layers * attn
-    if s.linear_attention_layers:
-        mixers += s.linear_attention_layers * (4 * linear_key_width(s) + 4 * linear_value_width(s))
+    linear = 4 * linear_key_width(s) + 4 * linear_value_width(s)
+    mixers = s.attention_layers * attn + s.linear_attention_layers * linear
     tensors = swiglu_tensors if s.gated_mlp else swiglu_tensors - 1
-    mlps = s.dense_mlp_layers * tensors * s.intermediate_size
+    dense = tensors * s.intermediate_size
+    moe = 0.0
     if s.is_moe:
         width = s.experts_per_token * s.moe_intermediate_size + s.shared_experts * _shared_width(s)
         # Each token's k routed copies: the permuted input the experts' first GEMM keeps for
@@ -401,7 +405,15 @@ def layer_activation_elements(s: ModelSpec, *, swiglu_tensors: int = 4) -> float
         routed = 2 * s.experts_per_token * s.expert_input_size
         if s.moe_latent_size:  # the down-projection's output and the up-projection's input
             routed += 2 * s.moe_latent_size
-        mlps += s.moe_layers * (tensors * width + routed)
+        moe = tensors * width + routed
+    if largest:
+        mixer = max(attn if s.attention_layers else 0, linear if s.linear_attention_layers else 0)
+        mlp = max(dense if s.dense_mlp_layers else 0, moe if s.moe_layers else 0)
+        paired = s.num_layers - s.mixer_only_layers - s.mlp_only_layers
+        if paired:
+            return 4 * h + mixer + mlp
+        return 2 * h + max(mixer if s.mixer_only_layers else 0, mlp if s.mlp_only_layers else 0)
+    mlps = s.dense_mlp_layers * dense + s.moe_layers * moe
     return (2 * h * s.sublayers + mixers + mlps) / s.num_layers
 
 
@@ -457,21 +469,31 @@ def activation_bytes(
     """
     b = BYTES_PER_ELEMENT[precision if precision != "fp8" else "bf16"]
     layers = s.num_layers / pp
-    # Fused kernels (Megatron) run SwiGLU as one bias-SwiGLU: 3 saved tensors, not 4.
-    per_layer = layer_activation_elements(s, swiglu_tensors=4 if eager else 3) * b * tokens
-    if not sequence_parallel and tp > 1:
-        # Scaled by tp here because the whole is divided by tp below.
-        norms = 2 * s.hidden_size * s.sublayers / s.num_layers
-        per_layer += norms * b * tokens * (tp - 1)
-    if eager:
-        per_layer += eager_saved_bytes_per_token(s, precision) * tokens
+    swiglu = 4 if eager else 3  # Megatron's fused bias-SwiGLU keeps 3 tensors, not 4
+
+    def one_layer(largest: bool) -> float:
+        """A layer's bytes: the mean layer (what all of them store), or the largest one (what
+        a forward or a recomputation holds at once)."""
+        elements = layer_activation_elements(s, swiglu_tensors=swiglu, largest=largest)
+        per = elements * b * tokens
+        if not sequence_parallel and tp > 1:
+            # Scaled by tp here because the whole is divided by tp below.
+            paired = s.num_layers > s.mixer_only_layers + s.mlp_only_layers
+            sublayers = (2 if paired else 1) if largest else s.sublayers / s.num_layers
+            norms = 2 * s.hidden_size * sublayers
+            per += norms * b * tokens * (tp - 1)
+        if eager:
+            per += eager_saved_bytes_per_token(s, precision) * tokens
+        return per
+
+    per_layer, largest_layer = one_layer(False), one_layer(True)
     working = 0.0  # one layer's full set, recomputed during the backward
     if not backward:
-        stored, working = 0.0, per_layer
+        stored, working = 0.0, largest_layer
     elif recompute:
         # Each layer's input, split over tp by sequence parallel, whole on every rank without.
         whole = tp if not sequence_parallel and tp > 1 else 1
-        stored, working = layers * s.hidden_size * b * tokens * whole, per_layer
+        stored, working = layers * s.hidden_size * b * tokens * whole, largest_layer
     else:
         stored = layers * per_layer
     head_width = s.vocab_size if head == "lm" else 1
@@ -520,9 +542,10 @@ def eager_excess_bytes_per_token(s: ModelSpec) -> float:
     moe_width = s.experts_per_token * s.moe_intermediate_size + s.shared_experts * _shared_width(s)
     mlp = (s.dense_mlp_layers * s.intermediate_size + s.moe_layers * moe_width) / s.num_layers
     # Norms and residual adds come with each mixer and MLP; the rotary embedding and q/k norms
-    # with softmax attention only.
+    # with each mixer (a linear mixer's own elementwise work, its convolution, activation,
+    # norms and gate, unmeasured, priced as attention's).
     hidden = c["hidden"] * s.hidden_size * s.layer_units / s.num_layers
-    attn *= s.attention_layers / s.num_layers
+    attn *= s.mixer_layers / s.num_layers
     per_token = hidden + c["attn"] * attn + c["mlp"] * mlp
     if s.qk_norm:
         per_token += c["qk_norm"] * attn
@@ -656,6 +679,17 @@ def _lora_mlp(
     return mats
 
 
+def _lora_latent(s: ModelSpec, targets: frozenset[str]) -> list[tuple[int, int]]:
+    """(d_in, d_out) of a latent MoE's adapted projections: down to the latent width with the
+    experts' up projections, back with their down ones (peft's all-linear adapts both)."""
+    if not s.moe_latent_size:
+        return []
+    mats = [(s.hidden_size, s.moe_latent_size)] if "up" in targets else []
+    if "down" in targets:
+        mats.append((s.moe_latent_size, s.hidden_size))
+    return mats
+
+
 def lora_params(s: ModelSpec, rank: int, targets: tuple[str, ...], *, active: bool = False) -> int:
     """Adapter weights of every adapted projection: ``rank x (d_in + d_out)`` each.
 
@@ -671,7 +705,8 @@ def lora_params(s: ModelSpec, rank: int, targets: tuple[str, ...], *, active: bo
         experts = s.experts_per_token if active else s.num_experts
         expert = sum(a + b for a, b in _lora_mlp(s, s.moe_intermediate_size, wanted, expert=True))
         shared = s.shared_experts * sum(a + b for a, b in _lora_mlp(s, _shared_width(s), wanted))
-        total += s.moe_layers * (experts * expert + shared)
+        latent = sum(a + b for a, b in _lora_latent(s, wanted))
+        total += s.moe_layers * (experts * expert + shared + latent)
     return rank * total
 
 
@@ -683,6 +718,7 @@ def lora_tensors(s: ModelSpec, targets: tuple[str, ...]) -> int:
     matrices = len(_lora_mixers(s, wanted)) + s.dense_mlp_layers * mlp
     if s.is_moe:
         matrices += s.moe_layers * (s.num_experts + s.shared_experts) * mlp
+        matrices += s.moe_layers * len(_lora_latent(s, wanted))
     return 2 * matrices
 
 
@@ -715,7 +751,7 @@ def lora_elementwise_bytes(s: ModelSpec, targets: tuple[str, ...]) -> tuple[floa
     mats += s.dense_mlp_layers * _lora_mlp(s, s.intermediate_size, wanted)
     if s.is_moe:
         routed = _lora_mlp(s, s.moe_intermediate_size, wanted, expert=True)
-        per_token = s.experts_per_token * routed
+        per_token = s.experts_per_token * routed + _lora_latent(s, wanted)
         per_token += s.shared_experts * _lora_mlp(s, _shared_width(s), wanted)
         mats += s.moe_layers * per_token
     d_out = sum(b for _, b in mats) / s.num_layers

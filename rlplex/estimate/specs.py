@@ -120,7 +120,8 @@ class ModelSpec(BaseModel):
     and an MLP."""
     mlp_only_layers: int = Field(0, ge=0)
     """Layers that are an MLP or an MoE alone, with no mixer before it (Nemotron-H's ``-``
-    and ``E`` blocks)."""
+    and ``E`` blocks); a count, not Qwen-MoE's ``mlp_only_layers`` config key (a list of the
+    layers whose MLP is dense)."""
     gated_mlp: bool = True
     """The MLPs and experts are gated (SwiGLU: gate, up and down matrices); false for two
     matrices around a plain activation (Nemotron-H's squared ReLU: up and down)."""
@@ -494,6 +495,14 @@ def _hybrid_blocks(data: dict[str, Any], file: str) -> dict[str, Any]:
             f"names {len(blocks)} layers but num_hidden_layers is {data['num_hidden_layers']}",
             field=field, file=file,
         )  # fmt: skip
+    # Biases transformers' and vLLM's Nemotron-H read but no released checkpoint sets.
+    for key, unmodelled in (("use_bias", True), ("mlp_bias", True), ("use_conv_bias", False)):
+        if bool(data.get(key, not unmodelled)) is unmodelled:
+            raise ConfigError(
+                f"is {str(unmodelled).lower()}: rlplex counts Nemotron-H's projections without"
+                " biases and its convolution with one, as released checkpoints have them",
+                field=key, value=data.get(key), file=file,
+            )  # fmt: skip
     kinds = [_HYBRID_BLOCKS[b] for b in blocks]
     count = {k: kinds.count(k) for k in ("mamba", "attention", "mlp", "moe")}
     head_dim = int(data.get("mamba_head_dim") or 64)
@@ -504,7 +513,7 @@ def _hybrid_blocks(data: dict[str, Any], file: str) -> dict[str, Any]:
         mamba = {
             "linear_attention_layers": count["mamba"],
             "linear_mixer": "mamba2",
-            "linear_num_key_heads": int(data.get("n_groups") or 1),
+            "linear_num_key_heads": int(data.get("n_groups") or 8),  # transformers' default
             "linear_key_head_dim": int(data.get("ssm_state_size") or 128),
             "linear_num_value_heads": heads,
             "linear_value_head_dim": head_dim,
@@ -587,10 +596,16 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
     # Nemotron-H: every layer one block (a Mamba-2 mixer, attention, an MLP or an MoE).
     hybrid = _hybrid_blocks(data, file) if model_type == "nemotron_h" else {}
     if hybrid:
+        # vLLM builds the shared experts as one MLP n_shared_experts times as wide; neither
+        # it nor transformers ties the head or gives attention biases, whatever the keys say.
+        shared_width = int(data.get("moe_shared_expert_intermediate_size") or 0)
         data = {
             **data,
-            "shared_expert_intermediate_size": data.get("moe_shared_expert_intermediate_size"),
-            "attention_bias": bool(data.get("attention_bias", False)),
+            "shared_expert_intermediate_size": shared_width
+            * max(1, int(data.get("n_shared_experts") or 1)),
+            "n_shared_experts": 1 if shared_width else 0,
+            "attention_bias": False,
+            "tie_word_embeddings": False,
         }
         if not hybrid.pop("has_moe"):
             data = {**data, "n_routed_experts": 0}

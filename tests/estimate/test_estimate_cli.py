@@ -260,7 +260,7 @@ def test_assumptions_say_what_the_engine_runs() -> None:
     result = CliRunner().invoke(app, ["estimate", str(dsv3)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "its 61 layers, MoE or MLA, issue the host work of 237.4 dense layers" in text
+    assert "its 61 layers issue the host work of 237.4 dense transformer layers" in text
     quickstart = ROOT / "examples" / "estimate_verl_quickstart.yaml"
     result = CliRunner().invoke(app, ["estimate", str(quickstart)], env={"COLUMNS": "300"})
     text = " ".join(result.output.split())

@@ -289,3 +289,80 @@ def test_the_expert_all_to_all_moves_the_latent_width_by_hand(base: dict[str, An
     sent = 2 * tokens * 6 * 1024 * 2 * 23 * 2 * (8 - 1) / 8
     seconds = _expert_all_to_all_s(_Ctx(inputs), latent, loaded.roles["actor_train"], tokens, 2)
     assert seconds == pytest.approx(sent / (loaded.cluster.device_copy_gb_per_s * 1e9))
+
+
+def test_lora_of_a_latent_moe_matches_peft_beside_the_experts() -> None:
+    """peft's all-linear adapts a latent MoE's down- and up-projections (plain linears) and the
+    shared expert, not the stacked routed experts transformers 5 keeps as 3D parameters: the
+    formulas less the routed experts' adapters (rank x (latent + width) x 2 each) are
+    peft's count. Bug: the latent projections carried no adapters."""
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    if not hasattr(transformers, "NemotronHConfig"):
+        pytest.skip("this transformers has no Nemotron-H")
+    from rlplex.resources.inputs import LORA_TARGETS
+
+    config, model = _tiny_model(transformers, {**TINY, "moe_latent_size": 16})
+    model = peft.get_peft_model(
+        model, peft.LoraConfig(r=8, target_modules="all-linear", exclude_modules=["out_proj"])
+    )
+    adapters = [(n, p) for n, p in model.named_parameters() if "lora_" in n]
+    assert not any(".experts." in n for n, _ in adapters)
+    spec = spec_from_hf_config({**config.to_dict(), "model_type": "nemotron_h"}, "m/config.json")
+    routed = 8 * 2 * 4 * 2 * (16 + 24)  # 2 MoE layers x 4 experts x up and down
+    assert f.lora_params(spec, 8, LORA_TARGETS) - routed == sum(p.numel() for _, p in adapters)
+    assert f.lora_tensors(spec, LORA_TARGETS) - 2 * 2 * 4 * 2 == len(adapters)
+
+
+def test_keys_neither_transformers_nor_vllm_honour_are_not_read() -> None:
+    """Nemotron-H's head is never tied and its attention has no biases (transformers' and
+    vLLM's classes ignore the keys); n_groups defaults to transformers' 8."""
+    data = {**NANO_CONFIG, "tie_word_embeddings": True, "attention_bias": True}
+    data.pop("n_groups")
+    spec = spec_from_hf_config(data, "h/config.json")
+    assert not spec.tied_embeddings and not spec.qkv_bias
+    assert spec.linear_num_key_heads == 8
+    assert f.total_params(spec) == f.total_params(model_presets()["nemotron-3-nano-30b-a3b"])
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("use_bias", True), ("mlp_bias", True), ("use_conv_bias", False)]
+)
+def test_biases_rlplex_does_not_count_are_refused(key: str, value: bool) -> None:
+    with pytest.raises(ConfigError) as err:
+        spec_from_hf_config({**NANO_CONFIG, key: value}, "h/config.json")
+    assert key in str(err.value) and "h/config.json" in str(err.value)
+
+
+def test_moe_layers_and_dense_layers_keep_their_own_activations_by_hand() -> None:
+    """Qwen3-30B-A3B with its first 2 layers dense (width 6,144): all 48 layers together keep
+    2 dense and 46 MoE layers' tensors (the mean over 48); one layer's recomputation holds the
+    largest, an MoE layer (fused: 3 tensors of the 8 experts' width, 2 x 8 routed copies)."""
+    spec = model_presets()["qwen3-30b-a3b"].model_copy(
+        update={"first_dense_layers": 2, "intermediate_size": 6144}
+    )
+    h = 2048
+    attention = 2 * 32 * 128 + 2 * 4 * 128
+    dense = 3 * 6144
+    moe = 3 * 8 * 768 + 2 * 8 * h
+    mean = (48 * (4 * h + attention) + 2 * dense + 46 * moe) / 48
+    assert f.layer_activation_elements(spec, swiglu_tensors=3) == pytest.approx(mean)
+    largest = 4 * h + attention + max(dense, moe)
+    assert f.layer_activation_elements(spec, swiglu_tensors=3, largest=True) == largest
+    tokens = 1000
+    recomputed = f.activation_bytes(spec, tokens, recompute=True, head="value")
+    stored = 48 * h * 2 * tokens
+    assert recomputed == pytest.approx(stored + largest * 2 * tokens + tokens * 1 * 8)
+
+
+def test_a_nemotron_h_forward_holds_its_largest_block_by_hand() -> None:
+    """A forward pass holds one block at a time: Nemotron-3 Nano's largest is an MoE block
+    (its norm's 2h, 2 tensors of the 6 experts' and the shared expert's widths, 12 routed
+    copies), not the mean over its blocks."""
+    spec = model_presets()["nemotron-3-nano-30b-a3b"]
+    h = 2688
+    largest = 2 * h + 2 * (6 * 1856 + 3712) + 2 * 6 * h
+    assert f.layer_activation_elements(spec, swiglu_tensors=3, largest=True) == largest
+    assert f.activation_bytes(spec, 100, backward=False, head="value") == pytest.approx(
+        largest * 2 * 100 + 100 * 4
+    )
