@@ -283,6 +283,22 @@ def _trained_roles(native: Mapping[str, Any]) -> list[str]:
     return sorted(out)
 
 
+def _names_sharding(native: Mapping[str, Any], role: str) -> bool:
+    """Whether ``role``'s trainer splits its model (tensor, pipeline or expert parallel) and
+    names its sharding: a Megatron trainer's distributed optimizer (``zero: 1``) or FSDP2
+    over tensor-parallel ranks. The search keeps that framework's choice rather than turn a
+    Megatron trainer into FSDP; a data-parallel trainer's sharding is searched."""
+    spec = (native.get("roles") or {}).get(role)
+    par = spec.get("parallel") if isinstance(spec, dict) else None
+    if not isinstance(par, dict) or not (par.get("fsdp") or par.get("zero")):
+        return False
+    return any(_as_int(par.get(k)) > 1 for k in ("tp", "pp", "ep"))
+
+
+def _as_int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
 def candidate_native(
     native: Mapping[str, Any],
     knobs: Any,
@@ -314,7 +330,11 @@ def candidate_native(
                 role["parallel"] = {**role["parallel"], "tp": knobs.rollout_tp}
         else:
             role["devices"] = f"0-{n - 1}" if knobs.colocated else f"{r}-{n - 1}"
-        if name in trained and knobs.sharding in ("fsdp", "zero1"):
+        if (
+            name in trained
+            and knobs.sharding in ("fsdp", "zero1")
+            and not _names_sharding(native, name)
+        ):
             par = {
                 k: v for k, v in (role.get("parallel") or {}).items() if k not in ("fsdp", "zero")
             }
@@ -493,7 +513,10 @@ def size_report(
         heads = (1024, 1024)
     else:
         fixed_tp = None
-        shardings = ("fsdp", "zero1") if _trained_roles(native) else ("fsdp",)
+        trained = _trained_roles(native)
+        shardings = ("fsdp", "zero1") if trained else ("fsdp",)
+        if trained and all(_names_sharding(native, r) for r in trained):
+            shardings = ("given",)  # every trainer's sharding is the file's
     plan_list = []
     for g in types:
         for n in gpus:

@@ -195,3 +195,15 @@ def test_cli_sizes_a_verl_file_with_set_and_format() -> None:
     assert any("lacks workload" in w for w in data["warnings"])
     bad = runner.invoke(app, [*args, "--format", "roll"])
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1, bad.output
+
+
+def test_a_megatron_trainer_keeps_its_distributed_optimizer() -> None:
+    """A trainer that splits its model (NeMo RL's Megatron tp 2) keeps the sharding its
+    framework has, the distributed optimizer; the search turned it into FSDP. A data-parallel
+    trainer's sharding (examples/estimate_7b.yaml, FSDP) is still searched."""
+    report = size_report(EXAMPLES / "nemo_rl.yaml", [16], ["h100"])
+    assert {s.knobs.sharding for s in report.candidates} == {"given"}
+    trainer = report.rows[0].best.native["roles"]["actor_train"]["parallel"]
+    assert trainer.get("zero") == 1 and not trainer.get("fsdp") and trainer["tp"] == 2
+    plain = size_report(SEVEN_B, [8], ["h100"])
+    assert {s.knobs.sharding for s in plain.candidates} == {"fsdp", "zero1"}
