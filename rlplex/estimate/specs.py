@@ -412,6 +412,18 @@ _HF_REQUIRED = (
 )
 
 
+_HF_COUNTS = (
+    "intermediate_size", "num_key_value_heads", "head_dim", "num_experts", "n_routed_experts",
+    "num_local_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
+    "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
+    "first_k_dense_replace", "n_group", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+    "qk_rope_head_dim", "v_head_dim", "linear_num_key_heads", "linear_num_value_heads",
+    "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "mamba_num_heads",
+    "mamba_head_dim", "n_groups", "ssm_state_size", "conv_kernel", "moe_latent_size",
+)  # fmt: skip
+"""Optional config.json keys read as counts: each, when present and not null, a non-negative
+integer (else one error naming it, not a traceback)."""
+
 _GATED_ATTENTION_TYPES = ("qwen3_next",)
 
 _LOCAL_EXPERT_TYPES = ("mixtral", "gpt_oss", "phimoe")
@@ -482,7 +494,7 @@ def _hybrid_blocks(data: dict[str, Any], file: str) -> dict[str, Any]:
             " layers_block_type)",
             field="hybrid_override_pattern", file=file,
         )  # fmt: skip
-    unknown = sorted({str(b) for b in blocks if b not in _HYBRID_BLOCKS})
+    unknown = sorted({str(b) for b in blocks if not isinstance(b, str) or b not in _HYBRID_BLOCKS})
     if unknown:
         raise ConfigError(
             f"names block kinds rlplex does not read: {', '.join(unknown)} (it reads M, *, -, E"
@@ -577,6 +589,14 @@ def spec_from_hf_config(data: dict[str, Any], file: str) -> ModelSpec:
             (naming ``file`` and the key).
     """
     data, note = _text_config(data)
+    for key in _HF_COUNTS:
+        value = data.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise ConfigError(
+                "must be a non-negative integer", field=key, value=value, file=file
+            )  # fmt: skip
     blocks = data.get("layers_block_type") or data.get("hybrid_override_pattern")
     if data.get("model_type") == "nemotron_h" and "num_hidden_layers" not in data and blocks:
         # transformers 5 writes a Nemotron-H config's layers as the list of their kinds only.

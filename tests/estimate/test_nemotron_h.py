@@ -366,3 +366,22 @@ def test_a_nemotron_h_forward_holds_its_largest_block_by_hand() -> None:
     assert f.activation_bytes(spec, 100, backward=False, head="value") == pytest.approx(
         largest * 2 * 100 + 100 * 4
     )
+
+
+@pytest.mark.parametrize(
+    ("keys", "field"),
+    [
+        ({"mamba_num_heads": "x"}, "mamba_num_heads"),
+        ({"moe_latent_size": "big"}, "moe_latent_size"),
+        ({"linear_num_value_heads": -1}, "linear_num_value_heads"),
+        ({"head_dim": True}, "head_dim"),
+        ({"hybrid_override_pattern": None, "layers_block_type": [["moe"]]}, "layers_block_type"),
+    ],
+)
+def test_a_count_that_is_not_one_is_an_error_not_a_traceback(
+    keys: dict[str, Any], field: str
+) -> None:
+    """Bug: a string where config.json has a count raised ValueError from int()."""
+    with pytest.raises(ConfigError) as err:
+        spec_from_hf_config({**NANO_CONFIG, **keys}, "h/config.json")
+    assert field in str(err.value) and "h/config.json" in str(err.value)
