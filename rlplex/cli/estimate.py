@@ -402,6 +402,13 @@ def _linear_extras(linear: dict[str, Any] | None) -> str:
     state = linear.get("state_mb_per_sequence")
     cache = f", {state:g} MB of state per sequence in place of their KV cache" if state else ""
     mixer = linear.get("mixer", "linear attention")
+    blocks = linear.get("blocks")
+    if blocks:  # each layer one block (Nemotron-H)
+        names = {"moe": "MoE", "mlp": "MLP"}
+        others = ", ".join(f"{n} {names.get(kind, kind)}" for kind, n in blocks.items() if n)
+        return (
+            f", {linear['of']} layers, each one block: {linear['layers']} {mixer}, {others}{cache}"
+        )
     return f", {linear['layers']} of {linear['of']} layers {mixer}{cache}"
 
 

@@ -2266,6 +2266,13 @@ def _linear_assumption(ctx: _Ctx, role: Role, est: RoleEstimate) -> dict[str, An
         "layers": spec.linear_attention_layers,
         "of": spec.num_layers,
         "mixer": "Mamba-2" if spec.linear_mixer == "mamba2" else "linear attention",
+        # A hybrid whose layers are single blocks (Nemotron-H): what the others are.
+        **(
+            {"blocks": {"attention": spec.attention_layers,
+                        "moe" if spec.is_moe else "mlp": spec.mlp_layers}}
+            if spec.mixer_only_layers or spec.mlp_only_layers
+            else {}
+        ),
         "state_mb_per_sequence": (
             round(f.linear_state_bytes(spec, stored_precision(role.precision), est.tp, est.pp)
                   / 1e6, 3)

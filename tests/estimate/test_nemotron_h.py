@@ -241,7 +241,10 @@ def test_estimate_names_the_mamba_layers(base: dict[str, Any], tmp_path: Path) -
     result = CliRunner().invoke(app, ["estimate", str(path)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "23 of 52 layers Mamba-2, 12.271 MB of state per sequence" in text
+    assert (
+        "52 layers, each one block: 23 Mamba-2, 6 attention, 23 MoE, 12.271 MB of state per"
+        " sequence" in text
+    )
 
 
 def test_a_latent_moe_moves_and_multiplies_the_latent_width_by_hand() -> None:
