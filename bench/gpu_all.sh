@@ -7,15 +7,15 @@
 #                                                # the importers' omegaconf, which the pack lacks
 #   source .dev/setup.sh && bash bench/gpu_all.sh OUT_DIR    # there
 #
-# About 9 minutes on an H200 (2026-11-28: suite 3.5 min beside the copy benches, GRPO 1 min,
-# the gpu tests 4 min). Writes into OUT_DIR (7 files, as each step ends, so a cut-off run
-# keeps what it did):
+# The timing benches first, each alone on the machine, then the whole suite beside
+# `pytest -m gpu` (about 8 minutes on an H200). Writes into OUT_DIR, as each step ends,
+# so a cut-off run keeps what it did:
 #   env.txt           device, driver, versions, imports
-#   suite.log         the whole suite but the `gpu` tests, run beside steps 1-2 (CPU work mostly)
+#   offload.json      bench/gpu_offload.py --part llama (1.1B Llama + AdamW vs a pinned copy)
+#   grpo.json         bench/gpu_grpo.py --model 8x1024 (measured vs planned period, memory per op)
+#   grpo.tgz          its plan.json, config.yaml, record.jsonl and the rehearsal's record
 #   weight_sync.json  bench/gpu_weight_sync.py (0.41 GB colocated, IPC vs object store)
-#   offload.json      bench/gpu_offload.py --part all (2 GiB weights, 1.1B Llama + AdamW, DeepSpeed)
-#   grpo.json         bench/gpu_grpo.py --model 8x1024 (measured vs planned period)
-#   grpo.tgz          its plan.json, config.yaml and record.jsonl (calibrate and replay them here)
+#   suite.log         the whole suite but the `gpu` tests
 #   gpu_tests.log     pytest -m gpu (the scripts' checks, GRPO learning, CUDA peak memory)
 # The browser tests are left out there: the machine has no Chromium (CI runs them).
 set -u
@@ -53,20 +53,27 @@ step() {  # step NAME SECONDS FILE COMMAND...: run with a limit, keep the output
   echo "== $name: exit $? in $((SECONDS - t0)) s"
 }
 
-# The suite (CPU-bound) beside the two copy benches (GPU-bound); GRPO timing waits for it.
-step suite 330 "$out/suite.log" $py -m pytest -q -n "$workers" -m "not gpu" tests \
-  --deselect tests/viz/test_html.py -p no:cacheprovider &
-suite=$!
-step weight_sync 90 "$out/weight_sync.json" $py bench/gpu_weight_sync.py
-step offload 240 "$out/offload.json" $py bench/gpu_offload.py --part all
-wait $suite
-tail -3 "$out/suite.log"
+# Timing first, alone: the copy speeds and the executor's period are what the suite would disturb.
+step offload 120 "$out/offload.json" $py bench/gpu_offload.py --part llama
 step grpo 200 "$out/grpo.json" $py bench/gpu_grpo.py --model 8x1024 --steps 30 --out "$out/grpo"
 tar -czf "$out/grpo.tgz" -C "$out" grpo && rm -rf "$out/grpo"
-# -s: the peak-memory test prints its estimate and both measured peaks.
-step gpu_tests 300 "$out/gpu_tests.log" $py -m pytest -v -s -m gpu tests -p no:cacheprovider -rs
-tail -15 "$out/gpu_tests.log"
-for f in weight_sync offload grpo; do
+step weight_sync 60 "$out/weight_sync.json" $py bench/gpu_weight_sync.py
+for f in offload grpo weight_sync; do
   echo "== $f"
   tail -c 2500 "$out/$f.json"
 done
+# Then the suite (CPU-bound) beside the gpu tests (-s: the peak-memory test prints its
+# estimate and both measured peaks).
+step suite 330 "$out/suite.log" $py -m pytest -q -n "$workers" -m "not gpu" tests \
+  --deselect tests/viz/test_html.py -p no:cacheprovider &
+suite=$!
+{
+  timeout 120 $py -m pytest -v -s -m gpu tests/estimate/test_cuda_peak_memory.py \
+    tests/runtime/test_gpu_memory_stats.py -p no:cacheprovider -rs
+  timeout 300 $py -m pytest -v -n 3 -m gpu tests -p no:cacheprovider -rs \
+    --deselect tests/estimate/test_cuda_peak_memory.py --deselect tests/runtime/test_gpu_memory_stats.py
+} >"$out/gpu_tests.log" 2>&1
+echo "== gpu_tests: exit $?"
+wait $suite
+tail -15 "$out/gpu_tests.log"
+tail -3 "$out/suite.log"

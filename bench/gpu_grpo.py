@@ -10,7 +10,9 @@ on a CUDA machine:
 3. places every GPU role on GPU 0 with less memory than all their states
    need (states and each stage's transient memory sized from the model and
    the batch, :func:`toy_memory`), asks the planner for the offload/reload
-   plan and its period;
+   plan and its period, with the executor's per-op cost on this machine
+   measured by a rehearsal of that plan (:func:`rehearsed_dispatch`: no model,
+   every op sleeps its planned seconds);
 4. runs ``--steps`` GRPO steps under Ray following it (torch backend, real
    offloads, weight sync by CUDA IPC buckets) and compares the measured period
    (median step of the second half) with the prediction, before and after
@@ -145,6 +147,33 @@ def sized_pipeline(pipeline: Any, stage_gb: dict[str, float]) -> Any:
     )
 
 
+def rehearsed_dispatch(config: Any, out: Path, steps: int = 8) -> float:
+    """Seconds the executor adds to each op on this machine, from a rehearsal of the plan.
+
+    Every stage callable is removed, so each op sleeps its planned seconds and each
+    transfer is book-kept: what the period gains over the plan is Ray's dispatch and
+    the executor's own work, measured before any GRPO step runs under the executor
+    (``rlplex calibrate``'s ``dispatch_s`` fit of the rehearsal's record, whose stage
+    seconds are the plan's by construction).
+    """
+    import yaml
+
+    from rlplex.pipelines.roles import native_config
+    from rlplex.plan import make_plan
+    from rlplex.reports.calibrate import calibrate
+    from rlplex.runtime import execute
+
+    bare = config.pipeline.model_copy(
+        update={"stages": tuple(s.model_copy(update={"fn": None}) for s in config.pipeline.stages)}
+    )
+    rehearsal = config.model_copy(update={"pipeline": bare})
+    record, written = out / "rehearsal.jsonl", out / "rehearsal.yaml"
+    written.write_text(yaml.safe_dump(native_config(rehearsal), sort_keys=False), encoding="utf-8")
+    execute(make_plan(rehearsal), rehearsal, steps=steps, record=record)
+    fit, _ = calibrate(record, written)
+    return fit.dispatch_s
+
+
 def calibrated_period(record: Path, config: Path) -> dict[str, Any]:
     """``rlplex calibrate`` of ``record`` on ``config`` with its defaults, and the fit's plan."""
     from rlplex.reports.calibrate import calibrate
@@ -204,6 +233,13 @@ def main(argv: list[str] | None = None) -> int:
             "cluster": config.cluster.model_copy(update={"device_copy_gb_per_s": speeds["device"]})
         }
     )
+    # Planned before anything runs under the executor: the in-process stage seconds, the
+    # measured copy speeds, and the executor's per-op cost measured by a rehearsal.
+    undispatched_period = make_plan(config).period_s
+    dispatch_s = rehearsed_dispatch(config, out)
+    config = config.model_copy(
+        update={"cluster": config.cluster.model_copy(update={"dispatch_s": dispatch_s})}
+    )
     plan = make_plan(config)
     (out / "plan.json").write_text(plan.to_json(), encoding="utf-8")
     (out / "config.yaml").write_text(
@@ -233,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         "weight_sync_s_median": statistics.median(e.end_s - e.start_s for e in syncs)
         if syncs
         else None,
+        "predicted_period_without_dispatch_s": undispatched_period,
+        "rehearsed_dispatch_s": dispatch_s,
         "predicted_period_s": plan.period_s,
         "measured_period_s": measured,
         "ratio_before_fit": measured / plan.period_s,

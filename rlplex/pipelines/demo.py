@@ -2,8 +2,8 @@
 
 ``python -m rlplex.pipelines.demo --out demo-out`` (what ``make demo`` runs):
 
-1. calibrates the stage costs with two in-process steps, so the plan's
-   predicted times are this machine's;
+1. calibrates the stage costs with four in-process steps (the median of the
+   last three), so the plan's predicted times are this machine's;
 2. places every GPU role on one *logical* GPU that cannot hold all their
    states at once and asks the planner for the offload/reload plan
    (``rlplex.plan.make_plan``);
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -35,16 +36,22 @@ from rlplex.plan.ids import TRANSFER_KINDS
 from rlplex.resources.cluster import BYTES_PER_GB
 
 
-def calibrated_pipeline(cfg: RLConfig, steps: int = 2) -> Any:
-    """The GRPO pipeline with each stage's ``seconds`` measured by a short in-process run."""
+def calibrated_pipeline(cfg: RLConfig, steps: int = 4) -> Any:
+    """The GRPO pipeline with each stage's ``seconds`` measured by a short in-process run.
+
+    Each stage's seconds are its median over the steps after the first (the first
+    pays for kernel selection, allocator growth and lazy initialisation).
+    """
+    if steps < 2:
+        raise ValueError(f"steps={steps}: needs at least 2 (the first is a warm-up)")
     pipeline = grpo.build_pipeline(cfg)
     metrics = local.run_local(pipeline, grpo.setups(cfg), steps)
-    last = metrics[steps - 1]
     stages = []
     for stage in pipeline.stages:
-        seconds = last.get(f"time/{stage.name}")
-        if seconds is not None and not stage.is_weight_sync:
-            stage = stage.model_copy(update={"seconds": round(max(seconds, 1e-3), 4)})
+        seconds = [metrics[s].get(f"time/{stage.name}") for s in range(1, steps)]
+        if None not in seconds and not stage.is_weight_sync:
+            median = statistics.median(seconds)
+            stage = stage.model_copy(update={"seconds": round(max(median, 1e-3), 4)})
         stages.append(stage)
     return pipeline.model_copy(update={"stages": tuple(stages)})
 

@@ -9,6 +9,7 @@ module imports neither Ray nor torch.
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,4 +80,22 @@ def call_stage(fn: Callable[..., Any], ctx: StageContext, upstream: Mapping[str,
     kwargs = {k: v for k, v in upstream.items() if takes_all or k in params}
     if "ctx" in params:
         kwargs["ctx"] = ctx
-    return fn(**kwargs)
+    result = fn(**kwargs)
+    wait_for_device()
+    return result
+
+
+def wait_for_device() -> None:
+    """Wait until the GPU work this thread queued has run.
+
+    CUDA calls return when the work is queued, so without this a stage's seconds
+    would be its launches' and its kernels' time would land in whichever later
+    stage first waits on them (the next one reading a result, an offload's copy).
+    Only this thread's current stream is waited on: a transfer the executor runs
+    beside the stage on its side stream keeps going. Torch is not imported here:
+    a process that never imported it queued nothing.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return
+    torch.cuda.current_stream().synchronize()

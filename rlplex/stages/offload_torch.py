@@ -13,6 +13,10 @@ back fast. :class:`TorchOffload` does it the way RL frameworks do:
 - a pinned host buffer per state is allocated on first offload and kept
   (:class:`StorageMover`: pinning is slow, so it is done once), and each
   device storage is copied as raw bytes into its slice on a side CUDA stream;
+  every state of one call is queued before the first wait, and a reload
+  allocates the next state while the previous one's copy is in flight (the
+  driver's allocation, after ``empty_cache`` gave the memory back, is then
+  hidden behind a copy);
 - the device storages are then resized to 0 bytes (the tensors stay valid
   Python objects: parameters keep their identity, so optimizers, hooks and
   weight-sync code still hold the right objects) and
@@ -150,6 +154,9 @@ class StorageMover:
         self.versions = -1
         """Sum of the tensors' version counters when host and device last agreed."""
         self._stream: Any = None
+        self._pending: Any = None
+        self._freeing = False
+        self._reloading = False
         self.physical = False
         """Whether the last offload really freed device (or, with ``copy_on_cpu``, host) memory."""
 
@@ -178,6 +185,16 @@ class StorageMover:
 
     def offload(self, dead: bool) -> int:
         """Free the state's storages; returns the bytes copied to the host."""
+        moved = self.begin_offload(dead)
+        self.end_offload()
+        return moved
+
+    def begin_offload(self, dead: bool) -> int:
+        """Start copying the state to the host (asynchronously on CUDA); returns the bytes.
+
+        :meth:`end_offload` waits for the copy and frees the storages; between the
+        two, other states' copies can be queued, so that several states leave in one
+        stream of copies with one wait."""
         tensors = self.tensors()
         storages = _unique_storages(tensors)
         total = sum(n for _, n in storages)
@@ -192,11 +209,17 @@ class StorageMover:
         self.nbytes = [n for _, n in storages]
         copy = 0 if dead or clean else total
         self.physical = self._moves(tensors)
+        self.versions = version
         if not self.physical:
             # Nothing to free on the host; keep the bookkeeping honest.
             self.host_valid = not dead
-            self.versions = version
             return copy
+        for storage in self.storages:
+            if not storage.resizable():
+                raise RuntimeError(
+                    f"cannot free a storage of {storage.nbytes()} bytes: it is not resizable"
+                    " (memory that torch does not own, e.g. from numpy or DLPack)"
+                )
         on_cuda = tensors[0].is_cuda
         if copy:
             host = self._host_buffer(total, on_cuda)
@@ -205,24 +228,36 @@ class StorageMover:
                 stream.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(stream):
                     _copy_storages_to(host, storages)
-                stream.synchronize()
+                self._pending = stream
             else:
                 _copy_storages_to(host, storages)
             self.host_valid = True
         elif dead:
             self.host_valid = False
-        self.versions = version
-        for storage, _ in storages:
-            if not storage.resizable():
-                raise RuntimeError(
-                    f"cannot free a storage of {storage.nbytes()} bytes: it is not resizable"
-                    " (memory that torch does not own, e.g. from numpy or DLPack)"
-                )
-            storage.resize_(0)
+        self._freeing = True
         return copy
+
+    def end_offload(self) -> None:
+        """Wait for :meth:`begin_offload`'s copy, then free the storages."""
+        self._wait()
+        if not self._freeing:
+            return
+        self._freeing = False
+        for storage in self.storages:
+            storage.resize_(0)
 
     def reload(self) -> int:
         """Re-allocate the storages and copy the content back; returns bytes copied."""
+        moved = self.begin_reload()
+        self.end_reload()
+        return moved
+
+    def begin_reload(self) -> int:
+        """Re-allocate the storages and start copying the content in; returns the bytes.
+
+        :meth:`end_reload` waits for the copy. Between the two, the next state's
+        allocation (the driver's, after an offload gave the memory back) overlaps this
+        state's copy."""
         if not self.storages:
             return 0
         if not self.physical:
@@ -238,13 +273,26 @@ class StorageMover:
                 stream.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(stream):
                     _copy_host_to(self.host, self.storages, self.nbytes)
-                stream.synchronize()
+                self._pending = stream
             else:
                 _copy_host_to(self.host, self.storages, self.nbytes)
             moved = sum(self.nbytes)
+        self._reloading = True
+        return moved
+
+    def end_reload(self) -> None:
+        """Wait for :meth:`begin_reload`'s copy; the state is resident again."""
+        self._wait()
+        if not self._reloading:
+            return
+        self._reloading = False
         self.versions = _version(self.tensors())
         self.physical = False
-        return moved
+
+    def _wait(self) -> None:
+        if self._pending is not None:
+            self._pending.synchronize()
+            self._pending = None
 
 
 def _version(tensors: Sequence[torch.Tensor]) -> int:
@@ -357,6 +405,7 @@ class TorchOffload:
     def offload(self, states: Sequence[str], *, dead: bool = False) -> int:
         moved = 0
         freed_cuda = False
+        started: list[StorageMover] = []
         for state in states:
             if state not in self._resident:
                 continue
@@ -369,9 +418,13 @@ class TorchOffload:
                 if state == "optimizer" and self._flatten:
                     self._flatten_optimizer_state()
                 mover = self._movers[state]
-                moved += mover.offload(dead)
-                freed_cuda |= mover.physical and bool(mover.storages) and _on_cuda(mover)
+                moved += mover.begin_offload(dead)
+                started.append(mover)
             self._resident.discard(state)
+        # Every state's copy is queued before the first wait: one stream of copies.
+        for mover in started:
+            mover.end_offload()
+            freed_cuda |= mover.physical and _on_cuda(mover)
         if freed_cuda:
             # Once per call: the freed blocks go back to the driver for the other roles.
             torch.cuda.empty_cache()
@@ -379,12 +432,17 @@ class TorchOffload:
 
     def reload(self, states: Sequence[str]) -> int:
         moved = 0
+        started: list[StorageMover] = []
         for state in states:
             if state in self._resident:
                 continue
             if state in COPIED:
-                moved += self._movers[state].reload()
+                moved += self._movers[state].begin_reload()
+                started.append(self._movers[state])
             self._resident.add(state)
+        # The next state's allocation ran while the previous one's copy was in flight.
+        for mover in started:
+            mover.end_reload()
         return moved
 
     def _flatten_optimizer_state(self) -> None:

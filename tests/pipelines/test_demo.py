@@ -62,3 +62,26 @@ def test_import_rlplex_pipelines_config_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_calibrated_stage_seconds_are_the_median_after_the_warm_up_step(monkeypatch):
+    from rlplex.pipelines import demo
+    from rlplex.pipelines.config import RLConfig
+
+    train_s = {0: 9.0, 1: 0.2, 2: 0.5, 3: 0.3}  # step 0 pays the warm-up
+
+    def fake_run_local(pipeline, setups, steps):
+        return {s: {f"time/{st.name}": train_s[s] for st in pipeline.stages} for s in range(steps)}
+
+    monkeypatch.setattr(demo.local, "run_local", fake_run_local)
+    pipeline = demo.calibrated_pipeline(RLConfig(), steps=4)
+    assert pipeline.stage("train").seconds == 0.3
+    assert pipeline.stage("generate").seconds == 0.3
+
+
+def test_calibration_needs_a_step_after_the_warm_up():
+    from rlplex.pipelines import demo
+    from rlplex.pipelines.config import RLConfig
+
+    with pytest.raises(ValueError, match="steps=1"):
+        demo.calibrated_pipeline(RLConfig(), steps=1)
