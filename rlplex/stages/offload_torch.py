@@ -127,6 +127,10 @@ class StorageMover:
             counters; engines that write through other aliases (DeepSpeed copies
             its fp32 partitions into a flat buffer that the parameters view
             through ``.data``) must turn it off.
+        side_stream: returns the CUDA stream to copy on (None: one of its own). The
+            states one call moves share one, so that their copies run one after
+            another (an H200 moved two states' device-to-host copies queued on two
+            streams at once at 85 % of a single copy's speed).
     """
 
     def __init__(
@@ -137,8 +141,10 @@ class StorageMover:
         copy_on_cpu: bool = False,
         exclude: Callable[[], set[int]] | None = None,
         trust_versions: bool = True,
+        side_stream: Callable[[], Any] | None = None,
     ) -> None:
         self._tensors = tensors
+        self._shared_stream = side_stream
         self._trust_versions = trust_versions
         self._pin = pin_memory
         self._copy_on_cpu = copy_on_cpu
@@ -174,6 +180,8 @@ class StorageMover:
         return bool(tensors) and (tensors[0].is_cuda or self._copy_on_cpu)
 
     def _side_stream(self) -> Any:
+        if self._shared_stream is not None:
+            return self._shared_stream()
         if self._stream is None:
             self._stream = torch.cuda.Stream()
         return self._stream
@@ -343,6 +351,7 @@ class TorchOffload:
             [optimizers] if isinstance(optimizers, torch.optim.Optimizer) else list(optimizers)
         )
         self._flatten = flatten
+        self._stream: Any = None
         if flatten and self.modules:
             flatten_parameters(self.modules)
         self._movers = {
@@ -350,10 +359,17 @@ class TorchOffload:
                 lambda state=state: self._tensors(state),
                 pin_memory=pin_memory,
                 copy_on_cpu=copy_on_cpu,
+                side_stream=self._copy_stream,
             )
             for state in ("weights", "optimizer")
         }
         self._resident: set[str] = {"weights", "optimizer", "grads"}
+
+    def _copy_stream(self) -> Any:
+        """The one side stream every state's copies queue on."""
+        if self._stream is None:
+            self._stream = torch.cuda.Stream()
+        return self._stream
 
     # -- what each state is -------------------------------------------------
 
