@@ -84,7 +84,7 @@ def measure(
 
     if start_ray:
         ray.init(
-            num_cpus=workers, include_dashboard=False, log_to_driver=False,
+            address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
             object_store_memory=6 * 2**30,
         )  # fmt: skip
     try:

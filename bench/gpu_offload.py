@@ -229,6 +229,7 @@ def _part_llama(device: torch.device, small: bool) -> dict[str, Any]:
     n_params = sum(p.numel() for p in model.parameters())
 
     offload_s, reload_s, freed, identical = [], [], [], []
+    phases: list[dict[str, float]] = []
     for round_ in range(4):
         sizes = backend.state_bytes()
         total = sizes["weights"] + sizes["optimizer"]
@@ -238,11 +239,16 @@ def _part_llama(device: torch.device, small: bool) -> dict[str, Any]:
         t0 = time.perf_counter()
         moved = backend.offload(["weights", "optimizer", "grads"])
         offload_s.append(time.perf_counter() - t0)
+        offload_phases = dict(backend.last_phases)
         freed.append((before - _allocated(device)) / total if device.type == "cuda" else 1.0)
         t0 = time.perf_counter()
         back = backend.reload(["weights", "optimizer", "grads"])
         _sync(device)
         reload_s.append(time.perf_counter() - t0)
+        phases.append(
+            {**{f"offload_{k}": v for k, v in offload_phases.items()},
+             **{f"reload_{k}": v for k, v in backend.last_phases.items()}}
+        )  # fmt: skip
         identical.append(
             moved == back == total and _same(snapshot, _clone_states(model, optimizer))
         )
@@ -256,6 +262,8 @@ def _part_llama(device: torch.device, small: bool) -> dict[str, Any]:
     out = {
         "driver_alloc_s": driver["alloc_s"],
         "driver_free_s": driver["free_s"],
+        # Where each move's time went (TorchOffload.last_phases), median of rounds 2-4.
+        "phases_s": {k: _median([p[k] for p in phases]) for k in phases[0]},
         "offload_s": _median(offload_s),
         "reload_s": _median(reload_s),
         "params": n_params,

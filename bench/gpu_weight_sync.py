@@ -153,6 +153,7 @@ def run(gb: float, bucket_bytes: int, rounds: int, cuda: bool) -> dict[str, Any]
 
     gpus = torch.cuda.device_count() if cuda else 0
     ray.init(
+        address="local",  # its own: never a cluster another run left on the machine
         num_cpus=4,
         num_gpus=gpus,
         include_dashboard=False,

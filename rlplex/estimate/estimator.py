@@ -1195,6 +1195,7 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
         head=head,
         eager=layer_kernels(role) == "eager",
         logits_bytes=_logits_bytes(role, backward=True),
+        scores_sequence=_scores_sequence(spec, role, w),
     ) / f.GB  # fmt: skip
     detail.update({
         "optimizer_steps": steps, "comm_s": comm_s, "comm_exposed_s": exposed_s,
@@ -1202,6 +1203,15 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     })  # fmt: skip
     flops = detail.pop("flops")
     return _combine(stage, "train", terms, flops=flops, bytes=comm, memory_gb=act, detail=detail)
+
+
+def _scores_sequence(spec: ModelSpec, role: Role, w: Workload) -> float:
+    """The sequence length of the score matrices a pass keeps (0: none, a flash kernel);
+    padded rows: each sequence of a micro-batch at the longest."""
+    precision = stored_precision(role.precision)
+    if not f.keeps_attention_scores(spec, precision, layer_kernels(role)):
+        return 0.0
+    return float(_tokens(w)[2])
 
 
 def _logits_bytes(role: Role, *, backward: bool) -> float:
@@ -1262,6 +1272,7 @@ def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> 
         head=head,
         eager=layer_kernels(role) == "eager",
         logits_bytes=_logits_bytes(role, backward=False),
+        scores_sequence=_scores_sequence(spec, role, w),
     ) / f.GB  # fmt: skip
     flops = detail.pop("flops")
     return _combine(stage, "forward", terms, flops=flops, bytes=comm, memory_gb=act, detail=detail)

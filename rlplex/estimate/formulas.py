@@ -451,6 +451,7 @@ def activation_bytes(
     logits_bytes: float | None = None,
     in_flight: int = 1,
     sequence_parallel: bool = True,
+    scores_sequence: float = 0.0,
 ) -> float:
     """Transient bytes per device of one micro-batch of ``tokens`` tokens.
 
@@ -466,6 +467,9 @@ def activation_bytes(
     ``logits_bytes``: bytes per logit held at the peak (default fp32 logits, and their fp32
     gradient in training: 4 or 8). Without ``sequence_parallel`` the norms' inputs and
     outputs (``4h`` a token and layer) stay whole on every tensor-parallel rank.
+    ``scores_sequence``: the sequence length whose score matrix each softmax-attention layer
+    keeps when no flash kernel runs (:func:`keeps_attention_scores`): the softmax's fp32
+    output, heads x tokens x that length (0: a flash kernel, no score matrix).
     """
     b = BYTES_PER_ELEMENT[precision if precision != "fp8" else "bf16"]
     layers = s.num_layers / pp
@@ -484,6 +488,9 @@ def activation_bytes(
             per += norms * b * tokens * (tp - 1)
         if eager:
             per += eager_saved_bytes_per_token(s, precision) * tokens
+        if scores_sequence > 0 and s.attention_layers:
+            share = 1.0 if largest else s.attention_layers / s.num_layers
+            per += share * s.num_heads * tokens * scores_sequence * 4
         return per
 
     per_layer, largest_layer = one_layer(False), one_layer(True)
@@ -503,6 +510,24 @@ def activation_bytes(
     first_stage = held * stored + working
     last_stage = stored + working + logits
     return max(first_stage, last_stage) / tp
+
+
+def keeps_attention_scores(s: ModelSpec, precision: str, kernels: str) -> bool:
+    """Whether a training or log-prob pass keeps each attention layer's score matrix.
+
+    Flash attention (FlashAttention-2, cuDNN, Transformer Engine's fused attention) keeps
+    none, but runs only in fp16 and bf16. In fp32, Transformer Engine falls back to its
+    unfused attention, which keeps the softmax's output; PyTorch's
+    ``scaled_dot_product_attention`` (Hugging Face's default, ``eager`` here) takes its
+    memory-efficient kernel, which keeps none, unless keys and values are grouped
+    (GQA: Hugging Face passes ``enable_gqa``, which that kernel does not take), when it
+    takes the math path, which keeps the softmax's output. An H200 measured the 64 MiB
+    a layer this predicts for 16 heads over 4 sequences of 512 tokens
+    (``bench/gpu_peak_phases.py``).
+    """
+    if precision != "fp32" or not s.attention_layers:
+        return False
+    return kernels != "eager" or s.num_kv_heads < s.num_heads
 
 
 def optimizer_bytes_per_param(optimizer: str, precision: str) -> int:

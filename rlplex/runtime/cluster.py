@@ -105,6 +105,11 @@ def worker_env() -> dict[str, Any]:
 def connect(address: str | None, num_gpus: int, num_cpus: int | None = None) -> bool:
     """Join ``address`` (or ``RAY_ADDRESS``), reuse a running ``ray.init``, or start one.
 
+    Started here, it is a new local Ray of this process's own (``address="local"``):
+    never a cluster ``ray.init()`` would find on its own in /tmp/ray/ray_current_cluster
+    (another run's, a ``ray start``, one that is gone), which it would join and then
+    refuse the GPU count (an H200 run found one left by a test cluster).
+
     Returns True when this call started Ray (the caller shuts it down).
     """
     import ray
@@ -142,6 +147,7 @@ def connect(address: str | None, num_gpus: int, num_cpus: int | None = None) -> 
                 real_gpus=real,
             )
     ray.init(
+        address="local",
         logging_level=logging.WARNING,
         num_gpus=gpus,
         num_cpus=num_cpus or max(os.cpu_count() or 1, 1),

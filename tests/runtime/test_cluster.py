@@ -39,3 +39,19 @@ def test_gpu_probes_read_each_bundle_and_end_without_a_graceful_worker_exit() ->
     assert len(set(ids.values())) == 4  # four distinct GPUs, one per bundle
     time.sleep(3)  # a max_calls exit is logged within a second of the task's return
     assert _graceful_gpu_exits(logs) == before
+
+
+def test_a_started_ray_is_a_new_local_one_not_one_left_on_the_machine(monkeypatch) -> None:
+    """Found on an H200: a ``ray.init()`` without an address joined the cluster a test had
+    left in /tmp/ray/ray_current_cluster and refused the GPU count (a ValueError)."""
+    import ray
+
+    calls: list[dict] = []
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # connect() sets it; restored after
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.setattr(rc, "real_gpu_count", lambda: 0)
+    assert rc.connect(None, num_gpus=2, num_cpus=2) is True
+    assert calls[0]["address"] == "local"
+    assert calls[0]["num_gpus"] == 2
