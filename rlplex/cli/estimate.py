@@ -330,10 +330,21 @@ def _print_assumptions(a: dict[str, Any]) -> None:
             + _parallel_extras(m.get("parallel"))
             + _lora_extras(m.get("lora"), trained=bool(m["optimizer"]))
             + _linear_extras(m.get("linear_attention"))
+            + _scores_extras(m.get("attention_scores"))
         )
     console.print("[bold]assumptions[/] (docs/cost-model.md):", highlight=False)
     for line in lines:
         console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _scores_extras(scores: dict[str, Any] | None) -> str:
+    """The score matrices a role's passes keep, where no flash kernel runs."""
+    if not scores:
+        return ""
+    return (
+        f", attention keeps its score matrices ({scores['why']}):"
+        f" {scores['gb_per_layer']:g} GB a layer and micro-batch, {scores['layers']} layers"
+    )
 
 
 def _controller_line(c: dict[str, Any], gb_s: float) -> str:

@@ -2226,6 +2226,7 @@ def assumptions(
                 ),
                 "lora": _lora_assumption(ctx, inputs.roles[name], est),
                 "linear_attention": _linear_assumption(ctx, inputs.roles[name], est),
+                "attention_scores": _scores_assumption(ctx, inputs.roles[name], est),
             }
             for name, est in roles.items()
         },
@@ -2264,6 +2265,27 @@ def assumptions(
             for name, est in (stages or {}).items()
             if est.detail.get("straggler", 1.0) > 1.005
         },
+    }
+
+
+def _scores_assumption(ctx: _Ctx, role: Role, est: RoleEstimate) -> dict[str, Any] | None:
+    """Score matrices a role's passes keep (fp32 attention without a flash kernel), GB per
+    device of one layer's for one micro-batch; None where a flash kernel runs."""
+    w = ctx.inputs.workload
+    if w is None or role.rollout is not None:
+        return None
+    spec = ctx.spec(role)
+    sequence = _scores_sequence(spec, role, w)
+    if not sequence:
+        return None
+    size, _ = _micro_batch(w, backward=True)
+    tokens = size * sequence / (role.parallel.sp if role.parallel else 1)
+    tp = est.tp
+    return {
+        "why": "fp32: no flash kernel"
+        + (", grouped KV heads: PyTorch's math path" if layer_kernels(role) == "eager" else ""),
+        "gb_per_layer": round(spec.num_heads * tokens * sequence * 4 / tp / f.GB, 4),
+        "layers": spec.attention_layers,
     }
 
 

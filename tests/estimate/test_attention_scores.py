@@ -85,3 +85,36 @@ def test_the_gpu_test_model_gains_its_eight_score_matrices(tmp_path: Path) -> No
     without = fp32 - expected
     assert without == pytest.approx(4.325, abs=0.001)  # the estimate before the term
     assert fp32 == pytest.approx(4.862, abs=0.001)
+
+
+def _config(tmp_path: Path, precision: str) -> Path:
+    path = tmp_path / f"{precision}.yaml"
+    path.write_text(
+        "model: qwen2.5-0.5b\n"
+        "workload: {prompts_per_step: 4, samples_per_prompt: 1, micro_batch_size: 4,\n"
+        "  prompt_tokens: {mean: 256, max: 256}, response_tokens: {mean: 256, max: 256}}\n"
+        "cluster: {nodes: 1, gpus_per_node: 1, gpu: h100}\n"
+        f"roles: {{actor_train: {{devices: [0], precision: {precision},"
+        " parallel: {kernels: eager}}}\n"
+        "pipeline: {stages: {train: {role: actor_train}}}\n"
+    )
+    return path
+
+
+def test_estimate_says_when_attention_keeps_its_scores(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rlplex.cli import app
+
+    runner = CliRunner()
+    fp32 = runner.invoke(app, ["estimate", str(_config(tmp_path, "fp32")), "--json"])
+    assert fp32.exit_code == 0, fp32.output
+    scores = json.loads(fp32.output)["assumptions"]["models"]["actor_train"]["attention_scores"]
+    # Qwen2.5-0.5B: 14 query heads (2 KV heads), 4 sequences of 512 tokens, fp32.
+    assert scores["gb_per_layer"] == pytest.approx(14 * 4 * 512 * 512 * 4 / 1e9, abs=1e-4)
+    assert scores["layers"] == 24 and "math path" in scores["why"]
+    text = runner.invoke(app, ["estimate", str(_config(tmp_path, "fp32"))])
+    assert "attention keeps its score matrices" in " ".join(text.output.split())
+    bf16 = runner.invoke(app, ["estimate", str(_config(tmp_path, "bf16")), "--json"])
+    models = json.loads(bf16.output)["assumptions"]["models"]
+    assert models["actor_train"]["attention_scores"] is None
