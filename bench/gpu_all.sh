@@ -70,10 +70,12 @@ suite=$!
 {
   timeout 120 $py -m pytest -v -s -m gpu tests/estimate/test_cuda_peak_memory.py \
     tests/runtime/test_gpu_memory_stats.py -p no:cacheprovider -rs
+  first=$?
   timeout 300 $py -m pytest -v -n 3 -m gpu tests -p no:cacheprovider -rs \
     --deselect tests/estimate/test_cuda_peak_memory.py --deselect tests/runtime/test_gpu_memory_stats.py
+  echo "== gpu_tests: exit $first (peak memory, memory tracker), $? (the others)"
 } >"$out/gpu_tests.log" 2>&1
-echo "== gpu_tests: exit $?"
+grep "== gpu_tests" "$out/gpu_tests.log"
 wait $suite
 tail -15 "$out/gpu_tests.log"
 tail -3 "$out/suite.log"

@@ -1187,16 +1187,20 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
         detail["step_overhead_s"] = step_s
     # 1F1B: the first pipeline stage holds up to pp micro-batches' activations at once.
     per_step = micro_batches / max(1, steps)
+    micro_tokens = _micro_batch_tokens_per_rank(w, role, detail, backward=True)
+    scores = _scores_sequence(spec, role, w, micro_tokens)
     act = f.activation_bytes(
-        spec, _micro_batch_tokens_per_rank(w, role, detail, backward=True),
+        spec, micro_tokens,
         precision=stored_precision(role.precision), tp=est.tp, pp=est.pp, recompute=recompute,
         backward=True, in_flight=min(est.pp, max(1, math.ceil(per_step - 1e-9))),
         sequence_parallel=par.sequence_parallel if par is not None else True,
         head=head,
         eager=layer_kernels(role) == "eager",
         logits_bytes=_logits_bytes(role, backward=True),
-        scores_sequence=_scores_sequence(spec, role, w),
+        scores_sequence=scores,
     ) / f.GB  # fmt: skip
+    if scores:
+        detail["scores_gb_per_layer"] = spec.num_heads * micro_tokens * scores * 4 / est.tp / f.GB
     detail.update({
         "optimizer_steps": steps, "comm_s": comm_s, "comm_exposed_s": exposed_s,
         "cpu_optimizer_s": opt_s,
@@ -1205,13 +1209,18 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
     return _combine(stage, "train", terms, flops=flops, bytes=comm, memory_gb=act, detail=detail)
 
 
-def _scores_sequence(spec: ModelSpec, role: Role, w: Workload) -> float:
-    """The sequence length of the score matrices a pass keeps (0: none, a flash kernel);
-    padded rows: each sequence of a micro-batch at the longest."""
-    precision = stored_precision(role.precision)
-    if not f.keeps_attention_scores(spec, precision, layer_kernels(role)):
+def _scores_sequence(spec: ModelSpec, role: Role, w: Workload, tokens: float) -> float:
+    """The row length of the score matrices a pass keeps (0: none, a flash kernel runs):
+    the longest sequence in padded rows, the whole row packed (``tokens`` per rank, the
+    row split over ``parallel.sp``)."""
+    _, mean, longest = _tokens(w)
+    masked = w.packing or mean < longest
+    kernels = layer_kernels(role)
+    if not f.keeps_attention_scores(spec, stored_precision(role.precision), kernels, masked=masked):
         return 0.0
-    return float(_tokens(w)[2])
+    if w.packing:
+        return tokens * (role.parallel.sp if role.parallel else 1)
+    return float(longest)
 
 
 def _logits_bytes(role: Role, *, backward: bool) -> float:
@@ -1264,16 +1273,20 @@ def estimate_forward(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> 
     comm_s = comm / (_link_gb_per_s(ctx, role) * f.GB)
     exposed_s = _overlap_communication(terms, detail, comm_s, packed=w.packing)
     detail.update({"comm_s": comm_s, "comm_exposed_s": exposed_s})
+    micro_tokens = _micro_batch_tokens_per_rank(w, role, detail, backward=False)
+    scores = _scores_sequence(spec, role, w, micro_tokens)
     act = f.activation_bytes(
-        spec, _micro_batch_tokens_per_rank(w, role, detail, backward=False),
+        spec, micro_tokens,
         precision=stored_precision(role.precision), tp=est.tp, pp=est.pp,
         backward=False,
         sequence_parallel=role.parallel.sequence_parallel if role.parallel else True,
         head=head,
         eager=layer_kernels(role) == "eager",
         logits_bytes=_logits_bytes(role, backward=False),
-        scores_sequence=_scores_sequence(spec, role, w),
+        scores_sequence=scores,
     ) / f.GB  # fmt: skip
+    if scores:
+        detail["scores_gb_per_layer"] = spec.num_heads * micro_tokens * scores * 4 / est.tp / f.GB
     flops = detail.pop("flops")
     return _combine(stage, "forward", terms, flops=flops, bytes=comm, memory_gb=act, detail=detail)
 
@@ -2226,7 +2239,7 @@ def assumptions(
                 ),
                 "lora": _lora_assumption(ctx, inputs.roles[name], est),
                 "linear_attention": _linear_assumption(ctx, inputs.roles[name], est),
-                "attention_scores": _scores_assumption(ctx, inputs.roles[name], est),
+                "attention_scores": _scores_assumption(ctx, name, stages),
             }
             for name, est in roles.items()
         },
@@ -2268,24 +2281,28 @@ def assumptions(
     }
 
 
-def _scores_assumption(ctx: _Ctx, role: Role, est: RoleEstimate) -> dict[str, Any] | None:
-    """Score matrices a role's passes keep (fp32 attention without a flash kernel), GB per
-    device of one layer's for one micro-batch; None where a flash kernel runs."""
-    w = ctx.inputs.workload
-    if w is None or role.rollout is not None:
+def _scores_assumption(
+    ctx: _Ctx, name: str, stages: Mapping[str, StageEstimate] | None
+) -> dict[str, Any] | None:
+    """Score matrices a role's passes keep (fp32 attention without a flash kernel): GB per
+    device of one layer's for its largest micro-batch; None where a flash kernel runs."""
+    per_layer = [
+        est.detail["scores_gb_per_layer"]
+        for stage, est in (stages or {}).items()
+        if "scores_gb_per_layer" in est.detail and ctx.inputs.pipeline.stage(stage).role == name
+    ]
+    if not per_layer:
         return None
-    spec = ctx.spec(role)
-    sequence = _scores_sequence(spec, role, w)
-    if not sequence:
-        return None
-    size, _ = _micro_batch(w, backward=True)
-    tokens = size * sequence / (role.parallel.sp if role.parallel else 1)
-    tp = est.tp
+    role = ctx.inputs.roles[name]
     return {
-        "why": "fp32: no flash kernel"
-        + (", grouped KV heads: PyTorch's math path" if layer_kernels(role) == "eager" else ""),
-        "gb_per_layer": round(spec.num_heads * tokens * sequence * 4 / tp / f.GB, 4),
-        "layers": spec.attention_layers,
+        "why": "fp32, no flash kernel: "
+        + (
+            "grouped KV heads and no mask, PyTorch's math path"
+            if layer_kernels(role) == "eager"
+            else "Transformer Engine's unfused attention"
+        ),
+        "gb_per_layer": round(max(per_layer), 4),
+        "layers": ctx.spec(role).attention_layers,
     }
 
 

@@ -467,9 +467,10 @@ def activation_bytes(
     ``logits_bytes``: bytes per logit held at the peak (default fp32 logits, and their fp32
     gradient in training: 4 or 8). Without ``sequence_parallel`` the norms' inputs and
     outputs (``4h`` a token and layer) stay whole on every tensor-parallel rank.
-    ``scores_sequence``: the sequence length whose score matrix each softmax-attention layer
+    ``scores_sequence``: the row length whose score matrix each softmax-attention layer
     keeps when no flash kernel runs (:func:`keeps_attention_scores`): the softmax's fp32
-    output, heads x tokens x that length (0: a flash kernel, no score matrix).
+    output, heads x tokens x that length (0: a flash kernel, no score matrix); a forward
+    holds the scores and their softmax at once.
     """
     b = BYTES_PER_ELEMENT[precision if precision != "fp8" else "bf16"]
     layers = s.num_layers / pp
@@ -489,7 +490,9 @@ def activation_bytes(
         if eager:
             per += eager_saved_bytes_per_token(s, precision) * tokens
         if scores_sequence > 0 and s.attention_layers:
-            share = 1.0 if largest else s.attention_layers / s.num_layers
+            # The mean layer's stored probabilities; the largest, running its forward, also
+            # the scores the softmax reads.
+            share = 2.0 if largest else s.attention_layers / s.num_layers
             per += share * s.num_heads * tokens * scores_sequence * 4
         return per
 
@@ -512,22 +515,27 @@ def activation_bytes(
     return max(first_stage, last_stage) / tp
 
 
-def keeps_attention_scores(s: ModelSpec, precision: str, kernels: str) -> bool:
+def keeps_attention_scores(
+    s: ModelSpec, precision: str, kernels: str, *, masked: bool = True
+) -> bool:
     """Whether a training or log-prob pass keeps each attention layer's score matrix.
 
     Flash attention (FlashAttention-2, cuDNN, Transformer Engine's fused attention) keeps
     none, but runs only in fp16 and bf16. In fp32, Transformer Engine falls back to its
-    unfused attention, which keeps the softmax's output; PyTorch's
+    unfused attention, which keeps the softmax's output. PyTorch's
     ``scaled_dot_product_attention`` (Hugging Face's default, ``eager`` here) takes its
-    memory-efficient kernel, which keeps none, unless keys and values are grouped
-    (GQA: Hugging Face passes ``enable_gqa``, which that kernel does not take), when it
-    takes the math path, which keeps the softmax's output. An H200 measured the 64 MiB
-    a layer this predicts for 16 heads over 4 sequences of 512 tokens
-    (``bench/gpu_peak_phases.py``).
+    memory-efficient kernel, which takes fp32 and keeps none, except where Hugging Face
+    passes ``enable_gqa`` (grouped KV heads and no attention mask, ``use_gqa_in_sdpa``:
+    every sequence of the batch at one length, unpacked), which that kernel does not
+    take: the math path runs and keeps the softmax's output. ``masked``: the batch needs
+    a mask (padding, packing). An H200 measured the 64 MiB a layer this predicts for 16
+    heads over 4 unpadded sequences of 512 tokens (``bench/gpu_peak_phases.py``).
     """
     if precision != "fp32" or not s.attention_layers:
         return False
-    return kernels != "eager" or s.num_kv_heads < s.num_heads
+    if kernels != "eager":
+        return True
+    return s.num_kv_heads < s.num_heads and not masked
 
 
 def optimizer_bytes_per_param(optimizer: str, precision: str) -> int:

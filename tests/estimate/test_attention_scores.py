@@ -19,15 +19,18 @@ def test_only_fp32_without_a_kernel_that_takes_it_keeps_scores() -> None:
     # Flash attention runs in bf16 and fp16: no score matrix whatever the layers.
     for precision in ("bf16", "fp16"):
         for kernels in ("eager", "fused"):
-            assert not f.keeps_attention_scores(gqa, precision, kernels)
-    # fp32: Transformer Engine's unfused attention keeps them; PyTorch's SDPA does with GQA
-    # (the math path) ...
-    assert f.keeps_attention_scores(gqa, "fp32", "fused")
-    assert f.keeps_attention_scores(gqa, "fp32", "eager")
-    # ... but not without it (its memory-efficient kernel takes fp32).
+            for masked in (True, False):
+                assert not f.keeps_attention_scores(gqa, precision, kernels, masked=masked)
+    # fp32: Transformer Engine's unfused attention keeps them, mask or not.
+    assert f.keeps_attention_scores(gqa, "fp32", "fused", masked=True)
+    assert f.keeps_attention_scores(gqa, "fp32", "fused", masked=False)
+    # PyTorch's SDPA: the math path only where Hugging Face passes enable_gqa (grouped KV
+    # heads, no mask); with a mask, or without grouping, the memory-efficient kernel.
+    assert f.keeps_attention_scores(gqa, "fp32", "eager", masked=False)
+    assert not f.keeps_attention_scores(gqa, "fp32", "eager", masked=True)
     mha = gqa.model_copy(update={"num_kv_heads": gqa.num_heads})
-    assert not f.keeps_attention_scores(mha, "fp32", "eager")
-    assert f.keeps_attention_scores(mha, "fp32", "fused")
+    assert not f.keeps_attention_scores(mha, "fp32", "eager", masked=False)
+    assert f.keeps_attention_scores(mha, "fp32", "fused", masked=False)
 
 
 def test_score_matrix_bytes_by_hand() -> None:
@@ -37,10 +40,10 @@ def test_score_matrix_bytes_by_hand() -> None:
     scores = f.activation_bytes(s, tokens, precision="fp32", scores_sequence=sequence)
     # The softmax's fp32 output: heads x tokens x sequence, every layer.
     assert scores - plain == pytest.approx(layers * heads * tokens * sequence * 4)
-    # A forward keeps one layer's.
+    # A forward holds one layer's scores and their softmax at once.
     one = f.activation_bytes(s, tokens, precision="fp32", backward=False, scores_sequence=sequence)
     assert one - f.activation_bytes(s, tokens, precision="fp32", backward=False) == pytest.approx(
-        heads * tokens * sequence * 4
+        2 * heads * tokens * sequence * 4
     )
     # Split over tensor-parallel ranks with the heads.
     assert f.activation_bytes(
@@ -63,6 +66,7 @@ def _train_peak(tmp_path: Path, precision: str) -> float:
             "prompt_tokens": {"mean": 256, "max": 256},
             "response_tokens": {"mean": 256, "max": 256},
             "micro_batch_size": 4,
+            "packing": False,
         },
         "cluster": {"nodes": 1, "gpus_per_node": 1, "gpu": "h100"},
         "roles": {
@@ -92,6 +96,7 @@ def _config(tmp_path: Path, precision: str) -> Path:
     path.write_text(
         "model: qwen2.5-0.5b\n"
         "workload: {prompts_per_step: 4, samples_per_prompt: 1, micro_batch_size: 4,\n"
+        "  packing: false,\n"
         "  prompt_tokens: {mean: 256, max: 256}, response_tokens: {mean: 256, max: 256}}\n"
         "cluster: {nodes: 1, gpus_per_node: 1, gpu: h100}\n"
         f"roles: {{actor_train: {{devices: [0], precision: {precision},"
@@ -118,3 +123,40 @@ def test_estimate_says_when_attention_keeps_its_scores(tmp_path: Path) -> None:
     bf16 = runner.invoke(app, ["estimate", str(_config(tmp_path, "bf16")), "--json"])
     models = json.loads(bf16.output)["assumptions"]["models"]
     assert models["actor_train"]["attention_scores"] is None
+
+
+def test_a_padded_or_packed_hugging_face_batch_takes_the_memory_efficient_kernel(
+    tmp_path: Path,
+) -> None:
+    """Hugging Face passes ``enable_gqa`` only without a mask: a padded batch (lengths that
+    vary) or a packed one keeps no score matrix; Transformer Engine's fp32 fallback keeps the
+    packed row's."""
+    from rlplex.estimate import estimator as e
+
+    config = config_from_dict(
+        {
+            "model": "qwen2.5-0.5b",
+            "workload": {
+                "prompts_per_step": 4, "samples_per_prompt": 1, "micro_batch_size": 4,
+                "prompt_tokens": {"mean": 200, "max": 256},
+                "response_tokens": {"mean": 256, "max": 256},
+            },
+            "cluster": {"nodes": 1, "gpus_per_node": 1, "gpu": "h100"},
+            "roles": {"actor_train": {"devices": [0], "precision": "fp32",
+                                      "parallel": {"kernels": "eager"}}},
+            "pipeline": {"stages": {"train": {"role": "actor_train"}}},
+        },
+        file="x.yaml",
+    )  # fmt: skip
+    spec = model_presets()["qwen2.5-0.5b"]
+    role = config.roles["actor_train"]
+    for packing in (False, True):
+        w = config.workload.model_copy(update={"packing": packing})
+        assert e._scores_sequence(spec, role, w, 2048) == 0.0
+    fused = role.model_copy(
+        update={"parallel": role.parallel.model_copy(update={"kernels": "fused", "sp": 2})}
+    )
+    packed = config.workload.model_copy(update={"packing": True})
+    assert e._scores_sequence(spec, fused, packed, 1024) == 2048  # the whole row, over sp
+    padded = config.workload.model_copy(update={"packing": False})
+    assert e._scores_sequence(spec, fused, padded, 1024) == 512  # the longest sequence

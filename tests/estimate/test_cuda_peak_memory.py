@@ -38,6 +38,8 @@ def test_train_step_peak_within_ten_percent(tmp_path: Path) -> None:
             "prompt_tokens": {"mean": prompt, "max": prompt},
             "response_tokens": {"mean": response, "max": response},
             "micro_batch_size": micro_batch,
+            # One plain batch of equal-length rows: no padding, no packing, no mask.
+            "packing": False,
         },
         "cluster": {"nodes": 1, "gpus_per_node": 1, "gpu": "h100"},
         # A Hugging Face model run as is: eager layers (their norms keep fp32 copies).

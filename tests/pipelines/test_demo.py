@@ -68,7 +68,9 @@ def test_calibrated_stage_seconds_are_the_median_after_the_warm_up_step(monkeypa
     from rlplex.pipelines import demo
     from rlplex.pipelines.config import RLConfig
 
-    train_s = {0: 9.0, 1: 0.2, 2: 0.5, 3: 0.3}  # step 0 pays the warm-up
+    # Step 0 pays the warm-up; the median of the rest (0.3) is neither the last step (0.5)
+    # nor their mean (0.333).
+    train_s = {0: 9.0, 1: 0.2, 2: 0.3, 3: 0.5}
 
     def fake_run_local(pipeline, setups, steps):
         return {s: {f"time/{st.name}": train_s[s] for st in pipeline.stages} for s in range(steps)}

@@ -235,3 +235,50 @@ def test_a_stand_in_engine_is_never_measured_with_cuda_counters(monkeypatch) -> 
     assert backend.mover == "deepspeed"
     assert backend.offload(["optimizer"]) == 300
     assert backend.reload(["optimizer"]) == 300
+
+
+def test_a_refused_state_leaves_the_others_of_the_call_consistent() -> None:
+    """Offload queues every state before waiting: a state refused midway (memory torch does
+    not own) must not leave one already started half done, and changes nothing of its own."""
+    import numpy as np
+
+    model, opt = _llm_and_adamw()
+    backend = TorchOffload(model, opt, pin_memory=False, copy_on_cpu=True, flatten=False)
+    _lm_step(model, opt, 1)
+    first = next(iter(opt.state))
+    opt.state[first] = {"exp_avg": torch.from_numpy(np.ones(8, dtype=np.float32))}
+    for other in list(opt.state)[1:]:
+        del opt.state[other]
+    weights = _snapshot(model, opt)[: len(list(model.parameters()))]
+    with pytest.raises(RuntimeError, match="not resizable"):
+        backend.offload(["weights", "optimizer"])
+    # The weights, started first, really left; the optimizer state is as it was.
+    assert backend.resident_states() == {"optimizer", "grads"}
+    assert all(p.untyped_storage().nbytes() == 0 for p in model.parameters())
+    assert opt.state[first]["exp_avg"].untyped_storage().nbytes() == 32
+    assert backend._movers["optimizer"].storages == []
+    backend.reload(["weights"])
+    assert _snapshot(model, opt)[: len(weights)] == weights
+
+
+def test_a_reload_that_fails_midway_still_lands_what_it_started(monkeypatch) -> None:
+    """Out of memory allocating the second state: the first one's copy is waited for and
+    the state counted resident, so nothing reads weights still in flight."""
+    model, opt = _llm_and_adamw()
+    backend = TorchOffload(model, opt, pin_memory=False, copy_on_cpu=True)
+    _lm_step(model, opt, 1)
+    before = _snapshot(model, opt)
+    backend.offload(["weights", "optimizer"])
+
+    def out_of_memory() -> int:
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(backend._movers["optimizer"], "begin_reload", out_of_memory)
+    with pytest.raises(torch.OutOfMemoryError):
+        backend.reload(["weights", "optimizer"])
+    assert backend.resident_states() == {"weights", "grads"}
+    assert backend._movers["weights"].physical is False
+    monkeypatch.undo()
+    backend.reload(["optimizer"])
+    assert _snapshot(model, opt) == before
+    assert set(backend.last_phases) == {"allocate_and_queue_s", "copy_s"}
