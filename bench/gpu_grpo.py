@@ -87,13 +87,18 @@ def toy_memory(cfg: Any) -> tuple[dict[str, dict[str, float]], dict[str, float]]
     """GB per device of the toy's states and of each stage's transient memory, from the model
     and the batch with rlplex's formulas (``rlplex estimate``'s), not from ratios.
 
-    - weights: the parameters' bytes (fp32); AdamW's moments twice that; gradients once;
+    - weights: the parameters' bytes (fp32); AdamW's moments twice that;
     - the rollout's KV cache: what transformers' ``generate`` holds at the end of the
       batch, every sequence at prompt + answer tokens (fp32 K and V of every layer);
     - log-prob passes: a forward of one micro-batch (one layer's activations and the
-      logits); the train step: the larger of a micro-batch's activations kept for the
-      backward and AdamW's step, whose multi-tensor path makes one moment-sized
-      temporary (``torch._foreach_sqrt`` of the second moments) beside the states.
+      logits); the train step: its gradients (the weights' bytes: the toy's trainer makes
+      them in the backward and drops them after its optimizer step, ``zero_grad(
+      set_to_none=True)``, so they are the stage's memory, not a state other stages hold;
+      the first H200 record planned them as a state and over-predicted ``old_logprob`` by
+      20 %) and the larger of a micro-batch's activations kept for the backward and
+      AdamW's step, whose multi-tensor path makes one moment-sized temporary
+      (``torch._foreach_sqrt`` of the second moments; ``bench/toy_train_tensors.py``
+      counts exactly these two at the stage's peak).
     Not counted (the per-op check shows them): each process's cuBLAS workspace (32 MiB
     on Hopper) and the weight sync's bucket on the source.
     """
@@ -112,11 +117,15 @@ def toy_memory(cfg: Any) -> tuple[dict[str, dict[str, float]], dict[str, float]]
     backward = f.activation_bytes(spec, micro_tokens, precision="fp32", backward=True, eager=True)
     backward /= f.GB
     states = {
-        "actor_train": {"weights": weights, "optimizer": 2 * weights, "grads": weights},
+        "actor_train": {"weights": weights, "optimizer": 2 * weights},
         "actor_infer": {"weights": weights, "kv_cache": kv},
         "reference": {"weights": weights},
     }
-    stages = {"ref_logprob": forward, "old_logprob": forward, "train": max(backward, weights)}
+    stages = {
+        "ref_logprob": forward,
+        "old_logprob": forward,
+        "train": weights + max(backward, weights),
+    }
     return states, stages
 
 
