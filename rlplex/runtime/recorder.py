@@ -57,6 +57,12 @@ it ended (CUDA context, NCCL buffers and engine pools included), absent
 without ``pynvml``. All absent without CUDA.
 """
 
+TRANSFER_PHASE_FIELDS = {"copy_s": "copy_s", "release_s": "empty_cache_s"}
+"""Record field -> the offload backend's ``last_phases`` key, for transfers, each the largest
+over the workers: ``copy_s``, seconds waiting for the copies (offload, reload); ``release_s``,
+seconds handing the freed memory back to the driver (offload: ``torch.cuda.empty_cache``).
+Absent where the backend does not time its phases (vLLM, DeepSpeed, rehearsals)."""
+
 
 class RecordError(RlplexError):
     """The record cannot be written (before the run, or mid-run: the run stops)."""
@@ -219,6 +225,10 @@ class Recorder:
                 values = [s[key] for s in stats if s.get(key) is not None]
                 if values:
                     fields[key] = int(max(values))
+            for key, phase in TRANSFER_PHASE_FIELDS.items():
+                times = [s["phases"][phase] for s in stats if phase in (s.get("phases") or {})]
+                if times:
+                    fields[key] = max(times)
             for s in stats:
                 if s.get("metrics"):
                     for k, v in s["metrics"].items():

@@ -351,6 +351,10 @@ class RoleWorker:
         t1 = time.time()
         stats = self._stats(t0, t1, moved, memory=self._reading())
         stats["resident"] = sorted(self.offloader.resident_states())
+        phases = getattr(self.offloader, "last_phases", None)
+        if self._has_backend and phases:
+            # Where the transfer's time went (TorchOffload: copies, handing memory back).
+            stats["phases"] = dict(phases)
         return stats
 
     @ray.method(concurrency_group="control")

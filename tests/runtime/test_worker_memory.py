@@ -204,3 +204,36 @@ def test_a_bucketed_weight_sync_measures_the_source_over_the_whole_sync(
     assert stats["bytes"] == 2 * 1024
     assert all(s["peak_allocated_bytes"] == 1 * GB for s in imports)
     assert torch.equal(target.state.weights["b"], torch.ones(256))
+
+
+class TimedOffload(BookkeepingOffload):
+    """A backend that times its phases, as TorchOffload does."""
+
+    def offload(self, states: Sequence[str], *, dead: bool = False) -> int:
+        self.last_phases = {"queue_s": 0.001, "copy_s": 0.12, "free_s": 0.0, "empty_cache_s": 0.02}
+        return super().offload(states, dead=dead)
+
+
+def test_a_transfer_says_where_its_time_went(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found on an H200: an offload's copies ran at the pinned copy's speed and a sixth of
+    its time was torch.cuda.empty_cache; the record keeps both, the slowest worker's."""
+    worker = make_worker(FakeCudaMemory(), monkeypatch)
+    worker.offloader = TimedOffload(resident=("weights", "optimizer"))
+    worker._has_backend = True
+    stats = worker.transfer("offload", ["optimizer"], False, 0.0)
+    assert stats["phases"]["empty_cache_s"] == 0.02
+    plan = colocated_plan()
+    schedule = expand_plan(plan, 1)
+    recorder = Recorder(schedule, plan)
+    offload = next(op for op in schedule.ops if op.work.kind == "offload")
+    slower = {**stats, "phases": {**stats["phases"], "copy_s": 0.2}}
+    recorder.add(offload, 0.0, 1.0, [stats, slower])
+    run = next(op for op in schedule.ops if op.work.kind == "run")
+    recorder.add(run, 1.0, 2.0, [{"worker_s": 1.0}])
+    events = {e.op: e.model_extra or {} for e in recorder.timeline().events}
+    assert events[offload.id]["copy_s"] == 0.2
+    assert events[offload.id]["release_s"] == 0.02
+    assert "copy_s" not in events[run.id]
+    # A rehearsal (no backend) reports no phases, whatever its stand-in keeps.
+    worker._has_backend = False
+    assert "phases" not in worker.transfer("reload", ["optimizer"], False, 0.0)
