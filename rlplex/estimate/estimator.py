@@ -766,7 +766,10 @@ def _pass_terms(
     launches = efficiency_value(ctx.inputs.efficiency, "layer_s") * spec.layer_units / est.pp
     if lora is not None:  # peft wraps each adapted projection in Python
         launches *= 1.0 + (f.LORA_HOST_TRAIN if backward else f.LORA_HOST_FORWARD)
-    host_s = micro_batches * launches * passes
+    # A backward's host work is several forwards' (autograd's nodes, every parameter's
+    # gradient accumulation), a recomputation one forward more.
+    host_passes = (1.0 + f.HOST_BACKWARD_PASSES + (1.0 if recompute else 0.0)) if backward else 1.0
+    host_s = micro_batches * launches * host_passes
     # The host issues each layer's kernels ahead of the device, so only what exceeds the
     # compute shows; padded batches through Hugging Face attention synchronise once per
     # layer (the unpadding reads the sequence lengths back), so there host and device add.
@@ -919,6 +922,13 @@ def layer_kernels(role: Role) -> str:
     if par is not None and par.kernels is not None:
         return par.kernels
     return "eager" if par is not None and (par.fsdp or par.zero >= 2) else "fused"
+
+
+def optimizer_kernel(role: Role) -> str:
+    """``foreach`` or ``fused``: how the role's optimizer step runs. FSDP trainers (verl's,
+    NeMo RL's DTensor workers, RLinf's) step PyTorch's ``torch.optim.AdamW`` (multi-tensor
+    by default on CUDA); Megatron-Core and DeepSpeed step a fused Adam kernel."""
+    return "foreach" if role.parallel is not None and role.parallel.fsdp else "fused"
 
 
 def _tp_activation_s(
@@ -1165,7 +1175,7 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
         + est.states.get("optimizer", 0.0)
     )
     host = ctx.inputs.cluster.host_gb_per_s
-    opt_s = 0.0
+    opt_s = opt_memory_s = 0.0
     if par is not None and par.cpu_optimizer:
         per_node = efficiency_value(ctx.inputs.efficiency, "cpu_adam_params_per_s")
         gpn = ctx.inputs.cluster.gpus_per_node
@@ -1176,7 +1186,13 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
         opt_s = (cpu_s + copy_s) * steps
         terms["overhead"] += opt_s
     else:
-        terms["memory"] += 2 * states_gb * f.GB / (ctx.gpu.memory_gb_per_s * 1e9) * steps
+        bandwidth = (
+            ctx.gpu.memory_gb_per_s
+            * 1e9
+            * efficiency_value(ctx.inputs.efficiency, f"optimizer_{optimizer_kernel(role)}")
+        )
+        opt_memory_s = 2 * states_gb * f.GB / bandwidth * steps
+        terms["memory"] += opt_memory_s
         if par is not None and par.offload_optimizer:
             terms["overhead"] += 2 * est.states.get("optimizer", 0.0) / host
     if _step_overhead_stage(ctx) == stage.name:
@@ -1203,7 +1219,7 @@ def estimate_train(ctx: _Ctx, stage: Stage, role: Role, est: RoleEstimate) -> St
         detail["scores_gb_per_layer"] = spec.num_heads * micro_tokens * scores * 4 / est.tp / f.GB
     detail.update({
         "optimizer_steps": steps, "comm_s": comm_s, "comm_exposed_s": exposed_s,
-        "cpu_optimizer_s": opt_s,
+        "cpu_optimizer_s": opt_s, "optimizer_s": opt_memory_s,
     })  # fmt: skip
     flops = detail.pop("flops")
     return _combine(stage, "train", terms, flops=flops, bytes=comm, memory_gb=act, detail=detail)

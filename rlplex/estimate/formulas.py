@@ -560,6 +560,14 @@ and runs five operators (36 bytes per element), the rotary embedding five (20), 
 writes once: two norms folded into their matmuls' input (6 each), two residual adds (6 each),
 rotary 4, SwiGLU 6, q/k norm 4."""
 
+HOST_BACKWARD_PASSES = 3.6
+"""Host work of a backward pass in eager PyTorch, in forward passes' worth (``layer_s``).
+MEASURED on one H200 (``bench/gpu_pass_speed.py``, 2026-11-28): Hugging Face Qwen2.5-0.5B and
+1.5B, one row of 1,024 tokens, where both passes are host-bound: a forward 0.82-0.90 ms per
+layer, forward + backward (gradients accumulated into allocated ones) 3.75-4.3 ms, so the
+backward is 3.6-3.8 forwards; the lower one is taken (the higher may hold some arithmetic).
+On the CPU alone (``bench/layer_overhead.py``, no kernel launches) it was 1.8."""
+
 EAGER_BACKWARD_RATIO = 2.3
 """Backward traffic of those operators over their forward traffic (measured: 2.25-2.36)."""
 

@@ -490,7 +490,12 @@ class Efficiency(BaseModel):
     cannot fill the GPU): efficiency x ``tokens / (tokens + tokens_half)``."""
     layer_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Fixed seconds per layer per micro-batch of a train or log-prob pass (kernel launches,
-    FSDP hooks, Python), forward only; backward counts twice."""
+    FSDP hooks, Python), forward only; a backward counts ``formulas.HOST_BACKWARD_PASSES``."""
+    optimizer_foreach: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
+    """An optimizer step under FSDP (PyTorch's AdamW, multi-tensor): fraction of peak memory
+    bandwidth at which it reads and writes weights, gradients and optimizer state once."""
+    optimizer_fused: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
+    """The same for a fused Adam kernel (Megatron's, DeepSpeed's FusedAdam)."""
     decode_step_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Floor of every decode step: scheduling, sampling, output processing (CUDA graphs on)."""
     decode_layer_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)

@@ -207,6 +207,7 @@ def test_stage_that_cannot_fit_even_with_the_rest_offloaded(base: dict[str, Any]
     [
         ("efficiency", "decode_step_s", -0.001, "efficiency.decode_step_s"),
         ("efficiency", "decode_layer_s", -1e-5, "efficiency.decode_layer_s"),
+        ("efficiency", "optimizer_foreach", 1.5, "efficiency.optimizer_foreach"),
         ("efficiency", "cross_host_step_s", -0.008, "efficiency.cross_host_step_s"),
         ("efficiency", "moe_imbalance", 0.5, "efficiency.moe_imbalance"),
         ("response", "clip_ratio", 1.5, "workload.response_tokens.clip_ratio"),

@@ -71,19 +71,22 @@ def test_train_and_forward_terms_by_hand(base: dict[str, Any]) -> None:
     assert train.detail["micro_batches_per_rank"] == 16
     step_overhead = 2.0  # the policy's train stage: the step's fixed overhead (the reward
     # stage holds the per-sequence work)
-    launches = 16 * 0.0008 * 32 * 3  # per layer, forward + backward
+    # per layer: a forward and a backward of 3.6 forwards' host work (HOST_BACKWARD_PASSES)
+    launches = 16 * 0.0008 * 32 * (1 + 3.6)
     # The controller sends each pass's batch, 256 sequences padded to 200 + 600 tokens, 52
     # bytes a slot out and 4 back, at 0.5 GB/s (workload.controller's defaults).
     controller = 256 * 800 * (52 + 4) / 0.5e9
     assert train.terms["overhead"] == pytest.approx(launches + step_overhead + controller)
-    # The optimizer step reads and writes weights, grads and optimizer state once; ZeRO-1
-    # steps each rank's 1/8 of the weights from its 1/8 of the gradients.
+    # The optimizer step reads and writes weights, grads and optimizer state once, a fused
+    # Adam at 0.7 of the bandwidth (optimizer_fused); ZeRO-1 steps each rank's 1/8 of the
+    # weights from its 1/8 of the gradients.
     held = est.roles["actor_train"].states
     states = (held["weights"] + held["grads"]) / 8 + held["optimizer"]
     # ... and the LM head's logits: each rank's tokens x 128,256 vocabulary entries, 16 bytes
     # each per pass (three passes to train), at the peak bandwidth.
     logits = 256 * 800 / 8 * 128_256 * 16 / 3350e9
-    assert train.terms["memory"] == pytest.approx(2 * states * 1e9 / 3350e9 + 3 * logits)
+    assert train.terms["memory"] == pytest.approx(2 * states * 1e9 / (3350e9 * 0.7) + 3 * logits)
+    assert train.detail["optimizer_s"] == pytest.approx(2 * states * 1e9 / (3350e9 * 0.7))
     # Gradient all-reduce on NVLink (360 GB/s) hides behind compute.
     assert train.bytes == pytest.approx(2 * P * 2 * 7 / 8)
     assert "communication" not in train.terms
@@ -373,7 +376,10 @@ def test_offload_and_cpu_optimizer_terms(base: dict[str, Any]) -> None:
     assert cpu.terms["overhead"] == pytest.approx(plain.terms["overhead"] + cpu_s)
     assert cpu.terms["memory"] == pytest.approx(  # the logits only: no GPU optimizer pass
         plain.terms["memory"]
-        - 2 * ((states["weights"] + states["grads"]) / 8 + states["optimizer"]) * 1e9 / 3350e9
+        - 2
+        * ((states["weights"] + states["grads"]) / 8 + states["optimizer"])
+        * 1e9
+        / (3350e9 * 0.7)
     )
 
 
