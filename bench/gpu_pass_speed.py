@@ -252,6 +252,8 @@ def case_config(case: dict[str, Any], gpu: str) -> dict[str, Any]:
                     "kernels": "eager",
                     "recompute": case["recompute"],
                     "cpu_optimizer": True,
+                    # The log-probs as this bench computes them: the plain fp32 log-softmax.
+                    "logits": "fp32_log_softmax",
                 },
             }
         },

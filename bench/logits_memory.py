@@ -1,7 +1,11 @@
 """What verl's entropy over the logits holds at its peak: the source of
 ``formulas.ENTROPY_FORWARD_BYTES`` and ``ENTROPY_TRAIN_BYTES``.
 
-Run: ``.venv/bin/python bench/logits_memory.py [--json] [--target DIR]``.
+Run: ``.venv/bin/python bench/logits_memory.py [--json] [--target DIR] [--plain]``.
+
+``--plain`` measures instead the plain path, ``log_softmax(logits.float())`` and a gather
+(NeMo RL's log-probs without tensor parallelism, rlplex's own stages): the source of
+``formulas.PLAIN_LOGPROB_*_BYTES`` (those add the bf16 logits' own 2 bytes).
 
 verl's FSDP actor computes its log-probs with flash-attention's cross entropy over the
 model's bf16 logits, the gradient written into them (``inplace_backward``): 2 bytes per
@@ -120,6 +124,26 @@ def peak_bytes(fn: Any, tokens: int, vocab: int, *, train: bool) -> int:
     return mode.peak
 
 
+def plain_logprobs(logits: Any) -> Any:
+    """The plain log-prob path: an fp32 log-softmax of the logits gathered at the targets
+    (NeMo RL's ``get_next_token_logprobs_from_logits`` without tensor parallelism)."""
+    import torch
+
+    targets = torch.zeros(logits.shape[0], 1, dtype=torch.long)
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets)[:, 0]
+
+
+def measure_plain() -> list[dict[str, Any]]:
+    """Bytes per logit the plain path holds over the bf16 logits, forward and training."""
+    rows = []
+    for tokens, vocab in SHAPES:
+        logits = tokens * vocab
+        forward = peak_bytes(plain_logprobs, tokens, vocab, train=False) / logits
+        train = peak_bytes(plain_logprobs, tokens, vocab, train=True) / logits
+        rows.append({"tokens": tokens, "vocab": vocab, "forward": forward, "train": train})
+    return rows
+
+
 def measure(target: Path) -> list[dict[str, Any]]:
     module = torch_functional(target)
     rows = []
@@ -135,14 +159,23 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--target", type=Path, default=None, help="where verl is installed")
+    parser.add_argument(
+        "--plain", action="store_true",
+        help="measure the plain path, log_softmax(logits.float()) (no verl needed)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    target = args.target or default_target()
-    install(target)
-    rows = measure(target)
+    if args.plain:
+        rows = measure_plain()
+        title = "bytes per logit log_softmax(logits.float()) and a gather add over bf16 logits"
+    else:
+        target = args.target or default_target()
+        install(target)
+        rows = measure(target)
+        title = f"bytes per logit verl {VERL_VERSION}'s entropy_from_logits adds over bf16 logits"
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"bytes per logit verl {VERL_VERSION}'s entropy_from_logits adds over bf16 logits")
+    print(title)
     print("tokens  vocab   forward (no_grad)  forward + backward")
     for r in rows:
         print(f"{r['tokens']:6d} {r['vocab']:6d}   {r['forward']:17.3f}  {r['train']:18.3f}")

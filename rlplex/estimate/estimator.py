@@ -1244,6 +1244,8 @@ def _logits_bytes(role: Role, *, backward: bool) -> float:
     logits = role.parallel.logits if role.parallel is not None else "fp32"
     if logits == "fp32":
         return 4.0 * (2 if backward else 1)
+    if logits == "fp32_log_softmax":
+        return f.PLAIN_LOGPROB_TRAIN_BYTES if backward else f.PLAIN_LOGPROB_FORWARD_BYTES
     entropy = 0.0
     if logits == "bf16_entropy" or (logits == "bf16_entropy_forward" and not backward):
         entropy = f.ENTROPY_TRAIN_BYTES if backward else f.ENTROPY_FORWARD_BYTES

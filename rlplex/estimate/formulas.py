@@ -822,3 +822,16 @@ ENTROPY_FORWARD_BYTES = 4.0
 """A forward pass (the softmax and its product with the logits, both bf16)."""
 ENTROPY_TRAIN_BYTES = 12.0
 """A forward + backward pass (their gradients and the logits' gradient come on top)."""
+
+
+# What the plain log-prob path (``torch.log_softmax(logits.float(), -1)`` and a gather of the
+# targets) holds at its peak, per logit, the model's bf16 logits included: measured on the CPU,
+# every storage its operators create tracked until freed (``bench/logits_memory.py --plain``:
+# 8 and 12 bytes over the logits at every shape), and on one H200 (``bench/gpu_pass_speed.py``:
+# a 1,024-token log-prob pass's peak above the weights, 1.56 GB at every model size, is
+# 1,024 x 151,936 logits x 10 bytes).
+PLAIN_LOGPROB_FORWARD_BYTES = 10.0
+"""A forward pass: bf16 logits (2), their fp32 copy (4) and the fp32 log-softmax (4)."""
+PLAIN_LOGPROB_TRAIN_BYTES = 14.0
+"""A forward + backward pass: the log-softmax's gradient and its input's come on top, less the
+fp32 copy freed after the forward."""

@@ -282,6 +282,10 @@ class Workload(BaseModel):
         return self.turns.mean * min(self.response_tokens.mean, self.response_tokens.max) / mean
 
 
+LogitsMode = Literal["fp32", "fp32_log_softmax", "bf16", "bf16_entropy_forward", "bf16_entropy"]
+"""How a pass holds a language-model head's logits (:attr:`Parallel.logits`)."""
+
+
 class Parallel(BaseModel):
     """How a GPU role splits its model over its devices."""
 
@@ -318,10 +322,15 @@ class Parallel(BaseModel):
     cpu_optimizer: bool = False
     """The optimizer step runs on the CPU (DeepSpeed ZeRO-Offload's CPU Adam, Megatron's
     ``optimizer_cpu_offload``): gradients go to the host, updated weights come back."""
-    logits: Literal["fp32", "bf16", "bf16_entropy_forward", "bf16_entropy"] = "fp32"
+    logits: LogitsMode = "fp32"
     """How a pass holds the language-model head's logits at its peak. ``fp32``: an fp32 copy,
     and in training its fp32 gradient, 4 bytes per logit forward and 8 training (Megatron's
-    vocab-parallel cross entropy, NeMo RL's log-softmax over ``logits.float()``). ``bf16``:
+    vocab-parallel cross entropy, which works in place on its fp32 copy).
+    ``fp32_log_softmax``: the plain path, ``log_softmax(logits.float())`` then a gather: the bf16
+    logits, their fp32 copy and the fp32 log-softmax, 10 bytes forward and 14 training
+    (NeMo RL's log-probs without tensor parallelism, ``get_next_token_logprobs_from_logits``;
+    rlplex's own stages; measured by ``bench/logits_memory.py --plain`` and on an H200).
+    ``bf16``:
     the model's bf16 logits, the loss's gradient written into them, 2 bytes either way
     (verl's FSDP passes: flash-attention's cross entropy with ``inplace_backward``,
     dp_actor.py). ``bf16_entropy_forward``: as ``bf16``, and forward passes also take the

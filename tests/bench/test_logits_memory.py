@@ -26,6 +26,16 @@ def test_the_tracker_gives_the_entropy_constants() -> None:
     assert train == pytest.approx(f.ENTROPY_TRAIN_BYTES, abs=0.01)
 
 
+def test_the_plain_log_softmax_path_gives_its_constants() -> None:
+    """``log_softmax(logits.float())`` and a gather: an fp32 copy and the log-softmax over the
+    bf16 logits (8 bytes), and in training their gradients and the logits' (12); the
+    constants add the logits' own 2."""
+    bench = load_bench("logits_memory")
+    for row in bench.measure_plain():
+        assert row["forward"] + 2 == pytest.approx(f.PLAIN_LOGPROB_FORWARD_BYTES, abs=0.01)
+        assert row["train"] + 2 == pytest.approx(f.PLAIN_LOGPROB_TRAIN_BYTES, abs=0.01)
+
+
 def test_the_tracker_frees_what_is_freed() -> None:
     """A chain of temporaries holds at most two at once."""
     bench = load_bench("logits_memory")

@@ -51,13 +51,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlplex.errors import ConfigError
 from rlplex.resources.cluster import STATE_KINDS
-from rlplex.resources.inputs import Efficiency
+from rlplex.resources.inputs import Efficiency, LogitsMode
 
 DEFAULT_STATES: dict[str, dict[str, float]] = {
     "actor_train": {"weights": 4.0, "optimizer": 8.0, "grads": 4.0},
@@ -435,7 +435,7 @@ def parallel(
         out["sequence_parallel"] = False
     if kernels in ("fused", "eager"):
         out["kernels"] = kernels
-    if logits in ("fp32", "bf16", "bf16_entropy_forward", "bf16_entropy"):
+    if logits in get_args(LogitsMode):
         out["logits"] = logits
     for key, value in (("ep", ep), ("sp", sp)):
         if (optional_int(value) or 1) > 1:
