@@ -90,6 +90,7 @@ _PASS_PARTS = (
     ("host_s", "host {:.1f} s"),
     ("param_offload_s", "offload {:.1f} s"),
     ("cpu_optimizer_s", "CPU optimizer {:.1f} s"),
+    ("optimizer_s", "optimizer step {:.1f} s"),
 )
 
 

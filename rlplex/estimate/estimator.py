@@ -927,7 +927,10 @@ def layer_kernels(role: Role) -> str:
 def optimizer_kernel(role: Role) -> str:
     """``foreach`` or ``fused``: how the role's optimizer step runs. FSDP trainers (verl's,
     NeMo RL's DTensor workers, RLinf's) step PyTorch's ``torch.optim.AdamW`` (multi-tensor
-    by default on CUDA); Megatron-Core and DeepSpeed step a fused Adam kernel."""
+    by default on CUDA); Megatron-Core steps Apex's or Transformer Engine's fused Adam, and
+    DeepSpeed its FusedAdam when the config names Adam (OpenRLHF). A DeepSpeed engine given
+    ``torch.optim.AdamW`` as its client optimizer (rlplex's own ZeRO backend) steps it
+    multi-tensor: ``efficiency.optimizer_fused: 0.28`` says so for such a run."""
     return "foreach" if role.parallel is not None and role.parallel.fsdp else "fused"
 
 

@@ -561,12 +561,15 @@ writes once: two norms folded into their matmuls' input (6 each), two residual a
 rotary 4, SwiGLU 6, q/k norm 4."""
 
 HOST_BACKWARD_PASSES = 3.6
-"""Host work of a backward pass in eager PyTorch, in forward passes' worth (``layer_s``).
-MEASURED on one H200 (``bench/gpu_pass_speed.py``, 2026-11-28): Hugging Face Qwen2.5-0.5B and
-1.5B, one row of 1,024 tokens, where both passes are host-bound: a forward 0.82-0.90 ms per
-layer, forward + backward (gradients accumulated into allocated ones) 3.75-4.3 ms, so the
-backward is 3.6-3.8 forwards; the lower one is taken (the higher may hold some arithmetic).
-On the CPU alone (``bench/layer_overhead.py``, no kernel launches) it was 1.8."""
+"""Host work of a backward pass in eager PyTorch, in ``layer_s`` units (the forward's).
+MEASURED on one H200 (``bench/gpu_pass_speed.py``, 2026-11-28, two calls): Hugging Face
+Qwen2.5-0.5B and 1.5B, one row of 1,024 tokens, where the passes are host-bound, forward +
+backward (gradients accumulated into allocated ones) took 3.3-4.3 ms a layer, 4.2-5.4 times
+``layer_s`` (0.8 ms): a backward of 3.2-4.4, of which 3.6 is taken. Measured against that
+machine's own forward the backward was 3.6-3.8 forwards in the first call and 1.9-2.1 in the
+second, whose forwards took 1.06-1.18 ms a layer: the host's speed varied between the calls,
+the whole train pass less so. On the CPU alone (``bench/layer_overhead.py``, no kernel
+launches) the backward was 1.8 forwards."""
 
 EAGER_BACKWARD_RATIO = 2.3
 """Backward traffic of those operators over their forward traffic (measured: 2.25-2.36)."""

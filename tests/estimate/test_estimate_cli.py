@@ -214,6 +214,9 @@ def test_the_estimate_says_how_each_pass_runs() -> None:
         "1,000 tokens on 2 GPU(s), 3 micro-batches of 200 tokens per rank, 1 pass(es) at"
         " efficiency 0.50; host 1.2 s, busiest data-parallel rank x1.20"
     )
+    # A train stage's optimizer step, at its kernels' share of the bandwidth.
+    stepped = {**made, "optimizer_steps": 4, "optimizer_s": 0.26, "straggler": 1.0}
+    assert pass_line(stepped).endswith("4 optimizer step(s); host 1.2 s, optimizer step 0.3 s")
 
 
 def test_the_estimate_says_what_the_controller_moves() -> None:

@@ -137,6 +137,19 @@ def test_dtensor_trainer_with_offload_and_lora(tmp_path: Path) -> None:
     assert cfg.roles["actor_train"].lora is not None and cfg.roles["actor_train"].lora.rank == 16
     # NeMo RL swaps the reference's full weights in from host memory, LoRA or not.
     assert {s.name: s.role for s in cfg.pipeline.stages}["ref_logprob"] == "reference"
+    # Tensor parallel: the vocab-parallel log-probs work on their fp32 shard in place.
+    assert p.logits == "fp32"
+
+
+def test_dtensor_without_tensor_parallel_takes_the_plain_log_softmax(tmp_path: Path) -> None:
+    """One rank's logits are a plain tensor: ``log_softmax(logits.float())`` keeps the bf16
+    logits, their fp32 copy and the log-softmax (10 bytes a logit, 14 training)."""
+    path = recipe(tmp_path, {
+        "cluster": {"num_nodes": 1, "gpus_per_node": 8},
+        "policy": {"dtensor_cfg": {"tensor_parallel_size": 1}},
+    })  # fmt: skip
+    p = load_config(path).roles["actor_train"].parallel
+    assert p is not None and p.fsdp and p.logits == "fp32_log_softmax"
 
 
 def test_skipped_reference_and_fp8(tmp_path: Path) -> None:

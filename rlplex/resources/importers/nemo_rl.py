@@ -308,8 +308,9 @@ def _trainer(
         return spec, adapters, r.flag(f"{m}.fp8_cfg.enabled")
     d = f"{section}.dtensor_cfg"
     offload = r.flag(f"{d}.cpu_offload")
+    tp = r.size(f"{d}.tensor_parallel_size")
     spec = parallel(
-        tp=r.size(f"{d}.tensor_parallel_size"),
+        tp=tp,
         sp=r.size(f"{d}.context_parallel_size"),
         ep=r.size(f"{d}.expert_parallel_size"),
         fsdp=True,
@@ -317,6 +318,10 @@ def _trainer(
         offload_params=offload,
         offload_optimizer=offload,
         sequence_parallel=r.flag(f"{d}.sequence_parallel"),
+        # Without tensor parallelism the logits are a plain tensor and the log-probs take
+        # log_softmax(logits.float()) (get_next_token_logprobs_from_logits); with it, the
+        # vocab-parallel path works on its fp32 shard in place.
+        logits="fp32_log_softmax" if (tp or 1) == 1 else None,
     )
     adapters = None
     if r.flag(f"{d}.lora_cfg.enabled"):
