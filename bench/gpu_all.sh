@@ -14,6 +14,7 @@
 #   offload.json      bench/gpu_offload.py --part llama (1.1B Llama + AdamW vs a pinned copy)
 #   grpo.json         bench/gpu_grpo.py --model 8x1024 (measured vs planned period, memory per op)
 #   pass_speed.json   bench/gpu_pass_speed.py (Qwen2.5-0.5B..7B passes and AdamW steps; .txt: vs the estimate)
+#   fsdp_overhead.json bench/gpu_fsdp_overhead.py (the same passes plain and under FSDP2 on one GPU)
 #   grpo.tgz          its plan.json, config.yaml, record.jsonl and the rehearsal's record
 #   weight_sync.json  bench/gpu_weight_sync.py (0.41 GB colocated, IPC vs object store)
 #   suite.log         the whole suite but the `gpu` tests
@@ -57,10 +58,12 @@ step() {  # step NAME SECONDS FILE COMMAND...: run with a limit, keep the output
 # Timing first, alone: the copy speeds and the executor's period are what the suite would disturb.
 step offload 120 "$out/offload.json" $py bench/gpu_offload.py --part llama
 step pass_speed 200 "$out/pass_speed.txt" $py bench/gpu_pass_speed.py --out "$out/pass_speed.json"
+step fsdp_overhead 200 "$out/fsdp_overhead.txt" $py bench/gpu_fsdp_overhead.py --out "$out/fsdp_overhead.json"
 step grpo 200 "$out/grpo.json" $py bench/gpu_grpo.py --model 8x1024 --steps 30 --out "$out/grpo"
 tar -czf "$out/grpo.tgz" -C "$out" grpo && rm -rf "$out/grpo"
 step weight_sync 60 "$out/weight_sync.json" $py bench/gpu_weight_sync.py
 tail -5 "$out/pass_speed.txt"
+tail -2 "$out/fsdp_overhead.txt"
 for f in offload grpo weight_sync; do
   echo "== $f"
   tail -c 2500 "$out/$f.json"
