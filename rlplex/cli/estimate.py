@@ -326,6 +326,7 @@ def _print_assumptions(a: dict[str, Any]) -> None:
             f"{role}: {m['model']} {m['params_b']:g}B, {m['precision']}, tp {m['tp']} pp {m['pp']}"
             f" dp {m['dp']}, sharding {m['sharding']}"
             + (f", optimizer {m['optimizer']}" if m["optimizer"] else "")
+            + (_OPTIMIZER_STEP[m["optimizer_step"]] if m.get("optimizer_step") else "")
             + (", recompute" if m["recompute"] else "")
             + _parallel_extras(m.get("parallel"))
             + _lora_extras(m.get("lora"), trained=bool(m["optimizer"]))
@@ -335,6 +336,13 @@ def _print_assumptions(a: dict[str, Any]) -> None:
     console.print("[bold]assumptions[/] (docs/cost-model.md):", highlight=False)
     for line in lines:
         console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+
+
+_OPTIMIZER_STEP = {
+    "foreach": " (PyTorch's multi-tensor step, efficiency.optimizer_foreach)",
+    "fused": " (a fused step, efficiency.optimizer_fused)",
+}
+"""How a role's optimizer step runs (``estimator.optimizer_kernel``), as the assumptions say it."""
 
 
 def _scores_extras(scores: dict[str, Any] | None) -> str:

@@ -924,6 +924,10 @@ def layer_kernels(role: Role) -> str:
     return "eager" if par is not None and (par.fsdp or par.zero >= 2) else "fused"
 
 
+def _cpu_optimizer(role: Role) -> bool:
+    return role.parallel is not None and role.parallel.cpu_optimizer
+
+
 def optimizer_kernel(role: Role) -> str:
     """``foreach`` or ``fused``: how the role's optimizer step runs. FSDP trainers (verl's,
     NeMo RL's DTensor workers, RLinf's) step PyTorch's ``torch.optim.AdamW`` (multi-tensor
@@ -2248,6 +2252,9 @@ def assumptions(
                 "precision": inputs.roles[name].precision,
                 "optimizer": inputs.roles[name].optimizer
                 if "optimizer" in {**est.states, **est.host_states}
+                else None,
+                "optimizer_step": optimizer_kernel(inputs.roles[name])
+                if "optimizer" in est.states and not _cpu_optimizer(inputs.roles[name])
                 else None,
                 "sharding": _sharding(inputs.roles[name]),
                 "recompute": bool(

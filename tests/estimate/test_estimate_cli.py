@@ -272,3 +272,30 @@ def test_assumptions_say_what_the_engine_runs() -> None:
         "assumptions"
     ]["rollout"]["actor_infer"]
     assert doc["vllm_v0"] is True and doc["eager_layers"] == doc["layers"] == 24
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        ((), "optimizer adamw (PyTorch's multi-tensor step, efficiency.optimizer_foreach)"),
+        (
+            ("roles.actor_train.parallel.fsdp=false", "roles.actor_train.parallel.zero=1"),
+            "optimizer adamw (a fused step, efficiency.optimizer_fused)",
+        ),
+    ],
+)
+def test_the_assumptions_say_how_the_optimizer_steps(overrides: tuple[str, ...], says: str) -> None:
+    """An FSDP trainer steps PyTorch's AdamW, a sharded optimizer outside FSDP a fused one; a
+    CPU optimizer's step is neither."""
+    args = ["estimate", str(ROOT / "examples" / "estimate_7b.yaml")]
+    for override in overrides:
+        args += ["--set", override]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert says in " ".join(result.output.split())
+    on_cpu = CliRunner().invoke(
+        app, [*args, "--set", "roles.actor_train.parallel.cpu_optimizer=true"],
+        env={"COLUMNS": "250"},
+    )  # fmt: skip
+    assert on_cpu.exit_code == 0, on_cpu.output
+    assert "step, efficiency.optimizer_" not in on_cpu.output
