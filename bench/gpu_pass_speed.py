@@ -148,10 +148,8 @@ def measure(out_file: Path, repeats: int, only: str | None) -> dict[str, Any]:
         "repeats": repeats,
         "cases": [],
     }
-    presets = sorted(
-        {c[0] for c in CASES if only in (None, c[0])},
-        key=lambda p: CASES.index(next(c for c in CASES if c[0] == p)),
-    )
+    # Each preset once, in the order of its first case: one model built per preset.
+    presets = list(dict.fromkeys(c[0] for c in CASES if only in (None, c[0])))
     for preset in presets:
         config = hf_qwen2_config(preset)
         t0 = time.perf_counter()
