@@ -329,9 +329,9 @@ class Parallel(BaseModel):
     ``fp32_log_softmax``: the plain path, ``log_softmax(logits.float())`` then a gather: the bf16
     logits, their fp32 copy and the fp32 log-softmax, 10 bytes forward and 14 training
     (NeMo RL's log-probs without tensor parallelism, ``get_next_token_logprobs_from_logits``;
-    rlplex's own stages; measured by ``bench/logits_memory.py --plain`` and on an H200).
-    ``bf16``:
-    the model's bf16 logits, the loss's gradient written into them, 2 bytes either way
+    ROLL's strategies outside Megatron, ``log_probs_from_logits``; rlplex's own stages;
+    measured by ``bench/logits_memory.py --plain`` and on an H200). ``bf16``: the model's bf16
+    logits, the loss's gradient written into them, 2 bytes either way
     (verl's FSDP passes: flash-attention's cross entropy with ``inplace_backward``,
     dp_actor.py). ``bf16_entropy_forward``: as ``bf16``, and forward passes also take the
     logits' entropy, 4 bytes more (verl's actor: its old log-probs compute it for the

@@ -412,3 +412,15 @@ def test_verl_dapo_dynamic_sampling_generates_more_than_it_trains() -> None:
             load_config(VERL, overrides=["algorithm.filter_groups.enable=true",
                                          f"data.gen_batch_size={bad}"])  # fmt: skip
         assert info.value.field == "data.gen_batch_size"
+
+
+def test_roll_strategies_outside_megatron_take_the_plain_log_softmax() -> None:
+    """ROLL's FSDP2, DeepSpeed and Hugging Face strategies compute log-probs with
+    ``log_probs_from_logits`` (``log_softmax(logits.float())``): 10 bytes a logit, 14
+    training; Megatron's vocab-parallel path keeps the default."""
+    cfg = load_config(FIXTURES / "roll" / "agentic_partial_gpu.yaml")
+    for role in ("actor_train", "reference"):
+        parallel = cfg.roles[role].parallel
+        assert parallel is not None and parallel.logits == "fp32_log_softmax", role
+    megatron = load_config(ROOT / "examples" / "roll.yaml").roles["actor_train"].parallel
+    assert megatron is not None and megatron.logits == "fp32"

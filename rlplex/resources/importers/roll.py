@@ -161,12 +161,15 @@ def _parallel(block: Mapping[str, Any], trains: bool) -> dict[str, Any] | None:
         )
     if name == "sglang":
         return parallel(tp=config.get("tp_size", config.get("tensor_parallel_size")))
+    # Outside Megatron, ROLL's strategies take log-probs with the base Strategy's (or FSDP2's)
+    # log_probs_from_logits: log_softmax(logits.float()) and a gather (roll/utils/functionals).
+    plain = "fp32_log_softmax"
     if name.startswith("deepspeed"):
         zero = get_path(config, "zero_optimization.stage")
-        return parallel(zero=zero, recompute=recompute)
+        return parallel(zero=zero, recompute=recompute, logits=plain)
     if name.startswith("fsdp"):
-        return parallel(fsdp=True, recompute=recompute)
-    return parallel(recompute=recompute)
+        return parallel(fsdp=True, recompute=recompute, logits=plain)
+    return parallel(recompute=recompute, logits=plain)
 
 
 def _lora(block: Mapping[str, Any]) -> dict[str, Any] | None:
