@@ -5,13 +5,14 @@
 twice in one process: the plain model in bf16, and the same model in fp32 wrapped the way
 verl's and NeMo RL's FSDP workers wrap it (``fully_shard`` on every decoder layer and on
 the root, ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``) on a process group
-of one GPU. There the all-gathers and reduce-scatters move nothing between GPUs, so what
-the wrapped passes take beyond the plain ones is FSDP's own work: casting every layer's
-fp32 shard to bf16 before each forward and backward, the gradients back to fp32, and the
-per-layer hooks. It is the least a sharded trainer pays per pass on any number of GPUs;
-rlplex prices none of it (its FSDP terms are the gathers' and reductions' traffic between
-GPUs). Prints, and writes to FILE as each case ends, each pass's seconds both ways and
-their ratio. Without CUDA it prints ``no CUDA: not measured`` and exits 0.
+of one GPU. On one rank FSDP2 skips its all-gathers and reduce-scatters altogether (and
+their copy-in and copy-out), so what the wrapped passes take beyond the plain ones is the
+rest of FSDP's own work: casting every layer's fp32 weights to bf16 before each forward and
+backward, the gradients to fp32, and the per-layer hooks. It is a lower bound on what a
+sharded trainer pays per pass (with more ranks the gathers' copies add); rlplex prices none
+of it (its FSDP terms are the gathers' and reductions' traffic between GPUs). Prints, and
+writes to FILE as each case ends, each pass's seconds both ways and their ratio. Without
+CUDA it prints ``no CUDA: not measured`` and exits 0.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@
 Run: ``.venv/bin/python bench/logits_memory.py [--json] [--target DIR] [--plain]``.
 
 ``--plain`` measures instead the plain path, ``log_softmax(logits.float())`` and a gather
-(NeMo RL's log-probs without tensor parallelism, rlplex's own stages): the source of
-``formulas.PLAIN_LOGPROB_*_BYTES`` (those add the bf16 logits' own 2 bytes).
+(NeMo RL's log-probs without tensor parallelism, rlplex's own stages), and that path
+followed by the logits' entropy in fp32 (ROLL's log-prob passes): the sources of
+``formulas.PLAIN_LOGPROB_*_BYTES`` and ``PLAIN_ENTROPY_*_BYTES`` (those add the bf16 logits'
+own 2 bytes).
 
 verl's FSDP actor computes its log-probs with flash-attention's cross entropy over the
 model's bf16 logits, the gradient written into them (``inplace_backward``): 2 bytes per
@@ -133,14 +135,32 @@ def plain_logprobs(logits: Any) -> Any:
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets)[:, 0]
 
 
+def plain_entropy(logits: Any) -> Any:
+    """The logits' entropy in fp32, as ROLL's ``entropy_from_logits`` computes it."""
+    import torch
+
+    logits = logits.float()
+    pd = torch.nn.functional.softmax(logits, dim=-1)
+    return torch.logsumexp(logits, dim=-1) - torch.sum(pd * logits, dim=-1)
+
+
+def plain_logprobs_then_entropy(logits: Any) -> Any:
+    """ROLL's log-prob pass: the plain log-probs, then the entropy for the metrics."""
+    return plain_logprobs(logits) + plain_entropy(logits)
+
+
 def measure_plain() -> list[dict[str, Any]]:
-    """Bytes per logit the plain path holds over the bf16 logits, forward and training."""
+    """Bytes per logit the plain path (``path: log-probs``) and the plain path followed by the
+    entropy (``path: log-probs + entropy``) hold over the bf16 logits, forward and training."""
     rows = []
-    for tokens, vocab in SHAPES:
-        logits = tokens * vocab
-        forward = peak_bytes(plain_logprobs, tokens, vocab, train=False) / logits
-        train = peak_bytes(plain_logprobs, tokens, vocab, train=True) / logits
-        rows.append({"tokens": tokens, "vocab": vocab, "forward": forward, "train": train})
+    for path, fn in (("log-probs", plain_logprobs),
+                     ("log-probs + entropy", plain_logprobs_then_entropy)):  # fmt: skip
+        for tokens, vocab in SHAPES:
+            logits = tokens * vocab
+            forward = peak_bytes(fn, tokens, vocab, train=False) / logits
+            train = peak_bytes(fn, tokens, vocab, train=True) / logits
+            rows.append({"path": path, "tokens": tokens, "vocab": vocab, "forward": forward,
+                         "train": train})  # fmt: skip
     return rows
 
 
@@ -166,7 +186,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.plain:
         rows = measure_plain()
-        title = "bytes per logit log_softmax(logits.float()) and a gather add over bf16 logits"
+        title = (
+            "bytes per logit log_softmax(logits.float()) and a gather (then, second, ROLL's fp32"
+            " entropy) add over bf16 logits"
+        )
     else:
         target = args.target or default_target()
         install(target)
@@ -178,7 +201,8 @@ def main(argv: list[str] | None = None) -> None:
     print(title)
     print("tokens  vocab   forward (no_grad)  forward + backward")
     for r in rows:
-        print(f"{r['tokens']:6d} {r['vocab']:6d}   {r['forward']:17.3f}  {r['train']:18.3f}")
+        path = f"{r['path']:20s}" if "path" in r else ""
+        print(f"{path}{r['tokens']:6d} {r['vocab']:6d}   {r['forward']:17.3f}  {r['train']:18.3f}")
 
 
 if __name__ == "__main__":

@@ -856,6 +856,7 @@ def _pass_terms(
         "tp_activation_s": tp_comm_s, "eager_traffic_s": eager_s,
         "controller_s": controller_s, "controller_gb": controller_gb,
         "controller_padded_tokens": padded_to,
+        "attention_flop_share": attention_flops / max(1.0, matmul_flops + attention_flops),
     }  # fmt: skip
     return terms, detail, micro_batches
 
@@ -1253,6 +1254,11 @@ def _logits_bytes(role: Role, *, backward: bool) -> float:
         return 4.0 * (2 if backward else 1)
     if logits == "fp32_log_softmax":
         return f.PLAIN_LOGPROB_TRAIN_BYTES if backward else f.PLAIN_LOGPROB_FORWARD_BYTES
+    if logits.startswith("fp32_log_softmax_entropy"):
+        if not backward:
+            return f.PLAIN_ENTROPY_FORWARD_BYTES
+        trains_entropy = logits == "fp32_log_softmax_entropy"
+        return f.PLAIN_ENTROPY_TRAIN_BYTES if trains_entropy else f.PLAIN_LOGPROB_TRAIN_BYTES
     entropy = 0.0
     if logits == "bf16_entropy" or (logits == "bf16_entropy_forward" and not backward):
         entropy = f.ENTROPY_TRAIN_BYTES if backward else f.ENTROPY_FORWARD_BYTES

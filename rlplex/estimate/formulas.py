@@ -838,3 +838,15 @@ PLAIN_LOGPROB_FORWARD_BYTES = 10.0
 PLAIN_LOGPROB_TRAIN_BYTES = 14.0
 """A forward + backward pass: the log-softmax's gradient and its input's come on top, less the
 fp32 copy freed after the forward."""
+
+
+# The same path followed by the entropy of the logits in fp32 (ROLL's entropy_from_logits: an
+# fp32 copy, its softmax, their product and a log-sum-exp), which ROLL's log-prob passes always
+# take for their metrics and its training takes with ``entropy_loss_coef`` > 0: measured the
+# same way (``bench/logits_memory.py --plain``: 12 and 32 bytes over the logits), the bf16
+# logits included.
+PLAIN_ENTROPY_FORWARD_BYTES = 14.0
+"""A forward pass: the log-probs' fp32 tensors are freed before the entropy's 12 bytes."""
+PLAIN_ENTROPY_TRAIN_BYTES = 34.0
+"""A forward + backward pass with the entropy in the loss: autograd keeps both paths' fp32
+tensors for the backward."""

@@ -282,7 +282,10 @@ class Workload(BaseModel):
         return self.turns.mean * min(self.response_tokens.mean, self.response_tokens.max) / mean
 
 
-LogitsMode = Literal["fp32", "fp32_log_softmax", "bf16", "bf16_entropy_forward", "bf16_entropy"]
+LogitsMode = Literal[
+    "fp32", "fp32_log_softmax", "fp32_log_softmax_entropy_forward", "fp32_log_softmax_entropy",
+    "bf16", "bf16_entropy_forward", "bf16_entropy",
+]  # fmt: skip
 """How a pass holds a language-model head's logits (:attr:`Parallel.logits`)."""
 
 
@@ -326,18 +329,21 @@ class Parallel(BaseModel):
     """How a pass holds the language-model head's logits at its peak. ``fp32``: an fp32 copy,
     and in training its fp32 gradient, 4 bytes per logit forward and 8 training (Megatron's
     vocab-parallel cross entropy, which works in place on its fp32 copy).
-    ``fp32_log_softmax``: the plain path, ``log_softmax(logits.float())`` then a gather: the bf16
-    logits, their fp32 copy and the fp32 log-softmax, 10 bytes forward and 14 training
-    (NeMo RL's log-probs without tensor parallelism, ``get_next_token_logprobs_from_logits``;
-    ROLL's strategies outside Megatron, ``log_probs_from_logits``; rlplex's own stages;
-    measured by ``bench/logits_memory.py --plain`` and on an H200). ``bf16``: the model's bf16
-    logits, the loss's gradient written into them, 2 bytes either way
-    (verl's FSDP passes: flash-attention's cross entropy with ``inplace_backward``,
-    dp_actor.py). ``bf16_entropy_forward``: as ``bf16``, and forward passes also take the
-    logits' entropy, 4 bytes more (verl's actor: its old log-probs compute it for the
-    metrics). ``bf16_entropy``: training takes it too, 12 bytes more (an entropy term in the
-    loss, ``entropy_coeff`` != 0). The entropy's bytes are measured by
-    ``bench/logits_memory.py``."""
+    ``fp32_log_softmax``: the plain path, ``log_softmax(logits.float())`` then a gather: the
+    bf16 logits, their fp32 copy and the fp32 log-softmax, 10 bytes forward and 14 training
+    (NeMo RL's log-probs without tensor or context parallelism,
+    ``get_next_token_logprobs_from_logits``; rlplex's own stages; measured by
+    ``bench/logits_memory.py --plain`` and on an H200). ``fp32_log_softmax_entropy_forward``:
+    as ``fp32_log_softmax``, and forward passes also take the logits' entropy in fp32, 14
+    bytes (ROLL's strategies outside Megatron: ``log_probs_from_logits``, then
+    ``entropy_from_logits`` for the metrics). ``fp32_log_softmax_entropy``: training takes it
+    too, 34 bytes (ROLL's ``entropy_loss_coef`` > 0). ``bf16``: the model's bf16 logits, the
+    loss's gradient written into them, 2 bytes either way (verl's FSDP passes:
+    flash-attention's cross entropy with ``inplace_backward``, dp_actor.py).
+    ``bf16_entropy_forward``: as ``bf16``, and forward passes also take the logits' entropy, 4
+    bytes more (verl's actor: its old log-probs compute it for the metrics).
+    ``bf16_entropy``: training takes it too, 12 bytes more (an entropy term in the loss,
+    ``entropy_coeff`` != 0). The entropy's bytes are measured by ``bench/logits_memory.py``."""
     kernels: Literal["fused", "eager"] | None = None
     """How the layers run in train and log-prob passes. ``fused``: Megatron-Core with
     Transformer Engine (or Liger kernels): each norm, rotary embedding and activation one

@@ -31,9 +31,16 @@ def test_the_plain_log_softmax_path_gives_its_constants() -> None:
     bf16 logits (8 bytes), and in training their gradients and the logits' (12); the
     constants add the logits' own 2."""
     bench = load_bench("logits_memory")
-    for row in bench.measure_plain():
-        assert row["forward"] + 2 == pytest.approx(f.PLAIN_LOGPROB_FORWARD_BYTES, abs=0.01)
-        assert row["train"] + 2 == pytest.approx(f.PLAIN_LOGPROB_TRAIN_BYTES, abs=0.01)
+    constants = {
+        "log-probs": (f.PLAIN_LOGPROB_FORWARD_BYTES, f.PLAIN_LOGPROB_TRAIN_BYTES),
+        "log-probs + entropy": (f.PLAIN_ENTROPY_FORWARD_BYTES, f.PLAIN_ENTROPY_TRAIN_BYTES),
+    }
+    rows = bench.measure_plain()
+    assert {r["path"] for r in rows} == set(constants)
+    for row in rows:
+        forward, train = constants[row["path"]]
+        assert row["forward"] + 2 == pytest.approx(forward, abs=0.01)
+        assert row["train"] + 2 == pytest.approx(train, abs=0.01)
 
 
 def test_the_tracker_frees_what_is_freed() -> None:

@@ -1621,6 +1621,8 @@ def test_bf16_logits_hold_two_bytes_a_logit(base: dict[str, Any]) -> None:
     [
         ("fp32", 4, 8),
         ("fp32_log_softmax", 10, 14),
+        ("fp32_log_softmax_entropy_forward", 14, 14),
+        ("fp32_log_softmax_entropy", 14, 34),
         ("bf16", 2, 2),
         ("bf16_entropy_forward", 6, 2),
         ("bf16_entropy", 6, 14),

@@ -416,11 +416,19 @@ def test_verl_dapo_dynamic_sampling_generates_more_than_it_trains() -> None:
 
 def test_roll_strategies_outside_megatron_take_the_plain_log_softmax() -> None:
     """ROLL's FSDP2, DeepSpeed and Hugging Face strategies compute log-probs with
-    ``log_probs_from_logits`` (``log_softmax(logits.float())``): 10 bytes a logit, 14
-    training; Megatron's vocab-parallel path keeps the default."""
-    cfg = load_config(FIXTURES / "roll" / "agentic_partial_gpu.yaml")
+    ``log_probs_from_logits`` (``log_softmax(logits.float())``) and then the logits' fp32
+    entropy for the metrics; training takes the entropy only with ``entropy_loss_coef`` > 0.
+    Megatron's vocab-parallel path keeps the default."""
+    fixture = FIXTURES / "roll" / "agentic_partial_gpu.yaml"
+    cfg = load_config(fixture)
     for role in ("actor_train", "reference"):
         parallel = cfg.roles[role].parallel
-        assert parallel is not None and parallel.logits == "fp32_log_softmax", role
+        assert parallel is not None, role
+        assert parallel.logits == "fp32_log_softmax_entropy_forward", role
+    entropy = load_config(fixture, overrides=["entropy_loss_coef=0.01"])
+    assert entropy.roles["actor_train"].parallel.logits == "fp32_log_softmax_entropy"
+    with pytest.raises(ConfigError) as err:
+        load_config(fixture, overrides=["entropy_loss_coef=lots"])
+    assert err.value.field == "entropy_loss_coef"
     megatron = load_config(ROOT / "examples" / "roll.yaml").roles["actor_train"].parallel
     assert megatron is not None and megatron.logits == "fp32"

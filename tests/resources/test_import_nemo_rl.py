@@ -148,8 +148,15 @@ def test_dtensor_without_tensor_parallel_takes_the_plain_log_softmax(tmp_path: P
         "cluster": {"num_nodes": 1, "gpus_per_node": 8},
         "policy": {"dtensor_cfg": {"tensor_parallel_size": 1}},
     })  # fmt: skip
-    p = load_config(path).roles["actor_train"].parallel
+    cfg = load_config(path)
+    p = cfg.roles["actor_train"].parallel
     assert p is not None and p.fsdp and p.logits == "fp32_log_softmax"
+    # The reference's log-prob pass runs the same worker code.
+    ref = cfg.roles["reference"].parallel
+    assert ref is not None and ref.logits == "fp32_log_softmax"
+    # Context parallelism makes the logits a DTensor: the vocab-parallel path.
+    cp = load_config(path, overrides=["policy.dtensor_cfg.context_parallel_size=2"])
+    assert cp.roles["actor_train"].parallel.logits == "fp32"
 
 
 def test_skipped_reference_and_fp8(tmp_path: Path) -> None:

@@ -309,19 +309,21 @@ def _trainer(
     d = f"{section}.dtensor_cfg"
     offload = r.flag(f"{d}.cpu_offload")
     tp = r.size(f"{d}.tensor_parallel_size")
+    cp = r.size(f"{d}.context_parallel_size")
     spec = parallel(
         tp=tp,
-        sp=r.size(f"{d}.context_parallel_size"),
+        sp=cp,
         ep=r.size(f"{d}.expert_parallel_size"),
         fsdp=True,
         recompute=r.flag(f"{d}.activation_checkpointing"),
         offload_params=offload,
         offload_optimizer=offload,
         sequence_parallel=r.flag(f"{d}.sequence_parallel"),
-        # Without tensor parallelism the logits are a plain tensor and the log-probs take
-        # log_softmax(logits.float()) (get_next_token_logprobs_from_logits); with it, the
-        # vocab-parallel path works on its fp32 shard in place.
-        logits="fp32_log_softmax" if (tp or 1) == 1 else None,
+        # Without tensor or context parallelism the logits are a plain tensor and the
+        # log-probs take log_softmax(logits.float()) (get_next_token_logprobs_from_logits);
+        # with either, the logits are a DTensor and the vocab-parallel path works on its fp32
+        # shard in place.
+        logits="fp32_log_softmax" if (tp or 1) == 1 and (cp or 1) == 1 else None,
     )
     adapters = None
     if r.flag(f"{d}.lora_cfg.enabled"):
@@ -333,7 +335,7 @@ def _trainer(
 
 def _reference_parallel(spec: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The reference's sizes: the trainer's layout, none of its training state."""
-    keep = ("tp", "pp", "ep", "sp", "fsdp", "offload_params", "sequence_parallel")
+    keep = ("tp", "pp", "ep", "sp", "fsdp", "offload_params", "sequence_parallel", "logits")
     out = {k: v for k, v in (spec or {}).items() if k in keep}
     return out or None
 

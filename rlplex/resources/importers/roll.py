@@ -138,8 +138,20 @@ def _gpus_per_worker(block: Mapping[str, Any], field: str, file: str) -> int:
     return positive_int(value, field=f"{field}.num_gpus_per_worker", file=file)
 
 
-def _parallel(block: Mapping[str, Any], trains: bool) -> dict[str, Any] | None:
-    """The role's parallel sizes as far as ROLL's strategy config says them."""
+def _positive_coefficient(data: Mapping[str, Any], key: str, file: str) -> bool:
+    """Whether a top-level loss coefficient is set above 0 (ROLL's default: 0)."""
+    value = data.get(key, 0) or 0
+    try:
+        return float(value) > 0
+    except (TypeError, ValueError):
+        raise ConfigError("must be a number", field=key, value=value, file=file) from None
+
+
+def _parallel(
+    block: Mapping[str, Any], trains: bool, entropy_loss: bool = False
+) -> dict[str, Any] | None:
+    """The role's parallel sizes as far as ROLL's strategy config says them; ``entropy_loss``:
+    the pipeline's ``entropy_loss_coef`` > 0 (the training loss takes the logits' entropy)."""
     name, config = _strategy(block)
     if name is None:
         return None
@@ -162,8 +174,10 @@ def _parallel(block: Mapping[str, Any], trains: bool) -> dict[str, Any] | None:
     if name == "sglang":
         return parallel(tp=config.get("tp_size", config.get("tensor_parallel_size")))
     # Outside Megatron, ROLL's strategies take log-probs with the base Strategy's (or FSDP2's)
-    # log_probs_from_logits: log_softmax(logits.float()) and a gather (roll/utils/functionals).
-    plain = "fp32_log_softmax"
+    # log_probs_from_logits: log_softmax(logits.float()) and a gather (roll/utils/functionals),
+    # and its log-prob passes the logits' fp32 entropy for the metrics (base_worker.py,
+    # forward_func_log_probs); training takes the entropy only with entropy_loss_coef > 0.
+    plain = "fp32_log_softmax_entropy" if entropy_loss else "fp32_log_softmax_entropy_forward"
     if name.startswith("deepspeed"):
         zero = get_path(config, "zero_optimization.stage")
         return parallel(zero=zero, recompute=recompute, logits=plain)
@@ -400,6 +414,7 @@ def to_native(
     _refuse_non_rl(data, file)
     per_node = positive_int(data.get("num_gpus_per_node", 8), field="num_gpus_per_node", file=file)
     agentic = "train_env_manager" in data or "custom_envs" in data
+    entropy_loss = _positive_coefficient(data, "entropy_loss_coef", file)
     parsed: list[tuple[str, str, Mapping[str, Any], tuple[int, ...] | None, int, bool]] = []
     for name, field, block, is_reward in _role_blocks(data):
         raw = block.get("device_mapping")
@@ -442,7 +457,7 @@ def to_native(
         check_worker_layout(name, devices, count, cluster, file, field=f"{field}.device_mapping")
         kind = "reward" if is_reward else "reference" if name in teachers else name
         role = gpu_role(devices, count, kind)
-        spec = _parallel(block, trains=name in ("actor_train", "critic"))
+        spec = _parallel(block, trains=name in ("actor_train", "critic"), entropy_loss=entropy_loss)
         if spec:
             role["parallel"] = spec
         engine = get_path(block, "strategy_args.strategy_config")
