@@ -50,7 +50,7 @@ class ConfigError(RlplexError):
 
     def with_file(self, file: str) -> ConfigError:
         """The same error, attributed to ``file`` (keeps a file already set)."""
-        return ConfigError(
+        return type(self)(
             self.message,
             field=self.field,
             value=self.value,
@@ -65,6 +65,14 @@ class ConfigError(RlplexError):
         field = f"{self.field}: " if self.field else ""
         value = f" (got {self.value!r})" if self.has_value else ""
         return f"{where}{field}{self.message}{value}"
+
+
+class InvalidValueError(ConfigError):
+    """A value its own field refuses (its type or range: a negative floor, a share above 1).
+
+    Unlike a config that does not fit or does not hold together, no other value elsewhere
+    in the config makes it right: a ``--sweep`` through such a value is refused whole.
+    """
 
 
 class InfeasibleError(RlplexError):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlplex.config import detect_format, load_config
-from rlplex.errors import ConfigError
+from rlplex.errors import ConfigError, InvalidValueError
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -332,3 +332,17 @@ def test_one_of_two_overrides_of_the_same_key_is_the_unread_one() -> None:
     twice = ["grpo.num_prompts_per_step=32", "grpo.num_prompts_per_step=32"]
     cfg = load_config(examples / "nemo_rl.yaml", overrides=twice)
     assert len([w for w in cfg.warnings if w.startswith("--set")]) == 1
+
+
+def test_a_mean_length_past_its_max_is_refused_not_clamped() -> None:
+    """A bug until 2026-11-28: a response (or prompt) mean above its max loaded, and the
+    estimator silently used the max; a sweep of the mean drew a flat line past it."""
+    path = EXAMPLES / "estimate_7b.yaml"
+    for key, value in (("response_tokens", 5000), ("prompt_tokens", 5000)):
+        with pytest.raises(InvalidValueError) as info:
+            load_config(path, overrides=[f"workload.{key}.mean={value}"])
+        assert info.value.field == f"workload.{key}"
+        assert f"mean {value} exceeds max" in str(info.value)
+        assert str(info.value).startswith(f"{path}: ")
+    # The error keeps its kind when a loader attributes it to a file.
+    assert type(InvalidValueError("x", field="f").with_file("a.yaml")) is InvalidValueError

@@ -15,10 +15,11 @@ from pydantic import BaseModel, ValidationError
 
 from rlplex.config.schema import MAX_STAGES
 from rlplex.dag.pipeline import CycleError, Pipeline, PipelineError
-from rlplex.errors import ConfigError
+from rlplex.errors import ConfigError, InvalidValueError
 from rlplex.resources.cluster import DRIVER, Role
 
 _M = TypeVar("_M", bound=BaseModel)
+_NOT_VALUES = ("missing", "extra_forbidden")
 
 
 def pydantic_message(error: Mapping[str, Any]) -> str:
@@ -37,7 +38,8 @@ def pydantic_message(error: Mapping[str, Any]) -> str:
 def validate_model(
     model: type[_M], data: Any, field: str, file: str | None, extra: Mapping[str, Any] | None = None
 ) -> _M:
-    """Validate ``data`` as ``model``; the first problem becomes a ConfigError under ``field``."""
+    """Validate ``data`` as ``model``; the first problem becomes a ConfigError under ``field``
+    (an :class:`~rlplex.errors.InvalidValueError` where one field refuses its value)."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -52,7 +54,10 @@ def validate_model(
         kwargs: dict[str, Any] = {}
         if first["type"] != "missing":
             kwargs["value"] = first.get("input")
-        raise ConfigError(pydantic_message(first), field=path, file=file, **kwargs) from None
+        # A missing or unknown key is not a value; a validator over several fields reports
+        # at their model's path, never at one of them.
+        error = InvalidValueError if first["type"] not in _NOT_VALUES else ConfigError
+        raise error(pydantic_message(first), field=path, file=file, **kwargs) from None
 
 
 def check_pipeline(pipeline: Pipeline, roles: Mapping[str, Role], file: str | None) -> None:

@@ -13,7 +13,8 @@ distinct values, numbers and words not mixed) and raises a
 :class:`~rlplex.errors.ConfigError` naming the key and the value otherwise;
 :func:`sweep_config` does the work. A value at which the config does not load
 (it does not fit on the GPUs, say) becomes a point with its error, so that the
-rest of the range is still reported.
+rest of the range is still reported; a value the swept field itself refuses (a
+negative floor, a share above 1) is the user's error and refuses the whole sweep.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from rlplex.config import Config, load_config
-from rlplex.errors import ConfigError
+from rlplex.errors import ConfigError, InvalidValueError
 from rlplex.resources.yaml_io import load_yaml_file
 
 SWEEP_FIELD = "--sweep"
@@ -204,6 +205,13 @@ def check_key(path: str | Path, key: str, config: Config | None) -> None:
     )
 
 
+def _refuse_invalid(error: ConfigError, key: str) -> None:
+    """Re-raise a swept value its own field refuses (a negative floor, a share above 1): the
+    sweep asked for something no config can be, unlike a value at which the run does not fit."""
+    if isinstance(error, InvalidValueError) and error.field == key:
+        raise error
+
+
 def plan_point(config: Config) -> tuple[float, dict[str, float]]:
     """(planned period, each stage's seconds as the plan uses them) of a loaded config."""
     from rlplex.plan import make_plan
@@ -232,7 +240,9 @@ def sweep_config(
         ConfigError: the key names nothing in the config (checked on the file
             and on the config as loaded with ``overrides``, before any value is
             applied); when the config does not load as written and the file
-            lacks the key, the loader's own error.
+            lacks the key, the loader's own error; an
+            :class:`~rlplex.errors.InvalidValueError` when the key's own field
+            refuses one of the values.
     """
     try:
         base: Config | None = load_config(path, overrides=overrides, format=format, costs=costs)
@@ -255,6 +265,7 @@ def sweep_config(
             )
             period, stages = plan_point(cfg)
         except ConfigError as exc:
+            _refuse_invalid(exc, key)
             points.append(SweepPoint(value=value, error=str(exc)))
             continue
         points.append(SweepPoint(value=value, period_s=period, stages=stages))
@@ -313,7 +324,8 @@ def whatif_sweep(source: Any, key: str, values: Sequence[str], **whatif_args: An
     as whole config files (``alt_configs``) are not swept.
 
     Raises:
-        ConfigError: the key names nothing in the recorded config.
+        ConfigError: the key names nothing in the recorded config, or its own field
+            refuses one of the values (an :class:`~rlplex.errors.InvalidValueError`).
     """
     import dataclasses
 
@@ -338,6 +350,7 @@ def whatif_sweep(source: Any, key: str, values: Sequence[str], **whatif_args: An
         try:
             report = whatif_report(swept, **whatif_args)
         except ConfigError as exc:
+            _refuse_invalid(exc, key)
             points.append(WhatIfPoint(value=value, error=str(exc)))
             continue
         outcomes = report.result.alternatives

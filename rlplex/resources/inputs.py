@@ -42,6 +42,14 @@ class TokenLength(BaseModel):
     """Share of sequences cut at ``max`` (verl's ``response_length/clip_ratio``); default: what
     the documented length distribution puts beyond ``max`` (``docs/cost-model.md``)."""
 
+    @model_validator(mode="after")
+    def _mean_within_max(self) -> TokenLength:
+        # Lengths are capped at max, so a mean above it is a typo (a max in the wrong unit,
+        # the two swapped), not something to clamp silently.
+        if self.mean > self.max:
+            raise ValueError(f"mean {self.mean:g} exceeds max {self.max}")
+        return self
+
 
 class Controller(BaseModel):
     """How the step's batch moves between the single controller and the workers of each pass.

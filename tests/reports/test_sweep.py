@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from rlplex.cli import app
 from rlplex.config import load_config
-from rlplex.errors import ConfigError
+from rlplex.errors import ConfigError, InvalidValueError
 from rlplex.reports.sweep import parse_sweep, plan_point, sweep_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,9 +80,35 @@ def test_an_efficiency_parameter_is_swept_though_the_file_has_no_efficiency_sect
 
 
 def test_a_value_that_does_not_load_is_a_point_with_its_error() -> None:
-    sweep = sweep_config(CONFIG, "workload.micro_batch_size", ("4", "-1"))
+    """A mean past the file's max is refused by the two together (workload.response_tokens),
+    not by the mean's own field: the rest of the range is still planned."""
+    sweep = sweep_config(CONFIG, KEY, ("512", "1000000"))
     assert sweep.points[0].period_s is not None
-    assert sweep.points[1].period_s is None and sweep.points[1].error
+    assert sweep.points[1].period_s is None
+    assert "mean 1e+06 exceeds max" in (sweep.points[1].error or "")
+
+
+@pytest.mark.parametrize(
+    ("key", "values", "words"),
+    [
+        ("workload.micro_batch_size", ("4", "-1"), "greater than or equal to 1"),
+        ("workload.response_tokens.clip_ratio", ("0.1", "1.5"), "less than or equal to 1"),
+        ("efficiency.decode_step_s", ("-0.001", "0.004"), "greater than or equal to 0"),
+    ],
+)
+def test_a_value_the_swept_field_refuses_refuses_the_sweep(
+    key: str, values: tuple[str, str], words: str
+) -> None:
+    """A bug until 2026-11-28: a negative floor or a share above 1 in a sweep was a point
+    marked "does not load" and the command exited 0."""
+    with pytest.raises(InvalidValueError, match=words) as info:
+        sweep_config(CONFIG, key, values)
+    assert info.value.field == key
+    spec = f"{key}={','.join(values)}"
+    result = CliRunner().invoke(app, ["estimate", str(CONFIG), "--sweep", spec],
+                                env={"COLUMNS": "400"})  # fmt: skip
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1 and key in result.output
 
 
 def test_cli_table_json_and_png(tmp_path: Path) -> None:
@@ -137,12 +163,18 @@ def test_whatif_sweep_sets_the_key_on_every_alternative() -> None:
     from rlplex.reports.sweep import whatif_sweep
 
     source = RecordSource(RECORD, QUICKSTART)
-    sweep = whatif_sweep(source, KEY, ("50", "500"), alts=(FOUR,))
+    # The quickstart's responses are capped at 256 tokens: 500 was clamped to it until
+    # 2026-11-28 and is now refused (mean past max), a point without a best.
+    sweep = whatif_sweep(source, KEY, ("50", "250"), alts=(FOUR,))
     assert sweep.stays_best and sweep.bests == ("4gpu",)
     short, long = (p.periods["4gpu"] for p in sweep.points)
     assert short is not None and long is not None and short != long  # the exponents moved
     with pytest.raises(ConfigError, match="no such field"):
         whatif_sweep(source, "workload.nope", ("1", "2"), alts=(FOUR,))
+    with pytest.raises(InvalidValueError, match="greater than or equal to 0"):
+        whatif_sweep(source, "efficiency.decode_step_s", ("0.004", "-1"), alts=(FOUR,))
+    past = whatif_sweep(source, KEY, ("50", "500"), alts=(FOUR,))
+    assert past.points[1].best is None and "exceeds max 256" in (past.points[1].error or "")
     gpus = whatif_sweep(source, "cluster.gpu", ("h20", "h100"), alts=(FOUR,))
     assert [p.value for p in gpus.points] == ["h20", "h100"]
 
@@ -168,7 +200,7 @@ def test_cli_whatif_sweep_says_whether_the_best_stays() -> None:
     result = CliRunner().invoke(
         app,
         ["whatif", str(RECORD), "--config", str(QUICKSTART), "--alt", FOUR,
-         "--sweep", f"{KEY}=50,500"],
+         "--sweep", f"{KEY}=50,250"],
         env={"COLUMNS": "200"},
     )  # fmt: skip
     assert result.exit_code == 0, result.output
