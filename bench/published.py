@@ -551,6 +551,10 @@ class SyncCase:
     most one node's 8."""
     heldout: bool = False
     """Not in the development corpus: reported apart, with its own error line."""
+    published_range: tuple[float, float] | None = None
+    """(least, most) seconds where the source gives a range; ``published_s`` is its middle."""
+    gpus_per_node: int = 8
+    """GPUs of one node (a GB200 compute tray holds 4; the gpu preset gives its NVLink domain)."""
 
 
 _FULLY_ASYNC = "verl docs/advance/fully_async.md, checkpoint-engine ablation (corpus)"
@@ -603,6 +607,29 @@ HELDOUT_SYNC_CASES: tuple[SyncCase, ...] = (
             ("deepseek-v3", "deepseek-v3", 256, {"pp": 16, "ep": 16}, 32, 14.0),
         )
     ),
+    # Held-out: NeMo RL's shard-to-shard refit (refit_transport: nccl_reshard, experimental;
+    # rollout.weight_sync: resharded), BF16, non-colocated, the page's "Expected Performance"
+    # (NVIDIA-NeMo/RL docs/design-docs/nccl-reshard-refit.md @ 36b5999a7, 2026-08-19), rows
+    # "| H100 | QWEN3 4B (dense) | BF16 | DP8 → TP8 | 66.9% | 0.21–0.34s |", "| H100 | QWEN3
+    # 30B | BF16 | EP8×PP2 → TP8×DP2 | 95.0% | 0.74–1.00s |", "| H100 | DSV3 | BF16 |
+    # PP16×EP16 → TP32×DP8 | 97.6% | 2.39s-2.83s |" and "| GB200 | DSV3 | BF16 | (same) |
+    # 97.6% | 1.93s-2.59s |": the trainer's and engines' layouts as the rows give them, as
+    # many GPUs each (not stated); compared with the middle of each range. Left out: the FP8
+    # row (FP8 trainer to FP8 engine, which rlplex's sync moves as bf16) and the models
+    # without a preset (Qwen3.5-397B, Nemotron Ultra). Added 2026-11-28 with the method,
+    # written from the page's design section before these rows were planned.
+    *(
+        SyncCase(f"heldout-nemorl-reshard-{name}-{ranks}to{ranks}-{gpu.upper()}", model, gpu,
+                 ranks, ranks, parallel, "resharded", (low + high) / 2, engine_gpus=engine,
+                 heldout=True, published_range=(low, high), gpus_per_node=per_node)
+        for name, model, gpu, ranks, parallel, engine, low, high, per_node in (
+            ("qwen3-4b", "qwen3-4b", "h100", 8, {}, 8, 0.21, 0.34, 8),
+            ("qwen3-30b-a3b", "qwen3-30b-a3b", "h100", 16, {"ep": 8, "pp": 2}, 8, 0.74, 1.00, 8),
+            ("deepseek-v3", "deepseek-v3", "h100", 256, {"pp": 16, "ep": 16}, 32, 2.39, 2.83, 8),
+            ("deepseek-v3", "deepseek-v3", "gb200", 256, {"pp": 16, "ep": 16}, 32, 1.93, 2.59,
+             4),
+        )
+    ),
 )  # fmt: skip
 """Published sync times outside the corpus (:data:`SYNC_CASES` holds the corpus's)."""
 
@@ -611,7 +638,7 @@ def sync_config(case: SyncCase) -> dict[str, Any]:
     """A native config whose ``weight_sync`` is the published one: the trainer on the first
     ranks, the rollout (one engine over its ranks) on the next; the other stages are tiny."""
     gpus = case.trainer_ranks + case.rollout_ranks
-    per_node = min(8, gpus)
+    per_node = min(case.gpus_per_node, gpus)
     last = case.trainer_ranks - 1
     return {
         "model": case.model,
@@ -652,6 +679,7 @@ def run_sync_case(case: SyncCase) -> dict[str, Any]:
         "id": case.id, "method": case.method, "predicted_s": seconds,
         "published_s": case.published_s, "error": rel_error(seconds, case.published_s),
         "terms": dict(est.terms), "tensors": est.detail.get("tensors"), "heldout": case.heldout,
+        "published_range": list(case.published_range) if case.published_range else None,
     }  # fmt: skip
 
 
@@ -1004,6 +1032,14 @@ def _pairs_table(title: str, pairs: Sequence[PairResult]) -> Any:
     return table
 
 
+def _published_sync(row: Mapping[str, Any]) -> str:
+    """A sync's published seconds: the figure, or the range and the middle compared with."""
+    low_high = row.get("published_range")
+    if low_high:
+        return f"{low_high[0]:.2f}-{low_high[1]:.2f} ({row['published_s']:.2f})"
+    return f"{row['published_s']:.2f}"
+
+
 def print_report(report: Report) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -1038,7 +1074,7 @@ def print_report(report: Report) -> None:
         for row in report.syncs:
             syncs.add_row(
                 row["id"], row["method"], f"{row['tensors'] or 0:,}", f"{row['predicted_s']:.2f}",
-                f"{row['published_s']:.2f}", _pct(row["error"]),
+                _published_sync(row), _pct(row["error"]),
             )  # fmt: skip
         console.print(syncs)
         for label, rows in (

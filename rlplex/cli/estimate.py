@@ -382,6 +382,17 @@ def _sync_line(sync: dict[str, Any]) -> str:
         if gather
         else ""
     )
+    resharded = sync.get("resharded")
+    if sync.get("path") == "broadcast" and resharded:
+        rest = sync["full_model_gb"] - resharded["gb"]
+        return (
+            f"every {sync['to']} device receives its {resharded['received_gb']:.2f} GB slice of"
+            f" the MLP and expert projections ({resharded['share']:.1%} of the model, at"
+            f" {resharded['gb_per_s']:g} GB/s; {resharded['transfers']:,} transfers,"
+            f" sync_tensor_s each), then the other {rest:.2f} GB whole (at"
+            f" {sync['gb_per_s']:g} GB/s){gathered}; resharded ({sync['tensors']:,} checkpoint"
+            f" tensors loaded in {sync.get('load_s', 0.0):.2f} s, load_tensor_s each)"
+        )
     if sync.get("path") == "broadcast":
         what = "the LoRA adapters" if sync.get("adapters_only") else "the whole model"
         method = sync["method"]

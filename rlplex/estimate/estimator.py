@@ -1813,6 +1813,8 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
     layout): after its bucket arrives on a ``bucketed`` sync, beside the next bucket's
     moves on an overlapped one (the slowest of the three bounds it). A ``per_tensor`` one
     pays ``sync_tensor_s`` for each tensor instead (its collectives' latency and the load).
+    A ``resharded`` one (NeMo RL's ``nccl_reshard``) moves the MLP and expert projections
+    shard to shard first (:func:`_resharded`), then the rest as an overlapped one.
     """
     inputs = ctx.inputs
     src, dst = roles.get(stage.from_role or ""), roles.get(stage.to_role or "")
@@ -1855,20 +1857,29 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         # NeMo RL's packed refit broadcasts over a communicator of every trainer and engine
         # rank (so every member GPU's NIC carries it); verl's syncs keep the one NIC per
         # device their published times were fitted with.
-        every_nic = method == "overlapped"
+        every_nic = method in ("overlapped", "resharded")
         members = (*src.devices, *dst.devices)
         network = nodes_network_gb_per_s(c, members) if every_nic else c.network_gb_per_s
         broadcast_speed = network if len(fabrics) > 1 else c.device_copy_gb_per_s
-        broadcast_s = full_gb / broadcast_speed
-        gather_gb, gather_s = _gather_s(ctx, src, every_nic=every_nic, share=share)
+        resharded = _resharded(ctx, src, dst, share, full_gb) if method == "resharded" else None
+        # What goes as whole tensors: everything, or what a shard-to-shard refit leaves.
+        whole = 1.0 - (resharded["share"] if resharded else 0.0)
+        broadcast_s = full_gb * whole / broadcast_speed
+        gather_gb, gather_s = _gather_s(ctx, src, every_nic=every_nic, share=share * whole)
         tensors = _sync_tensors(ctx, src, share)
+        if resharded:
+            tensors -= f.projection_checkpoint_tensors(ctx.spec(src))
         load_s = tensors * efficiency_value(eff, "load_tensor_s")
-        if method in ("overlapped", "bucketed_overlapped"):
+        if method in ("overlapped", "bucketed_overlapped", "resharded"):
             moves_s = max(broadcast_s, gather_s)
             terms = {"communication": moves_s}
             if load_s > moves_s:  # the engine's loads outlast the moves they overlap
                 terms["overhead"] = load_s - moves_s
                 detail["load_bound"] = True
+            if resharded:  # the slices go first, then the rest (nccl_reshard_refit.md)
+                terms["communication"] += resharded["seconds"]
+                terms["overhead"] = terms.get("overhead", 0.0) + resharded["transfers_s"]
+                detail["resharded"] = resharded
         elif method == "per_tensor":
             load_s = tensors * efficiency_value(eff, "sync_tensor_s")
             terms = {"communication": broadcast_s + gather_s, "overhead": load_s}
@@ -1888,13 +1899,51 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
             stage=stage.name, kind="weight_sync", seconds=float(stage.seconds), bytes=gb * f.GB,
             bound="given", terms={"given": float(stage.seconds)}, detail=detail,
         )  # fmt: skip
-    # Bytes one engine device receives: the whole model on a broadcast, its share otherwise.
+    # Bytes one engine device receives: the whole model on a broadcast (a resharded one: its
+    # slice of the projections and the rest whole), its share otherwise.
     received = detail.get("full_model_gb", gb) * f.GB
+    if "resharded" in detail:
+        r = detail["resharded"]
+        received = (detail["full_model_gb"] - r["gb"] + r["received_gb"]) * f.GB
     return StageEstimate(
         stage=stage.name, kind="weight_sync", seconds=sum(terms.values()), bytes=received,
         bound="overhead" if detail.get("load_bound") else max(terms, key=terms.__getitem__),
         terms=terms, detail=detail,
     )  # fmt: skip
+
+
+def _resharded(
+    ctx: _Ctx, src: Role, dst: Role, share: float, full_gb: float
+) -> dict[str, Any] | None:
+    """The shard-to-shard part of a ``resharded`` sync (NeMo RL's ``nccl_reshard`` refit):
+    the dense MLPs' and routed experts' projections (:func:`formulas.projection_params`).
+
+    Each engine device receives exactly its slice, the projections over the engine's tensor
+    x pipeline ranks (vLLM splits experts over them too); each slice leaves the trainer
+    once, the trainer's devices striping it, and the engine's replicas fan it out among
+    themselves: so a device moves the larger of the two shares, over its own NIC when the
+    roles span NVLink fabrics (one point-to-point per GPU pair), else over NVLink. Each
+    projection is one transfer (``sync_tensor_s``: a collective's launch and latency).
+    None for adapters only (LoRA), which go whole.
+    """
+    if share < 1.0:
+        return None
+    spec = ctx.spec(src)
+    projection = f.projection_params(spec) / f.total_params(spec)
+    gb = full_gb * projection
+    tp, pp, _ = ctx.layout(dst)
+    received_gb = gb / (tp * pp)
+    sent_gb = gb / max(1, len(src.devices))
+    c = ctx.inputs.cluster
+    fabrics = {c.fabric_of(d) for d in (*src.devices, *dst.devices)}
+    speed = c.network_gb_per_s if len(fabrics) > 1 else c.device_copy_gb_per_s
+    transfers = f.projection_tensors(spec)
+    return {
+        "share": projection, "gb": gb, "received_gb": received_gb, "sent_gb": sent_gb,
+        "gb_per_s": speed, "seconds": max(received_gb, sent_gb) / speed,
+        "transfers": transfers,
+        "transfers_s": transfers * efficiency_value(ctx.inputs.efficiency, "sync_tensor_s"),
+    }  # fmt: skip
 
 
 def _sync_tensors(ctx: _Ctx, src: Role, share: float) -> int:
@@ -2384,7 +2433,7 @@ def _sync_assumption(stage: Stage, est: StageEstimate) -> dict[str, Any]:
     d = est.detail
     keys = ("path", "colocated", "method", "full_model_gb", "gather_gb", "gather_s",
             "gb_per_device", "gb_per_s", "tensors", "load_s", "sleep_level", "sleep_copy_s",
-            "adapters_only")  # fmt: skip
+            "adapters_only", "resharded")  # fmt: skip
     return {"from": stage.from_role, "to": stage.to_role, **{k: d[k] for k in keys if k in d}}
 
 

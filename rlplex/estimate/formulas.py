@@ -146,6 +146,29 @@ def routed_expert_params(s: ModelSpec) -> int:
     return s.moe_layers * s.num_experts * expert_params(s)
 
 
+def projection_params(s: ModelSpec) -> int:
+    """Weights of every dense MLP's and routed expert's projections (gate, up, down): what
+    NeMo RL's shard-to-shard refit (``nccl_reshard``) moves as slices; shared experts,
+    attention, embeddings, norms and routers are broadcast whole. Qwen3-4B: 66.9 % of its
+    weights, Qwen3-30B-A3B 95.0 %, DeepSeek-V3 97.6 %, the "XferDTensor fraction" NeMo RL
+    publishes for them (docs/design-docs/nccl-reshard-refit.md @ 36b5999a7)."""
+    return s.dense_mlp_layers * _mlp(s, s.intermediate_size) + routed_expert_params(s)
+
+
+def projection_tensors(s: ModelSpec) -> int:
+    """Transfers of a shard-to-shard refit: one per dense MLP projection and one per routed
+    projection of an MoE layer (its experts grouped into one ``[experts, ...]`` entry)."""
+    return (s.dense_mlp_layers + s.moe_layers) * s.mlp_matrices
+
+
+def projection_checkpoint_tensors(s: ModelSpec) -> int:
+    """Checkpoint tensors (:func:`param_tensors`) among the projections of
+    :func:`projection_params`: a dense MLP's matrices, every routed expert's (gpt-oss: the
+    layer's stacked gate-up and down)."""
+    routed = 2 if s.fused_expert_tensors else s.mlp_matrices * s.num_experts
+    return s.dense_mlp_layers * s.mlp_matrices + s.moe_layers * routed
+
+
 def layer_params(s: ModelSpec, *, active: bool = False) -> int:
     """Weights of all transformer blocks (attention, MLP or experts, a norm before each).
 

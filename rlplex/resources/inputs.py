@@ -383,20 +383,24 @@ class Rollout(BaseModel):
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     """The KV cache's element type (vLLM ``kv_cache_dtype``): ``auto`` keeps it in the
     model's activation type (bf16, also for an fp8 engine), ``fp8`` halves it."""
-    weight_sync: Literal["overlapped", "bucketed", "bucketed_overlapped", "per_tensor"] = (
-        "overlapped"
-    )
-    """How the engine receives trained weights from a trainer on other GPUs. Every way,
-    every engine rank receives every full tensor (the trainer gathers each one from its
-    shards and broadcasts it) and keeps its slice. ``overlapped``: NeMo RL's refit: tensors
-    packed into buckets, the next one gathered while the last is broadcast, over
+    weight_sync: Literal[
+        "overlapped", "bucketed", "bucketed_overlapped", "per_tensor", "resharded"
+    ] = "overlapped"
+    """How the engine receives trained weights from a trainer on other GPUs. All but
+    ``resharded``: every engine rank receives every full tensor (the trainer gathers each
+    one from its shards and broadcasts it) and keeps its slice. ``overlapped``: NeMo RL's
+    refit: tensors packed into buckets, the next one gathered while the last is broadcast, over
     communicators of every trainer and engine rank, so that both moves use the NIC of every
     member GPU of a node. ``bucketed``: buckets gathered, broadcast and loaded one after
     another at one NIC per device (verl's checkpoint engine, as its published sync times
     were fitted); ``bucketed_overlapped``: the same with the
     next bucket gathered while the last is broadcast (its
     ``overlap_broadcast_and_consume``). ``per_tensor``: one tensor at a time, each paying
-    ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync)."""
+    ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync). ``resharded``:
+    NeMo RL's ``refit_transport: nccl_reshard``: the MLP and routed-expert projections go
+    shard to shard (each trainer rank sends its own shard, each engine rank receives
+    exactly its slice, one transfer of ``sync_tensor_s`` per projection), then the rest
+    (attention, embeddings, norms, routers, shared experts) as ``overlapped``."""
     sleep_level: StrictInt = Field(2, ge=1, le=2)
     """What the engine does with its weights while it sleeps beside a trained role on the same
     GPUs (vLLM sleep mode, every step): ``2`` drops them, the weight sync refills them

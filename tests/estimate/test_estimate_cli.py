@@ -299,3 +299,35 @@ def test_the_assumptions_say_how_the_optimizer_steps(overrides: tuple[str, ...],
     )  # fmt: skip
     assert on_cpu.exit_code == 0, on_cpu.output
     assert "step, efficiency.optimizer_" not in on_cpu.output
+
+
+RESHARDED = """\
+model: deepseek-v3
+workload:
+  prompts_per_step: 1
+  samples_per_prompt: 1
+  prompt_tokens: {mean: 16, max: 16}
+  response_tokens: {mean: 16, max: 16}
+cluster: {nodes: 64, gpus_per_node: 8, gpu: h100}
+roles:
+  actor_train: {devices: "0-255", parallel: {pp: 16, ep: 16}}
+  actor_infer: {devices: "256-511", num_gpus_per_worker: 32, rollout: {weight_sync: resharded}}
+pipeline:
+  mode: sync
+  stages:
+    generate: {role: actor_infer}
+    train: {role: actor_train, after: [generate]}
+    weight_sync: {kind: weight_sync, from: actor_train, to: actor_infer, after: [train]}
+"""
+
+
+def test_resharded_sync_says_what_goes_as_slices(tmp_path: Path) -> None:
+    """DeepSeek-V3 as NeMo RL's nccl_reshard page lays it out (PP16 x EP16 -> TP32 x DP8):
+    each engine device's slice is 97.6 % of the model over 32 (40.94 GB)."""
+    path = tmp_path / "dsv3.yaml"
+    path.write_text(RESHARDED)
+    result = CliRunner().invoke(app, ["estimate", str(path)], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    slice_ = "receives its 40.94 GB slice of the MLP and expert projections (97.6% of"
+    assert slice_ in result.output
+    assert "183 transfers" in result.output and "resharded (842 checkpoint tensors" in result.output

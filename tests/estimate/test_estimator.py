@@ -849,6 +849,33 @@ def test_split_weight_sync_across_nodes_goes_over_the_network(base: dict[str, An
     assert slow.terms["overhead"] == pytest.approx(291 * 0.01)
 
 
+def test_resharded_sync_sends_each_engine_device_its_slice_of_the_projections(
+    base: dict[str, Any],
+) -> None:
+    """NeMo RL's nccl_reshard refit, two nodes of 4 GPUs: the MLP projections (32 layers x 3
+    x 4096 x 14336 weights, 11.27 GB) go shard to shard, each tp-2 engine device receiving
+    its half (5.64 GB) over its own NIC (40 GB/s), 96 transfers at sync_tensor_s; the other
+    4.79 GB as the overlapped refit (4 NICs, 160 GB/s), their 195 checkpoint tensors' loads
+    (0.014 s) hidden behind it."""
+    base = _split(base, nodes=2)
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "resharded"}
+    sync = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    projections = 32 * 3 * 4096 * 14336 * 2 / 1e9
+    rest = P * 2 / 1e9 - projections
+    assert sync.detail["resharded"]["received_gb"] == pytest.approx(projections / 2)
+    assert sync.detail["resharded"]["sent_gb"] == pytest.approx(projections / 4)
+    assert sync.detail["tensors"] == 291 - 96
+    assert sync.terms == {
+        "communication": pytest.approx(projections / 2 / 40 + rest / 160),
+        "overhead": pytest.approx(96 * 7.7e-4),
+    }
+    assert sync.bytes == pytest.approx((rest + projections / 2) * 1e9)
+    # Against the overlapped refit of the same GPUs: the whole model to every device.
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "overlapped"}
+    whole = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    assert whole.bytes == pytest.approx(P * 2)
+
+
 @pytest.mark.parametrize("method", ["overlapped", "bucketed_overlapped"])
 def test_overlapped_sync_is_bound_by_the_engines_loads_when_they_outlast_the_moves(
     base: dict[str, Any], method: str

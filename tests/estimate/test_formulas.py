@@ -259,3 +259,29 @@ def test_the_distilled_and_math_models_rl_runs_start_from(path: str, preset: str
 
     spec = match_preset(path)
     assert spec is not None and spec.name == preset
+
+
+@pytest.mark.parametrize(
+    ("name", "share", "transfers", "checkpoint"),
+    [
+        # NeMo RL's "XferDTensor fraction" (docs/design-docs/nccl-reshard-refit.md @ 36b5999a7):
+        # Qwen3-4B 66.9 %, Qwen3-30B 95.0 %, DeepSeek-V3 97.6 %.
+        ("qwen3-4b", 36 * 3 * 2560 * 9728 / 4_022_468_096, 36 * 3, 36 * 3),
+        ("qwen3-30b-a3b", 48 * 128 * 3 * 2048 * 768 / 30_532_122_624, 48 * 3, 48 * 128 * 3),
+        (
+            "deepseek-v3",
+            (3 * 3 * 7168 * 18432 + 58 * 256 * 3 * 7168 * 2048) / 671_026_419_200,
+            (3 + 58) * 3,
+            3 * 3 + 58 * 256 * 3,
+        ),
+    ],
+)
+def test_projection_share_is_what_a_shard_to_shard_refit_moves(
+    name: str, share: float, transfers: int, checkpoint: int
+) -> None:
+    spec = model_presets()[name]
+    assert f.projection_params(spec) / f.total_params(spec) == pytest.approx(share)
+    published = {"qwen3-4b": 0.669, "qwen3-30b-a3b": 0.950, "deepseek-v3": 0.976}[name]
+    assert round(share, 3) == published
+    assert f.projection_tensors(spec) == transfers
+    assert f.projection_checkpoint_tensors(spec) == checkpoint

@@ -499,3 +499,23 @@ def test_megatron_sequence_parallel_is_read_false_by_default(
     for role in ("actor_train", "reference"):
         par = cfg.roles[role].parallel
         assert par is not None and par.tp == 2 and par.sequence_parallel is expected
+
+
+def test_nccl_reshard_refit_is_the_resharded_weight_sync(tmp_path: Path) -> None:
+    """refit_transport: nccl_reshard (NeMo RL's shard-to-shard refit) on the one-step-off
+    recipe's own GPUs and Megatron trainer; NeMo RL refuses it colocated or under DTensor."""
+    base = yaml.safe_load(ONE_OFF.read_text())
+    base["defaults"] = str(ONE_OFF.parent / base["defaults"])
+    base["policy"]["generation"]["refit_transport"] = "nccl_reshard"
+    path = tmp_path / "reshard.yaml"
+    path.write_text(yaml.safe_dump(base))
+    infer = load_config(path).roles["actor_infer"]
+    assert infer.rollout is not None and infer.rollout.weight_sync == "resharded"
+    assert load_config(ONE_OFF).roles["actor_infer"].rollout.weight_sync == "overlapped"
+    field = "policy.generation.refit_transport"
+    colocated = error(
+        path, "policy.generation.colocated.enabled=true", "grpo.async_grpo.enabled=false"
+    )
+    assert colocated.field == field and "own GPUs only" in colocated.message
+    dtensor = error(path, "policy.megatron_cfg.enabled=false", "policy.dtensor_cfg.enabled=true")
+    assert dtensor.field == field and "Megatron trainer" in dtensor.message

@@ -23,6 +23,9 @@ lm_policy.py, nemo_rl/models/generation/vllm/), as NeMo RL runs them today:
   on several, ``num_nodes`` whole nodes after the trainer's (the train cluster is made
   first). ``vllm_cfg.precision: fp8`` runs the engines in FP8; ``gpu_memory_utilization``,
   ``enforce_eager`` and ``vllm_kwargs.max_num_seqs`` are the engine's settings.
+  ``refit_transport: nccl_reshard`` (experimental; generation on its own GPUs, a Megatron
+  trainer, as NeMo RL checks) is ``rollout.weight_sync: resharded``; the other transports
+  (``nixl``, ``vllm_zmq_sparse``) are priced as the default NCCL refit (``overlapped``).
 - Trainer: Megatron (``policy.megatron_cfg.enabled``: tensor, pipeline, expert and context
   parallel sizes; ``optimizer.use_distributed_optimizer``: ZeRO-1;
   ``optimizer.optimizer_cpu_offload``: a CPU optimizer; ``activation_checkpointing``;
@@ -468,6 +471,31 @@ def _old_logprob(r: _Reader, algo: str) -> bool:
     return not (forced and r.get(f"{algo}.seq_logprob_error_threshold") is None)
 
 
+def _resharded_refit(r: _Reader, colocated: bool) -> bool:
+    """Whether the engines take ``refit_transport: nccl_reshard`` (shard-to-shard refit).
+
+    Raises:
+        ConfigError: a precondition NeMo RL's ``check_nccl_reshard_refit_support`` refuses
+            (colocated generation, a trainer other than Megatron), naming the field.
+    """
+    field = f"{_GEN}.refit_transport"
+    if r.get(field) != "nccl_reshard":
+        return False
+    if colocated:
+        raise ConfigError(
+            "nccl_reshard refits generation on its own GPUs only (NeMo RL refuses it with"
+            f" colocated vLLM, which refits over IPC): set {_GEN}.colocated.enabled false",
+            field=field, value="nccl_reshard", file=r.file,
+        )  # fmt: skip
+    if not r.flag("policy.megatron_cfg.enabled"):
+        raise ConfigError(
+            "nccl_reshard needs the Megatron trainer (NeMo RL refuses it otherwise):"
+            " set policy.megatron_cfg.enabled true",
+            field=field, value="nccl_reshard", file=r.file,
+        )  # fmt: skip
+    return True
+
+
 def to_native(
     data: dict[str, Any],
     *,
@@ -534,6 +562,8 @@ def to_native(
     )
     if async_on and r.flag(f"{algo}.async_{algo}.in_flight_weight_updates"):
         settings["in_flight_weight_updates"] = True
+    if _resharded_refit(r, colocated):
+        settings["weight_sync"] = "resharded"
     if settings:
         engine["rollout"] = settings
     if r.get(f"{_VLLM}.precision") == "fp8":
