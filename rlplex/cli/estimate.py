@@ -387,8 +387,11 @@ def _sync_line(sync: dict[str, Any]) -> str:
         rest = sync["full_model_gb"] - resharded["gb"]
         return (
             f"every {sync['to']} device receives its {resharded['received_gb']:.2f} GB slice of"
-            f" the MLP and expert projections ({resharded['share']:.1%} of the model, at"
-            f" {resharded['gb_per_s']:g} GB/s; {resharded['transfers']:,} transfers,"
+            f" the MLP and expert projections ({resharded['share']:.1%} of the model: a"
+            f" 1/{resharded['replicas']} stripe from {resharded['senders']:g} sending"
+            f" {sync['from']} devices at {resharded['gb_per_s']:g} GB/s"
+            f" ({resharded['receive_s']:.2f} s), the rest from the other replicas"
+            f" ({resharded['replica_gather_s']:.2f} s); {resharded['transfers']:,} transfers,"
             f" sync_tensor_s each), then the other {rest:.2f} GB whole (at"
             f" {sync['gb_per_s']:g} GB/s){gathered}; resharded ({sync['tensors']:,} checkpoint"
             f" tensors loaded in {sync.get('load_s', 0.0):.2f} s, load_tensor_s each)"

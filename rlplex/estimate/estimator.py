@@ -1918,29 +1918,39 @@ def _resharded(
     """The shard-to-shard part of a ``resharded`` sync (NeMo RL's ``nccl_reshard`` refit):
     the dense MLPs' and routed experts' projections (:func:`formulas.projection_params`).
 
-    Each engine device receives exactly its slice, the projections over the engine's tensor
-    x pipeline ranks (vLLM splits experts over them too); each slice leaves the trainer
-    once, the trainer's devices striping it, and the engine's replicas fan it out among
-    themselves: so a device moves the larger of the two shares, over its own NIC when the
-    roles span NVLink fabrics (one point-to-point per GPU pair), else over NVLink. Each
-    projection is one transfer (``sync_tensor_s``: a collective's launch and latency).
-    None for adapters only (LoRA), which go whole.
+    NeMo RL's transfer (``nemo_rl/weight_sync/xferdtensor_python.py``, what runs without
+    nccl4py's M2N reshard) moves each engine slice once: its stripes into the members of the
+    replica group that holds it (the engine replicas' same-rank devices), then an all-gather
+    among them. So an engine device's slice, the projections over the engine's tensor x
+    pipeline ranks (vLLM splits experts over them too), arrives in two phases: its stripe,
+    while the trainer's sending devices (at most :data:`formulas.RESHARD_STREAMS` pipeline
+    stages' at a time) share out the projections once, the slower of the two bounding it;
+    then the other replicas' stripes. Each moves over one NIC per device across NVLink
+    fabrics, else over NVLink; each projection is one transfer (``sync_tensor_s``). None
+    for adapters only (LoRA), which go whole.
     """
     if share < 1.0:
         return None
     spec = ctx.spec(src)
     projection = f.projection_params(spec) / f.total_params(spec)
     gb = full_gb * projection
-    tp, pp, _ = ctx.layout(dst)
-    received_gb = gb / (tp * pp)
-    sent_gb = gb / max(1, len(src.devices))
+    tp, pp, replicas = ctx.layout(dst)
+    slice_gb = gb / (tp * pp)
+    _, src_pp, _ = ctx.layout(src)
+    senders = len(src.devices) * min(1.0, f.RESHARD_STREAMS / src_pp)
+    sent_gb = gb / max(1.0, senders)
     c = ctx.inputs.cluster
     fabrics = {c.fabric_of(d) for d in (*src.devices, *dst.devices)}
     speed = c.network_gb_per_s if len(fabrics) > 1 else c.device_copy_gb_per_s
+    receive_s = max(slice_gb / replicas, sent_gb) / speed
+    across = len({c.fabric_of(d) for d in dst.devices}) > 1
+    gather_speed = c.network_gb_per_s if across else c.device_copy_gb_per_s
+    gather_s = slice_gb * (replicas - 1) / replicas / gather_speed
     transfers = f.projection_tensors(spec)
     return {
-        "share": projection, "gb": gb, "received_gb": received_gb, "sent_gb": sent_gb,
-        "gb_per_s": speed, "seconds": max(received_gb, sent_gb) / speed,
+        "share": projection, "gb": gb, "received_gb": slice_gb, "sent_gb": sent_gb,
+        "senders": senders, "replicas": replicas, "gb_per_s": speed,
+        "receive_s": receive_s, "replica_gather_s": gather_s, "seconds": receive_s + gather_s,
         "transfers": transfers,
         "transfers_s": transfers * efficiency_value(ctx.inputs.efficiency, "sync_tensor_s"),
     }  # fmt: skip

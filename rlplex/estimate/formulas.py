@@ -169,6 +169,14 @@ def projection_checkpoint_tensors(s: ModelSpec) -> int:
     return s.dense_mlp_layers * s.mlp_matrices + s.moe_layers * routed
 
 
+RESHARD_STREAMS = 2
+"""Trainer pipeline stages whose projections a shard-to-shard refit moves at once: NeMo RL's
+generation side spreads the per-stage transfer groups over ``NRL_REFIT_NUM_STREAMS`` CUDA
+streams (default 2; docs/design-docs/nccl-reshard-refit.md @ 36b5999a7), and every rank of
+a stage's group issues the same transfers in the same order, so with more stages than
+streams only that many stages' trainer ranks send at a time."""
+
+
 def layer_params(s: ModelSpec, *, active: bool = False) -> int:
     """Weights of all transformer blocks (attention, MLP or experts, a norm before each).
 

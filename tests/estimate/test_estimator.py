@@ -853,27 +853,47 @@ def test_resharded_sync_sends_each_engine_device_its_slice_of_the_projections(
     base: dict[str, Any],
 ) -> None:
     """NeMo RL's nccl_reshard refit, two nodes of 4 GPUs: the MLP projections (32 layers x 3
-    x 4096 x 14336 weights, 11.27 GB) go shard to shard, each tp-2 engine device receiving
-    its half (5.64 GB) over its own NIC (40 GB/s), 96 transfers at sync_tensor_s; the other
-    4.79 GB as the overlapped refit (4 NICs, 160 GB/s), their 195 checkpoint tensors' loads
+    x 4096 x 14336 weights, 11.27 GB) go shard to shard. Each tp-2 engine slice (5.64 GB) is
+    held by 2 replicas: each receives half of it over its NIC (40 GB/s) while the 4 trainer
+    devices send a quarter of the projections each, then the replicas all-gather the other
+    half over NVLink (one node: 360 GB/s); 96 transfers at sync_tensor_s. The other 4.79 GB
+    go as the overlapped refit (4 NICs, 160 GB/s), their 195 checkpoint tensors' loads
     (0.014 s) hidden behind it."""
     base = _split(base, nodes=2)
     base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "resharded"}
     sync = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
     projections = 32 * 3 * 4096 * 14336 * 2 / 1e9
     rest = P * 2 / 1e9 - projections
-    assert sync.detail["resharded"]["received_gb"] == pytest.approx(projections / 2)
-    assert sync.detail["resharded"]["sent_gb"] == pytest.approx(projections / 4)
+    slice_ = projections / 2
+    resharded = sync.detail["resharded"]
+    assert resharded["received_gb"] == pytest.approx(slice_)
+    assert resharded["sent_gb"] == pytest.approx(projections / 4)
+    assert resharded["receive_s"] == pytest.approx(max(slice_ / 2, projections / 4) / 40)
+    assert resharded["replica_gather_s"] == pytest.approx(slice_ / 2 / 360)
     assert sync.detail["tensors"] == 291 - 96
     assert sync.terms == {
-        "communication": pytest.approx(projections / 2 / 40 + rest / 160),
+        "communication": pytest.approx(projections / 4 / 40 + slice_ / 2 / 360 + rest / 160),
         "overhead": pytest.approx(96 * 7.7e-4),
     }
-    assert sync.bytes == pytest.approx((rest + projections / 2) * 1e9)
+    assert sync.bytes == pytest.approx((rest + slice_) * 1e9)
     # Against the overlapped refit of the same GPUs: the whole model to every device.
     base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "overlapped"}
     whole = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
     assert whole.bytes == pytest.approx(P * 2)
+
+
+def test_resharded_sync_sends_from_two_pipeline_stages_at_a_time(base: dict[str, Any]) -> None:
+    """A trainer of pp 4: NeMo RL's two refit streams let two stages' ranks send at once, so
+    2 of its 4 devices share out the 11.27 GB of projections (5.64 GB each, 0.14 s at 40
+    GB/s), more than a replica's half slice."""
+    base = _split(base, nodes=2)
+    base["roles"]["actor_train"]["parallel"] = {"pp": 4}
+    base["roles"]["reference"]["parallel"] = {"pp": 4}
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "resharded"}
+    sync = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    projections = 32 * 3 * 4096 * 14336 * 2 / 1e9
+    assert sync.detail["resharded"]["senders"] == 2
+    assert sync.detail["resharded"]["receive_s"] == pytest.approx(projections / 2 / 40)
 
 
 @pytest.mark.parametrize("method", ["overlapped", "bucketed_overlapped"])
