@@ -548,7 +548,7 @@ class SyncCase:
     published_s: float
     engine_gpus: int | None = None
     """GPUs of one rollout engine (its tensor-parallel size); None: the rollout's ranks, at
-    most one node's 8."""
+    most one node's (``gpus_per_node``)."""
     heldout: bool = False
     """Not in the development corpus: reported apart, with its own error line."""
     published_range: tuple[float, float] | None = None
@@ -617,7 +617,9 @@ HELDOUT_SYNC_CASES: tuple[SyncCase, ...] = (
     # many GPUs each (not stated); compared with the middle of each range. Left out: the FP8
     # row (FP8 trainer to FP8 engine, which rlplex's sync moves as bf16) and the models
     # without a preset (Qwen3.5-397B, Nemotron Ultra). Added 2026-11-28 with the method,
-    # written from the page's design section before these rows were planned.
+    # first written from the page's design section before these rows were planned; then,
+    # after seeing them, revised from NeMo RL's transfer code (stripes, replica all-gather,
+    # two pipeline stages at a time): held-out-informed, disclosed in docs/benchmarks.md.
     *(
         SyncCase(f"heldout-nemorl-reshard-{name}-{ranks}to{ranks}-{gpu.upper()}", model, gpu,
                  ranks, ranks, parallel, "resharded", (low + high) / 2, engine_gpus=engine,
@@ -649,7 +651,8 @@ def sync_config(case: SyncCase) -> dict[str, Any]:
         "roles": {
             "actor_train": {"devices": f"0-{last}", "parallel": dict(case.trainer_parallel)},
             "actor_infer": {"devices": f"{last + 1}-{gpus - 1}",
-                            "num_gpus_per_worker": case.engine_gpus or min(8, case.rollout_ranks),
+                            "num_gpus_per_worker": case.engine_gpus or min(per_node,
+                                                                           case.rollout_ranks),
                             "rollout": {"weight_sync": case.method}},
         },
         "pipeline": {"mode": "sync", "stages": {

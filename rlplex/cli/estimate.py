@@ -373,6 +373,33 @@ def _controller_line(c: dict[str, Any], gb_s: float) -> str:
     )
 
 
+def _resharded_line(sync: dict[str, Any], r: dict[str, Any]) -> str:
+    """A ``resharded`` sync in words: the projections' slices, then the rest whole."""
+    senders = f"from {r['senders']:g} sending {sync['from']} devices at {r['gb_per_s']:g} GB/s"
+    if r["replicas"] > 1:
+        arrives = (
+            f"a 1/{r['replicas']} stripe {senders} ({r['receive_s']:.2f} s), the rest from the"
+            f" other {r['replicas'] - 1} replicas ({r['replica_gather_s']:.2f} s)"
+        )
+    else:
+        arrives = f"{senders} ({r['receive_s']:.2f} s)"
+    rest = sync["full_model_gb"] - r["gb"]
+    gather = sync.get("gather_gb")
+    gathered = (
+        f", which {sync['from']} first gathers where its shards lack it ({gather:.2f} GB,"
+        f" {sync.get('gather_s', 0.0):.2f} s)"
+        if gather
+        else ""
+    )
+    return (
+        f"every {sync['to']} device receives its {r['received_gb']:.2f} GB slice of the MLP"
+        f" and expert projections ({r['share']:.1%} of the model: {arrives};"
+        f" {r['transfers']:,} transfers, sync_tensor_s each), then the other {rest:.2f} GB"
+        f" whole (at {sync['gb_per_s']:g} GB/s){gathered}; resharded ({sync['tensors']:,}"
+        " checkpoint tensors loaded, load_tensor_s each)"
+    )
+
+
 def _sync_line(sync: dict[str, Any]) -> str:
     """How a weight sync was priced, in words (docs/cost-model.md, "Weight sync")."""
     gather = sync.get("gather_gb")
@@ -384,18 +411,7 @@ def _sync_line(sync: dict[str, Any]) -> str:
     )
     resharded = sync.get("resharded")
     if sync.get("path") == "broadcast" and resharded:
-        rest = sync["full_model_gb"] - resharded["gb"]
-        return (
-            f"every {sync['to']} device receives its {resharded['received_gb']:.2f} GB slice of"
-            f" the MLP and expert projections ({resharded['share']:.1%} of the model: a"
-            f" 1/{resharded['replicas']} stripe from {resharded['senders']:g} sending"
-            f" {sync['from']} devices at {resharded['gb_per_s']:g} GB/s"
-            f" ({resharded['receive_s']:.2f} s), the rest from the other replicas"
-            f" ({resharded['replica_gather_s']:.2f} s); {resharded['transfers']:,} transfers,"
-            f" sync_tensor_s each), then the other {rest:.2f} GB whole (at"
-            f" {sync['gb_per_s']:g} GB/s){gathered}; resharded ({sync['tensors']:,} checkpoint"
-            f" tensors loaded in {sync.get('load_s', 0.0):.2f} s, load_tensor_s each)"
-        )
+        return _resharded_line(sync, resharded)
     if sync.get("path") == "broadcast":
         what = "the LoRA adapters" if sync.get("adapters_only") else "the whole model"
         method = sync["method"]

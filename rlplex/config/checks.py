@@ -19,7 +19,7 @@ from rlplex.errors import ConfigError, InvalidValueError
 from rlplex.resources.cluster import DRIVER, Role
 
 _M = TypeVar("_M", bound=BaseModel)
-_NOT_VALUES = ("missing", "extra_forbidden")
+_NOT_VALUES = ("missing", "extra_forbidden", "value_error", "assertion_error")
 
 
 def pydantic_message(error: Mapping[str, Any]) -> str:
@@ -54,8 +54,8 @@ def validate_model(
         kwargs: dict[str, Any] = {}
         if first["type"] != "missing":
             kwargs["value"] = first.get("input")
-        # A missing or unknown key is not a value; a validator over several fields reports
-        # at their model's path, never at one of them.
+        # pydantic's own checks (type, range, choice) refuse one value; a missing or unknown
+        # key is no value, and a validator of ours (value_error) may weigh several fields.
         error = InvalidValueError if first["type"] not in _NOT_VALUES else ConfigError
         raise error(pydantic_message(first), field=path, file=file, **kwargs) from None
 

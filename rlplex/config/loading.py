@@ -24,6 +24,7 @@ from rlplex.config.schema import TOP_LEVEL_KEYS, Config
 from rlplex.errors import ConfigError
 from rlplex.resources.cluster import Cluster
 from rlplex.resources.devices import DeviceSpecError, parse_devices
+from rlplex.resources.importers.launch_script import is_launch_script
 from rlplex.resources.yaml_io import apply_overrides, load_yaml_file
 
 
@@ -128,10 +129,54 @@ def load_native(
     Raises:
         ConfigError: anything wrong, naming the file, the field and the value.
     """
+    if is_launch_script(path):
+        return _load_launch_script(Path(path), overrides=overrides, format=format, costs=costs)
+    return _load_file(path, overrides=overrides, format=format, costs=costs)
+
+
+def _load_launch_script(
+    script: Path,
+    *,
+    overrides: Sequence[str],
+    format: str | None,
+    costs: str | Path | None,
+) -> NativeForm:
+    """A verl launch script: its Hydra config with the script's overrides as the file as
+    written (so they are never reported unread), then ``overrides``; errors name the
+    script (:mod:`rlplex.resources.importers.launch_script`)."""
+    from rlplex.resources.importers.launch_script import launch_config
+
+    config, written = launch_config(script)
+    try:
+        form = _load_file(config, overrides=overrides, format=format, costs=costs, written=written)
+    except ConfigError as exc:
+        ours = exc.file in (None, str(config))
+        where = f" (verl's {config.name} with the script's overrides)" if ours else ""
+        raise type(exc)(
+            exc.message + where, field=exc.field, value=exc.value,
+            file=str(script) if ours else exc.file, line=None if ours else exc.line,
+        ) from None  # fmt: skip
+    return NativeForm(
+        form.data, str(script), form.fmt, form.file_devices, form.defaults_note, form.unread
+    )
+
+
+def _load_file(
+    path: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    format: str | None = None,
+    costs: str | Path | None = None,
+    written: Sequence[str] = (),
+) -> NativeForm:
+    """:func:`load_native` of a YAML file; ``written``: overrides that count as part of it
+    (a launch script's)."""
     file = str(path)
     data = load_yaml_file(path)
     if not isinstance(data, dict):
         raise ConfigError("the config must be a mapping", value=data, file=file)
+    if written:
+        data = apply_overrides(data, list(written))
     if format is not None and format not in FORMATS:
         raise ConfigError(
             f"unknown format (expected one of: {', '.join(FORMATS)})",

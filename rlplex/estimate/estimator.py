@@ -1751,7 +1751,12 @@ def nodes_network_gb_per_s(cluster: Any, devices: Sequence[int]) -> float:
 
 
 def _gather_s(
-    ctx: _Ctx, role: Role, *, every_nic: bool = True, share: float = 1.0
+    ctx: _Ctx,
+    role: Role,
+    *,
+    every_nic: bool = True,
+    share: float = 1.0,
+    dense_only: bool = False,
 ) -> tuple[float, float]:
     """(GB, seconds) for one trainer device to gather the whole model from its shards.
 
@@ -1763,16 +1768,22 @@ def _gather_s(
     ``refit_gather`` of that (measured on NeMo RL's refit); ``every_nic`` false
     (verl's syncs to a rollout on other GPUs) keeps the one NIC per device their
     published times were fitted with. ``share``: the part of the model that moves (a LoRA
-    trainer's adapters).
+    trainer's adapters). ``dense_only``: ``share`` of the model is weights outside the routed
+    experts (a resharded sync's rest), split over tensor x pipeline ranks (and data parallel
+    under ZeRO-3/FSDP), never over expert parallel ones.
     """
-    full_gb = _full_model_gb(ctx, role)
-    own_gb = role.states.get("weights", 0.0) * (
-        f.BYTES_PER_ELEMENT[stored_precision(role.precision)] / weight_bytes_per_param(ctx, role)
-    )
-    missing_gb = max(0.0, full_gb - own_gb) * share
     tp, pp, dp = ctx.layout(role)
     par = role.parallel
     zero = 3 if par is not None and par.fsdp else (par.zero if par is not None else 0)
+    if dense_only:
+        shards = tp * pp * (dp if zero >= 3 else 1)
+        missing_gb = _full_model_gb(ctx, role) * share * (1.0 - 1.0 / shards)
+    else:
+        own_gb = role.states.get("weights", 0.0) * (
+            f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
+            / weight_bytes_per_param(ctx, role)
+        )
+        missing_gb = max(0.0, _full_model_gb(ctx, role) - own_gb) * share
     # Expert-parallel ranks are carved out of the data-parallel ones (_expert_layout).
     ep = par.ep if par is not None else 1
     group = min(tp * pp * (dp if zero >= 3 else ep), ctx.devices(role))
@@ -1865,7 +1876,9 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
         # What goes as whole tensors: everything, or what a shard-to-shard refit leaves.
         whole = 1.0 - (resharded["share"] if resharded else 0.0)
         broadcast_s = full_gb * whole / broadcast_speed
-        gather_gb, gather_s = _gather_s(ctx, src, every_nic=every_nic, share=share * whole)
+        gather_gb, gather_s = _gather_s(
+            ctx, src, every_nic=every_nic, share=share * whole, dense_only=bool(resharded)
+        )
         tensors = _sync_tensors(ctx, src, share)
         if resharded:
             tensors -= f.projection_checkpoint_tensors(ctx.spec(src))
@@ -1880,6 +1893,8 @@ def estimate_weight_sync(ctx: _Ctx, stage: Stage, roles: Mapping[str, Role]) -> 
                 terms["communication"] += resharded["seconds"]
                 terms["overhead"] = terms.get("overhead", 0.0) + resharded["transfers_s"]
                 detail["resharded"] = resharded
+                # The loads bound only the rest's moves; the sync is bound by its largest term.
+                detail.pop("load_bound", None)
         elif method == "per_tensor":
             load_s = tensors * efficiency_value(eff, "sync_tensor_s")
             terms = {"communication": broadcast_s + gather_s, "overhead": load_s}

@@ -157,8 +157,10 @@ def projection_params(s: ModelSpec) -> int:
 
 def projection_tensors(s: ModelSpec) -> int:
     """Transfers of a shard-to-shard refit: one per dense MLP projection and one per routed
-    projection of an MoE layer (its experts grouped into one ``[experts, ...]`` entry)."""
-    return (s.dense_mlp_layers + s.moe_layers) * s.mlp_matrices
+    projection of an MoE layer (its experts grouped into one ``[experts, ...]`` entry; a
+    layer whose experts are stacked in the checkpoint, gpt-oss's, sends its two stacks)."""
+    routed = 2 if s.fused_expert_tensors else s.mlp_matrices
+    return s.dense_mlp_layers * s.mlp_matrices + s.moe_layers * routed
 
 
 def projection_checkpoint_tensors(s: ModelSpec) -> int:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rlplex.errors import ConfigError
+from rlplex.errors import ConfigError, InvalidValueError
 
 
 class ModelSpec(BaseModel):
@@ -314,7 +314,7 @@ def gpu_spec(name: str, *, field: str = "cluster.gpu", file: str | None = None) 
     for spec in gpu_presets().values():
         if key == spec.key or key in spec.aliases:
             return spec
-    raise ConfigError(
+    raise InvalidValueError(
         f"unknown GPU preset (known: {', '.join(gpu_presets())})",
         field=field,
         value=name,

@@ -398,8 +398,9 @@ class Rollout(BaseModel):
     ``overlap_broadcast_and_consume``). ``per_tensor``: one tensor at a time, each paying
     ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync). ``resharded``:
     NeMo RL's ``refit_transport: nccl_reshard``: the MLP and routed-expert projections go
-    shard to shard (each trainer rank sends its own shard, each engine rank receives
-    exactly its slice, one transfer of ``sync_tensor_s`` per projection), then the rest
+    shard to shard (each engine slice leaves the trainer once, from at most two of its
+    pipeline stages at a time, in stripes to the engine replicas that hold it, which then
+    all-gather it; one transfer of ``sync_tensor_s`` per projection), then the rest
     (attention, embeddings, norms, routers, shared experts) as ``overlapped``."""
     sleep_level: StrictInt = Field(2, ge=1, le=2)
     """What the engine does with its weights while it sleeps beside a trained role on the same
@@ -556,7 +557,8 @@ class Efficiency(BaseModel):
     sync_tensor_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Seconds per checkpoint tensor of a ``per_tensor`` weight sync between disjoint GPUs
     besides moving its bytes (two collectives' latency and the engine's load of the
-    tensor)."""
+    tensor); a ``resharded`` sync pays it per projection transfer (assumed, not measured
+    for it)."""
     load_tensor_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Seconds the inference engine spends loading each checkpoint tensor of a weight sync
     (name mapping, its weight loader's copy into the fused layout) besides moving its bytes:
@@ -564,8 +566,9 @@ class Efficiency(BaseModel):
     ``sync_tensor_s`` instead)."""
     refit_gather: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
     """Fraction of the NICs of its node's member GPUs at which a trainer gathers full tensors
-    across nodes for a weight sync (measured on NeMo RL's export; colocated syncs and
-    ``overlapped`` ones use it, verl's ``bucketed`` and ``per_tensor`` keep one NIC)."""
+    across nodes for a weight sync (measured on NeMo RL's export; colocated syncs,
+    ``overlapped`` ones and a ``resharded`` one's whole tensors use it, verl's ``bucketed``
+    and ``per_tensor`` keep one NIC)."""
     reshard_gb_s: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False)
     """GB/s at which a colocated weight sync gathers the trainer's shards and loads them into
     the engine's layout, per device (tensor-by-tensor, through the framework)."""

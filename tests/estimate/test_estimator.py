@@ -882,6 +882,27 @@ def test_resharded_sync_sends_each_engine_device_its_slice_of_the_projections(
     assert whole.bytes == pytest.approx(P * 2)
 
 
+def test_resharded_sync_is_bound_by_its_largest_term_and_only_where_it_applies(
+    base: dict[str, Any],
+) -> None:
+    """Loads that outlast the rest's moves no longer label the sync "overhead" when the
+    slices' communication is larger (a bug found in review); adapters only (LoRA) and
+    colocated roles take their own paths, which the method does not change."""
+    base = _split(base, nodes=2)
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "resharded"}
+    base["efficiency"] = {"load_tensor_s": 2e-4}  # 195 loads: 0.039 s, past the rest's 0.030
+    sync = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    assert sync.terms["overhead"] == pytest.approx(
+        0.039 - (P * 2 / 1e9 - 11.274) / 160 + 96 * 7.7e-4, rel=1e-3
+    )
+    assert sync.terms["communication"] > sync.terms["overhead"]
+    assert sync.bound == "communication" and "load_bound" not in sync.detail
+    colocated = copy.deepcopy(base)
+    colocated["roles"]["actor_infer"]["devices"] = "4-7"
+    shared = estimate_config(config_from_dict(colocated, file="t.yaml")).stages["weight_sync"]
+    assert shared.detail["colocated"] and "resharded" not in shared.detail
+
+
 def test_resharded_sync_sends_from_two_pipeline_stages_at_a_time(base: dict[str, Any]) -> None:
     """A trainer of pp 4: NeMo RL's two refit streams let two stages' ranks send at once, so
     2 of its 4 devices share out the 11.27 GB of projections (5.64 GB each, 0.14 s at 40

@@ -285,3 +285,11 @@ def test_projection_share_is_what_a_shard_to_shard_refit_moves(
     assert round(share, 3) == published
     assert f.projection_tensors(spec) == transfers
     assert f.projection_checkpoint_tensors(spec) == checkpoint
+
+
+def test_stacked_experts_are_two_transfers_a_layer() -> None:
+    """gpt-oss stacks a layer's experts (gate_up_proj, down_proj): a shard-to-shard refit
+    sends those two, not three matrices (a bug in the first version, found in review)."""
+    spec = model_presets()["gpt-oss-20b"]
+    assert f.projection_tensors(spec) == spec.moe_layers * 2 == 48
+    assert f.projection_checkpoint_tensors(spec) == 48

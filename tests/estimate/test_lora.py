@@ -169,6 +169,12 @@ def test_a_split_adapter_sync_broadcasts_the_adapters(base: dict[str, Any]) -> N
     assert sync.detail["full_model_gb"] == pytest.approx(A * 2 / 1e9)
     assert sync.detail["tensors"] == 2 * 7 * 32
     assert sync.terms["overhead"] == pytest.approx(2 * 7 * 32 * 0.00077)
+    # A resharded sync of adapters alone sends them whole, as the overlapped refit does.
+    resharded = _lora(base, weight_sync="resharded")
+    resharded["pipeline"] = split["pipeline"]
+    whole = estimate_config(config_from_dict(resharded, file="t.yaml")).stages["weight_sync"]
+    assert "resharded" not in whole.detail
+    assert whole.detail["full_model_gb"] == pytest.approx(A * 2 / 1e9)
 
 
 @pytest.mark.parametrize(

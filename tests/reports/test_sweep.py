@@ -91,6 +91,26 @@ def test_a_value_that_does_not_load_is_a_point_with_its_error() -> None:
 @pytest.mark.parametrize(
     ("key", "values", "words"),
     [
+        ("grpo.num_prompts_per_step", ("64", "-5"), "must be an integer >= 1"),
+        ("cluster.gpu", ("h100", "h1OO"), "unknown GPU preset"),
+    ],
+)
+def test_an_imported_files_key_the_importer_refuses_refuses_the_sweep(
+    key: str, values: tuple[str, str], words: str
+) -> None:
+    """The importers' range checks and the GPU preset lookup refuse one value each, as the
+    native schema does (a bug until 2026-11-28: a row marked "does not load", exit 0)."""
+    nemo = ROOT / "examples" / "nemo_rl.yaml"
+    lengths = ("cluster.gpu=h100", "workload.prompt_tokens.mean=100",
+               "workload.prompt_tokens.max=512")  # fmt: skip
+    with pytest.raises(InvalidValueError, match=words) as info:
+        sweep_config(nemo, key, values, overrides=lengths)
+    assert info.value.field == key
+
+
+@pytest.mark.parametrize(
+    ("key", "values", "words"),
+    [
         ("workload.micro_batch_size", ("4", "-1"), "greater than or equal to 1"),
         ("workload.response_tokens.clip_ratio", ("0.1", "1.5"), "less than or equal to 1"),
         ("efficiency.decode_step_s", ("-0.001", "0.004"), "greater than or equal to 0"),
@@ -250,7 +270,12 @@ def test_word_values_sweep_in_the_order_given(tmp_path: Path) -> None:
     assert [p["value"] for p in json.loads(result.stdout)["points"]] == ["h100", "h20"]
 
 
-def test_a_word_value_that_names_nothing_is_a_point_with_its_error() -> None:
-    sweep = sweep_config(CONFIG, "cluster.gpu", ("h100", "h2000"))
+def test_a_word_value_that_names_nothing_is_refused_or_a_point() -> None:
+    """An unknown GPU preset is a value cluster.gpu refuses: the sweep stops (until
+    2026-11-28 it was a point); a model name that matches nothing may be a folder missing
+    here, so it stays a point with its error."""
+    with pytest.raises(InvalidValueError, match="h2000"):
+        sweep_config(CONFIG, "cluster.gpu", ("h100", "h2000"))
+    sweep = sweep_config(CONFIG, "model", ("qwen2.5-7b", "no-such-model"))
     assert sweep.points[0].period_s is not None
-    assert sweep.points[1].period_s is None and "h2000" in (sweep.points[1].error or "")
+    assert sweep.points[1].period_s is None and "no-such-model" in (sweep.points[1].error or "")

@@ -516,6 +516,33 @@ def test_nccl_reshard_refit_is_the_resharded_weight_sync(tmp_path: Path) -> None
     colocated = error(
         path, "policy.generation.colocated.enabled=true", "grpo.async_grpo.enabled=false"
     )
-    assert colocated.field == field and "own GPUs only" in colocated.message
-    dtensor = error(path, "policy.megatron_cfg.enabled=false", "policy.dtensor_cfg.enabled=true")
-    assert dtensor.field == field and "Megatron trainer" in dtensor.message
+    assert colocated.field == field and "generation on its own GPUs" in colocated.message
+    for overrides, says in (
+        (("policy.megatron_cfg.enabled=false", "policy.dtensor_cfg.enabled=true"),
+         "the Megatron trainer"),
+        (("policy.megatron_cfg.expert_tensor_parallel_size=2",), "expert tensor parallel 1"),
+        (("policy.generation.vllm_cfg.pipeline_parallel_size=2",),
+         "engines of one pipeline stage"),
+        (("policy.generation.vllm_cfg.expert_parallel_size=2",),
+         "engine expert parallel 1 or its tensor parallel"),
+    ):  # fmt: skip
+        refused = error(path, *overrides)
+        assert refused.field == field and says in refused.message, refused
+    engine = load_config(path).roles["actor_infer"]
+    tp = engine.num_gpus_per_worker  # the engine's tensor parallel size (pp 1)
+    with_ep = load_config(path, overrides=[f"policy.generation.vllm_cfg.expert_parallel_size={tp}"])
+    assert with_ep.roles["actor_infer"].rollout.weight_sync == "resharded"
+    # Other transports are priced as the default refit; PPO takes none but the default.
+    nixl = load_config(path, overrides=["policy.generation.refit_transport=nixl"])
+    assert nixl.roles["actor_infer"].rollout.weight_sync == "overlapped"
+
+
+def test_ppo_refuses_every_refit_transport_but_the_default(tmp_path: Path) -> None:
+    base = yaml.safe_load((FIXTURES / "grpo_base.yaml").read_text())
+    base["ppo"] = base.pop("grpo")
+    base["value"] = {"model_name": "Qwen/Qwen2.5-0.5B"}
+    base["policy"]["generation"]["refit_transport"] = "nixl"
+    path = tmp_path / "ppo.yaml"
+    path.write_text(yaml.safe_dump(base))
+    refused = error(path)
+    assert refused.field == "policy.generation.refit_transport" and "PPO" in refused.message

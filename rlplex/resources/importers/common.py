@@ -55,7 +55,7 @@ from typing import Any, NoReturn, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rlplex.errors import ConfigError
+from rlplex.errors import ConfigError, InvalidValueError
 from rlplex.resources.cluster import STATE_KINDS
 from rlplex.resources.inputs import Efficiency, LogitsMode
 
@@ -317,9 +317,11 @@ def positive_int(value: Any, *, field: str, file: str, hint: str = "") -> int:
             file=file,
         )
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError("must be an integer >= 1", field=field, value=value, file=file)
+        raise InvalidValueError("must be an integer >= 1", field=field, value=value, file=file)
     if value > MAX_GPUS:
-        raise ConfigError(f"must be at most {MAX_GPUS:,}", field=field, value=value, file=file)
+        raise InvalidValueError(
+            f"must be at most {MAX_GPUS:,}", field=field, value=value, file=file
+        )
     return value
 
 

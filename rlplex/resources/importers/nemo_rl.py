@@ -24,8 +24,10 @@ lm_policy.py, nemo_rl/models/generation/vllm/), as NeMo RL runs them today:
   first). ``vllm_cfg.precision: fp8`` runs the engines in FP8; ``gpu_memory_utilization``,
   ``enforce_eager`` and ``vllm_kwargs.max_num_seqs`` are the engine's settings.
   ``refit_transport: nccl_reshard`` (experimental; generation on its own GPUs, a Megatron
-  trainer, as NeMo RL checks) is ``rollout.weight_sync: resharded``; the other transports
-  (``nixl``, ``vllm_zmq_sparse``) are priced as the default NCCL refit (``overlapped``).
+  trainer without expert tensor parallelism, engines of one pipeline stage, as NeMo RL
+  checks; its precision pairings are not checked) is ``rollout.weight_sync: resharded``;
+  the other transports (``nixl``, ``vllm_zmq_sparse``) are priced as the default NCCL
+  refit (``overlapped``); PPO refuses every transport but the default, and so does rlplex.
 - Trainer: Megatron (``policy.megatron_cfg.enabled``: tensor, pipeline, expert and context
   parallel sizes; ``optimizer.use_distributed_optimizer``: ZeRO-1;
   ``optimizer.optimizer_cpu_offload``: a CPU optimizer; ``activation_checkpointing``;
@@ -471,28 +473,47 @@ def _old_logprob(r: _Reader, algo: str) -> bool:
     return not (forced and r.get(f"{algo}.seq_logprob_error_threshold") is None)
 
 
-def _resharded_refit(r: _Reader, colocated: bool) -> bool:
+def _resharded_refit(r: _Reader, algo: str, colocated: bool) -> bool:
     """Whether the engines take ``refit_transport: nccl_reshard`` (shard-to-shard refit).
 
     Raises:
-        ConfigError: a precondition NeMo RL's ``check_nccl_reshard_refit_support`` refuses
-            (colocated generation, a trainer other than Megatron), naming the field.
+        ConfigError: a transport NeMo RL refuses: any with PPO (ppo.py), and for
+            nccl_reshard what ``check_nccl_reshard_refit_support`` refuses (colocated
+            generation, a trainer other than Megatron, expert tensor parallelism, engines
+            of several pipeline stages or expert parallel other than 1 or their tensor
+            parallel size), naming the field.
     """
     field = f"{_GEN}.refit_transport"
-    if r.get(field) != "nccl_reshard":
+    transport = r.get(field)
+    if transport is None:
         return False
-    if colocated:
+    if algo == "ppo":
         raise ConfigError(
-            "nccl_reshard refits generation on its own GPUs only (NeMo RL refuses it with"
-            f" colocated vLLM, which refits over IPC): set {_GEN}.colocated.enabled false",
-            field=field, value="nccl_reshard", file=r.file,
+            "PPO refits over NeMo RL's default collective path only (ppo.py refuses any"
+            " other): set it null",
+            field=field, value=transport, file=r.file,
         )  # fmt: skip
-    if not r.flag("policy.megatron_cfg.enabled"):
-        raise ConfigError(
-            "nccl_reshard needs the Megatron trainer (NeMo RL refuses it otherwise):"
-            " set policy.megatron_cfg.enabled true",
-            field=field, value="nccl_reshard", file=r.file,
-        )  # fmt: skip
+    if transport != "nccl_reshard":
+        return False
+    tp = r.size(f"{_VLLM}.tensor_parallel_size") or 1
+    refusals = (
+        (colocated, f"{_GEN}.colocated.enabled", "generation on its own GPUs"),
+        (not r.flag("policy.megatron_cfg.enabled"), "policy.megatron_cfg.enabled",
+         "the Megatron trainer"),
+        ((r.size("policy.megatron_cfg.expert_tensor_parallel_size") or 1) != 1,
+         "policy.megatron_cfg.expert_tensor_parallel_size", "expert tensor parallel 1"),
+        ((r.size(f"{_VLLM}.pipeline_parallel_size") or 1) != 1,
+         f"{_VLLM}.pipeline_parallel_size", "engines of one pipeline stage"),
+        ((r.size(f"{_VLLM}.expert_parallel_size") or 1) not in (1, tp),
+         f"{_VLLM}.expert_parallel_size", "engine expert parallel 1 or its tensor parallel"),
+    )  # fmt: skip
+    for refused, key, needs in refusals:
+        if refused:
+            raise ConfigError(
+                f"nccl_reshard needs {needs} (NeMo RL's check_nccl_reshard_refit_support"
+                f" refuses {key}: {r.get(key)!r})",
+                field=field, value=transport, file=r.file,
+            )  # fmt: skip
     return True
 
 
@@ -562,7 +583,7 @@ def to_native(
     )
     if async_on and r.flag(f"{algo}.async_{algo}.in_flight_weight_updates"):
         settings["in_flight_weight_updates"] = True
-    if _resharded_refit(r, colocated):
+    if _resharded_refit(r, algo, colocated):
         settings["weight_sync"] = "resharded"
     if settings:
         engine["rollout"] = settings

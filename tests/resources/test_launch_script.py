@@ -1,0 +1,202 @@
+"""verl launch scripts read as a shell runs them: the Hydra config and the overrides.
+
+The verl tree is a stand-in built per test: ``verl/trainer/main_ppo.py`` with its
+``@hydra.main`` line and ``verl/trainer/config/`` holding the hand-written
+``tests/fixtures/importers/verl/conf`` files (``trainer_base.yaml`` as ``ppo_trainer.yaml``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rlplex.cli import app
+from rlplex.config import load_config
+from rlplex.errors import ConfigError
+from rlplex.resources.importers.launch_script import (
+    is_launch_script,
+    launch_config,
+    read_launch,
+)
+
+CONF = Path(__file__).resolve().parents[1] / "fixtures" / "importers" / "verl" / "conf"
+HYDRA = '@hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)\n'
+
+
+def verl_tree(root: Path) -> Path:
+    """A verl checkout's skeleton under ``root``; returns its examples folder."""
+    trainer = root / "verl" / "trainer"
+    shutil.copytree(CONF, trainer / "config")
+    (trainer / "config" / "trainer_base.yaml").rename(trainer / "config" / "ppo_trainer.yaml")
+    (root / "verl" / "__init__.py").write_text("")
+    (trainer / "__init__.py").write_text("")
+    (trainer / "main_ppo.py").write_text("import hydra\n\n" + HYDRA + "def main(config): ...\n")
+    examples = root / "examples" / "grpo_trainer"
+    examples.mkdir(parents=True)
+    return examples
+
+
+def read(text: str) -> tuple[str, ...]:
+    return read_launch(text, file="run.sh").overrides
+
+
+def test_overrides_of_a_typical_script() -> None:
+    launch = read_launch(
+        """set -x
+# a comment
+gsm8k=$HOME/data/gsm8k/train.parquet
+export TP=2
+train_files="['$gsm8k']"
+MAX=${MAX_LEN:-2048}
+
+python3 -m verl.trainer.main_ppo \\
+    algorithm.adv_estimator=grpo \\
+    data.train_files="$train_files" \\
+    data.max_response_length=$((MAX * 4)) \\
+    actor_rollout_ref.rollout.tensor_model_parallel_size=${TP} \\
+    trainer.logger='["console","wandb"]' \\
+    +actor_rollout_ref.rollout.engine_kwargs.x=1 ~trainer.foo \\
+    trainer.total_epochs=15 $@ 2>&1 | tee log.txt
+""",
+        file="run.sh",
+    )
+    assert launch.module == "verl.trainer.main_ppo" and launch.line == 8
+    assert launch.config_path is None and launch.config_name is None
+    assert launch.overrides == (
+        "algorithm.adv_estimator=grpo",
+        "data.train_files=['$HOME/data/gsm8k/train.parquet']",  # $HOME is not read
+        "data.max_response_length=8192",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+        'trainer.logger=["console","wandb"]',
+        "actor_rollout_ref.rollout.engine_kwargs.x=1",
+        "trainer.total_epochs=15",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("A=1\nB=${A:-9}\npython -m verl.x k=$B", ("k=1",)),
+        ("B=${A:-9}\npython -m verl.x k=$B", ("k=9",)),
+        ("A=\npython -m verl.x k=${A:-9} j=${A-8}", ("k=9", "j=")),
+        ("A=1\npython -m verl.x k=${A:+set}", ("k=set",)),
+        ("TP=${1:-4}\npython -m verl.x k=$TP", ("k=4",)),  # positional: the caller's
+        ("python -m verl.x k=$UNSET", ("k=$UNSET",)),
+        ('python -m verl.x \'k=$A b\' "j=a\\"b"', ("k=$A b", 'j=a"b')),
+        ("python -m verl.x k=$(( (2 + 3) * 4 / 3 ))", ("k=6",)),
+        ("python -m verl.x k=$((X * 2))", ("k=$((X * 2))",)),
+        ("N=2\npython -m verl.x k=$((1024*$N))", ("k=2048",)),
+        ("cd /x && VLLM_USE_V1=1 python3 -m verl.x k=1; echo done", ("k=1",)),
+        ("ray job submit --address=x -- python3 -m verl.x k=1", ("k=1",)),
+        ("python -m verl.x k=1 # a=2", ("k=1",)),
+        ("python -m verl.x k=a#b", ("k=a#b",)),
+        ("python -m verl.x ++k=1 +j=2", ("k=1", "j=2")),
+        ("python3 -m verl.x k=1\npython3 -m verl.x k=2", ("k=1",)),  # the first run
+    ],
+)
+def test_shell_expansion(text: str, expected: tuple[str, ...]) -> None:
+    assert read(text) == expected
+
+
+def test_config_path_and_name_flags() -> None:
+    launch = read_launch(
+        "python3 -m recipe.dapo.main_dapo --config-path=config --config-name='dapo.yaml' k=1",
+        file="run.sh",
+    )
+    assert (launch.module, launch.config_path, launch.config_name) == (
+        "recipe.dapo.main_dapo", "config", "dapo.yaml",
+    )  # fmt: skip
+    short = read_launch("python -m verl.x -cp /abs -cn other k=1", file="run.sh")
+    assert (short.config_path, short.config_name, short.overrides) == ("/abs", "other", ("k=1",))
+    program = read_launch("python3 verl/trainer/main_ppo.py k=1", file="run.sh")
+    assert program.module is None and program.program == "verl/trainer/main_ppo.py"
+
+
+def test_a_script_without_a_verl_run_is_refused() -> None:
+    with pytest.raises(ConfigError, match="runs no verl trainer") as info:
+        read_launch("python3 preprocess.py\npython3 -m other.main k=1\n", file="run.sh")
+    assert info.value.file == "run.sh"
+
+
+def test_pwd_is_the_checkout_the_module_lives_in(tmp_path: Path) -> None:
+    examples = verl_tree(tmp_path)
+    script = examples / "run.sh"
+    script.write_text(
+        'PROJECT_DIR="$(pwd)"\n'
+        'python3 -m verl.trainer.main_ppo --config-path="$PROJECT_DIR/verl/trainer/config"'
+        " trainer.n_gpus_per_node=4 trainer.default_local_dir=$PWD/ckpt\n"
+    )
+    config, overrides = launch_config(script)
+    assert config == tmp_path / "verl" / "trainer" / "config" / "ppo_trainer.yaml"
+    assert overrides == ("trainer.n_gpus_per_node=4", f"trainer.default_local_dir={tmp_path}/ckpt")
+    assert is_launch_script(script) and not is_launch_script(config)
+
+
+SCRIPT = """\
+#!/bin/bash
+N=8
+python3 -m verl.trainer.main_ppo \\
+    algorithm.adv_estimator=grpo \\
+    data.train_batch_size=128 \\
+    actor_rollout_ref.rollout.n=$N \\
+    trainer.project_name='x' \\
+    trainer.n_gpus_per_node=8 trainer.nnodes=1 $@
+"""
+
+
+def test_a_script_loads_as_its_config_with_its_overrides(tmp_path: Path) -> None:
+    script = verl_tree(tmp_path) / "run.sh"
+    script.write_text(SCRIPT)
+    base = tmp_path / "verl" / "trainer" / "config" / "ppo_trainer.yaml"
+    via_script = load_config(script, overrides=["cluster.gpu=h100"])
+    by_hand = load_config(
+        base,
+        overrides=[
+            "algorithm.adv_estimator=grpo", "data.train_batch_size=128",
+            "actor_rollout_ref.rollout.n=8", "trainer.project_name=x",
+            "trainer.n_gpus_per_node=8", "trainer.nnodes=1", "cluster.gpu=h100",
+        ],
+    )  # fmt: skip
+    assert via_script.workload == by_hand.workload
+    assert via_script.roles == by_hand.roles
+    assert via_script.workload is not None and via_script.workload.samples_per_prompt == 8
+    assert via_script.source == str(script)
+    # The script's own overrides are never "unread"; the user's --set still is checked.
+    assert not [w for w in via_script.warnings if "changed nothing" in w]
+    unread = load_config(script, overrides=["cluster.gpu=h100", "trainer.project_name=y"])
+    assert any("--set trainer.project_name=y changed nothing" in w for w in unread.warnings)
+    # --set goes over the script's overrides.
+    more = load_config(script, overrides=["cluster.gpu=h100", "actor_rollout_ref.rollout.n=4"])
+    assert more.workload is not None and more.workload.samples_per_prompt == 4
+
+
+def test_errors_name_the_script(tmp_path: Path) -> None:
+    script = verl_tree(tmp_path) / "run.sh"
+    script.write_text(SCRIPT.replace("trainer.nnodes=1", "trainer.nnodes=0"))
+    with pytest.raises(ConfigError) as info:
+        load_config(script)
+    error = info.value
+    assert error.file == str(script) and error.field == "trainer.nnodes"
+    assert "(verl's ppo_trainer.yaml with the script's overrides)" in error.message
+    result = CliRunner().invoke(app, ["estimate", str(script), "--set", "cluster.gpu=h100"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert str(script) in result.output
+
+
+def test_a_module_or_config_that_is_not_there_is_named(tmp_path: Path) -> None:
+    lone = tmp_path / "run.sh"
+    lone.write_text("python3 -m verl.trainer.main_ppo k=1\n")
+    with pytest.raises(ConfigError, match="neither in a folder above the script") as info:
+        load_config(lone)
+    assert info.value.value == "verl.trainer.main_ppo" and info.value.file == str(lone)
+    script = verl_tree(tmp_path / "checkout") / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo --config-name=missing k=1\n")
+    with pytest.raises(ConfigError, match=r"missing\.yaml does not exist"):
+        load_config(script)
+    unreadable = tmp_path / "bad.sh"
+    unreadable.write_bytes(b"\xff\xfe python3")
+    with pytest.raises(ConfigError, match="cannot read the script"):
+        load_config(unreadable)
