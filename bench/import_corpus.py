@@ -2,7 +2,8 @@
 
 A user with a folder of ROLL, RLinf, verl or NeMo RL configs can check all of them at
 once: each ``*.yaml`` / ``*.yml`` file is read with :func:`rlplex.config.load_config`
-(the framework detected per file, or given with ``--format``) and counted as
+(the framework detected per file, or given with ``--format``), and each ``*.sh`` /
+``*.bash`` file as a verl launch script (framework ``verl script``), and counted as
 
 - ``accepted``: read into roles, devices and a pipeline;
 - ``not RL``: refused because it is not an RL step (SFT, DPO, evaluation,
@@ -19,7 +20,7 @@ With ``--plan``, every accepted file is also planned and the plan verified
 Usage::
 
     python bench/import_corpus.py FOLDER [FOLDER ...] [--format roll|rlinf|verl|nemo_rl]
-        [--csv FILE] [--json FILE] [--top N] [--plan]
+        [--csv FILE] [--json FILE] [--top N] [--plan] [--set KEY=VALUE ...]
 
 It prints a Markdown table per framework, then the refusal reasons grouped
 (numbers and rank lists in messages are folded so that equal reasons
@@ -46,8 +47,14 @@ from rlplex.resources.yaml_io import load_yaml_file
 STATUSES = ("accepted", "not RL", "refused", "unrecognised", "crashed", "plan failed")
 
 
+SCRIPT = "verl script"
+"""The framework column of a launch script (``*.sh``: a verl run's command line)."""
+
+
 def _framework(path: Path, given: str | None) -> str:
     """The format the file is read as: given, else detected (``native`` = unrecognised)."""
+    if path.suffix in (".sh", ".bash"):
+        return SCRIPT
     if given:
         return given
     try:
@@ -77,8 +84,11 @@ def _reason(message: str, path: Path) -> str:
     return re.sub(r"\b[0-9]+\b", "N", text)
 
 
-def check_file(path: Path, given: str | None, plan: bool = False) -> dict[str, Any]:
-    """Read one file (and plan it, with ``plan``); a row with its status and what was read."""
+def check_file(
+    path: Path, given: str | None, plan: bool = False, overrides: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Read one file with ``overrides`` (and plan it, with ``plan``); a row with its status
+    and what was read."""
     fmt = _framework(path, given)
     row: dict[str, Any] = {"file": str(path), "framework": fmt, "status": "", "reason": ""}
     if fmt == "native":
@@ -86,7 +96,7 @@ def check_file(path: Path, given: str | None, plan: bool = False) -> dict[str, A
         row["status"] = "unrecognised"
         return row
     try:
-        cfg = load_config(path, format=fmt)
+        cfg = load_config(path, format=None if fmt == SCRIPT else fmt, overrides=overrides)
     except ConfigError as exc:
         message = str(exc)
         row["status"] = "not RL" if "not an RL training step" in message else "refused"
@@ -127,7 +137,8 @@ def files_under(folders: list[Path]) -> list[Path]:
         if folder.is_file():
             found.append(folder)
             continue
-        found.extend(sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml")))
+        suffixes = (".yaml", ".yml", ".sh", ".bash")
+        found.extend(sorted(p for p in folder.rglob("*") if p.suffix in suffixes))
     return found
 
 
@@ -172,12 +183,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write one object per file to this JSON file")
     parser.add_argument("--top", type=int, default=15, help="reasons to list per framework")
     parser.add_argument("--plan", action="store_true", help="also plan and verify accepted files")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        help="an override for every file, as rlplex's --set (e.g. cluster.gpu=h100: estimate)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     missing = [str(f) for f in args.folders if not f.exists()]
     if missing:
         print(f"no such folder: {', '.join(missing)}", file=sys.stderr)
         return 2
-    rows = [check_file(path, args.format, args.plan) for path in files_under(args.folders)]
+    rows = [
+        check_file(path, args.format, args.plan, tuple(args.overrides))
+        for path in files_under(args.folders)
+    ]
     print(summary(rows, args.top))
     if args.csv:
         fields = sorted({k for row in rows for k in row}, key=lambda k: (k != "file", k))

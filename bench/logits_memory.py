@@ -1,7 +1,17 @@
 """What verl's entropy over the logits holds at its peak: the source of
-``formulas.ENTROPY_FORWARD_BYTES`` and ``ENTROPY_TRAIN_BYTES``.
+``formulas.ENTROPY_FORWARD_BYTES``, ``ENTROPY_TRAIN_BYTES`` and
+``ENTROPY_COMPILED_TRAIN_BYTES``.
 
-Run: ``.venv/bin/python bench/logits_memory.py [--json] [--target DIR] [--plain]``.
+Run: ``.venv/bin/python bench/logits_memory.py [--json] [--target DIR] [--plain | --compiled]``.
+
+``--compiled`` measures the entropy as verl's FSDP actor runs it by default,
+``torch.compile(entropy_from_logits, dynamic=True)`` (dp_actor.py, ``use_torch_compile``
+true unless set false), on the CPU with Inductor. The dispatch tracker below cannot see
+inside a compiled graph, so each pass runs on large logits in this process with the peak
+resident memory (``VmHWM``, reset through ``/proc/self/clear_refs``, Linux only) taken over
+the memory before it; the eager function is measured the same way beside it, as the check
+that this method agrees with the tracker (4 and 12 bytes). Inductor's CPU code is not its
+CUDA code: what a GPU keeps is not measured here.
 
 ``--plain`` measures instead the plain path, ``log_softmax(logits.float())`` and a gather
 (NeMo RL's log-probs without tensor parallelism, rlplex's own stages), and that path
@@ -164,6 +174,55 @@ def measure_plain() -> list[dict[str, Any]]:
     return rows
 
 
+def _status_bytes(key: str) -> int:
+    with open("/proc/self/status", encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{key} not in /proc/self/status (Linux only)")
+
+
+def resident_peak(fn: Any, tokens: int, vocab: int, *, train: bool) -> int:
+    """Peak resident bytes ``fn(logits)`` (and its backward, with ``train``) adds over the
+    memory before it, bf16 logits of ``tokens`` x ``vocab`` already made."""
+    import gc
+
+    import torch
+
+    for small in (64, 96):  # compile (dynamic shapes) and warm up on small logits first
+        warm = torch.randn(small, vocab, dtype=torch.bfloat16, requires_grad=train)
+        if train:
+            fn(warm).float().sum().backward()
+        else:
+            with torch.no_grad():
+                fn(warm)
+    del warm
+    logits = torch.randn(tokens, vocab, dtype=torch.bfloat16).requires_grad_(train)
+    gc.collect()
+    with open("/proc/self/clear_refs", "w", encoding="utf-8") as handle:
+        handle.write("5")  # reset VmHWM to the current resident size
+    before = _status_bytes("VmRSS:")
+    if train:
+        fn(logits).float().sum().backward()
+    else:
+        with torch.no_grad():
+            fn(logits)
+    return _status_bytes("VmHWM:") - before
+
+
+def measure_compiled(fn: Any, tokens: int = 4096, vocab: int = 32000) -> list[dict[str, Any]]:
+    """Bytes per logit the entropy adds, eager and ``torch.compile``d, by resident peak."""
+    import torch
+
+    rows = []
+    for label, run in (("eager", fn), ("compiled", torch.compile(fn, dynamic=True))):
+        forward = resident_peak(run, tokens, vocab, train=False) / (tokens * vocab)
+        train = resident_peak(run, tokens, vocab, train=True) / (tokens * vocab)
+        rows.append({"path": label, "tokens": tokens, "vocab": vocab, "forward": forward,
+                     "train": train})  # fmt: skip
+    return rows
+
+
 def measure(target: Path) -> list[dict[str, Any]]:
     module = torch_functional(target)
     rows = []
@@ -183,8 +242,20 @@ def main(argv: list[str] | None = None) -> None:
         "--plain", action="store_true",
         help="measure the plain path, log_softmax(logits.float()) (no verl needed)",
     )  # fmt: skip
+    parser.add_argument(
+        "--compiled", action="store_true",
+        help="verl's entropy eager and torch.compile'd, by resident peak (Linux, Inductor)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    if args.plain:
+    if args.compiled:
+        target = args.target or default_target()
+        install(target)
+        rows = measure_compiled(torch_functional(target).entropy_from_logits)
+        title = (
+            f"bytes per logit verl {VERL_VERSION}'s entropy_from_logits adds over bf16 logits,"
+            " eager and torch.compile'd (CPU, Inductor; resident peak)"
+        )
+    elif args.plain:
         rows = measure_plain()
         title = (
             "bytes per logit log_softmax(logits.float()) and a gather (then, second, ROLL's fp32"

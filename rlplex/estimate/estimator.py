@@ -1260,7 +1260,9 @@ def _logits_bytes(role: Role, *, backward: bool) -> float:
         trains_entropy = logits == "fp32_log_softmax_entropy"
         return f.PLAIN_ENTROPY_TRAIN_BYTES if trains_entropy else f.PLAIN_LOGPROB_TRAIN_BYTES
     entropy = 0.0
-    if logits == "bf16_entropy" or (logits == "bf16_entropy_forward" and not backward):
+    if logits == "bf16_entropy_compiled":
+        entropy = f.ENTROPY_COMPILED_TRAIN_BYTES if backward else f.ENTROPY_FORWARD_BYTES
+    elif logits == "bf16_entropy" or (logits == "bf16_entropy_forward" and not backward):
         entropy = f.ENTROPY_TRAIN_BYTES if backward else f.ENTROPY_FORWARD_BYTES
     return 2.0 + entropy
 

@@ -858,6 +858,14 @@ ENTROPY_FORWARD_BYTES = 4.0
 """A forward pass (the softmax and its product with the logits, both bf16)."""
 ENTROPY_TRAIN_BYTES = 12.0
 """A forward + backward pass (their gradients and the logits' gradient come on top)."""
+ENTROPY_COMPILED_TRAIN_BYTES = 4.0
+"""A forward + backward pass of the entropy ``torch.compile``d, as verl's FSDP actor runs it
+by default (``use_torch_compile``): Inductor keeps no softmax for the backward, which
+recomputes it; the peak is the forward's one fp32 buffer of the normalised exponentials
+(4 bytes), the backward's bf16 gradient (2) coming after it is freed. MEASURED on the CPU
+with verl 0.5.0's function (``bench/logits_memory.py --compiled``: 4.00 training and 4.00
+forward, the eager function 4.00 and 12.00 by the same resident-peak method); Inductor's
+CUDA code is not measured."""
 
 
 # What the plain log-prob path (``torch.log_softmax(logits.float(), -1)`` and a gather of the

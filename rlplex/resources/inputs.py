@@ -292,7 +292,7 @@ class Workload(BaseModel):
 
 LogitsMode = Literal[
     "fp32", "fp32_log_softmax", "fp32_log_softmax_entropy_forward", "fp32_log_softmax_entropy",
-    "bf16", "bf16_entropy_forward", "bf16_entropy",
+    "bf16", "bf16_entropy_forward", "bf16_entropy", "bf16_entropy_compiled",
 ]  # fmt: skip
 """How a pass holds a language-model head's logits (:attr:`Parallel.logits`)."""
 
@@ -351,7 +351,9 @@ class Parallel(BaseModel):
     ``bf16_entropy_forward``: as ``bf16``, and forward passes also take the logits' entropy, 4
     bytes more (verl's actor: its old log-probs compute it for the metrics).
     ``bf16_entropy``: training takes it too, 12 bytes more (an entropy term in the loss,
-    ``entropy_coeff`` != 0). The entropy's bytes are measured by ``bench/logits_memory.py``."""
+    ``entropy_coeff`` != 0). ``bf16_entropy_compiled``: the same with the entropy
+    ``torch.compile``d (verl's default, ``use_torch_compile``), 4 bytes more either way. The
+    entropy's bytes are measured by ``bench/logits_memory.py`` (``--compiled``)."""
     kernels: Literal["fused", "eager"] | None = None
     """How the layers run in train and log-prob passes. ``fused``: Megatron-Core with
     Transformer Engine (or Liger kernels): each norm, rotary embedding and activation one

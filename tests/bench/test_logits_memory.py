@@ -54,3 +54,23 @@ def test_the_tracker_frees_what_is_freed() -> None:
 
     peak = bench.peak_bytes(chain, 64, 1024, train=False)
     assert peak == 2 * 64 * 1024 * 2  # two bf16 tensors alive at once
+
+
+@pytest.mark.slow
+def test_the_compiled_entropy_keeps_less_than_the_eager_one() -> None:
+    """verl's default runs the entropy torch.compile'd: by resident peak on the CPU, the eager
+    function gives the tracker's 4 and 12 bytes (the method's check) and the compiled one
+    4 and 4, ``formulas.ENTROPY_COMPILED_TRAIN_BYTES``."""
+    import shutil
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("resident peak through /proc/self/clear_refs is Linux only")
+    if not (shutil.which("g++") or shutil.which("c++")):
+        pytest.skip("Inductor's CPU code needs a C++ compiler, and this machine has none")
+    bench = load_bench("logits_memory")
+    rows = {r["path"]: r for r in bench.measure_compiled(_entropy, tokens=2048, vocab=8192)}
+    assert rows["eager"]["forward"] == pytest.approx(f.ENTROPY_FORWARD_BYTES, abs=0.3)
+    assert rows["eager"]["train"] == pytest.approx(f.ENTROPY_TRAIN_BYTES, abs=0.3)
+    assert rows["compiled"]["forward"] == pytest.approx(f.ENTROPY_FORWARD_BYTES, abs=0.3)
+    assert rows["compiled"]["train"] == pytest.approx(f.ENTROPY_COMPILED_TRAIN_BYTES, abs=0.3)

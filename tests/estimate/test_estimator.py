@@ -1694,13 +1694,15 @@ def test_bf16_logits_hold_two_bytes_a_logit(base: dict[str, Any]) -> None:
         ("bf16", 2, 2),
         ("bf16_entropy_forward", 6, 2),
         ("bf16_entropy", 6, 14),
+        ("bf16_entropy_compiled", 6, 6),
     ],
 )
 def test_logits_bytes_by_how_the_pass_holds_them(
     base: dict[str, Any], logits: str, forward: float, train: float
 ) -> None:
     """Bytes per logit at a pass's peak: the bf16 logits, and verl's entropy over them (4 more
-    forward, 12 more training: bench/logits_memory.py); the plain fp32 log-softmax path the
+    forward, 12 more training: bench/logits_memory.py; compiled, 4 more training:
+    bench/logits_memory.py --compiled); the plain fp32 log-softmax path the
     bf16 logits, an fp32 copy and the log-softmax (8 more forward, 12 more training:
     bench/logits_memory.py --plain)."""
     spec = model_presets()["llama-3.1-8b"]

@@ -312,7 +312,17 @@ def test_verl_megatron_shards_the_optimizer_and_fsdp_references_hold_bf16_logits
     # an entropy term in the loss
     assert (fsdp.roles["actor_train"].parallel or Parallel()).logits == "bf16_entropy_forward"
     entropy = load_config(VERL, overrides=["actor_rollout_ref.actor.entropy_coeff=0.001"])
-    assert (entropy.roles["actor_train"].parallel or Parallel()).logits == "bf16_entropy"
+    # dp_actor.py compiles the entropy by default (use_torch_compile): 4 bytes, not 12
+    compiled = (entropy.roles["actor_train"].parallel or Parallel()).logits
+    assert compiled == "bf16_entropy_compiled"
+    eager = load_config(
+        VERL,
+        overrides=[
+            "actor_rollout_ref.actor.entropy_coeff=0.001",
+            "actor_rollout_ref.actor.use_torch_compile=false",
+        ],
+    )
+    assert (eager.roles["actor_train"].parallel or Parallel()).logits == "bf16_entropy"
 
 
 @pytest.mark.parametrize(("value", "zero"), [(None, 0), (True, 1), (False, 0)])

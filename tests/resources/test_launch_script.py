@@ -200,3 +200,28 @@ def test_a_module_or_config_that_is_not_there_is_named(tmp_path: Path) -> None:
     unreadable.write_bytes(b"\xff\xfe python3")
     with pytest.raises(ConfigError, match="cannot read the script"):
         load_config(unreadable)
+
+
+def test_import_corpus_reads_launch_scripts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bench/import_corpus.py counts launch scripts as their own framework, with --set."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location(
+        "import_corpus", Path(__file__).resolve().parents[2] / "bench" / "import_corpus.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    examples = verl_tree(tmp_path)
+    (examples / "run.sh").write_text(SCRIPT)
+    (examples / "prep.sh").write_text("python3 preprocess.py --out data/\n")
+    out = tmp_path / "rows.json"
+    argv = [str(examples), "--set", "cluster.gpu=h100", "--json", str(out)]
+    assert module.main(argv) == 0
+    assert "| verl script | 2 | 1 | 0 | 1 | 0 | 0 | 0 |" in capsys.readouterr().out
+    rows = {Path(r["file"]).name: r for r in json.loads(out.read_text())}
+    assert rows["run.sh"]["roles"].startswith("actor_train:8/1")
+    assert "runs no verl trainer" in rows["prep.sh"]["reason"]

@@ -528,7 +528,13 @@ def _logits(r: _Reader, name: str) -> str | None:
         return None  # the critic's value head has one output: no logits to speak of
     coeff = r.get("actor_rollout_ref.actor.entropy_coeff", 0)
     entropy = isinstance(coeff, int | float) and not isinstance(coeff, bool) and coeff != 0
-    return "bf16_entropy" if entropy else "bf16_entropy_forward"
+    if not entropy:
+        return "bf16_entropy_forward"
+    # dp_actor.py compiles the entropy (torch.compile) unless use_torch_compile is false
+    # (an option since 2025-03-14; always compiled since 2025-01-21, before the per-GPU
+    # micro-batch keys of a "legacy" config: that verl ran it eager).
+    compiled = r.get("actor_rollout_ref.actor.use_torch_compile", True) is not False
+    return "bf16_entropy_compiled" if compiled and not _legacy(r) else "bf16_entropy"
 
 
 def _rollout(r: _Reader) -> dict[str, Any] | None:
