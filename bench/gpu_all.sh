@@ -19,6 +19,7 @@
 #   fsdp_overhead.json bench/gpu_fsdp_overhead.py (the same passes plain and under FSDP2 on one GPU)
 #   grpo.tgz          its plan.json, config.yaml, record.jsonl and the rehearsal's record
 #   weight_sync.json  bench/gpu_weight_sync.py (0.41 GB colocated, IPC vs object store)
+#   entropy.txt       bench/logits_memory.py --compiled --device cuda (verl's entropy, eager and compiled)
 #   suite.log         the whole suite but the `gpu` tests
 #   gpu_tests.log     pytest -m gpu (the scripts' checks, GRPO learning, CUDA peak memory)
 # The browser tests are left out there: the machine has no Chromium (CI runs them).
@@ -65,8 +66,10 @@ if [ "${SUITE_ONLY:-0}" != 1 ]; then
   step grpo 200 "$out/grpo.json" $py bench/gpu_grpo.py --model 8x1024 --steps 30 --out "$out/grpo"
   tar -czf "$out/grpo.tgz" -C "$out" grpo && rm -rf "$out/grpo"
   step weight_sync 60 "$out/weight_sync.json" $py bench/gpu_weight_sync.py
+  step entropy 120 "$out/entropy.txt" $py bench/logits_memory.py --compiled --device cuda --stand-in
   tail -5 "$out/pass_speed.txt"
   tail -2 "$out/fsdp_overhead.txt"
+  tail -4 "$out/entropy.txt"
   for f in offload grpo weight_sync; do
     echo "== $f"
     tail -c 2500 "$out/$f.json"

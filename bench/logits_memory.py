@@ -8,10 +8,13 @@ Run: ``.venv/bin/python bench/logits_memory.py [--json] [--target DIR] [--plain 
 ``torch.compile(entropy_from_logits, dynamic=True)`` (dp_actor.py, ``use_torch_compile``
 true unless set false), on the CPU with Inductor. The dispatch tracker below cannot see
 inside a compiled graph, so each pass runs on large logits in this process with the peak
-resident memory (``VmHWM``, reset through ``/proc/self/clear_refs``, Linux only) taken over
-the memory before it; the eager function is measured the same way beside it, as the check
-that this method agrees with the tracker (4 and 12 bytes). Inductor's CPU code is not its
-CUDA code: what a GPU keeps is not measured here.
+resident memory (``VmHWM``, reset through ``/proc/self/clear_refs``, Linux and glibc only:
+its heap trimmed and large blocks mapped afresh first) taken over the memory before it,
+after a first pass at the same shape; the eager function is measured the same way beside
+it, as the check that this method agrees with the tracker (4 and 12 bytes). Inductor's CPU
+code is not its CUDA code: ``--compiled --device cuda --stand-in`` measures a GPU's (the caching
+allocator's peak; ``bench/gpu_all.sh`` runs it), verl's operators written here because a
+lent GPU machine installs nothing.
 
 ``--plain`` measures instead the plain path, ``log_softmax(logits.float())`` and a gather
 (NeMo RL's log-probs without tensor parallelism, rlplex's own stages), and that path
@@ -182,44 +185,89 @@ def _status_bytes(key: str) -> int:
     raise RuntimeError(f"{key} not in /proc/self/status (Linux only)")
 
 
-def resident_peak(fn: Any, tokens: int, vocab: int, *, train: bool) -> int:
-    """Peak resident bytes ``fn(logits)`` (and its backward, with ``train``) adds over the
-    memory before it, bf16 logits of ``tokens`` x ``vocab`` already made."""
-    import gc
-
+def stand_in_entropy(logits: Any) -> Any:
+    """The operators of verl's ``entropy_from_logits`` (verl/utils/torch_functional.py), for a
+    machine that cannot install verl's wheel (a lent GPU reaches no registry)."""
     import torch
 
-    for small in (64, 96):  # compile (dynamic shapes) and warm up on small logits first
-        warm = torch.randn(small, vocab, dtype=torch.bfloat16, requires_grad=train)
-        if train:
-            fn(warm).float().sum().backward()
-        else:
-            with torch.no_grad():
-                fn(warm)
-    del warm
-    logits = torch.randn(tokens, vocab, dtype=torch.bfloat16).requires_grad_(train)
-    gc.collect()
-    with open("/proc/self/clear_refs", "w", encoding="utf-8") as handle:
-        handle.write("5")  # reset VmHWM to the current resident size
-    before = _status_bytes("VmRSS:")
+    pd = torch.nn.functional.softmax(logits, dim=-1)
+    return torch.logsumexp(logits, dim=-1) - torch.sum(pd * logits, dim=-1)
+
+
+def _fresh_heap() -> None:
+    """Make every buffer of the pass raise the resident size: glibc maps each allocation of
+    1 MiB or more afresh and unmaps it when freed (by default its threshold rises to 32 MiB
+    as large blocks are freed), and the free blocks already in its heap give their pages
+    back (``malloc_trim``), so that a buffer placed in one faults its pages in anew."""
+    import ctypes
+
+    libc = ctypes.CDLL("libc.so.6")
+    m_mmap_threshold = -3
+    libc.mallopt(m_mmap_threshold, 1 << 20)
+    libc.malloc_trim(0)
+
+
+def _run(fn: Any, logits: Any, train: bool) -> None:
+    import torch
+
     if train:
         fn(logits).float().sum().backward()
     else:
         with torch.no_grad():
             fn(logits)
-    return _status_bytes("VmHWM:") - before
 
 
-def measure_compiled(fn: Any, tokens: int = 4096, vocab: int = 32000) -> list[dict[str, Any]]:
-    """Bytes per logit the entropy adds, eager and ``torch.compile``d, by resident peak."""
+def resident_peak(fn: Any, tokens: int, vocab: int, *, train: bool, device: str = "cpu") -> int:
+    """Peak bytes ``fn(logits)`` (and its backward, with ``train``) adds over the memory before
+    it, bf16 logits of ``tokens`` x ``vocab`` already made: the process's resident peak on the
+    CPU, the caching allocator's peak on a CUDA device."""
+    import gc
+
+    import torch
+
+    for small in (64, 96):  # compile (dynamic shapes) and warm up on small logits first
+        warm = torch.randn(small, vocab, dtype=torch.bfloat16, device=device)
+        _run(fn, warm.requires_grad_(train), train)
+    del warm
+    logits = torch.randn(tokens, vocab, dtype=torch.bfloat16, device=device).requires_grad_(train)
+    _run(fn, logits, train)  # once at this shape too: no compilation inside the measured pass
+    logits.grad = None
+    gc.collect()
+    if device != "cpu":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        _run(fn, logits, train)
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before
+    _fresh_heap()
+    # No collection during the pass: garbage freed then (an earlier caller's tensors) would
+    # lower the resident size under the peak being read.
+    gc.disable()
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="utf-8") as handle:
+            handle.write("5")  # reset VmHWM to the current resident size
+        before = _status_bytes("VmRSS:")
+        _run(fn, logits, train)
+        return _status_bytes("VmHWM:") - before
+    finally:
+        gc.enable()
+
+
+def measure_compiled(
+    fn: Any, tokens: int = 4096, vocab: int = 32000, device: str = "cpu"
+) -> list[dict[str, Any]]:
+    """Bytes per logit the entropy adds, eager and ``torch.compile``d (resident peak on the
+    CPU, the allocator's peak on CUDA)."""
     import torch
 
     rows = []
     for label, run in (("eager", fn), ("compiled", torch.compile(fn, dynamic=True))):
-        forward = resident_peak(run, tokens, vocab, train=False) / (tokens * vocab)
-        train = resident_peak(run, tokens, vocab, train=True) / (tokens * vocab)
-        rows.append({"path": label, "tokens": tokens, "vocab": vocab, "forward": forward,
-                     "train": train})  # fmt: skip
+        forward = resident_peak(run, tokens, vocab, train=False, device=device)
+        train = resident_peak(run, tokens, vocab, train=True, device=device)
+        rows.append({"path": label, "tokens": tokens, "vocab": vocab, "device": device,
+                     "forward": forward / (tokens * vocab),
+                     "train": train / (tokens * vocab)})  # fmt: skip
     return rows
 
 
@@ -246,14 +294,27 @@ def main(argv: list[str] | None = None) -> None:
         "--compiled", action="store_true",
         help="verl's entropy eager and torch.compile'd, by resident peak (Linux, Inductor)",
     )  # fmt: skip
+    parser.add_argument(
+        "--device", default="cpu", help="with --compiled: cpu, or cuda (the allocator's peak)"
+    )
+    parser.add_argument(
+        "--stand-in", action="store_true",
+        help="with --compiled: verl's operators written here, no verl wheel (no registry)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.compiled:
-        target = args.target or default_target()
-        install(target)
-        rows = measure_compiled(torch_functional(target).entropy_from_logits)
+        if args.stand_in:
+            fn, what = stand_in_entropy, "verl's entropy operators (stand-in)"
+        else:
+            target = args.target or default_target()
+            install(target)
+            fn = torch_functional(target).entropy_from_logits
+            what = f"verl {VERL_VERSION}'s entropy_from_logits"
+        shape = (8192, 151936) if args.device != "cpu" else (4096, 32000)
+        rows = measure_compiled(fn, *shape, device=args.device)
         title = (
-            f"bytes per logit verl {VERL_VERSION}'s entropy_from_logits adds over bf16 logits,"
-            " eager and torch.compile'd (CPU, Inductor; resident peak)"
+            f"bytes per logit {what} adds over bf16 logits, eager and torch.compile'd"
+            f" ({args.device}, Inductor)"
         )
     elif args.plain:
         rows = measure_plain()
