@@ -42,6 +42,7 @@ from typing import Any
 
 from rlplex.config import detect_format, load_config
 from rlplex.errors import ConfigError
+from rlplex.resources.importers.launch_script import is_launch_script
 from rlplex.resources.yaml_io import load_yaml_file
 
 STATUSES = ("accepted", "not RL", "refused", "unrecognised", "crashed", "plan failed")
@@ -53,7 +54,7 @@ SCRIPT = "verl script"
 
 def _framework(path: Path, given: str | None) -> str:
     """The format the file is read as: given, else detected (``native`` = unrecognised)."""
-    if path.suffix in (".sh", ".bash"):
+    if is_launch_script(path):
         return SCRIPT
     if given:
         return given
@@ -137,8 +138,12 @@ def files_under(folders: list[Path]) -> list[Path]:
         if folder.is_file():
             found.append(folder)
             continue
-        suffixes = (".yaml", ".yml", ".sh", ".bash")
-        found.extend(sorted(p for p in folder.rglob("*") if p.suffix in suffixes))
+        found.extend(
+            sorted(
+                p for p in folder.rglob("*")
+                if p.suffix in (".yaml", ".yml") or is_launch_script(p)
+            )
+        )  # fmt: skip
     return found
 
 

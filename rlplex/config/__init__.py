@@ -55,7 +55,7 @@ from rlplex.config.checks import (
     validate_model,
 )
 from rlplex.config.formats import FORMATS, IMPORTERS, ConfigFormat, detect_format, to_native
-from rlplex.config.loading import NativeForm, load_config, load_native
+from rlplex.config.loading import NativeForm, load_config, load_native, raw_file
 from rlplex.config.sandbox import PROBE_TIMEOUT_S, import_pipeline_module, probe_pipeline_function
 from rlplex.config.schema import MAX_ROLES, MAX_STAGES, MAX_STALENESS, Config
 
@@ -82,6 +82,7 @@ __all__ = [
     "load_config",
     "load_native",
     "probe_pipeline_function",
+    "raw_file",
     "to_native",
     "validate_model",
 ]

@@ -74,6 +74,28 @@ class NativeForm:
         return (*self.unread, *([self.defaults_note] if self.defaults_note else []))
 
 
+def raw_file(path: str | Path, overrides: Sequence[str] = ()) -> Any:
+    """A config file's own content before any conversion, ``overrides`` applied: a YAML
+    file's mapping; a launch script's Hydra file with the script's overrides (the mapping a
+    ``--set`` of the script's keys reaches), its ``defaults:`` composed.
+
+    Raises:
+        ConfigError: the file cannot be read (naming it).
+    """
+    if is_launch_script(path):
+        from rlplex.resources.importers.compose import compose
+        from rlplex.resources.importers.launch_script import launch_config
+
+        config, written = launch_config(Path(path))
+        data = load_yaml_file(config)
+        if not isinstance(data, dict):
+            return data
+        data = apply_overrides(data, [*written, *overrides])
+        return compose(data, str(config)).data if "defaults" in data else data
+    data = load_yaml_file(path)
+    return apply_overrides(data, list(overrides)) if isinstance(data, dict) else data
+
+
 def load_config(
     path: str | Path,
     *,

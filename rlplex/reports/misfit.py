@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from rlplex.config import load_config
+from rlplex.config import load_config, raw_file
 from rlplex.errors import ConfigError
 from rlplex.estimate.estimator import (
     Estimate,
@@ -36,7 +36,6 @@ from rlplex.estimate.estimator import (
 )
 from rlplex.resources.cluster import Role
 from rlplex.resources.inputs import Rollout
-from rlplex.resources.yaml_io import apply_overrides, load_yaml_file
 
 RELAXED_GPU_GB = 1e6
 """GPU memory the config is re-loaded with, so that no estimated figure is refused."""
@@ -102,8 +101,8 @@ class MisfitReport(BaseModel):
 def _real_gpu_gb(path: str | Path, overrides: Sequence[str], preset_gb: float | None) -> float:
     """The GPU memory the config gives (file or --set), else its GPU preset's."""
     try:
-        raw = apply_overrides(load_yaml_file(path), overrides)
-    except ConfigError:
+        raw = raw_file(path, overrides)
+    except (ConfigError, TypeError):  # TypeError: --set into a file that is not a mapping
         raw = {}
     cluster = raw.get("cluster") if isinstance(raw, dict) else None
     given = cluster.get("gpu_memory_gb") if isinstance(cluster, dict) else None

@@ -18,6 +18,7 @@ from rlplex.config import Config, load_config
 from rlplex.errors import ConfigError
 from rlplex.plan.model import Plan
 from rlplex.reports.memory import MemoryCheck, memory_check
+from rlplex.resources.importers.launch_script import is_launch_script
 from rlplex.sim.replay import ReplayResult, replay, replay_timeline, stage_warnings
 from rlplex.sim.whatif import Alternative, Outcome, WhatIfResult, parse_alt, parse_scaling, whatif
 from rlplex.timeline.importers import RecordedRun, import_record
@@ -288,7 +289,7 @@ def load_timeline(
     """
     from rlplex.timeline.perfetto import read_timeline
 
-    if Path(path).suffix.lower() in CONFIG_SUFFIXES:
+    if Path(path).suffix.lower() in CONFIG_SUFFIXES or is_launch_script(path):
         return planned_timeline(path, steps=steps, overrides=overrides, fmt=fmt, costs=costs)
     try:
         timeline = read_timeline(path, skip_bad_lines=skip_bad_lines)

@@ -26,9 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from rlplex.config import Config, load_config
+from rlplex.config import Config, load_config, raw_file
 from rlplex.errors import ConfigError, InvalidValueError
-from rlplex.resources.yaml_io import load_yaml_file
 
 SWEEP_FIELD = "--sweep"
 
@@ -190,7 +189,7 @@ def check_key(path: str | Path, key: str, config: Config | None) -> None:
     """
     parts = key.split(".")
     try:
-        raw = load_yaml_file(path)
+        raw = raw_file(path)  # a launch script's Hydra file with its overrides, composed
     except ConfigError:
         raw = None
     if (isinstance(raw, dict) and _lookup(raw, parts)) or (

@@ -7,6 +7,7 @@ The verl tree is a stand-in built per test: ``verl/trainer/main_ppo.py`` with it
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -95,10 +96,57 @@ python3 -m verl.trainer.main_ppo \\
         ("python -m verl.x k=a#b", ("k=a#b",)),
         ("python -m verl.x ++k=1 +j=2", ("k=1", "j=2")),
         ("python3 -m verl.x k=1\npython3 -m verl.x k=2", ("k=1",)),  # the first run
+        # Found in review (2026-11-29): unquoted expansions split at blanks, arrays,
+        # multi-line strings, pattern operators, a comment ending in a backslash.
+        ('OPTS="k=1 j=2"\npython -m verl.x $OPTS', ("k=1", "j=2")),
+        ('OPTS="k=1 j=2"\npython -m verl.x "$OPTS"', ("k=1 j=2",)),
+        ('CFG="\n  a.b=1\n  a.c=2\n"\npython -m verl.x $CFG', ("a.b=1", "a.c=2")),
+        ("D=(\n  k=1\n  'j=a b'\n)\npython -m verl.x \"${D[@]}\" ${D[0]}", ("k=1", "j=a b", "k=1")),
+        (
+            "A=actor.x\npython -m verl.x k=${A//actor/critic} j=${A#*.} i=${A%.*} h=${A:0:3}",
+            ("k=critic.x", "j=x", "i=actor", "h=act"),
+        ),
+        ("python -m verl.x k=${A^^}", ("k=${A^^}",)),  # a form not followed stays as written
+        ("# old run: \\\npython3 -m verl.x k=1", ("k=1",)),
+        ("E=\npython -m verl.x $E k=1", ("k=1",)),
+        ("A=1\r\npython -m verl.x k=$A\r\n", ("k=1",)),
+        # assigned unsplit, split where used unquoted (b is no override)
+        ('N="a b"\nW=x-${N}\npython -m verl.x k=$W j="$W"', ("k=x-a", "j=x-a b")),
+        ("P=python\nif [ -f /x ]; then P=/opt/py; fi\n$P -m verl.x k=1", ("k=1",)),
     ],
 )
 def test_shell_expansion(text: str, expected: tuple[str, ...]) -> None:
     assert read(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a plain comparison picks its branch, as the shell does
+        (
+            'B=megatron\nif [ "$B" = megatron ]; then N=m; else N=f; fi\npython -m verl.x k=$N',
+            ("k=m",),
+        ),
+        (
+            "TP=${1:-4}\nif [ $TP -eq 4 ]; then\n  S=1024\nelif [ $TP -eq 2 ]; then\n  S=384\n"
+            "fi\npython -m verl.x k=$S",
+            ("k=1024",),
+        ),
+        ('if [ -z "$1" ]; then N=x; else N=$1; fi\npython -m verl.x k=$N', ("k=x",)),
+        # a test not followed, or a loop: the variable is left as written, never guessed
+        ("if grep -q a b; then N=1; else N=2; fi\npython -m verl.x k=$N", ("k=$N",)),
+        ("for i in 1 2; do N=$i; done\npython -m verl.x k=$N", ("k=$N",)),
+        ("N=0\nif [ -f x ]; then N=1; fi\npython -m verl.x k=$N", ("k=$N",)),
+        ("if [ 1 -eq 2 ]; then python -m verl.x k=1; fi\npython -m verl.x k=2", ("k=2",)),
+    ],
+)
+def test_branches(text: str, expected: tuple[str, ...]) -> None:
+    assert read(text) == expected
+
+
+def test_deep_nesting_is_no_crash() -> None:
+    text = "python -m verl.x k=" + "${A:-" * 2000 + "1" + "}" * 2000
+    assert read(text)[0].startswith("k=")
 
 
 def test_config_path_and_name_flags() -> None:
@@ -198,8 +246,30 @@ def test_a_module_or_config_that_is_not_there_is_named(tmp_path: Path) -> None:
         load_config(script)
     unreadable = tmp_path / "bad.sh"
     unreadable.write_bytes(b"\xff\xfe python3")
-    with pytest.raises(ConfigError, match="cannot read the script"):
+    with pytest.raises(ConfigError, match=r"UTF-8"):
         load_config(unreadable)
+
+
+def test_every_command_reads_a_script(tmp_path: Path) -> None:
+    """Bugs found in review (2026-11-29): a model too big for its GPU crashed the not-fit
+    report of a script (it read the script as YAML); --sweep refused a key the script's
+    Hydra config holds; viz took a script for a record."""
+    script = verl_tree(tmp_path) / "run.sh"
+    script.write_text(SCRIPT)
+    runner = CliRunner()
+    h100 = ("--set", "cluster.gpu=h100")
+    model = "actor_rollout_ref.model.path=Qwen/Qwen2.5-72B"
+    big = runner.invoke(app, ["estimate", str(script), *h100, "--set", model])
+    assert big.exit_code == 2 and "Traceback" not in big.output, big.output
+    assert "does not fit" in big.output or "GB" in big.output
+    sweep = "actor_rollout_ref.rollout.n=4,8"
+    swept = runner.invoke(app, ["estimate", str(script), *h100, "--sweep", sweep, "--json"])
+    assert swept.exit_code == 0, swept.output
+    assert [p["value"] for p in json.loads(swept.stdout)["points"]] == [4, 8]
+    drawn = runner.invoke(app, ["viz", str(script), "--set", "cluster.gpu=h100",
+                                "--gantt", str(tmp_path / "t.html")])  # fmt: skip
+    assert drawn.exit_code == 0, drawn.output
+    assert (tmp_path / "t.html").read_text().startswith("<!")
 
 
 def test_import_corpus_reads_launch_scripts(

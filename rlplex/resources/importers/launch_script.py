@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlplex.errors import ConfigError
-from rlplex.resources.yaml_io import load_yaml_text
+from rlplex.resources.yaml_io import YamlLimits, load_yaml_text, read_text_bounded
 
 SCRIPT_SUFFIXES = (".sh", ".bash")
 """File suffixes read as launch scripts."""
@@ -75,25 +75,57 @@ class Launch:
     """The folder ``$(pwd)`` stood for (the module's root), if one was given."""
 
 
-class _Words:
-    """Split one logical line into words the way a POSIX shell does, expanding as it goes."""
+Value = str | list[str]
+"""A shell variable: a string, or an array's elements."""
 
-    def __init__(self, text: str, lookup: Callable[[str], str | None], root: str | None) -> None:
+_BREAK = "\x00"
+"""Where an expansion splits a word in two (never in a script's text)."""
+
+_IFS = re.compile(r"[ \t\n]+")
+
+
+class _Words:
+    """Split one logical line into words the way a POSIX shell does, expanding as it goes:
+    an unquoted expansion is split at blanks, ``"${NAME[@]}"`` gives a word per element."""
+
+    def __init__(self, text: str, lookup: Callable[[str], Value | None], root: str | None) -> None:
         self.text, self.lookup, self.root = text, lookup, root
         self.i = 0
+        self.depth = 0
 
     def words(self) -> list[str | None]:
         """The words; None stands for an operator between commands (``;``, ``&&``, ``|``)."""
         out: list[str | None] = []
         word: list[str] = []
         started = False
+        prefix = True  # still in a command's assignments, whose values are never split
+
+        def close() -> None:
+            nonlocal word, started, prefix
+            if started:
+                out.append("".join(word))
+                prefix = prefix and (
+                    bool(_ASSIGNMENT.match(out[-1] or "")) or out[-1] in _DECLARATIONS
+                )
+            word, started = [], False
+
+        def add(text: str) -> None:
+            nonlocal started
+            if prefix and _ASSIGNMENT.match("".join(word)):
+                text = text.replace(_BREAK, " ")
+            pieces = text.split(_BREAK)
+            for k, piece in enumerate(pieces):
+                if k:
+                    close()
+                if piece or k:
+                    word.append(piece)
+                    started = True
+
         t = self.text
         while self.i < len(t):
             c = t[self.i]
-            if c in " \t\n":
-                if started:
-                    out.append("".join(word))
-                    word, started = [], False
+            if c in " \t\n\r":
+                close()
                 self.i += 1
             elif c == "#" and not started:
                 break
@@ -103,28 +135,25 @@ class _Words:
                 word.append(t[self.i + 1 : end])
                 started, self.i = True, end + 1
             elif c == '"':
-                word.append(self._double_quoted())
+                add(self._double_quoted())
                 started = True
             elif c == "\\":
                 word.append(t[self.i + 1 : self.i + 2])
                 started, self.i = True, self.i + 2
             elif c == "$":
-                expanded = self._dollar()
-                if expanded is not None:
-                    word.append(expanded)
-                    started = started or bool(expanded)
+                expanded = self._dollar(quoted=False)
+                if expanded:
+                    add(expanded)
             elif any(t.startswith(op, self.i) for op in _OPERATORS):
-                if started:
-                    out.append("".join(word))
-                    word, started = [], False
+                close()
                 op = next(op for op in _OPERATORS if t.startswith(op, self.i))
                 out.append(None)
+                prefix = True
                 self.i += len(op)
             else:
                 word.append(c)
                 started, self.i = True, self.i + 1
-        if started:
-            out.append("".join(word))
+        close()
         return out
 
     def _double_quoted(self) -> str:
@@ -137,7 +166,7 @@ class _Words:
                 parts.append(t[self.i + 1])
                 self.i += 2
             elif c == "$":
-                parts.append(self._dollar() or "")
+                parts.append(self._dollar(quoted=True) or "")
             else:
                 parts.append(c)
                 self.i += 1
@@ -157,8 +186,8 @@ class _Words:
             j += 1
         return len(t)
 
-    def _dollar(self) -> str | None:
-        """Expand the ``$...`` at ``self.i`` (None: it expands to no word at all)."""
+    def _dollar(self, *, quoted: bool) -> str:
+        """Expand the ``$...`` at ``self.i``: its text, :data:`_BREAK` where it splits words."""
         t, i = self.text, self.i
         if t.startswith("$((", i):
             end = self._closing(i + 3, "(", ")")
@@ -177,39 +206,117 @@ class _Words:
             end = self._closing(i + 2, "{", "}")
             body = t[i + 2 : end]
             self.i = end + 1
-            return self._parameter(body)
-        name = _NAME.match(t, i + 1)
-        if name:
-            self.i = name.end()
-            value = self.lookup(name.group())
-            return value if value is not None else f"${name.group()}"
-        if t[i + 1 : i + 2] in ("@", "*", "#", "?", "$", "!") or t[i + 1 : i + 2].isdigit():
-            self.i = i + 2
-            return None  # positional and special parameters: the script's caller's
-        self.i = i + 1
-        return "$"
+            value = self._parameter(body, quoted)
+        else:
+            name = _NAME.match(t, i + 1)
+            if name:
+                self.i = name.end()
+                found = self.lookup(name.group())
+                if found is None:
+                    return f"${name.group()}"
+                value = found[0] if isinstance(found, list) and found else found
+                value = value if isinstance(value, str) else ""
+            elif t[i + 1 : i + 2] in ("@", "*", "#", "?", "$", "!") or t[i + 1 : i + 2].isdigit():
+                self.i = i + 2
+                return ""  # positional and special parameters: the script's caller's
+            else:
+                self.i = i + 1
+                return "$"
+        if isinstance(value, list):
+            return _BREAK.join(value)
+        return value if quoted else _split(value)
 
-    def _parameter(self, body: str) -> str:
-        """``${NAME}``, ``${NAME:-word}`` and its kin."""
-        name = _NAME.match(body) or re.match(r"\d+|[@*#?]", body)
-        if not name or (body.startswith("#") and len(body) > 1):
-            return ""  # ${#NAME}: a length, not a value
-        rest = body[name.end() :]
+    def _parameter(self, body: str, quoted: bool) -> Value:
+        """``${NAME}``, ``${NAME:-word}`` and its kin, ``${NAME[@]}``, ``${NAME[i]}``, the
+        pattern removals and substitutions; any other form stays as written."""
+        literal = "${" + body + "}"
+        if self.depth > 32:
+            return literal
+        name = _NAME.match(body) or re.match(r"\d+|[@*?]", body)
+        if not name:
+            return literal  # ${#NAME}, ${!NAME}: not followed
+        key, rest = name.group(), body[name.end() :]
         # Positional and special parameters are the caller's: unset here.
-        value = self.lookup(name.group()) if _NAME.fullmatch(name.group()) else None
-        for op in (":-", ":=", ":+", "-", "="):
+        value = self.lookup(key) if _NAME.fullmatch(key) else None
+        index = re.match(r"\[([^\]]*)\]", rest)
+        if index:
+            rest = rest[index.end() :]
+            elements = value if isinstance(value, list) else ([value] if value else [])
+            if index.group(1) in ("@", "*") and not rest:
+                return elements if index.group(1) == "@" or not quoted else " ".join(elements)
+            if index.group(1).isdigit() and not rest:
+                k = int(index.group(1))
+                return elements[k] if k < len(elements) else ""
+            return literal
+        text = value[0] if isinstance(value, list) and value else value
+        text = text if isinstance(text, str) else None
+        if not rest:
+            return text if text is not None else literal
+        for op in (":-", ":=", ":+", "-", "=", "+"):
             if rest.startswith(op):
-                word = _Words(rest[len(op) :], self.lookup, self.root).joined()
-                unset = value is None or (op.startswith(":") and value == "")
+                self.depth += 1
+                word = _Words(rest[len(op) :], self.lookup, self.root)
+                word.depth = self.depth
+                expanded = word.joined()
+                self.depth -= 1
+                unset = text is None or (op.startswith(":") and text == "")
                 if op.endswith("+"):
-                    return "" if unset else word
-                return word if unset else (value or "")
-        return value if value is not None else f"${{{body}}}"
+                    return "" if unset else expanded
+                return expanded if unset else (text or "")
+        if text is None:
+            return literal
+        return _pattern_operation(text, rest) or literal
 
     def joined(self) -> str:
         """The text expanded as one word (the ``word`` of ``${NAME:-word}``)."""
-        parts = [w for w in self.words() if w is not None]
-        return " ".join(parts)
+        return " ".join(w for w in self.words() if w is not None)
+
+
+def _split(value: str) -> str:
+    """An unquoted expansion's fields: blanks split it (:data:`_BREAK` marks where)."""
+    if not _IFS.search(value):
+        return value
+    fields = _IFS.split(value)
+    return _BREAK.join(fields)
+
+
+def _glob(pattern: str) -> str:
+    """A shell pattern as a regular expression (``*``, ``?``, the rest literal)."""
+    return "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+
+
+def _pattern_operation(text: str, rest: str) -> str | None:
+    """``#``, ``##``, ``%``, ``%%``, ``/``, ``//`` and ``:offset:length`` on ``text``; None for
+    a form not followed."""
+    for op, greedy in (("##", True), ("#", False)):
+        if rest.startswith(op):
+            pattern = _glob(rest[len(op) :])
+            ends = range(len(text), -1, -1) if greedy else range(len(text) + 1)
+            for k in ends:
+                if re.fullmatch(f"(?s){pattern}", text[:k]):
+                    return text[k:]
+            return text
+    for op, greedy in (("%%", True), ("%", False)):
+        if rest.startswith(op):
+            pattern = _glob(rest[len(op) :])
+            starts = range(len(text) + 1) if greedy else range(len(text), -1, -1)
+            for k in starts:
+                if re.fullmatch(f"(?s){pattern}", text[k:]):
+                    return text[:k]
+            return text
+    if rest.startswith("/"):
+        every = rest.startswith("//")
+        pattern, _, replacement = rest[2 if every else 1 :].partition("/")
+        if not pattern:
+            return text
+        return re.sub(f"(?s){_glob(pattern)}", lambda _: replacement, text, count=0 if every else 1)
+    substring = re.fullmatch(r":\s*(-?\d+)(?::\s*(\d+))?", rest)
+    if substring:
+        offset = int(substring.group(1))
+        begin = max(0, len(text) + offset) if offset < 0 else offset
+        length = substring.group(2)
+        return text[begin : begin + int(length)] if length is not None else text[begin:]
+    return None
 
 
 _ARITHMETIC: dict[type, Callable[[int, int], int]] = {
@@ -222,13 +329,14 @@ _ARITHMETIC: dict[type, Callable[[int, int], int]] = {
 }
 
 
-def _arithmetic(expression: str, lookup: Callable[[str], str | None]) -> int | None:
+def _arithmetic(expression: str, lookup: Callable[[str], Value | None]) -> int | None:
     """An integer ``$((...))``: names and ``$names`` looked up, + - * / % and brackets only.
     None when anything else is in it."""
 
     def name(match: re.Match[str]) -> str:
         value = lookup(match.group(1))
-        return value if value is not None and value.strip().lstrip("-").isdigit() else "x"
+        value = value[0] if isinstance(value, list) and value else value
+        return value if isinstance(value, str) and value.strip().lstrip("-").isdigit() else "x"
 
     text = re.sub(r"\$?\{?([A-Za-z_][A-Za-z0-9_]*)\}?", name, expression)
     try:
@@ -255,19 +363,53 @@ def _arithmetic(expression: str, lookup: Callable[[str], str | None]) -> int | N
 
 
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(1-based first line, text) of each logical line: continuations joined."""
-    start, parts = 0, []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not parts:
-            start = number
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            parts.append(line[:-1])
+    """(1-based first line, text) of each logical line: backslash continuations joined, a
+    quoted string or an array ``NAME=(...)`` spanning lines kept whole, comments dropped (a
+    backslash ending a comment continues nothing)."""
+    text = text.replace("\r\n", "\n")
+    out: list[str] = []
+    line, start, i = 1, 1, 0
+    quote: str | None = None
+    parens = 0
+    while i < len(text):
+        c = text[i]
+        if quote == "'":
+            if c == "'":
+                quote = None
+        elif quote == '"':
+            if c == "\\" and i + 1 < len(text):
+                out.append(c)
+                i += 1
+                c = text[i]
+                line += c == "\n"
+            elif c == '"':
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c == "\\" and text[i + 1 : i + 2] == "\n":
+            out.append(" ")
+            i, line = i + 2, line + 1
             continue
-        parts.append(line)
-        yield start, " ".join(parts)
-        parts = []
-    if parts:
-        yield start, " ".join(parts)
+        elif c == "#" and (not out or out[-1] in " \t\n;(|&"):
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        elif c == "(" and out and out[-1] in "=$":
+            parens += 1
+        elif c == ")" and parens:
+            parens -= 1
+        elif c == "\n" and not parens:
+            yield start, "".join(out)
+            out, line, i = [], line + 1, i + 1
+            start = line
+            continue
+        if c == "\n":
+            line += 1
+            c = " " if quote is None else c
+        out.append(c)
+        i += 1
+    if out:
+        yield start, "".join(out)
 
 
 def _commands(words: list[str | None]) -> Iterator[list[str]]:
@@ -287,7 +429,8 @@ def _commands(words: list[str | None]) -> Iterator[list[str]]:
 def _python_target(words: list[str]) -> tuple[str | None, str | None, int] | None:
     """(module, program, index of its first argument) when ``words`` run verl's Python."""
     for i, word in enumerate(words):
-        if not Path(word).name.startswith(("python", "torchrun")):
+        # an interpreter named by a variable whose value is not known ($PYTHON) counts too
+        if not (Path(word).name.startswith(("python", "torchrun")) or word.startswith("$")):
             continue
         rest = words[i + 1 :]
         for j, arg in enumerate(rest):
@@ -303,30 +446,131 @@ def _python_target(words: list[str]) -> tuple[str | None, str | None, int] | Non
     return None
 
 
+_OPENERS = ("if", "case", "for", "while", "until", "select")
+_CLOSERS = ("fi", "esac", "done")
+_KEYWORDS = ("then", "do", "{", "}", "!")
+
+
+def _test(words: list[str]) -> bool | None:
+    """``[ ... ]``, ``[[ ... ]]`` or ``test ...`` of one comparison; None when not followed."""
+    if words and words[0] == "test":
+        words = [*words[1:]]
+    elif len(words) >= 2 and words[0] in ("[", "[[") and words[-1] in ("]", "]]"):
+        words = words[1:-1]
+    else:
+        return None
+    if len(words) == 2 and words[0] in ("-z", "-n"):
+        return (words[1] == "") == (words[0] == "-z")
+    if len(words) == 1:
+        return words[0] != ""
+    if len(words) != 3 or any("$" in w for w in (words[0], words[2])):
+        return None
+    left, op, right = words
+    if op in ("=", "=="):
+        return left == right
+    if op == "!=":
+        return left != right
+    numbers = {"-eq": "==", "-ne": "!=", "-lt": "<", "-le": "<=", "-gt": ">", "-ge": ">="}
+    if op in numbers and left.lstrip("-").isdigit() and right.lstrip("-").isdigit():
+        a, b = int(left), int(right)
+        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b,
+                ">=": a >= b}[numbers[op]]  # fmt: skip
+    return None
+
+
+class _Blocks:
+    """Which ``if`` branches run: taken, skipped, or unknown (a test not followed, a loop)."""
+
+    def __init__(self) -> None:
+        self.frames: list[list[bool | None]] = []  # [this branch runs, an earlier one ran]
+
+    def open(self, keyword: str, condition: list[str]) -> None:
+        outer = self.runs()
+        if keyword == "if" and outer is not False:
+            taken = _test(condition)
+            self.frames.append([taken, taken is True])
+        else:
+            self.frames.append([None if outer is not False else False, False])
+
+    def branch(self, keyword: str, condition: list[str]) -> None:
+        if not self.frames:
+            return
+        frame = self.frames[-1]
+        before = frame[1]
+        if keyword == "elif":
+            taken = False if before is True else _test(condition)
+        else:  # else
+            taken = False if before is True else (None if before is None else True)
+        if frame[0] is None and taken is not False:
+            taken = None  # an earlier branch might have run
+        frame[0] = taken
+        frame[1] = True if taken is True else (None if taken is None else before)
+
+    def close(self) -> None:
+        if self.frames:
+            self.frames.pop()
+
+    def runs(self) -> bool | None:
+        """Whether a command here runs: True, False, or None (not known)."""
+        if any(f[0] is False for f in self.frames):
+            return False
+        return None if any(f[0] is None for f in self.frames) else True
+
+
 def read_launch(text: str, *, file: str, root: str | None = None) -> Launch:
     """The first verl command of a launch script's ``text``.
 
-    ``root`` is what ``$(pwd)`` stands for (the folder the script runs from).
+    ``root`` is what ``$(pwd)`` stands for (the folder the script runs from). A variable
+    assigned where it is not known whether the assignment runs (an ``if`` whose test is not
+    a plain comparison, a loop) is left unexpanded from there on, so that a run never takes a
+    branch the shell might not.
 
     Raises:
         ConfigError: the script runs no verl module, naming ``file``.
     """
-    variables: dict[str, str] = {}
+    variables: dict[str, Value] = {}
+    unknown: set[str] = set()
+    blocks = _Blocks()
 
-    def lookup(name: str) -> str | None:
+    def lookup(name: str) -> Value | None:
+        if name in unknown:
+            return None
         if name in variables:
             return variables[name]
         return root if name == "PWD" else None  # the shell's own: where the script runs
 
     for number, line in _logical_lines(text):
         for command in _commands(_Words(line, lookup, root).words()):
-            while command and command[0] in _DECLARATIONS:
+            while command and command[0] in (*_DECLARATIONS, *_KEYWORDS):
                 command = command[1:]
-            assignments = [_ASSIGNMENT.match(w) for w in command]
-            if command and all(assignments):
-                for match in assignments:
-                    assert match is not None
-                    variables[match.group(1)] = match.group(2)
+            if not command:
+                continue
+            head = command[0]
+            if head in _OPENERS:
+                blocks.open(head, command[1:])
+                continue
+            if head == "elif":
+                blocks.branch(head, command[1:])
+                continue
+            if head == "else":
+                blocks.branch(head, [])
+                command = command[1:]
+                while command and command[0] in _KEYWORDS:
+                    command = command[1:]
+                if not command:
+                    continue
+            if head in _CLOSERS:
+                blocks.close()
+                continue
+            runs = blocks.runs()
+            if runs is False:
+                continue
+            if _assign(command, variables):
+                for name in _assigned(command):
+                    if runs is None:
+                        unknown.add(name)
+                    else:
+                        unknown.discard(name)
                 continue
             target = _python_target(command)
             if target is None:
@@ -338,6 +582,43 @@ def read_launch(text: str, *, file: str, root: str | None = None) -> Launch:
         " recipe module): give the Hydra config file instead, with --set for its overrides",
         file=file,
     )
+
+
+def _assigned(command: list[str]) -> list[str]:
+    names = []
+    for word in command:
+        match = _ASSIGNMENT.match(word)
+        if match:
+            names.append(match.group(1))
+    return names
+
+
+def _assign(command: list[str], variables: dict[str, Value]) -> bool:
+    """Record ``command``'s assignments (``A=1 B=2``, ``A=(x y)``) when it is nothing else."""
+    pending: list[tuple[str, Value]] = []
+    k = 0
+    while k < len(command):
+        match = _ASSIGNMENT.match(command[k])
+        if not match:
+            return False
+        name, value = match.group(1), match.group(2)
+        if value.startswith("("):
+            elements = [value[1:]] if value[1:] else []
+            while not (elements and elements[-1].endswith(")")) and k + 1 < len(command):
+                if value.endswith(")") and value != "(":
+                    break
+                k += 1
+                elements.append(command[k])
+            if elements and elements[-1].endswith(")"):
+                elements[-1] = elements[-1][:-1]
+            elif value.endswith(")"):
+                elements = [value[1:-1]] if value[1:-1] else []
+            pending.append((name, [e for e in elements if e]))
+        else:
+            pending.append((name, value))
+        k += 1
+    variables.update(pending)
+    return True
 
 
 def _launch(
@@ -474,10 +755,7 @@ def launch_config(script: Path) -> tuple[Path, tuple[str, ...]]:
             found, naming the script.
     """
     file = str(script)
-    try:
-        text = script.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the script: {exc}", file=file) from None
+    text = read_text_bounded(script, YamlLimits.from_env().max_bytes, "launch script")
     first = read_launch(text, file=file)
     root = module_root(first.module, script) if first.module else None
     launch = read_launch(text, file=file, root=root) if root else first

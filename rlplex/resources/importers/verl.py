@@ -533,8 +533,11 @@ def _logits(r: _Reader, name: str) -> str | None:
     # dp_actor.py compiles the entropy (torch.compile) unless use_torch_compile is false
     # (an option since 2025-03-14; always compiled since 2025-01-21, before the per-GPU
     # micro-batch keys of a "legacy" config: that verl ran it eager).
+    # Only the unpadded path (use_remove_padding: verl's default since hf_model.yaml, and the
+    # format's) calls the compiled one; padded rows take verl_F.entropy_from_logits eager.
     compiled = r.get("actor_rollout_ref.actor.use_torch_compile", True) is not False
-    return "bf16_entropy_compiled" if compiled and not _legacy(r) else "bf16_entropy"
+    unpadded = _packing(r) is not False
+    return "bf16_entropy_compiled" if compiled and unpadded and not _legacy(r) else "bf16_entropy"
 
 
 def _rollout(r: _Reader) -> dict[str, Any] | None:
