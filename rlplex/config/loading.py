@@ -67,6 +67,9 @@ class NativeForm:
     unread: tuple[str, ...] = ()
     """``--set`` overrides of an imported file's own keys that changed nothing its importer
     reads (a typo, a key rlplex does not read, or the value the file already had)."""
+    base_dir: str | None = None
+    """Where the config's relative paths start: the file's folder, or the folder a launch
+    script runs from (its ``$(pwd)``)."""
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -118,7 +121,7 @@ def load_config(
     config = config_from_dict(
         form.data,
         file=form.file,
-        base_dir=Path(path).resolve().parent,
+        base_dir=Path(form.base_dir) if form.base_dir else Path(path).resolve().parent,
         fmt=form.fmt,
         file_devices=form.file_devices,
     )
@@ -178,9 +181,12 @@ def _load_launch_script(
             exc.message + where, field=exc.field, value=exc.value,
             file=str(script) if ours else exc.file, line=None if ours else exc.line,
         ) from None  # fmt: skip
+    from rlplex.resources.importers.launch_script import launch_root
+
     return NativeForm(
-        form.data, str(script), form.fmt, form.file_devices, form.defaults_note, form.unread
-    )
+        form.data, str(script), form.fmt, form.file_devices, form.defaults_note, form.unread,
+        base_dir=launch_root(script),
+    )  # fmt: skip
 
 
 def _load_file(
@@ -198,7 +204,12 @@ def _load_file(
     if not isinstance(data, dict):
         raise ConfigError("the config must be a mapping", value=data, file=file)
     if written:
-        data = apply_overrides(data, list(written))
+        try:
+            data = apply_overrides(data, list(written))
+        except ConfigError as exc:  # the script's own override, not a --set of the user's
+            raise ConfigError(
+                f"the script's override: {exc.message}", value=exc.value, file=file
+            ) from None
     if format is not None and format not in FORMATS:
         raise ConfigError(
             f"unknown format (expected one of: {', '.join(FORMATS)})",

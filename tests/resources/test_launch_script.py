@@ -85,6 +85,7 @@ python3 -m verl.trainer.main_ppo \\
         ("A=\npython -m verl.x k=${A:-9} j=${A-8}", ("k=9", "j=")),
         ("A=1\npython -m verl.x k=${A:+set}", ("k=set",)),
         ("TP=${1:-4}\npython -m verl.x k=$TP", ("k=4",)),  # positional: the caller's
+        ("python -m verl.x k=${1} j=$1", ("k=", "j=")),
         ("python -m verl.x k=$UNSET", ("k=$UNSET",)),
         ('python -m verl.x \'k=$A b\' "j=a\\"b"', ("k=$A b", 'j=a"b')),
         ("python -m verl.x k=$(( (2 + 3) * 4 / 3 ))", ("k=6",)),
@@ -212,6 +213,8 @@ def test_a_script_loads_as_its_config_with_its_overrides(tmp_path: Path) -> None
     assert via_script.roles == by_hand.roles
     assert via_script.workload is not None and via_script.workload.samples_per_prompt == 8
     assert via_script.source == str(script)
+    # Relative paths start where the script runs: the checkout holding verl ($(pwd)).
+    assert via_script.base_dir == str(tmp_path)
     # The script's own overrides are never "unread"; the user's --set still is checked.
     assert not [w for w in via_script.warnings if "changed nothing" in w]
     unread = load_config(script, overrides=["cluster.gpu=h100", "trainer.project_name=y"])
@@ -232,6 +235,11 @@ def test_errors_name_the_script(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["estimate", str(script), "--set", "cluster.gpu=h100"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert str(script) in result.output
+    # An override of the script's own that its config cannot take says so (not "--set").
+    script.write_text(SCRIPT.replace("trainer.nnodes=1", "trainer.nnodes.x=1"))
+    with pytest.raises(ConfigError, match="the script's override: cannot set") as info:
+        load_config(script)
+    assert info.value.file == str(script) and info.value.field is None
 
 
 def test_a_module_or_config_that_is_not_there_is_named(tmp_path: Path) -> None:

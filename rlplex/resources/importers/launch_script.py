@@ -236,6 +236,8 @@ class _Words:
         if not name:
             return literal  # ${#NAME}, ${!NAME}: not followed
         key, rest = name.group(), body[name.end() :]
+        if not _NAME.fullmatch(key) and not rest:
+            return ""  # ${1}, ${@}: the caller's, as $1 and $@
         # Positional and special parameters are the caller's: unset here.
         value = self.lookup(key) if _NAME.fullmatch(key) else None
         index = re.match(r"\[([^\]]*)\]", rest)
@@ -760,6 +762,18 @@ def launch_config(script: Path) -> tuple[Path, tuple[str, ...]]:
     root = module_root(first.module, script) if first.module else None
     launch = read_launch(text, file=file, root=root) if root else first
     return find_config(launch, script), tuple(_yaml_safe(o) for o in launch.overrides)
+
+
+def launch_root(script: Path) -> str | None:
+    """The folder a launch script runs from, as its ``$(pwd)``: the one holding its module's
+    top package (where its relative paths, a model's included, are found); None if unknown.
+
+    Raises:
+        ConfigError: the script cannot be read or runs no verl module.
+    """
+    text = read_text_bounded(script, YamlLimits.from_env().max_bytes, "launch script")
+    launch = read_launch(text, file=str(script))
+    return module_root(launch.module, script) if launch.module else None
 
 
 def _yaml_safe(override: str) -> str:
