@@ -101,6 +101,8 @@ def check_file(
     except ConfigError as exc:
         message = str(exc)
         row["status"] = "not RL" if "not an RL training step" in message else "refused"
+        if fmt == SCRIPT and "runs no verl trainer" in message:
+            row["status"] = "unrecognised"  # a shell script that starts no verl run
         row["reason"] = _reason(message, path)
         return row
     except Exception as exc:  # the point of the corpus check: there must be none

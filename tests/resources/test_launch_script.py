@@ -299,7 +299,8 @@ def test_import_corpus_reads_launch_scripts(
     out = tmp_path / "rows.json"
     argv = [str(examples), "--set", "cluster.gpu=h100", "--json", str(out)]
     assert module.main(argv) == 0
-    assert "| verl script | 2 | 1 | 0 | 1 | 0 | 0 | 0 |" in capsys.readouterr().out
+    # a script that starts no verl run is not a config: unrecognised, not refused
+    assert "| verl script | 2 | 1 | 0 | 0 | 1 | 0 | 0 |" in capsys.readouterr().out
     rows = {Path(r["file"]).name: r for r in json.loads(out.read_text())}
     assert rows["run.sh"]["roles"].startswith("actor_train:8/1")
     assert "runs no verl trainer" in rows["prep.sh"]["reason"]
