@@ -794,7 +794,7 @@ class Report:
 
 def _outside_phases(config: Any) -> dict[str, float]:
     """Seconds of each stage that stand for time outside every stage
-    (:attr:`~rlplex.estimate.estimator.StageEstimate.outside_s`): not in a framework's phase."""
+    (:attr:`~rlplex.estimate.context.StageEstimate.outside_s`): not in a framework's phase."""
     from rlplex.estimate.estimator import estimate_config
 
     return {name: stage.outside_s for name, stage in estimate_config(config).stages.items()}

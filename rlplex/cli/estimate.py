@@ -342,7 +342,7 @@ _OPTIMIZER_STEP = {
     "foreach": " (PyTorch's multi-tensor step, efficiency.optimizer_foreach)",
     "fused": " (a fused step, efficiency.optimizer_fused)",
 }
-"""How a role's optimizer step runs (``estimator.optimizer_kernel``), as the assumptions say it."""
+"""How a role's optimizer step runs (``context.optimizer_kernel``), as the assumptions say it."""
 
 
 def _scores_extras(scores: dict[str, Any] | None) -> str:

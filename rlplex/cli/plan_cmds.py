@@ -50,7 +50,7 @@ def plan(
 ) -> None:
     """Plan a step: placement, parallel stages, offload/reload ops, period and bound."""
     from rlplex.config import ASYNC_STALENESS_0
-    from rlplex.estimate.estimator import NOT_ASYNC_FOR_PARTIAL
+    from rlplex.estimate.context import NOT_ASYNC_FOR_PARTIAL
     from rlplex.reports.plan import plan_report
 
     # --auto searches the staleness too (k >= 1), so "staleness 0 runs like sync" does not

@@ -290,7 +290,7 @@ def config_from_dict(
         pipeline_spec, raw_pipeline or {}, roles, base_dir or Path.cwd(), file, hint
     )
     check_pipeline_size(pipeline, file)
-    from rlplex.estimate.estimator import partial_rollout_inactive, streaming_field
+    from rlplex.estimate.context import partial_rollout_inactive, streaming_field
 
     inactive = [
         f"roles.{name}.rollout.{streaming_field(roles[name])} is ignored: {why}"

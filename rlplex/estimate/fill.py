@@ -42,7 +42,7 @@ def fill_cluster(raw: Any, efficiency: Efficiency | None, file: str | None) -> t
     """
     if not isinstance(raw, dict) or not raw.get("gpu"):
         return raw, set()
-    from rlplex.estimate.estimator import efficiency_value
+    from rlplex.estimate.context import efficiency_value
     from rlplex.estimate.specs import gpu_spec
 
     name = raw["gpu"]
@@ -126,7 +126,8 @@ def fill_estimates(
         ConfigError: a stage without seconds cannot be estimated (a CPU stage),
             or the estimator rejects an input.
     """
-    from rlplex.estimate.estimator import Inputs, estimate
+    from rlplex.estimate.context import Inputs
+    from rlplex.estimate.estimator import estimate
 
     needs_seconds = [s for s in pipeline.stages if s.seconds is None and not s.is_weight_sync]
     needs_states = [n for n, r in roles.items() if r.is_gpu and n not in given_states]
@@ -214,7 +215,7 @@ def check_stages_fit(
         ConfigError: naming ``pipeline.stages.S.memory_gb`` (activations the
             largest part) or ``roles.R.states``.
     """
-    from rlplex.estimate.estimator import ACTIVATION_KNOBS, activation_remedy
+    from rlplex.estimate.assumptions import ACTIVATION_KNOBS, activation_remedy
 
     cap = cluster.gpu_memory_gb
     for stage in pipeline.stages:
@@ -346,7 +347,7 @@ def _estimable(name: str, body: Mapping[str, Any], roles: Mapping[str, Any]) -> 
     """Whether the estimator computes stage ``name``: train, log-prob, value and generate on
     GPUs, and a rule reward on CPUs or the driver (its per-sequence controller work)."""
     from rlplex.dag.stage import Stage
-    from rlplex.estimate.estimator import is_rule_reward, stage_kind
+    from rlplex.estimate.context import is_rule_reward, stage_kind
     from rlplex.resources.cluster import Role
 
     role_body = roles.get(body.get("role") or "")
@@ -366,7 +367,8 @@ def at_staleness(config: Any, k: int) -> Any:
     generation seconds priced again for k: generation k steps ahead shares one tail among k
     steps, and a partial-rollout engine streams only when the pipeline is async (the
     estimate reads the staleness; a placement or what-if search that varies it must too)."""
-    from rlplex.estimate.estimator import estimate_config, stage_kind
+    from rlplex.estimate.context import stage_kind
+    from rlplex.estimate.estimator import estimate_config
 
     pipeline = config.pipeline.model_copy(update={"max_staleness": k})
     cfg = config.model_copy(update={"pipeline": pipeline})

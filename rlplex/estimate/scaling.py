@@ -57,23 +57,9 @@ def estimator_exponents(config: object, stages: Iterable[str] | None = None) -> 
 
 def _inputs(config: object) -> object | None:
     """The estimator's inputs of ``config`` as placed (states it filled re-estimated)."""
-    from rlplex.estimate.estimator import Inputs, missing_inputs
+    from rlplex.estimate.context import Inputs, missing_inputs, roles_afresh
 
-    cfg = config
-    inputs = Inputs(
-        cluster=cfg.cluster,  # type: ignore[attr-defined]
-        roles={
-            n: r.model_copy(update={"states": {}})
-            if cfg.is_estimated(f"roles.{n}.states")  # type: ignore[attr-defined]
-            else r
-            for n, r in cfg.roles.items()  # type: ignore[attr-defined]
-        },
-        pipeline=cfg.pipeline,  # type: ignore[attr-defined]
-        model=cfg.model,  # type: ignore[attr-defined]
-        workload=cfg.workload,  # type: ignore[attr-defined]
-        efficiency=cfg.efficiency,  # type: ignore[attr-defined]
-        file=cfg.source,  # type: ignore[attr-defined]
-    )
+    inputs = Inputs.of_config(config, roles_afresh(config))
     if missing_inputs(inputs) or any(r.auto for r in inputs.roles.values()):
         return None
     return inputs

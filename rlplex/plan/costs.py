@@ -64,7 +64,7 @@ def stage_seconds(
 def stage_seconds_bound(config: Config, stage: Stage, placement: Placement) -> float:
     """What the stage costs on ``placement`` at least: :func:`stage_seconds`, but for an
     in-flight engine's generation its steady state at full slots
-    (:func:`~rlplex.estimate.estimator.generate_bound_at`) instead of its loop, which the
+    (:func:`~rlplex.estimate.generation.generate_bound_at`) instead of its loop, which the
     trainer's turn on each placement changes. A placement search ranks and prunes
     candidates with it: the loop is simulated only for the candidates it scores."""
     if (
@@ -141,7 +141,7 @@ asks for the same ones many times. The config itself is kept to check the id sti
 
 
 def _repriced(config: Config, stage: Stage, placement: Placement) -> float | None:
-    from rlplex.estimate.estimator import weight_sync_seconds_at
+    from rlplex.estimate.weight_sync import weight_sync_seconds_at
 
     key = (
         id(config), stage.name,
@@ -170,13 +170,12 @@ def _regenerated(config: Config, stage: Stage, placement: Placement) -> float | 
     """Generation priced on ``placement`` where a scaling would not do: an engine whose
     streaming the placement turns on or off, or one with in-flight weight updates (its
     drain depends on the trainer's turn, priced on the same placement)."""
-    from rlplex.estimate.estimator import (
+    from rlplex.estimate.context import stage_kind, streaming_field
+    from rlplex.estimate.generation import (
         generate_seconds_at,
         in_flight_at,
         in_flight_grid,
         in_flight_turn,
-        stage_kind,
-        streaming_field,
         streaming_flips,
         trainer_seconds,
     )
@@ -225,7 +224,8 @@ def _regenerated(config: Config, stage: Stage, placement: Placement) -> float | 
 
 
 def _in_flight(config: Config, stage: Stage, placement: Placement) -> bool:
-    from rlplex.estimate.estimator import in_flight_at, stage_kind, streaming_field
+    from rlplex.estimate.context import stage_kind, streaming_field
+    from rlplex.estimate.generation import in_flight_at
 
     role = config.roles.get(stage.role or "")
     if role is None or streaming_field(role) != "in_flight_weight_updates":
@@ -240,7 +240,7 @@ _BOUNDS: dict[tuple[object, ...], tuple[Config, float | None]] = {}
 
 
 def _generate_bound(config: Config, stage: Stage, placement: Placement) -> float | None:
-    from rlplex.estimate.estimator import generate_bound_at
+    from rlplex.estimate.generation import generate_bound_at
 
     key = (id(config), stage.name, tuple(sorted(placement.get(stage.role or "", ()))))
     hit = _BOUNDS.get(key)

@@ -290,7 +290,7 @@ def gpu_unit(config: Config, role: str) -> int:
 def _generating_roles(config: Config) -> frozenset[str]:
     """Roles that run a generation stage (an inference engine: tensor parallel defaults to its
     worker's GPUs)."""
-    from rlplex.estimate.estimator import stage_kind
+    from rlplex.estimate.context import stage_kind
 
     return frozenset(
         s.role

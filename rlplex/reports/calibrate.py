@@ -254,7 +254,7 @@ def _estimated_terms(
 def _with_efficiency(cfg: Config, kind: str, ratio: float) -> Config:
     """``cfg`` with ``kind``'s fitted parameters at ``ratio``: its rates divided by it, its
     times multiplied."""
-    from rlplex.estimate.estimator import efficiency_value
+    from rlplex.estimate.context import efficiency_value
     from rlplex.resources.inputs import Efficiency
 
     eff = cfg.efficiency
@@ -346,7 +346,7 @@ def calibrate(
         ConfigError: an unreadable record or config, no stage of the config in
             the record, or too few steps.
     """
-    from rlplex.estimate.estimator import efficiency_value, is_rule_reward, stage_kind
+    from rlplex.estimate.context import efficiency_value, is_rule_reward, stage_kind
     from rlplex.plan.costs import config_placement, stage_work_seconds
     from rlplex.resources.importers.common import check_costs
     from rlplex.resources.yaml_io import load_yaml_file
@@ -581,7 +581,7 @@ def _fit_overhead(
     ``dispatch_s``); time it has in excess, once every recorded stage is fitted, can only be
     estimated time outside them: the framework's per-step and per-sequence overhead.
     """
-    from rlplex.estimate.estimator import efficiency_value
+    from rlplex.estimate.context import efficiency_value
 
     base = {k: efficiency_value(cfg.efficiency, k) for k in keys}
 

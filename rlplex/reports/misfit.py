@@ -28,12 +28,8 @@ from pydantic import BaseModel, ConfigDict
 
 from rlplex.config import load_config, raw_file
 from rlplex.errors import ConfigError
-from rlplex.estimate.estimator import (
-    Estimate,
-    activation_remedy,
-    estimate_config,
-    state_remedy,
-)
+from rlplex.estimate.assumptions import activation_remedy, state_remedy
+from rlplex.estimate.estimator import Estimate, estimate_config
 from rlplex.resources.cluster import Role
 from rlplex.resources.inputs import Rollout
 

@@ -131,7 +131,7 @@ def test_a_padded_or_packed_hugging_face_batch_takes_the_memory_efficient_kernel
     """Hugging Face passes ``enable_gqa`` only without a mask: a padded batch (lengths that
     vary) or a packed one keeps no score matrix; Transformer Engine's fp32 fallback keeps the
     packed row's."""
-    from rlplex.estimate import estimator as e
+    from rlplex.estimate import passes as e
 
     config = config_from_dict(
         {

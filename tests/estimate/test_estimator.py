@@ -1145,13 +1145,14 @@ def test_tensor_parallel_over_nodes_of_one_fabric(base: dict[str, Any]) -> None:
 def test_fp8_roles_run_their_weight_matmuls_faster(base: dict[str, Any]) -> None:
     """An fp8 role's weight matmuls run ``fp8_matmul_speedup`` times faster, attention as in
     bf16; a GPU without FP8 tensor cores (A100) gains nothing."""
-    from rlplex.estimate.estimator import Inputs, _Ctx, _pass_flops
+    from rlplex.estimate.context import Context, Inputs
+    from rlplex.estimate.passes import _pass_flops
 
     bf16_cfg = config_from_dict(base, file="t.yaml")
     bf16 = estimate_config(bf16_cfg).stages["train"].terms["compute"]
     base["roles"]["actor_train"]["precision"] = "fp8"
     fp8 = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"].terms["compute"]
-    ctx = _Ctx(
+    ctx = Context(
         Inputs(
             cluster=bf16_cfg.cluster,
             roles=bf16_cfg.roles,
@@ -1251,7 +1252,7 @@ def test_in_flight_turn_is_what_runs_between_generation_and_its_weights(
     role, in turn (ref 4 + old 5 + train 6; the CPU reward and the driver's advantage are
     not the trainer's), and the sync's own seconds; a stage after the sync is not in it.
     With a second sync into the engine after the first, the turn runs to the last one."""
-    from rlplex.estimate.estimator import in_flight_turn, trainer_seconds
+    from rlplex.estimate.generation import in_flight_turn, trainer_seconds
 
     raw = _split_async(base)
     seconds = {"ref_logprob": 4, "old_logprob": 5, "train": 6, "weight_sync": 2, "generate": 9}
@@ -1282,7 +1283,7 @@ def test_prompt_groups_spread_over_replicas() -> None:
     its 4 ends (the other 2 from a second such set); with 8 replicas each holds one response
     per group. 16 responses on 6 replicas: 3 of each group here, standing for 2.67, so the
     replica's sequences add up to its share."""
-    from rlplex.estimate.estimator import prompt_groups
+    from rlplex.estimate.generation import prompt_groups
 
     dist = response_lengths(300, 600, None)
     groups, stands_for = prompt_groups(dist, 8, 4, 2, 1024)
@@ -1307,7 +1308,7 @@ def test_in_flight_weight_updates_hide_the_tail_only_while_the_trainer_keeps_up(
     """An engine that decodes through weight syncs: with a quick trainer its slots stay full
     (fewer decode steps than the drained engine's, which waits for the longest response);
     with a trainer slower than generation it drains and waits, as the drained engine."""
-    from rlplex.estimate.estimator import in_flight_grid
+    from rlplex.estimate.generation import in_flight_grid
 
     raw = _split_async(base)
     drained = estimate_config(config_from_dict(raw, file="t.yaml")).stages["generate"]
@@ -1392,7 +1393,7 @@ def test_an_in_flight_engine_is_priced_again_with_the_trainer_of_each_placement(
 
 def test_the_trainer_turn_grid() -> None:
     """Turns on a 0.5 % geometric grid: 0 stays 0, 1 s is on it, any turn within 0.25 %."""
-    from rlplex.estimate.estimator import TURN_STEP, in_flight_grid
+    from rlplex.estimate.generation import TURN_STEP, in_flight_grid
 
     assert in_flight_grid((0.0, 1.0)) == (0.0, 1.0)
     trainer, sync = in_flight_grid((73.3, 2.04))
@@ -1408,7 +1409,7 @@ def test_an_in_flight_engine_s_steady_state_bounds_its_loop(
     """The bound a placement search ranks in-flight engines by: one step's tokens at full
     slots, each sequence at the token-weighted mean context, plus the prefill. It lies below
     the loop with a quick trainer (slots nearly full) and a slow one (the engine drains)."""
-    from rlplex.estimate.estimator import generate_bound_at
+    from rlplex.estimate.generation import generate_bound_at
     from rlplex.plan.costs import config_placement, stage_work_seconds
 
     raw = _split_async(base)
@@ -1425,22 +1426,22 @@ def test_an_in_flight_engine_s_steady_state_bounds_its_loop(
         bounds.append(bound)
     # Its inputs, by hand: the loop's own walked responses (each standing for stands_for of
     # the replica's), their token-weighted mean context, the loop's walked slots; 1 % off.
-    import rlplex.estimate.estimator as estimator
-    from rlplex.estimate.estimator import IN_FLIGHT_BOUND_SLACK, generate_seconds_at
+    import rlplex.estimate.generation as generation
+    from rlplex.estimate.generation import IN_FLIGHT_BOUND_SLACK, generate_seconds_at
     from rlplex.estimate.lengths import response_lengths
 
     seen: list[tuple[float, float, float]] = []
-    real = estimator.stream_decode
+    real = generation.stream_decode
 
     def spy(tokens: float, context: float, slots: float, costs: Any) -> Any:
         seen.append((tokens, context, slots))
         return real(tokens, context, slots, costs)
 
-    monkeypatch.setattr(estimator, "stream_decode", spy)
+    monkeypatch.setattr(generation, "stream_decode", spy)
     steady = generate_seconds_at(cfg, stage, own, throughput_bound=True)
     assert steady is not None and bounds[1] == pytest.approx(steady * (1 - IN_FLIGHT_BOUND_SLACK))
     dist = response_lengths(300, 600)
-    groups, stands_for = estimator.prompt_groups(dist, 64, 4, 4, 64)  # 4 engines of tp 2
+    groups, stands_for = generation.prompt_groups(dist, 64, 4, 4, 64)  # 4 engines of tp 2
     walked = [max(1.0, x) for g in groups for x in g.lengths]
     assert stands_for == 1 and len(walked) == 64  # 256 responses over 4 engines
     assert seen == [
@@ -1520,7 +1521,7 @@ def test_nodes_network_counts_only_the_communicators_gpus() -> None:
     """Bytes cross into a node over the NICs of the communicator's GPUs there: the node with
     the fewest members bounds it, NVLink caps it, and a GB200 node's 4 NICs count, not its
     72-GPU NVLink rack's."""
-    from rlplex.estimate.estimator import nodes_network_gb_per_s
+    from rlplex.estimate.weight_sync import nodes_network_gb_per_s
     from rlplex.resources.cluster import Cluster
 
     h100 = Cluster(nodes=2, gpus_per_node=8, network_gb_per_s=40.0, device_copy_gb_per_s=360.0)
@@ -1538,7 +1539,7 @@ def test_split_sync_of_a_partial_node_uses_its_gpus_nics(base: dict[str, Any]) -
     """Two trainer GPUs on node 0 send to two engine GPUs on node 1: the communicator holds
     two GPUs a node, so two NICs carry the broadcast (2 x 40 GB/s), not the node's eight; a
     plan that moves the roles prices the sync the same way (weight_sync_seconds_at)."""
-    from rlplex.estimate.estimator import weight_sync_seconds_at
+    from rlplex.estimate.weight_sync import weight_sync_seconds_at
 
     base["cluster"].update({"nodes": 2, "gpus_per_node": 8})
     base["roles"]["actor_train"] = {"devices": "0-1", "parallel": {"zero": 1, "recompute": True}}
@@ -1737,7 +1738,7 @@ def test_micro_batches_never_span_optimizer_steps(base: dict[str, Any]) -> None:
 def test_activation_remedy_asks_for_recomputation_only_where_it_is_off(
     base: dict[str, Any],
 ) -> None:
-    from rlplex.estimate.estimator import activation_remedy
+    from rlplex.estimate.assumptions import activation_remedy
 
     roles = config_from_dict(base, file="t.yaml").roles
     assert "parallel.recompute" in activation_remedy(roles["actor_train"])

@@ -18,9 +18,10 @@ import pytest
 from rlplex.cli.stage_lines import generation_line
 from rlplex.config import config_from_dict
 from rlplex.estimate.decode import StepCosts, simulate_decode
-from rlplex.estimate.estimator import Estimate, estimate_config, generate_transient_gb
+from rlplex.estimate.estimator import Estimate, estimate_config
 from rlplex.estimate.lengths import response_lengths
 from rlplex.estimate.specs import model_presets
+from rlplex.estimate.states import generate_transient_gb
 
 P = 8_030_261_248  # llama-3.1-8b parameters (tests/estimate/test_formulas.py)
 # Weights a token multiplies: all but the input embedding (a lookup) and the final norm.

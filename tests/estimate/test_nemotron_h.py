@@ -192,7 +192,8 @@ def test_tp_collectives_run_once_per_block_by_hand(base: dict[str, Any]) -> None
     """Megatron's tensor parallel exchanges activations after each mixer and each MLP: 52
     blocks, 2 exchanges (an all-gather and a reduce-scatter) each per pass, forward and
     backward, half of each device's 1/4 of the tokens leaving it (tp 2, dp 4), bf16."""
-    from rlplex.estimate.estimator import Inputs, _Ctx, _tp_activation_s
+    from rlplex.estimate.context import Context, Inputs
+    from rlplex.estimate.passes import _tp_activation_s
 
     config = _nano_config(base)
     config["roles"]["actor_train"]["parallel"] = {"tp": 2, "zero": 3}
@@ -204,7 +205,7 @@ def test_tp_collectives_run_once_per_block_by_hand(base: dict[str, Any]) -> None
     tokens = 1e6
     moved = 2 * 2 * 52 * tokens / 4 * 2688 * 2 * (2 - 1) / 2
     seconds = _tp_activation_s(
-        _Ctx(inputs), spec, loaded.roles["actor_train"], est.roles["actor_train"], tokens,
+        Context(inputs), spec, loaded.roles["actor_train"], est.roles["actor_train"], tokens,
         True, False,
     )  # fmt: skip
     assert seconds == pytest.approx(moved / (loaded.cluster.device_copy_gb_per_s * 1e9))
@@ -251,7 +252,7 @@ def test_a_latent_moe_moves_and_multiplies_the_latent_width_by_hand() -> None:
     """Nemotron-3 Super's latent MoE: the routed experts read and write 1,024 wide, not the
     4,096 of the hidden state; each MoE layer adds its two projections (h x 1,024 each); the
     expert-parallel all-to-all moves tokens at the latent width."""
-    from rlplex.estimate.estimator import _expert_flop_share
+    from rlplex.estimate.passes import _expert_flop_share
 
     nano = model_presets()["nemotron-3-nano-30b-a3b"]
     latent = nano.model_copy(update={"moe_latent_size": 1024})
@@ -280,7 +281,8 @@ def test_a_latent_moe_config_json_is_read() -> None:
 def test_the_expert_all_to_all_moves_the_latent_width_by_hand(base: dict[str, Any]) -> None:
     """Dispatch and combine send each token's k copies at the experts' width: 7/8 of them
     leave the rank over ep 8 in one node, 1,024 bf16 elements each for a latent MoE."""
-    from rlplex.estimate.estimator import Inputs, _Ctx, _expert_all_to_all_s
+    from rlplex.estimate.context import Context, Inputs
+    from rlplex.estimate.passes import _expert_all_to_all_s
 
     config = _nano_config(base)
     config["roles"]["actor_train"]["parallel"] = {"ep": 8, "zero": 1}
@@ -290,7 +292,7 @@ def test_the_expert_all_to_all_moves_the_latent_width_by_hand(base: dict[str, An
     latent = model_presets()["nemotron-3-nano-30b-a3b"].model_copy(update={"moe_latent_size": 1024})
     tokens = 1e5
     sent = 2 * tokens * 6 * 1024 * 2 * 23 * 2 * (8 - 1) / 8
-    seconds = _expert_all_to_all_s(_Ctx(inputs), latent, loaded.roles["actor_train"], tokens, 2)
+    seconds = _expert_all_to_all_s(Context(inputs), latent, loaded.roles["actor_train"], tokens, 2)
     assert seconds == pytest.approx(sent / (loaded.cluster.device_copy_gb_per_s * 1e9))
 
 

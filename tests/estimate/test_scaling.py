@@ -39,3 +39,28 @@ def test_whatif_uses_them_unless_given() -> None:
     assert result.exponents["train"] == 0.5
     assert result.exponents["generate"] == estimator_exponents(cfg)["generate"] < 1.0
     assert any("exponents from the estimator" in n for n in result.notes)
+
+
+def test_a_model_file_beside_the_config_is_found_from_any_folder(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    """A ``model:`` path relative to its config is read from the config's folder, not the
+    working one (the exponents were empty when run from elsewhere)."""
+    import json
+
+    import yaml
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps({
+        "num_hidden_layers": 24, "hidden_size": 896, "num_attention_heads": 14,
+        "num_key_value_heads": 2, "vocab_size": 151936, "intermediate_size": 4864,
+    }))  # fmt: skip
+    raw = yaml.safe_load((ROOT / "examples" / "estimate_verl_quickstart.yaml").read_text())
+    raw["model"] = "model/config.json"
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(raw))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    config = load_config(tmp_path / "run.yaml")
+    monkeypatch.chdir(elsewhere)  # type: ignore[attr-defined]
+    exps = estimator_exponents(config)
+    assert 0.0 < exps["train"] < 1.0

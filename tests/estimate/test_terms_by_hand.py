@@ -18,8 +18,9 @@ import pytest
 
 from rlplex.config import config_from_dict
 from rlplex.estimate import formulas as f
-from rlplex.estimate.estimator import Estimate, estimate_config, generate_transient_gb
+from rlplex.estimate.estimator import Estimate, estimate_config
 from rlplex.estimate.specs import model_presets
+from rlplex.estimate.states import generate_transient_gb
 
 P = 8_030_261_248  # llama-3.1-8b parameters (tests/estimate/test_formulas.py)
 H100 = 989.5e12  # peak bf16 FLOP/s; the size factors' reference GPU, so their halves stay

@@ -279,7 +279,7 @@ def test_auto_placement_lays_an_engine_out_as_the_estimator_does(monkeypatch):
 
     import rlplex.plan.search as search
     from rlplex.config import load_config
-    from rlplex.estimate.estimator import generate_seconds_at
+    from rlplex.estimate.generation import generate_seconds_at
     from rlplex.plan.bound import lower_bound
     from rlplex.plan.search import search_placements
 

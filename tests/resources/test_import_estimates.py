@@ -76,7 +76,7 @@ def test_verl_roles_without_a_strategy_run_fsdp() -> None:
 def test_verl_fsdp_runs_eager_kernels_unless_it_patches_in_liger() -> None:
     """verl's FSDP workers run Hugging Face modules (the format's eager default under FSDP);
     ``model.use_liger`` swaps in Liger's fused norm, rotary and SwiGLU kernels."""
-    from rlplex.estimate.estimator import layer_kernels
+    from rlplex.estimate.context import layer_kernels
 
     plain = load_config(VERL, overrides=["cluster.gpu=h100"])
     assert layer_kernels(plain.roles["actor_train"]) == "eager"
