@@ -40,15 +40,18 @@ def detect_format(data: Mapping[str, Any]) -> ConfigFormat:
     """Guess a config file's format from its keys.
 
     RLinf has ``cluster.component_placement``; verl-style files have
-    ``resource_pool_spec`` or a ``trainer`` block with ``n_gpus_per_node``; ROLL
+    ``resource_pool_spec``, a ``trainer`` block with ``n_gpus_per_node`` or verl's
+    ``custom_reward_function``; ROLL
     has top-level role blocks with ``device_mapping``; NeMo RL has a ``policy`` section with
     its keys, or ``defaults`` naming parent files by path; anything else is native.
     """
     cluster = data.get("cluster")
     if isinstance(cluster, dict) and "component_placement" in cluster:
         return "rlinf"
-    if "resource_pool_spec" in data or (
-        isinstance(data.get("trainer"), dict) and "n_gpus_per_node" in data["trainer"]
+    if (
+        "resource_pool_spec" in data
+        or (isinstance(data.get("trainer"), dict) and "n_gpus_per_node" in data["trainer"])
+        or "custom_reward_function" in data  # verl's evaluation.yaml has no trainer block
     ):
         return "verl"
     if any(isinstance(v, dict) and "device_mapping" in v for v in data.values()):

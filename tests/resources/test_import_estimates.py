@@ -427,6 +427,25 @@ def test_verl_dapo_dynamic_sampling_generates_more_than_it_trains() -> None:
         assert info.value.field == "data.gen_batch_size"
 
 
+def test_verl_fully_async_dynamic_sampling_streams_one_prompt_at_a_time(tmp_path: Path) -> None:
+    """Found in review (2026-11-29): fully async needs ``train_batch_size=0
+    gen_batch_size=1``; with DAPO's filter on, the pair was refused as a ratio."""
+    text = (
+        "trainer: {nnodes: 1, n_gpus_per_node: 4}\nrollout: {nnodes: 1, n_gpus_per_node: 4}\n"
+        "algorithm: {adv_estimator: grpo, filter_groups: {enable: true}}\n"
+        "async_training: {staleness_threshold: 0.5, trigger_parameter_sync_step: 2}\n"
+        "data: {train_batch_size: 0, gen_batch_size: 1, max_prompt_length: 512,"
+        " max_response_length: 1024}\n"
+        "actor_rollout_ref: {model: {path: Qwen/Qwen2.5-7B}, rollout: {n: 4},"
+        " actor: {ppo_mini_batch_size: 32}}\n"
+    )
+    path = tmp_path / "fa.yaml"
+    path.write_text(text)
+    cfg = load_config(path)
+    assert cfg.workload is not None and cfg.workload.generated_per_trained == 1.0
+    assert cfg.workload.prompts_per_step == 64  # mini-batch x trigger x require_batches
+
+
 def test_roll_strategies_outside_megatron_take_the_plain_log_softmax() -> None:
     """ROLL's FSDP2, DeepSpeed and Hugging Face strategies compute log-probs with
     ``log_probs_from_logits`` (``log_softmax(logits.float())``) and then the logits' fp32

@@ -126,7 +126,7 @@ def test_verl_rollout_tp32_spans_four_nodes() -> None:
 def test_rlinf_one_key_for_several_components() -> None:
     cfg = load_config(FIXTURES / "rlinf" / "one_key_tp.yaml")
     assert layout(cfg, "actor_infer") == (8, 4, 2)
-    assert layout(cfg, "reward") == (8, 1, 8)
+    assert layout(cfg, "reward") == (0, 1, 8)  # rule scoring: 8 processes, on the CPU
     assert layout(cfg, "actor_train") == (8, 1, 8)
     assert cfg.model == "/models/Moonlight-16B"
     load = cfg.workload
@@ -281,6 +281,11 @@ def test_verl_split_placement_puts_critic_on_its_own_gpus() -> None:
         ("roll/sft.yaml", "a ROLL SFT config (it has an 'sft_train' block)"),
         ("rlinf/sft.yaml", "an RLinf SFT config (runner.task_type: sft)"),
         ("verl/sft.yaml", "a verl SFT config (like verl/trainer/config/sft_trainer.yaml)"),
+        # Found in review (2026-11-29): read as a native file ("data: unknown key").
+        (
+            "verl/evaluation.yaml",
+            "a verl evaluation config (like verl/trainer/config/evaluation.yaml)",
+        ),
     ],
 )
 def test_non_rl_files_refused(path: str, what: str) -> None:

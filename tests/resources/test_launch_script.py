@@ -145,6 +145,54 @@ def test_branches(text: str, expected: tuple[str, ...]) -> None:
     assert read(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Found in review (2026-11-29): the idioms that find a script's own folder are worked
+        # out on the paths (the script is /a/b/c/run.sh), as bash prints them.
+        ('H="$( cd "$( dirname "${BASH_SOURCE[0]}" )" && pwd )"\npython -m verl.x k=$H',
+         ("k=/a/b/c",)),
+        ('S=$(cd -- "$(dirname -- "$0")" &>/dev/null && pwd)\npython -m verl.x k=$S',
+         ("k=/a/b/c",)),
+        ('S=$(cd "$(dirname "$0")" >/dev/null 2>&1; pwd)\npython -m verl.x k=$S', ("k=/a/b/c",)),
+        ('R=$(dirname $(dirname "$(dirname $0)"))\npython -m verl.x k=$R/m', ("k=/a/m",)),
+        ("R=$(realpath /a/b/c/../..)\npython -m verl.x k=$R j=$(basename $0 .sh)",
+         ("k=/a", "j=run")),
+        ('python -m verl.x k="$(dirname "$(readlink -f "$0")")" j=${0}', ("k=/a/b/c",
+         "j=/a/b/c/run.sh")),
+        ("python -m verl.x k=$(dirname x) j=$(dirname /) i=$(dirname a/b/)", ("k=.", "j=/",
+         "i=a")),
+        # any other command stays as written, one field however many blanks it holds
+        ("D=$(date +%s)\npython -m verl.x k=$D", ("k=$(date +%s)",)),
+        ("R=$(dirname $(git rev-parse x))\npython -m verl.x k=$R/m", ("k=$(dirname $(git "
+         "rev-parse x))/m",)),
+        ("python -m verl.x k=$(cd rel && pwd)", ("k=$(cd rel && pwd)",)),  # no $(pwd) known
+    ],
+)  # fmt: skip
+def test_path_commands(text: str, expected: tuple[str, ...]) -> None:
+    assert read_launch(text, file="/a/b/c/run.sh").overrides == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "what"),
+    [
+        ("python3 -m verl.trainer.main_generation_server", "a verl generation run"),
+        ("torchrun --nproc-per-node=8 -m verl.trainer.sft_trainer", "a verl SFT run"),
+        ("python3 -m verl.trainer.main_ppo trainer.val_only=True", "a verl validation-only run"),
+    ],
+)
+def test_a_script_that_trains_no_rl_step_is_refused(
+    tmp_path: Path, command: str, what: str
+) -> None:
+    """Found in review (2026-11-29): main_generation_server reads ppo_trainer.yaml and
+    loaded as a PPO step; so did a validation-only run."""
+    script = verl_tree(tmp_path) / "run.sh"
+    script.write_text(f"{command} trainer.n_gpus_per_node=8 algorithm.adv_estimator=grpo\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(script)
+    assert f"this is {what}" in str(info.value) and "not an RL training step" in str(info.value)
+
+
 def test_deep_nesting_is_no_crash() -> None:
     text = "python -m verl.x k=" + "${A:-" * 2000 + "1" + "}" * 2000
     assert read(text)[0].startswith("k=")

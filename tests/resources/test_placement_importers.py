@@ -109,6 +109,15 @@ def test_roll_sglang_and_num_gpus_per_worker(tmp_path: Path) -> None:
     # ROLL (worker_config.py) keeps the block's num_gpus_per_worker for sglang (default 1)
     assert cfg.roles["actor_infer"].num_gpus_per_worker == 1
     assert cfg.roles["critic"].num_gpus_per_worker == 2  # no strategy_args: kept
+    # Found in review (2026-11-29): SGLang's own names were not read (0.9 / 256 assumed).
+    engine = text.replace(
+        "tp_size: 4",
+        "tp_size: 4, mem_fraction_static: 0.85, max_running_requests: 64, disable_cuda_graph: true",
+    )
+    rollout = load_config(write(tmp_path, engine)).roles["actor_infer"].rollout
+    assert rollout is not None
+    assert (rollout.gpu_memory_utilization, rollout.max_num_seqs) == (0.85, 64)
+    assert not rollout.cuda_graphs
 
 
 ROLL_BAD = [
@@ -160,10 +169,45 @@ def test_rlinf_rules(tmp_path: Path) -> None:
     assert cfg.format == "rlinf"
     assert cfg.roles["actor_infer"].devices == tuple(range(10))
     assert cfg.roles["inference"].devices == (10, 11)
-    assert cfg.roles["actor_train"].devices == cfg.roles["reward"].devices == (12, 13, 14, 15)
-    assert cfg.roles["reward"].states == {}
+    assert cfg.roles["actor_train"].devices == (12, 13, 14, 15)
+    # RLinf scores with rules unless reward.use_reward_model: a process per GPU it is placed
+    # on, computing on the CPU (found in review, 2026-11-29: priced as a model's forward).
+    assert (cfg.roles["reward"].devices, cfg.roles["reward"].world_size) == ((), 4)
     assert cfg.pipeline.stage("old_logprob").role == "inference"
     assert cfg.pipeline.stage("weight_sync_inference").to_role == "inference"
+    model = load_config(write(tmp_path, RLINF + "reward: {use_reward_model: true}\n"))
+    assert model.roles["reward"].devices == (12, 13, 14, 15)
+
+
+def test_rlinf_minibatches_inference_layout_and_collocated_offload(tmp_path: Path) -> None:
+    """Found in review (2026-11-29): RLinf's reasoning runs train rollout_batch_size x
+    group_size // n_minibatches samples an optimizer step, micro-batches of
+    training_batch_size_per_gpu; the inference component has its own tp; the actor's
+    offload flags act only where it shares GPUs with the rollout."""
+    body = (
+        "algorithm: {group_size: 8, n_minibatches: 4, training_batch_size_per_gpu: 2}\n"
+        "data: {rollout_batch_size: 64, max_prompt_length: 512}\n"
+        "runner: {seq_length: 2048}\n"
+        "inference: {model: {tensor_model_parallel_size: 2}}\n"
+        "actor: {offload_weight: true, offload_optimizer: true,"
+        " model: {tensor_model_parallel_size: 2}}\n"
+    )
+    split = load_config(write(tmp_path, RLINF + body))
+    assert split.workload is not None
+    assert (split.workload.mini_batches, split.workload.micro_batch_size) == (4, 2)
+    inference = split.roles["inference"].parallel
+    assert inference is not None and inference.tp == 2
+    actor = split.roles["actor_train"].parallel
+    assert actor is not None and not actor.offload_params and not actor.offload_optimizer
+    shared = "cluster:\n  num_nodes: 1\n  component_placement:\n    actor,rollout,reward: all\n"
+    together = load_config(
+        write(
+            tmp_path,
+            shared + body.replace("inference: {model: {tensor_model_parallel_size: 2}}\n", ""),
+        )
+    )
+    actor = together.roles["actor_train"].parallel
+    assert actor is not None and actor.offload_params and actor.offload_optimizer
 
 
 @pytest.mark.parametrize(
@@ -306,6 +350,35 @@ def test_verl_fully_async_partial_rollout(
     cfg = load_config(write(tmp_path, text))
     rollout = cfg.roles["actor_infer"].rollout
     assert rollout is not None and rollout.partial_rollout is partial
+
+
+def test_verl_sync_partial_rollout_recipe_is_no_fully_async_run(tmp_path: Path) -> None:
+    """Found in review (2026-11-29): verl-recipe's partial_rollout adds
+    ``+async_training.partial_rollout=True`` to a synchronous colocated run; it was read as
+    fully async and refused for a missing rollout pool."""
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\nalgorithm: {adv_estimator: grpo}\n"
+    cfg = load_config(write(tmp_path, text + "async_training: {partial_rollout: true}\n"))
+    assert (cfg.pipeline.mode, cfg.pipeline.max_staleness) == ("sync", 0)
+    assert cfg.roles["actor_infer"].devices == cfg.roles["actor_train"].devices == (0, 1, 2, 3)
+
+
+@pytest.mark.parametrize(
+    ("path", "model"),
+    [
+        ("${DATA_HOME}/models/Qwen3-30B-A3B", "${DATA_HOME}/models/Qwen3-30B-A3B"),
+        ("$HOME/models/Qwen2.5-7B-Instruct/", "$HOME/models/Qwen2.5-7B-Instruct/"),
+        ("${MODEL_PATH}", None),  # nothing left to name it by
+        ("/m/${NAME}", None),
+    ],
+)
+def test_verl_model_path_under_an_unset_folder(
+    tmp_path: Path, path: str, model: str | None
+) -> None:
+    """Found in review (2026-11-29): a launch script's ``MODEL_PATH=${DATA_HOME}/models/X``
+    (its folder unset here) lost the model, which a preset matches by its name."""
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\nalgorithm: {adv_estimator: grpo}\n"
+    text += f"actor_rollout_ref: {{model: {{path: '{path}'}}}}\n"
+    assert load_config(write(tmp_path, text)).model == model
 
 
 def test_verl_megatron_recompute_and_cpu_optimizer(tmp_path: Path) -> None:
@@ -456,7 +529,7 @@ def test_costs_file(tmp_path: Path) -> None:
         ),
         (
             "states: {critic: {weights: 2}}\n",
-            "states.critic: no such GPU role (GPU roles: actor_infer, inference, actor_train, reward)",
+            "states.critic: no such GPU role (GPU roles: actor_infer, inference, actor_train)",
         ),
         ("budget: 3\n", "budget: unknown key (got 3)"),
     ],

@@ -31,12 +31,14 @@ from __future__ import annotations
 import ast
 import importlib.util
 import operator
+import posixpath
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlplex.errors import ConfigError
+from rlplex.resources.importers.common import refuse_non_rl
 from rlplex.resources.yaml_io import YamlLimits, load_yaml_text, read_text_bounded
 
 SCRIPT_SUFFIXES = (".sh", ".bash")
@@ -46,7 +48,20 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _OVERRIDE = re.compile(r"^(\+\+|\+)?([A-Za-z_][\w.@/-]*)=(.*)$", re.S)
 _MODULE_ROOTS = ("verl.", "recipe.")
+_NOT_RL_ENTRIES = {
+    "main_generation": "generation",
+    "main_generation_server": "generation",
+    "main_eval": "evaluation",
+    "fsdp_sft_trainer": "SFT",
+    "sft_trainer": "SFT",
+    "sft_trainer_ray": "SFT",
+    "model_merger": "checkpoint merge",
+}
+"""verl's entry points that train no RL step (verl/trainer/, verl/model_merger), by what
+they do: refused whatever config they read (main_generation_server reads ppo_trainer's)."""
 _OPERATORS = (";", "&&", "||", "|", "&")
+_REDIRECTION = re.compile(r"(?:\d|&)?(?:>>?|<)\s*(?:&\d+|[^\s;&|()]+)")
+"""A redirection (``&>/dev/null``, ``2>&1``, ``> log``): no part of a command's output."""
 _DECLARATIONS = ("export", "local", "declare", "readonly")
 
 
@@ -199,9 +214,10 @@ class _Words:
             end = self._closing(i + 2, "(", ")")
             command = t[i + 2 : end]
             self.i = end + 1
-            if command.strip() == "pwd" and self.root is not None:
-                return self.root
-            return f"$({command})"
+            output = self._path_output(command)
+            if output is None:
+                return f"$({command})"
+            return output if quoted else _split(output)
         if t.startswith("${", i):
             end = self._closing(i + 2, "{", "}")
             body = t[i + 2 : end]
@@ -216,6 +232,10 @@ class _Words:
                     return f"${name.group()}"
                 value = found[0] if isinstance(found, list) and found else found
                 value = value if isinstance(value, str) else ""
+            elif t[i + 1 : i + 2] == "0" and self.lookup("0") is not None:
+                self.i = i + 2
+                script = self.lookup("0")
+                return script if quoted or not isinstance(script, str) else _split(script)
             elif t[i + 1 : i + 2] in ("@", "*", "#", "?", "$", "!") or t[i + 1 : i + 2].isdigit():
                 self.i = i + 2
                 return ""  # positional and special parameters: the script's caller's
@@ -225,6 +245,43 @@ class _Words:
         if isinstance(value, list):
             return _BREAK.join(value)
         return value if quoted else _split(value)
+
+    def _path_output(self, command: str) -> str | None:
+        """What a command substitution made of path commands prints (``cd DIR && pwd``,
+        ``dirname``, ``basename``, ``realpath``, ``readlink -f``, ``pwd``: the idioms that
+        find a script's own folder from ``$0`` or ``${BASH_SOURCE[0]}``), worked out on the
+        paths alone; None for any other command or an argument not known."""
+        if self.depth > 32:
+            return None
+        words = _Words(_REDIRECTION.sub(" ", command), self.lookup, self.root)
+        words.depth = self.depth + 1
+        cwd, output = self.root, None
+        for head, *rest in _commands(words.words()):
+            args = [a for a in rest if not a.startswith("-")]
+            flags = [a for a in rest if a.startswith("-") and a != "--"]
+            if any("$" in a for a in args):
+                return None
+            if head == "pwd" and not args and cwd is not None:
+                output = cwd
+            elif head == "cd" and len(args) == 1 and (cwd or args[0].startswith("/")):
+                cwd = posixpath.normpath(posixpath.join(cwd or "/", args[0]))
+            elif head == "dirname" and len(args) == 1 and not flags:
+                path = args[0].rstrip("/") or "/"
+                folder = posixpath.dirname(path)
+                output = folder.rstrip("/") or ("/" if folder.startswith("/") else ".")
+            elif head == "basename" and 1 <= len(args) <= 2 and not flags:
+                name = posixpath.basename(args[0].rstrip("/")) or "/"
+                suffix = args[1] if len(args) == 2 else ""
+                output = name[: -len(suffix)] if suffix and name.endswith(suffix) else name
+            elif (
+                (head == "realpath" or (head == "readlink" and {"-f", "-m", "-e"} & set(flags)))
+                and len(args) == 1
+                and (cwd or args[0].startswith("/"))
+            ):
+                output = posixpath.normpath(posixpath.join(cwd or "/", args[0]))
+            else:
+                return None
+        return output
 
     def _parameter(self, body: str, quoted: bool) -> Value:
         """``${NAME}``, ``${NAME:-word}`` and its kin, ``${NAME[@]}``, ``${NAME[i]}``, the
@@ -236,10 +293,13 @@ class _Words:
         if not name:
             return literal  # ${#NAME}, ${!NAME}: not followed
         key, rest = name.group(), body[name.end() :]
-        if not _NAME.fullmatch(key) and not rest:
+        named = bool(_NAME.fullmatch(key)) or key == "0"  # $0: the script itself
+        if not named and not rest:
             return ""  # ${1}, ${@}: the caller's, as $1 and $@
-        # Positional and special parameters are the caller's: unset here.
-        value = self.lookup(key) if _NAME.fullmatch(key) else None
+        # Other positional and special parameters are the caller's: unset here.
+        value = self.lookup(key) if named else None
+        if key == "0" and value is None and not rest:
+            return ""
         index = re.match(r"\[([^\]]*)\]", rest)
         if index:
             rest = rest[index.end() :]
@@ -275,10 +335,25 @@ class _Words:
 
 
 def _split(value: str) -> str:
-    """An unquoted expansion's fields: blanks split it (:data:`_BREAK` marks where)."""
+    """An unquoted expansion's fields: blanks split it (:data:`_BREAK` marks where), except
+    inside a command substitution left as written (``$(dirname $(dirname "$HERE"))``, whose
+    output bash would give as one field)."""
     if not _IFS.search(value):
         return value
-    fields = _IFS.split(value)
+    fields, start, depth, i = [], 0, 0, 0
+    while i < len(value):
+        if value.startswith("$(", i):
+            depth, i = depth + 1, i + 2
+            continue
+        if value[i] == ")" and depth:
+            depth -= 1
+        elif not depth and _IFS.match(value, i):
+            end = _IFS.match(value, i).end()  # type: ignore[union-attr]
+            fields.append(value[start:i])
+            start = i = end
+            continue
+        i += 1
+    fields.append(value[start:])
     return _BREAK.join(fields)
 
 
@@ -532,6 +607,7 @@ def read_launch(text: str, *, file: str, root: str | None = None) -> Launch:
     """
     variables: dict[str, Value] = {}
     unknown: set[str] = set()
+    script = posixpath.normpath(str(Path(file).absolute()))
     blocks = _Blocks()
 
     def lookup(name: str) -> Value | None:
@@ -539,7 +615,11 @@ def read_launch(text: str, *, file: str, root: str | None = None) -> Launch:
             return None
         if name in variables:
             return variables[name]
-        return root if name == "PWD" else None  # the shell's own: where the script runs
+        if name == "PWD":
+            return root  # the shell's own: where the script runs
+        if name == "0":
+            return script
+        return [script] if name == "BASH_SOURCE" else None
 
     for number, line in _logical_lines(text):
         for command in _commands(_Words(line, lookup, root).words()):
@@ -759,6 +839,12 @@ def launch_config(script: Path) -> tuple[Path, tuple[str, ...]]:
     file = str(script)
     text = read_text_bounded(script, YamlLimits.from_env().max_bytes, "launch script")
     first = read_launch(text, file=file)
+    entry = (first.module or "").rsplit(".", 1)[-1] or Path(first.program or "").stem
+    if entry in _NOT_RL_ENTRIES:
+        refuse_non_rl(
+            f"a verl {_NOT_RL_ENTRIES[entry]} run ({first.module or first.program})",
+            field=f"line {first.line}", file=file,
+        )  # fmt: skip
     root = module_root(first.module, script) if first.module else None
     launch = read_launch(text, file=file, root=root) if root else first
     return find_config(launch, script), tuple(_yaml_safe(o) for o in launch.overrides)

@@ -64,13 +64,19 @@ Read for the estimator: ``rollout.model.model_path`` (else
 ``actor.model.model_path``) as ``model``; ``data.rollout_batch_size``,
 ``algorithm.group_size``, ``data.max_prompt_length``,
 ``algorithm.sampling_params.max_new_tokens`` (else ``runner.seq_length -
-data.max_prompt_length``) and ``actor.micro_batch_size`` as the workload;
-the actor's megatron TP/PP and recomputation, the rollout's TP/PP.
+data.max_prompt_length``) as the workload, its micro-batch and optimizer steps
+as RLinf's reasoning and coding runs set them (``validate_reasoning_cfg``:
+``algorithm.training_batch_size_per_gpu``, ``algorithm.n_minibatches``; other
+runs ``actor.micro_batch_size``); the actor's Megatron TP/PP/EP/CP and
+recomputation, its ``offload_weight`` / ``offload_optimizer`` where it shares
+GPUs with the rollout (RLinf offloads only then), the rollout's and the
+inference component's TP/PP. A ``reward`` component without
+``reward.use_reward_model: true`` scores with rules: a CPU role.
 
 Components map to rlplex roles: ``actor`` -> ``actor_train``, ``rollout`` ->
 ``actor_infer``, ``inference`` -> ``inference`` (old log-probs, synced from the
 actor), ``critic`` -> ``critic``, ``reference`` -> ``reference``, ``reward`` ->
-``reward`` (rule-based in RLinf's reasoning runs: no GPU state by default);
+``reward`` (rule-based unless ``reward.use_reward_model``: a CPU role);
 others (``env``, ``agent`` ...) keep their name and hold no state.
 """
 
@@ -308,18 +314,29 @@ def _continuous(devices: tuple[int, ...]) -> bool:
     return list(devices) == list(range(devices[0], devices[-1] + 1))
 
 
-def _workload(data: Mapping[str, Any]) -> dict[str, Any] | None:
+def _workload(data: Mapping[str, Any], *, model_parallel: bool) -> dict[str, Any] | None:
     prompt = get_path(data, "data.max_prompt_length")
     response = get_path(data, "algorithm.sampling_params.max_new_tokens")
     seq = get_path(data, "runner.seq_length")
     if response is None and isinstance(seq, int) and isinstance(prompt, int):
         response = seq - prompt
+    prompts = get_path(data, "data.rollout_batch_size")
+    micro_batch, mini_batch_prompts = get_path(data, "actor.micro_batch_size"), None
+    if model_parallel:
+        # RLinf's reasoning and coding runs (rlinf/config.py, validate_reasoning_cfg) set
+        # the actor's micro-batch to algorithm.training_batch_size_per_gpu and its global
+        # batch to rollout_batch_size x group_size // algorithm.n_minibatches.
+        micro_batch = get_path(data, "algorithm.training_batch_size_per_gpu") or 1
+        minibatches = optional_int(get_path(data, "algorithm.n_minibatches")) or 1
+        if optional_int(prompts) and minibatches > 1:
+            mini_batch_prompts = max(1, prompts // minibatches)
     load = workload(
-        prompts=get_path(data, "data.rollout_batch_size"),
+        prompts=prompts,
         samples=get_path(data, "algorithm.group_size"),
         prompt_max=prompt,
         response_max=response,
-        micro_batch=get_path(data, "actor.micro_batch_size"),
+        micro_batch=micro_batch,
+        mini_batch_prompts=mini_batch_prompts,
     )
     loop = get_path(data, "agentloop")
     if load is not None and isinstance(loop, Mapping):
@@ -463,10 +480,17 @@ def to_native(
     if model_parallel:
         _model_parallel_rules(data, placed, cluster, file)
     roles: dict[str, dict[str, Any]] = {}
+    rule_reward = get_path(data, "reward.use_reward_model") is not True
+    collocated = placed["actor"][1] is not None and placed["actor"][1] == placed["rollout"][1]
     for component, (field, devices, count, _) in placed.items():
         name = COMPONENT_ROLES.get(component, component)
         if devices is None:
             roles[name] = {"world_size": count}
+            continue
+        if name == "reward" and rule_reward:
+            # RLinf's reward worker scores with rules unless reward.use_reward_model
+            # (rlinf/workers/reward): a process per GPU it is placed on, no model on it.
+            roles[name] = {"world_size": len(devices)}
             continue
         layout_field = field
         if component == "rollout" and count > 1 and model_parallel:
@@ -478,7 +502,7 @@ def to_native(
             "num_gpus_per_worker": count,
             "states": dict(states),
         }
-        spec = _parallel(data, component)
+        spec = _parallel(data, component, collocated=collocated)
         if spec:
             role["parallel"] = spec
         engine = data.get("rollout") if name == "actor_infer" else None
@@ -502,17 +526,24 @@ def to_native(
         if isinstance(model, str) and model and "${" not in model:
             native["model"] = model
             break
-    load = _workload(data)
+    load = _workload(data, model_parallel=model_parallel)
     if load:
         native["workload"] = load
     return apply_costs(native, costs, costs_file)
 
 
-def _parallel(data: Mapping[str, Any], component: str) -> dict[str, Any] | None:
+def _parallel(
+    data: Mapping[str, Any], component: str, *, collocated: bool = False
+) -> dict[str, Any] | None:
     if component == "rollout":
         return parallel(
             tp=get_path(data, "rollout.tensor_parallel_size"),
             pp=get_path(data, "rollout.pipeline_parallel_size"),
+        )
+    if component == "inference":
+        return parallel(
+            tp=get_path(data, "inference.model.tensor_model_parallel_size"),
+            pp=get_path(data, "inference.model.pipeline_model_parallel_size"),
         )
     if component in ("actor", "critic"):
         model = get_path(data, f"{component}.model") or {}
@@ -525,6 +556,9 @@ def _parallel(data: Mapping[str, Any], component: str) -> dict[str, Any] | None:
             backend != "fsdp"
             and get_path(data, f"{component}.optim.use_distributed_optimizer") is True
         )
+        # offload_weight / offload_optimizer act in collocated placement only: the weights
+        # leave the GPU after the sync to the rollout and the optimizer state before it
+        # (rlinf/workers/actor/megatron_actor_worker.py, model_state_offload_optimizer_and_grad)
         return parallel(
             tp=model.get("tensor_model_parallel_size"),
             pp=model.get("pipeline_model_parallel_size"),
@@ -533,6 +567,9 @@ def _parallel(data: Mapping[str, Any], component: str) -> dict[str, Any] | None:
             fsdp=backend == "fsdp",
             zero=1 if distributed else None,
             recompute=bool(model.get("recompute_granularity")),
+            offload_params=collocated and get_path(data, f"{component}.offload_weight") is True,
+            offload_optimizer=collocated
+            and get_path(data, f"{component}.offload_optimizer") is True,
         )
     return None
 

@@ -66,7 +66,9 @@ model_name_or_path``) as ``model``; ``rollout_batch_size``,
 agentic file's trajectories as ``workload.turns``: :func:`_agentic_workload`);
 each role's TP/PP (megatron ``tensor_model_parallel_size``, vLLM
 ``tensor_parallel_size``, sglang ``tp_size``), DeepSpeed ZeRO stage, FSDP, and
-gradient checkpointing as ``parallel``. Costs: see
+gradient checkpointing as ``parallel``; the rollout engine's ``max_num_seqs``,
+``gpu_memory_utilization`` and ``enforce_eager`` (SGLang: ``max_running_requests``,
+``mem_fraction_static``, ``disable_cuda_graph``) as ``rollout``. Costs: see
 :mod:`rlplex.resources.importers.common`.
 """
 
@@ -467,10 +469,16 @@ def to_native(
             # strategy_config.sleep_level says 2, and exports strategy_config.VLLM_USE_V1
             # (default 1) before vLLM starts (roll/distributed/strategy/vllm_strategy.py).
             is_vllm = get_path(block, "strategy_args.strategy_name") == "vllm"
+            # SGLang names them its own way (roll/distributed/strategy/sglang_strategy.py
+            # passes strategy_config to sglang.Engine): mem_fraction_static is the share of
+            # the GPU for weights and KV cache, as vLLM's gpu_memory_utilization.
+            sglang = get_path(block, "strategy_args.strategy_name") == "sglang"
             settings = rollout(
-                max_num_seqs=engine.get("max_num_seqs"),
-                gpu_memory_utilization=engine.get("gpu_memory_utilization"),
-                enforce_eager=engine.get("enforce_eager"),
+                max_num_seqs=engine.get("max_running_requests" if sglang else "max_num_seqs"),
+                gpu_memory_utilization=engine.get(
+                    "mem_fraction_static" if sglang else "gpu_memory_utilization"
+                ),
+                enforce_eager=engine.get("disable_cuda_graph" if sglang else "enforce_eager"),
                 sleep_level=engine.get("sleep_level", 1) if is_vllm else None,
                 vllm_v0=is_vllm and str(engine.get("VLLM_USE_V1", 1)).strip() in ("0", "False"),
             )

@@ -157,6 +157,24 @@ def _always_reference(r: _Reader) -> bool:
     )
 
 
+def _model_path(value: Any) -> str | None:
+    """A model path rlplex can resolve: None for an unresolved interpolation (Hydra's
+    ``${actor_rollout_ref.model.path}``, a launch script's unset ``${MODEL_PATH}``); a path
+    whose folder alone is unset (``${DATA_HOME}/models/Qwen3-30B-A3B``) keeps its name, which
+    a preset can match."""
+    if not isinstance(value, str) or not value:
+        return None
+    return None if "$" in value.rstrip("/").rsplit("/", 1)[-1] else value
+
+
+def _fully_async(r: _Reader) -> bool:
+    """verl's fully-async mode: its trainer config's ``async_training`` block. A synchronous
+    run that only adds ``+async_training.partial_rollout`` (verl-recipe's partial_rollout,
+    which interrupts and resumes long responses inside the sync loop) is not one."""
+    block = r.get("async_training")
+    return isinstance(block, Mapping) and set(block) != {"partial_rollout"}
+
+
 def _split_entry(file: str) -> bool:
     """examples/split_placement: the file sits beside (or under) main_ppo_split.py."""
     folder = Path(file).resolve().parent
@@ -172,15 +190,18 @@ def _pools(r: _Reader) -> tuple[dict[str, list[int]], dict[str, str], str, int]:
     mode, staleness = "sync", 0
     rollout = r.get("rollout")
     separate = isinstance(rollout, Mapping) and "n_gpus_per_node" in rollout
-    if isinstance(r.get("async_training"), Mapping) or separate:
+    if _fully_async(r) or separate:
         pools = {"trainer_pool": trainer}
         pools["rollout_pool"] = [r.int("rollout.n_gpus_per_node")] * r.int("rollout.nnodes", 1)
         mapping = {"Actor": "trainer_pool", "Rollout": "rollout_pool"}
         main = "trainer_pool"
         mode, staleness = "async", 1
         threshold = r.get("async_training.staleness_threshold")
-        fully_async = isinstance(r.get("async_training"), Mapping)
-        if fully_async and isinstance(threshold, (int, float)) and not isinstance(threshold, bool):
+        if (
+            _fully_async(r)
+            and isinstance(threshold, (int, float))
+            and not isinstance(threshold, bool)
+        ):
             # verl: threshold 0 "indicates synchronous training" (the rollouter waits for each
             # sync), threshold 1 "is basically equivalent to one_step_off"; a fraction lets the
             # rollouter start the next sync's samples early: one step ahead.
@@ -292,9 +313,15 @@ def _refuse_non_rl(data: Mapping[str, Any], file: str) -> None:
         refuse_non_rl("a verl SFT config (like verl/trainer/config/sft_trainer.yaml)", file=file)
 
 
+def _refuse_validation_only(r: _Reader) -> None:
+    """``trainer.val_only``: verl validates the checkpoint and stops, training no step."""
+    if r.get("trainer.val_only") is True:
+        refuse_non_rl("a verl validation-only run", field="trainer.val_only", file=r.file)
+
+
 def _workload(r: _Reader, roles: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
     prompts = r.get("data.train_batch_size")
-    if isinstance(r.get("async_training"), Mapping):
+    if _fully_async(r):
         mini = r.get("actor_rollout_ref.actor.ppo_mini_batch_size")
         trigger = r.get("async_training.trigger_parameter_sync_step", 1)
         batches = r.get("async_training.require_batches", 1)
@@ -329,8 +356,12 @@ def _generated_per_trained(r: _Reader) -> float:
     each round generates ``data.gen_batch_size`` prompts and keeps the groups whose rewards
     differ, until ``data.train_batch_size`` are kept: at least the ratio of the two (more
     rounds when many groups are dropped; ``--set workload.generated_per_trained`` says how
-    many a run took)."""
+    many a run took). Fully async streams prompts one at a time (verl asks for
+    ``train_batch_size=0 gen_batch_size=1``) and drops groups as they finish: its config
+    holds no ratio, so none is assumed."""
     if r.get("algorithm.filter_groups.enable") is not True or r.get("data.gen_batch_size") is None:
+        return 1.0
+    if _fully_async(r):
         return 1.0
     generated, trained = r.get("data.gen_batch_size"), r.get("data.train_batch_size")
     if not (optional_int(generated) and optional_int(trained)):
@@ -587,7 +618,7 @@ def _partial_rollout(r: _Reader) -> bool:
     """Fully async's ``partial_rollout``: verl honours it only with ``staleness_threshold`` > 0
     (verl/experimental/fully_async_policy/README.md, "Supported Modes"); both default on in
     its fully_async_ppo_trainer.yaml (``partial_rollout: True``, threshold 0.1)."""
-    if not isinstance(r.get("async_training"), Mapping):
+    if not _fully_async(r):
         return False  # one-step-off: each step's batch is generated whole
     threshold = r.get("async_training.staleness_threshold")
     if threshold is None:
@@ -657,6 +688,7 @@ def to_native(
     data = composed.data
     _refuse_non_rl(data, file)
     r = _Reader(data, file, composed.missing_defaults)
+    _refuse_validation_only(r)
     explicit = "resource_pool_spec" in data
     if explicit:
         pools, mapping = _explicit_pools(data, file)
@@ -742,14 +774,14 @@ def to_native(
         "roles": roles,
         "pipeline": default_pipeline(roles, mode, staleness, reference_roles=reference_roles),
     }
-    model = r.get("actor_rollout_ref.model.path")
-    if isinstance(model, str) and model and "${" not in model:
+    model = _model_path(r.get("actor_rollout_ref.model.path"))
+    if model:
         native["model"] = model
     # A critic or reward model loads its own checkpoint (critic.model.path,
     # reward_model.model.path); said only where it differs from the actor's.
     for name, key in (("critic", "critic.model.path"), ("reward", "reward_model.model.path")):
-        own = r.get(key)
-        if name in roles and isinstance(own, str) and own and "${" not in own and own != model:
+        own = _model_path(r.get(key))
+        if name in roles and own and own != model:
             roles[name]["model"] = own
     load = _workload(r, roles)
     if load:
