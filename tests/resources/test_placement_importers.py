@@ -381,6 +381,27 @@ def test_verl_model_path_under_an_unset_folder(
     assert load_config(write(tmp_path, text)).model == model
 
 
+@pytest.mark.parametrize(
+    ("async_training", "recomputes"),
+    [
+        ("{staleness_threshold: 0.5}", False),  # use_rollout_log_probs: true by default
+        ("{use_rollout_log_probs: true, compute_prox_log_prob: true}", True),  # MIS
+        ("{use_rollout_log_probs: false}", True),
+    ],
+)
+def test_verl_fully_async_trains_on_the_engines_log_probs(
+    tmp_path: Path, async_training: str, recomputes: bool
+) -> None:
+    """Found in review (2026-11-29): fully async's default takes the engine's log-probs as
+    the old ones; rlplex planned an old_logprob pass (and refused verl's 7B scripts on H20
+    for its logits' memory)."""
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\nrollout: {nnodes: 1, n_gpus_per_node: 4}\n"
+    text += f"algorithm: {{adv_estimator: grpo}}\nasync_training: {async_training}\n"
+    pipeline = load_config(write(tmp_path, text)).pipeline
+    assert ("old_logprob" in pipeline.names) is recomputes
+    assert "generate" in pipeline.stage("advantage").after or recomputes
+
+
 def test_verl_megatron_recompute_and_cpu_optimizer(tmp_path: Path) -> None:
     """Regression: verl's Megatron engine ignores enable_gradient_checkpointing (True by
     default) and recomputes only what override_transformer_config asks; its CPU Adam is

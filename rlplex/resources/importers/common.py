@@ -251,6 +251,18 @@ def default_pipeline(
     return {"mode": mode, "max_staleness": staleness, "stages": stages}
 
 
+def drop_stage(pipeline: dict[str, Any], name: str) -> None:
+    """Remove stage ``name`` from a native pipeline dict; the stages after it wait on what it
+    waited on instead."""
+    stages = pipeline["stages"]
+    gone = stages.pop(name)
+    for stage in stages.values():
+        after = stage.get("after")
+        if after and name in after:
+            kept = [a for a in after if a != name]
+            stage["after"] = kept + [a for a in gone.get("after", []) if a not in kept]
+
+
 def gpu_role(devices: tuple[int, ...], num_gpus_per_worker: int, name: str) -> dict[str, Any]:
     """A native role dict for an imported GPU role, with default states."""
     return {

@@ -85,6 +85,7 @@ from rlplex.resources.importers.common import (
     apply_costs,
     budgeted_turns,
     default_pipeline,
+    drop_stage,
     get_path,
     gpu_role,
     lora,
@@ -173,6 +174,19 @@ def _fully_async(r: _Reader) -> bool:
     which interrupts and resumes long responses inside the sync loop) is not one."""
     block = r.get("async_training")
     return isinstance(block, Mapping) and set(block) != {"partial_rollout"}
+
+
+def _rollout_log_probs(r: _Reader) -> bool:
+    """Fully async trains on the engine's own log-probs (``async_training.
+    use_rollout_log_probs``, true in its trainer config) and recomputes none unless
+    ``compute_prox_log_prob`` asks for them (verl/experimental/fully_async_policy/
+    ray_trainer.py: ``old_log_probs = rollout_log_probs``): no old_logprob pass."""
+    if not _fully_async(r):
+        return False
+    uses = r.get("async_training.use_rollout_log_probs")
+    return (uses is True or uses is None) and r.get(
+        "async_training.compute_prox_log_prob"
+    ) is not True
 
 
 def _split_entry(file: str) -> bool:
@@ -774,6 +788,8 @@ def to_native(
         "roles": roles,
         "pipeline": default_pipeline(roles, mode, staleness, reference_roles=reference_roles),
     }
+    if _rollout_log_probs(r):
+        drop_stage(native["pipeline"], "old_logprob")
     model = _model_path(r.get("actor_rollout_ref.model.path"))
     if model:
         native["model"] = model
