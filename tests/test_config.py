@@ -348,3 +348,31 @@ def test_a_mean_length_past_its_max_is_refused_not_clamped() -> None:
         assert str(info.value).startswith(f"{path}: ")
     # The error keeps its kind when a loader attributes it to a file.
     assert type(InvalidValueError("x", field="f").with_file("a.yaml")) is InvalidValueError
+
+
+@pytest.mark.parametrize(
+    ("override", "field", "value"),
+    [
+        ("roles.actor_train.parallel.tp=3", "roles.actor_train.parallel", {"tp": 3}),
+        ("roles.actor_train.parallel.sp=3", "roles.actor_train.parallel.sp", 3),
+        ("roles.actor_train.parallel.sp=5", "roles.actor_train.parallel.sp", 5),
+    ],
+)
+def test_parallel_sizes_must_tile_the_devices_even_when_nothing_is_estimated(
+    override: str, field: str, value: object
+) -> None:
+    """Found in review (2026-11-29): examples/ppo.yaml gives every stage's seconds, so the
+    estimator never ran and a tp of 3 or an sp of 5 on 8 GPUs loaded and planned."""
+    with pytest.raises(ConfigError) as info:
+        load_config(EXAMPLES / "ppo.yaml", overrides=[override])
+    assert (info.value.field, info.value.value) == (field, value)
+    assert load_config(EXAMPLES / "ppo.yaml", overrides=["roles.actor_train.parallel.sp=4"])
+
+
+def test_an_efficiency_above_the_peak_is_said() -> None:
+    """Found in review (2026-11-29): efficiency.train=5 loaded without a word. Still loads
+    (calibrating on a machine faster than its preset gives such fits), with a warning."""
+    cfg = load_config(EXAMPLES / "estimate_7b.yaml", overrides=["efficiency.train=5"])
+    assert any(w.startswith("efficiency.train: 5.0 is above 1") for w in cfg.warnings)
+    plain = load_config(EXAMPLES / "estimate_7b.yaml", overrides=["efficiency.train=0.5"])
+    assert not any("above 1" in w for w in plain.warnings)

@@ -28,7 +28,7 @@ from rlplex.errors import ConfigError
 from rlplex.resources.cluster import DRIVER, Cluster, Role
 from rlplex.resources.devices import AUTO, DeviceSpecError, parse_devices
 from rlplex.resources.inputs import Efficiency, Workload
-from rlplex.resources.placement import check_worker_layout
+from rlplex.resources.placement import check_worker_layout, parallel_layout_problem
 
 
 def _resolve_role(name: str, spec: RoleSpec, cluster: Cluster, file: str | None) -> Role:
@@ -90,6 +90,7 @@ def _resolve_role(name: str, spec: RoleSpec, cluster: Cluster, file: str | None)
         )
     assert isinstance(devices, tuple)
     check_worker_layout(name, devices, spec.num_gpus_per_worker, cluster, file)
+    _check_parallel_sizes(spec, devices, field, file)
     world_size = len(devices) // spec.num_gpus_per_worker
     if spec.world_size is not None and spec.world_size != world_size:
         raise ConfigError(
@@ -108,6 +109,40 @@ def _resolve_role(name: str, spec: RoleSpec, cluster: Cluster, file: str | None)
         host_states=dict(spec.host_states),
         **_estimate_fields(spec),
     )
+
+
+PEAK_FRACTIONS = ("train", "forward", "prefill", "decode", "host_copy", "link")
+"""The efficiencies that are fractions of a peak (FLOP/s, memory bandwidth, a link)."""
+
+
+def _above_peak(efficiency: Efficiency | None) -> list[str]:
+    """A warning for each fraction of a peak above 1: faster than the hardware preset allows.
+    Not refused: a fit on a machine faster than its preset (the nominal ``cpu`` one) gives
+    such values, and ``rlplex calibrate`` writes them (it warns too)."""
+    if efficiency is None:
+        return []
+    return [
+        f"efficiency.{key}: {value} is above 1, more than the GPU preset's peak; the"
+        " estimate will run faster than the hardware allows (check the value, or the preset)"
+        for key in PEAK_FRACTIONS
+        if (value := getattr(efficiency, key)) is not None and value > 1
+    ]
+
+
+def _check_parallel_sizes(
+    spec: RoleSpec, devices: tuple[int, ...], field: str, file: str | None
+) -> None:
+    """The parallel sizes a role gives must tile its devices, whether or not anything is
+    estimated (a tp of 3 on 8 GPUs was refused only when the estimator ran)."""
+    par = spec.parallel
+    if par is None:
+        return
+    problem = parallel_layout_problem(len(devices), par.tp or 1, par.pp, par.ep, par.sp)
+    if problem is not None:
+        where, why = problem
+        size = where.partition(".")[2]  # parallel.ep, parallel.sp: that size; else all
+        value = getattr(par, size) if size else par.model_dump(exclude_defaults=True)
+        raise ConfigError(why, field=f"{field}.{where}", value=value, file=file)
 
 
 def _estimate_fields(spec: RoleSpec) -> dict[str, Any]:
@@ -330,7 +365,7 @@ def config_from_dict(
     check_pipeline(pipeline, roles, file)
     if file_devices is None:
         file_devices = {n: len(r.devices) for n, r in roles.items() if r.devices}
-    warnings = list(inactive)
+    warnings = list(inactive) + _above_peak(efficiency)
     if pipeline.mode == "async" and pipeline.max_staleness == 0:
         warnings.append(ASYNC_STALENESS_0)
     return Config(

@@ -231,7 +231,7 @@ class Context:
         )
         tp, pp, _ = role_parallel_sizes(role, generates)
         d = self.devices(role)
-        problem = parallel_layout_problem(d, tp, pp, 1)
+        problem = parallel_layout_problem(d, tp, pp, 1, par.sp if par else 1)
         if problem is not None:
             raise ConfigError(
                 problem[1],

@@ -323,7 +323,8 @@ def _assign(groups, counts, pool, fixed, config) -> dict[str, tuple[int, ...]] |
             if worker_layout_problem(block, spec.num_gpus_per_worker, config.cluster):
                 return None
             tp, pp, ep = role_parallel_sizes(spec, role in generating)
-            if parallel_layout_problem(len(block), tp, pp, ep):
+            sp = spec.parallel.sp if spec.parallel else 1
+            if parallel_layout_problem(len(block), tp, pp, ep, sp):
                 return None
             placement[role] = block
     # Keep the config's role order (determinism of the plan).

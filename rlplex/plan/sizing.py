@@ -64,23 +64,41 @@ class Knobs:
 
 
 def tp_choices(
-    rollout_gpus: int, gpus_per_node: int, heads: int, kv_heads: int, limit: int = MAX_TP_CHOICES
+    rollout_gpus: int,
+    gpus_per_node: int,
+    heads: int,
+    kv_heads: int,
+    limit: int = MAX_TP_CHOICES,
+    *,
+    min_tp: int = 1,
 ) -> list[int]:
     """Rollout tensor parallel sizes (powers of two) the model and the GPUs allow, smallest first.
 
     A size must divide the query heads, divide or be a multiple of the KV heads
     (vLLM replicates KV heads past their count), divide the rollout's GPUs, and
-    either fit in a node or span whole nodes.
+    either fit in a node or span whole nodes; and be at least ``min_tp``, the
+    smallest whose share of the weights fits in the engine's memory (smaller ones
+    cannot run, and would take the places of ones that can).
     """
     out = []
     tp = 1
     while tp <= rollout_gpus and len(out) < limit:
         fits_nodes = (tp <= gpus_per_node and gpus_per_node % tp == 0) or tp % gpus_per_node == 0
         kv_ok = kv_heads % tp == 0 or tp % kv_heads == 0
-        if heads % tp == 0 and kv_ok and rollout_gpus % tp == 0 and fits_nodes:
+        if tp >= min_tp and heads % tp == 0 and kv_ok and rollout_gpus % tp == 0 and fits_nodes:
             out.append(tp)
         tp *= 2
     return out
+
+
+def weights_min_tp(weights_gb: float, engine_gb: float) -> int:
+    """The smallest power-of-two tensor parallel size at which an engine's share of the
+    weights (``weights_gb`` over tp) leaves room in its memory (``engine_gb``: the GPU's
+    memory times the engine's memory fraction) for a KV cache."""
+    tp = 1
+    while weights_gb / tp >= engine_gb and tp < 1024:
+        tp *= 2
+    return tp
 
 
 def split_sizes(gpus: int, unit: int, fractions: Sequence[float] = SPLIT_FRACTIONS) -> list[int]:
@@ -103,22 +121,33 @@ def candidates(
     can_split: bool = True,
     shardings: Sequence[str] = TRAINER_SHARDINGS,
     staleness: Sequence[int] = STALENESS,
+    min_tp: int = 1,
+    own_tp: int | None = None,
 ) -> list[Knobs]:
     """Every candidate on ``gpus`` GPUs of ``gpu``: placements x tp x sharding x mode.
 
     Colocated candidates are sync only; split ones are sync and async with each
     staleness. ``can_split`` is False when the pipeline has no weight sync (no
-    rollout to split off).
+    rollout to split off). Rollout tp: the smallest sizes from ``min_tp``
+    (:func:`weights_min_tp`), and the config's own ``own_tp`` where the GPUs allow it.
     """
+
+    def sizes(rollout_gpus: int) -> list[int]:
+        found = tp_choices(rollout_gpus, gpus_per_node, heads, kv_heads, min_tp=min_tp)
+        if own_tp and own_tp not in found:
+            allowed = tp_choices(rollout_gpus, gpus_per_node, heads, kv_heads, limit=64)
+            found += [own_tp] if own_tp in allowed else []
+        return found
+
     out: list[Knobs] = []
-    for tp in tp_choices(gpus, gpus_per_node, heads, kv_heads):
+    for tp in sizes(gpus):
         for sharding in shardings:
             out.append(Knobs(gpus, gpu, gpus, tp, sharding))
     if not can_split:
         return out
-    unit_tps = tp_choices(gpus, gpus_per_node, heads, kv_heads, limit=8)
+    unit_tps = tp_choices(gpus, gpus_per_node, heads, kv_heads, limit=8, min_tp=min_tp)
     for r in split_sizes(gpus, min(unit_tps) if unit_tps else 1):
-        for tp in tp_choices(r, gpus_per_node, heads, kv_heads):
+        for tp in sizes(r):
             for sharding in shardings:
                 for k in (0, *staleness):
                     out.append(Knobs(gpus, gpu, r, tp, sharding, k))

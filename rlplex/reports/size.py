@@ -364,8 +364,8 @@ def candidate_native(
 # -- the search --------------------------------------------------------------------
 
 
-def _model_heads(native: Mapping[str, Any], base_dir: Path, file: str) -> tuple[int, int] | None:
-    """(query heads, KV heads) of the rollout's model; None when no model is named."""
+def _rollout_model(native: Mapping[str, Any], base_dir: Path, file: str) -> Any | None:
+    """The rollout's :class:`~rlplex.estimate.specs.ModelSpec`; None when no model is named."""
     from rlplex.estimate.specs import resolve_model
 
     roles = native.get("roles") or {}
@@ -377,8 +377,21 @@ def _model_heads(native: Mapping[str, Any], base_dir: Path, file: str) -> tuple[
     name = name or native.get("model")
     if not isinstance(name, str):
         return None
-    spec = resolve_model(name, file=file, base_dir=base_dir, warn=[])
-    return spec.num_heads, spec.num_kv_heads
+    return resolve_model(name, file=file, base_dir=base_dir, warn=[])
+
+
+def _min_rollout_tp(spec: Any, engine: Any | None, gpu: str) -> int:
+    """The smallest rollout tp whose share of the weights fits in the ``engine`` role's
+    memory on ``gpu`` (:func:`~rlplex.plan.sizing.weights_min_tp`)."""
+    from rlplex.estimate.formulas import total_params
+    from rlplex.estimate.specs import gpu_spec
+    from rlplex.plan.sizing import weights_min_tp
+    from rlplex.resources.inputs import Rollout
+
+    settings = engine.rollout if engine is not None and engine.rollout else Rollout()
+    weight_bytes = 1 if engine is not None and engine.precision == "fp8" else 2
+    weights_gb = total_params(spec) * weight_bytes / 1e9
+    return weights_min_tp(weights_gb, gpu_spec(gpu).memory_gb * settings.gpu_memory_utilization)
 
 
 def _tokens_per_step(config: Any) -> float | None:
@@ -502,13 +515,16 @@ def size_report(
     per_node = base.cluster.gpus_per_node
     types = list(gpu_types) if gpu_types else parse_gpu_types(None, base.cluster.gpu)
     check_whole_nodes(gpus, per_node)
-    heads = _model_heads(native, base_dir, file)
+    spec = _rollout_model(native, base_dir, file)
+    heads = (spec.num_heads, spec.num_kv_heads) if spec is not None else None
     can_split = bool(_rollout_roles(native)) and len(_gpu_roles(native)) > 1
+    rollout = _rollout_roles(native)
+    engine = base.roles[rollout[0]] if rollout else None
+    own_tp = engine.num_gpus_per_worker if engine is not None else None
     if heads is None:
         # No model: states and seconds are the file's, so neither the trainer's sharding
         # nor the rollout's worker size is the search's to change.
-        rollout = _rollout_roles(native)
-        fixed_tp = base.roles[rollout[0]].num_gpus_per_worker if rollout else 1
+        fixed_tp = own_tp or 1
         shardings: tuple[str, ...] = ("given",)
         heads = (1024, 1024)
     else:
@@ -520,7 +536,11 @@ def size_report(
     plan_list = []
     for g in types:
         for n in gpus:
-            found = candidates(n, g, per_node, *heads, can_split=can_split, shardings=shardings)
+            min_tp = _min_rollout_tp(spec, engine, g) if spec is not None else 1
+            found = candidates(
+                n, g, per_node, *heads, can_split=can_split, shardings=shardings,
+                min_tp=min_tp, own_tp=own_tp,
+            )  # fmt: skip
             if fixed_tp is not None:
                 found = [k for k in found if k.rollout_tp == fixed_tp]
             plan_list.append((n, g, found))

@@ -72,14 +72,24 @@ def role_parallel_sizes(role: Role, generates: bool) -> tuple[int, int, int]:
     return tp, pp, ep
 
 
-def parallel_layout_problem(devices: int, tp: int, pp: int, ep: int) -> tuple[str, str] | None:
+def parallel_layout_problem(
+    devices: int, tp: int, pp: int, ep: int, sp: int = 1
+) -> tuple[str, str] | None:
     """Why a role of ``devices`` GPUs cannot run tensor parallel ``tp``, pipeline parallel
-    ``pp`` and expert parallel ``ep``, as (the field under ``roles.R.``, the reason), or None
-    when it can: tp x pp must divide the devices, and ep the devices of a pipeline stage.
-    The estimator raises it for a config's own devices; the placement search skips a
-    candidate block it names."""
+    ``pp``, expert parallel ``ep`` and sequence (Ulysses or context) parallel ``sp``, as (the
+    field under ``roles.R.``, the reason), or None when it can: tp x pp must divide the
+    devices, ep the devices of a pipeline stage, and sp the data-parallel ranks (verl's
+    Ulysses groups and Megatron's context-parallel groups are cut from them). The loader
+    raises it for the sizes a config gives, the estimator for its own devices; the placement
+    search skips a candidate block it names."""
     if devices % (tp * pp):
         return "parallel", f"tp x pp = {tp * pp} does not divide the role's {devices} devices"
+    if sp > 1 and (devices // (tp * pp)) % sp:
+        return (
+            "parallel.sp",
+            f"sequence-parallel size {sp} does not divide the role's"
+            f" {devices // (tp * pp)} data-parallel ranks (devices / (tp x pp))",
+        )
     ranks = devices // pp
     if ep > 1 and ranks % ep:
         return (

@@ -37,3 +37,17 @@ def test_candidates_async_only_when_split():
 def test_pareto_front_keeps_what_no_other_beats_on_both():
     points = [(10.0, 5.0), (20.0, 4.0), (15.0, 6.0), (30.0, 4.0), (5.0, 9.0)]
     assert pareto_front(points) == [4, 0, 1]
+
+
+def test_tp_sizes_start_where_the_weights_fit():
+    """Found in review (2026-11-29): the three smallest sizes for a 72B model were 1, 2 and
+    4, two of which cannot hold its weights, so tp 8 (the file's own, and faster) was never
+    tried. 145 GB of bf16 weights in an engine of 0.9 x 80 GB: tp 1 and 2 leave no room."""
+    from rlplex.plan.sizing import weights_min_tp
+
+    assert weights_min_tp(145.0, 72.0) == 4  # 145 / 2 = 72.5 >= 72
+    assert weights_min_tp(15.2, 72.0) == 1
+    assert weights_min_tp(144.0, 72.0) == 4  # 72.0 leaves no KV cache at all
+    assert tp_choices(32, 8, heads=64, kv_heads=8, min_tp=4) == [4, 8, 16]
+    own = candidates(32, "h100", 8, heads=64, kv_heads=8, min_tp=1, own_tp=32, can_split=False)
+    assert sorted({k.rollout_tp for k in own}) == [1, 2, 4, 32]  # the file's own, too

@@ -207,3 +207,16 @@ def test_a_megatron_trainer_keeps_its_distributed_optimizer() -> None:
     assert trainer.get("zero") == 1 and not trainer.get("fsdp") and trainer["tp"] == 2
     plain = size_report(SEVEN_B, [8], ["h100"])
     assert {s.knobs.sharding for s in plain.candidates} == {"fsdp", "zero1"}
+
+
+def test_the_fastest_plan_is_no_slower_than_the_files_own_layout() -> None:
+    """Found in review (2026-11-29): 72B on 32 H100s planned at 923.96 s as written (rollout
+    tp 8) but sized at 928.66 s (tp 4), tp 8 never tried."""
+    from rlplex.config import load_config
+    from rlplex.plan import make_plan
+
+    own = make_plan(load_config(EXAMPLES / "estimate_72b.yaml")).period_s
+    report = size_report(EXAMPLES / "estimate_72b.yaml", [32], ["h100"])
+    best = report.rows[0].best
+    assert best is not None and best.period_s is not None
+    assert best.period_s <= own * (1 + 1e-9)

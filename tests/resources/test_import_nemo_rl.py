@@ -493,7 +493,11 @@ def test_megatron_sequence_parallel_is_read_false_by_default(
     if setting is not None:
         megatron["sequence_parallel"] = setting
     path = recipe(
-        tmp_path, {"policy": {"megatron_cfg": megatron, "dtensor_cfg": {"enabled": False}}}
+        tmp_path,
+        {
+            "policy": {"megatron_cfg": megatron, "dtensor_cfg": {"enabled": False}},
+            "cluster": {"gpus_per_node": 2, "num_nodes": 1},  # tp 2 needs two GPUs
+        },
     )
     cfg = load_config(path)
     for role in ("actor_train", "reference"):
