@@ -239,3 +239,17 @@ def test_rlplex_record_keeps_transfers_and_drops_an_incomplete_step(tmp_path: Pa
     assert run.steps == {0: {"train": 1.0}}
     assert run.step_s == {0: 1.3}
     assert any("step 1 is incomplete" in w and "stage 'x' failed" in w for w in run.warnings)
+
+
+def test_a_last_step_the_run_stopped_in_is_left_out(tmp_path: Path) -> None:
+    """Found in review (2026-11-29): a record cut in step 2 replayed that step with its
+    missing stages at their modelled seconds (+7,140 % beside a rehearsal's)."""
+    lines = (RECORDS / "grpo_run.jsonl").read_text().splitlines()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:20]) + "\n")  # step 2 has generate, reward, ref only
+    run = import_record(cut)
+    assert sorted(run.steps) == [0, 1]
+    assert any(w.startswith("step 2 stops part way (no advantage,") for w in run.warnings)
+    assert sorted(run.step_s) == [0, 1]
+    whole = import_record(RECORDS / "grpo_run.jsonl")
+    assert sorted(whole.steps) == [0, 1, 2] and not any("part way" in w for w in whole.warnings)

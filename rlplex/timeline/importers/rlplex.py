@@ -78,8 +78,10 @@ def import_rlplex(path: str | Path, *, skip_bad_lines: bool = False) -> Recorded
         elif obj["kind"] in TRANSFER_KINDS and isinstance(obj.get("op"), str):
             op = OpId.parse(obj["op"], step)
             out.transfer(step, op.name if op.step == step else obj["op"], end - start)
+    dropped = _drop_unfinished_last_step(out)
     for step, (start, end) in spans.items():
-        out.step_s.setdefault(step, end - start)
+        if step != dropped:
+            out.step_s.setdefault(step, end - start)
     for step, metrics in out.metrics.items():
         if metrics.get("incomplete") is True:
             for table in (out.steps, out.step_s, out.transfers):
@@ -91,3 +93,26 @@ def import_rlplex(path: str | Path, *, skip_bad_lines: bool = False) -> Recorded
                 + "); left out"
             )
     return out.result()
+
+
+def _drop_unfinished_last_step(out: Collector) -> int | None:
+    """Leave out a last step with no metrics event (the recorder writes one as each step
+    ends) that lacks a stage every earlier step has: the run stopped (killed, crashed without
+    a word, still running) part way through it. Replayed, its missing stages would take their
+    modelled seconds beside recorded ones of another scale. Returns the step left out."""
+    if len(out.steps) < 2:
+        return None
+    last = max(out.steps)
+    if ("metrics", last) in out.first_seen:
+        return None
+    earlier = [set(stages) for step, stages in out.steps.items() if step != last]
+    missing = sorted(set.intersection(*earlier) - set(out.steps[last]))
+    if not missing:
+        return None
+    for table in (out.steps, out.step_s, out.transfers, out.metrics):
+        table.pop(last, None)
+    out.warnings.append(
+        f"step {last} stops part way (no {', '.join(missing)}, which every earlier step has"
+        " and no metrics): the run ended during it; left out"
+    )
+    return last
