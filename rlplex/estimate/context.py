@@ -239,6 +239,14 @@ class Context:
                 value=par.model_dump(exclude_defaults=True) if par else {"tp": tp},
                 file=self.inputs.file,
             )
+        heads = self.spec(role).num_heads
+        if heads % tp:
+            # vLLM and Megatron both assert it: each tensor-parallel rank takes whole heads.
+            field = "parallel.tp" if par and par.tp else "num_gpus_per_worker"
+            raise ConfigError(
+                f"tensor-parallel size {tp} does not divide the model's {heads} attention heads",
+                field=f"roles.{role.name}.{field}", value=tp, file=self.inputs.file,
+            )  # fmt: skip
         dp = par.dp if par and par.dp else d // (tp * pp)
         return tp, pp, dp
 

@@ -145,6 +145,12 @@ class ModelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _linear_attention_is_whole(self) -> ModelSpec:
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_attention_heads ({self.num_heads}) is not a multiple of"
+                f" num_key_value_heads ({self.num_kv_heads}): grouped-query attention shares"
+                " each key/value head among a whole number of query heads"
+            )
         if self.mixer_only_layers + self.mlp_only_layers > self.num_layers:
             raise ValueError(
                 f"mixer_only_layers ({self.mixer_only_layers}) and mlp_only_layers"

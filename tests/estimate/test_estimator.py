@@ -1864,3 +1864,28 @@ def test_pipeline_bubble_idles_a_whole_micro_batch_slot(base: dict[str, Any]) ->
     work = train.terms["compute"] + d["expert_all_to_all_s"]
     assert d["expert_all_to_all_s"] > 0
     assert train.terms["latency"] == pytest.approx(work * (2 - 1) / 32)
+
+
+def test_tensor_parallel_must_divide_the_attention_heads(base: dict[str, Any]) -> None:
+    """Found in review (2026-11-29): a rollout of tp 2 on a 3-head model was estimated;
+    vLLM and Megatron refuse it (each rank takes whole heads)."""
+    from rlplex.errors import ConfigError
+
+    base["model"] = "qwen2.5-0.5b"  # 14 heads, 2 KV heads
+    base["roles"]["actor_train"]["parallel"] = {"tp": 4}
+    with pytest.raises(ConfigError) as info:
+        estimate_config(config_from_dict(base, file="t.yaml"))
+    assert (info.value.field, info.value.value) == ("roles.actor_train.parallel.tp", 4)
+    assert "does not divide the model's 14 attention heads" in str(info.value)
+    base["roles"]["actor_train"]["parallel"] = {"tp": 2}
+    assert estimate_config(config_from_dict(base, file="t.yaml")).stages["train"].seconds
+
+
+def test_a_config_json_whose_heads_do_not_group_is_refused() -> None:
+    from rlplex.errors import ConfigError
+    from rlplex.estimate.specs import spec_from_hf_config
+
+    data = {"num_hidden_layers": 2, "hidden_size": 96, "num_attention_heads": 3,
+            "num_key_value_heads": 2, "vocab_size": 128, "intermediate_size": 256}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"num_attention_heads \(3\) is not a multiple of"):
+        spec_from_hf_config(data, "c.json")

@@ -106,6 +106,11 @@ def test_rlplex_names_and_extra_mapping(tmp_path: Path) -> None:
         ({"framework": "openrlhf", "timing_s": {"gen": 1}}, "framework", "openrlhf"),
         ({"timing_s": {"gen": 1}, "steps": 0}, "steps", 0),
         ({"response_length": {"mean": 3}}, "timing_s", None),
+        # found in review (2026-11-29): out-of-order lengths were read and fitted
+        ({"timing_s": {"gen": 1}, "response_length": {"mean": 600, "max": 512}},
+         "response_length/mean", 600),
+        ({"timing_s": {"gen": 1}, "prompt_length": {"min": 90, "mean": 80}},
+         "prompt_length/min", 90),
     ],
 )  # fmt: skip
 def test_bad_values_name_the_key_and_value(

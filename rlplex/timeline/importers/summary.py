@@ -161,6 +161,21 @@ def _check_length(key: str, value: float, file: str) -> None:
         raise ConfigError("must be > 0 tokens", field=key, value=value, file=file)
 
 
+def _check_ordered_lengths(metrics: Mapping[str, Any], file: str) -> None:
+    """A length's min <= mean <= max: a summary with them out of order (a mean above the
+    max) was read and fitted (the native workload refuses the same)."""
+    for key in LENGTH_KEYS:
+        low, mean, high = (metrics.get(f"{key}/{f}") for f in ("min", "mean", "max"))
+        if mean is not None and high is not None and mean > high:
+            raise ConfigError(
+                f"is above {key}/max ({high:g})", field=f"{key}/mean", value=mean, file=file
+            )
+        if low is not None and mean is not None and low > mean:
+            raise ConfigError(
+                f"is above {key}/mean ({mean:g})", field=f"{key}/min", value=low, file=file
+            )
+
+
 def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRun:
     """Read a summary record (YAML, JSON or CSV) into a one-step :class:`RecordedRun`.
 
@@ -226,6 +241,7 @@ def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
             metrics[key] = number
             continue
         metrics[key] = value
+    _check_ordered_lengths(metrics, file)
     if not stages and not step_s:
         raise ConfigError(
             "has no timings: give timing_s: {STAGE: seconds, ..., step: seconds}",
