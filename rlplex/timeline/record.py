@@ -21,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeInt,
     PrivateAttr,
     ValidationError,
 )
@@ -36,15 +37,15 @@ class Event(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
 
-    step: int
-    """The RL step."""
+    step: int = Field(ge=0)
+    """The RL step (from 0)."""
     op: str
     """The op id, as in the plan (``s3/train``)."""
     kind: str
     """``run``, ``offload``, ``reload`` or ``weight_sync`` (an
     :class:`~rlplex.plan.ids.OpKind` value). Text on the wire: a record made
     elsewhere is read as it is, so a view can show an op kind rlplex does not run."""
-    devices: tuple[int, ...] = ()
+    devices: tuple[NonNegativeInt, ...] = ()
     """Global GPU ranks; empty for CPU and driver stages."""
     start_s: float
     """Seconds from the start of the run."""

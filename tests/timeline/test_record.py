@@ -80,3 +80,14 @@ def test_a_plans_gb_are_the_records_bytes_over_ten_to_the_ninth() -> None:
         assert event.bytes == round(op.gb * BYTES_PER_GB) == round(op.gb * 1e9)
     layout = build_layout(predicted)
     assert layout.summary.moved_gb == pytest.approx(sum(o.gb for o in plan.ops), rel=1e-9)
+
+
+@pytest.mark.parametrize(("field", "value"), [("step", -1), ("devices", [-3])])
+def test_a_negative_step_or_device_is_no_event(field: str, value: object) -> None:
+    """Found in review (2026-11-29): ``viz`` drew such events without a word."""
+    from pydantic import ValidationError
+
+    body = {"step": 0, "op": "s0/train", "kind": "run", "devices": [0], "start_s": 0.0,
+            "end_s": 1.0, field: value}  # fmt: skip
+    with pytest.raises(ValidationError):
+        Event.model_validate(body)
