@@ -9,14 +9,16 @@ exception, or the stack of a crashed pipeline probe).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import os
 import sys
 import traceback
+import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import structlog
 import typer
@@ -24,7 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rlplex.config import Config, load_config
-from rlplex.errors import RlplexError
+from rlplex.errors import ConfigError, RlplexError
 
 try:  # Typer >= 0.20 vendors click; its exceptions are the ones it raises
     from typer._click import exceptions as click_exceptions
@@ -79,20 +81,122 @@ def configure_logging(json_logs: bool | None = None) -> None:
     )
 
 
+class Written:
+    """Marks an option whose file the command writes (``--gantt``, ``--out`` ...).
+
+    Put in the option's ``Annotated[...]``; :func:`user_errors` then turns an OSError
+    on that path (a directory there, a file where a folder should be, no permission)
+    into one line naming the option, the path and the reason.
+    """
+
+    def __repr__(self) -> str:
+        return "WRITTEN"
+
+
+WRITTEN = Written()
+"""The marker itself: ``Annotated[Path | None, typer.Option("--out"), WRITTEN]``."""
+
+_outputs: contextvars.ContextVar[tuple[tuple[Path, str], ...]] = contextvars.ContextVar(
+    "rlplex_outputs", default=()
+)
+"""The running command's written paths, each with the option that named it."""
+
+
+def declare_output(path: Path, option: str) -> None:
+    """Say that the running command writes ``path`` for ``option``, when it chose the path
+    itself (``size --out-config N`` writes FILE.sizeN.yaml): its OSError then reads as
+    one line too."""
+    _outputs.set((*_outputs.get(), (Path(path), option)))
+
+
+def _written_options(fn: Callable[..., Any]) -> dict[str, str]:
+    """Parameter name -> option (``--gantt``) of ``fn``'s parameters marked :data:`WRITTEN`."""
+    from typer.models import ParameterInfo
+
+    options: dict[str, str] = {}
+    for name, hint in typing.get_type_hints(fn, include_extras=True).items():
+        if typing.get_origin(hint) is not Annotated or not any(
+            m is WRITTEN for m in hint.__metadata__
+        ):
+            continue
+        decls = [
+            d
+            for info in hint.__metadata__
+            if isinstance(info, ParameterInfo)
+            for d in (*(info.param_decls or ()), info.default)
+            if isinstance(d, str) and d.startswith("--")
+        ]
+        options[name] = decls[0] if decls else "--" + name.rstrip("_").replace("_", "-")
+    return options
+
+
+def _absolute(path: str | Path) -> Path:
+    return Path(os.path.abspath(path))
+
+
+def write_error(exc: OSError, outputs: tuple[tuple[Path, str], ...]) -> ConfigError | None:
+    """``exc`` as one line naming the option and the path it failed to write, when it is
+    about one of ``outputs`` (the path itself or a folder on its way); else None."""
+    failed = {
+        _absolute(os.fsdecode(f)): os.fsdecode(f)
+        for f in (exc.filename, exc.filename2)
+        if isinstance(f, str | bytes | os.PathLike)
+    }
+    for path, option in outputs:
+        target = _absolute(path)
+        hit = next((f for f in failed if f == target or f in target.parents), None)
+        if hit is None:
+            continue
+        # A file where a folder should be: mkdir says "File exists", open "Not a directory".
+        blocker = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            reason = f"{blocker} is a file, not a folder"
+        elif hit == target:
+            reason = exc.strerror or str(exc)
+        else:
+            reason = f"{failed[hit]}: {exc.strerror or exc}"
+        return ConfigError(f"cannot write {path}: {reason}", field=option)
+    return None
+
+
+def _fail(exc: RlplexError) -> typing.NoReturn:
+    # escape: messages quote values like [0, 1] or "[key]" that rich would eat as markup
+    message = escape(str(exc))
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    if _debug["on"]:
+        print_cause(exc)
+    raise typer.Exit(2) from None
+
+
 def user_errors(fn: F) -> F:
-    """Turn user-fixable errors into one message on stderr and exit status 2."""
+    """Turn user-fixable errors into one message on stderr and exit status 2.
+
+    So is an OSError writing a file the user named (an option marked :data:`WRITTEN`, or
+    a path the command passed to :func:`declare_output`): "--gantt: cannot write PATH:
+    REASON".
+    """
+    written = _written_options(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        named = tuple(
+            (Path(kwargs[name]), option)
+            for name, option in written.items()
+            if isinstance(kwargs.get(name), str | os.PathLike)
+        )
+        token = _outputs.set(named)
         try:
             return fn(*args, **kwargs)
         except RlplexError as exc:
-            # escape: messages quote values like [0, 1] or "[key]" that rich would eat as markup
-            message = escape(str(exc))
-            err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-            if _debug["on"]:
-                print_cause(exc)
-            raise typer.Exit(2) from None
+            _fail(exc)
+        except OSError as exc:
+            error = write_error(exc, _outputs.get())
+            if error is None:
+                raise
+            error.__cause__ = exc  # for --debug
+            _fail(error)
+        finally:
+            _outputs.reset(token)
 
     return wrapper  # type: ignore[return-value]
 

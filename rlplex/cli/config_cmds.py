@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from rlplex.cli.app import app, console, read_config, user_errors
+from rlplex.cli.app import WRITTEN, app, console, read_config, user_errors
 from rlplex.cli.options import (
     NO_OPTIONS,
     ConfigArg,
@@ -91,7 +91,12 @@ def show(
 @user_errors
 def dag(
     config: ConfigArg,
-    format_: Annotated[str, typer.Option("--format", "-f", help="dot or mermaid.")] = "mermaid",
+    format_: Annotated[
+        str | None,
+        typer.Option(
+            "--format", "-f", help="dot or mermaid (default: mermaid, or --out's suffix)."
+        ),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -99,6 +104,7 @@ def dag(
             "-o",
             help="Write here: .svg/.png drawn by dot; .dot/.gv/.mmd/.txt text.",
         ),
+        WRITTEN,
     ] = None,
     set_: SetOpt = None,
     config_format: Annotated[
@@ -114,23 +120,36 @@ def dag(
     With ``--out F.svg`` or ``--out F.png`` the DOT text is rendered by Graphviz's
     ``dot`` (an error says how to install it when it is missing).
     """
+    from rlplex.config.loading import check_format
     from rlplex.dag.export import to_dot, to_mermaid
     from rlplex.errors import ConfigError
+    from rlplex.viz.dag import suffix_format
 
     exporters = {"dot": to_dot, "mermaid": to_mermaid}
-    if format_ not in exporters:
+    if format_ is not None and format_ not in exporters:
         raise ConfigError("must be dot or mermaid", field="--format", value=format_)
-    cfg = read_config(config, set_, config_format, costs)
+    # The suffix says what the file is (.svg/.png drawn from DOT, .dot/.gv/.mmd text); a
+    # --format that says otherwise is refused rather than ignored.
+    implied = suffix_format(out) if out is not None else None
+    if out is not None and format_ is not None and implied not in (None, format_):
+        text = {"dot": "DOT", "mermaid": "Mermaid"}[implied]
+        what = "drawn from DOT" if out.suffix.lower() in (".svg", ".png") else f"{text} text"
+        raise ConfigError(
+            f"does not match --out {out}: a {out.suffix} file is {what}"
+            f" (give --format {implied}, or no --format)",
+            field="--format",
+            value=format_,
+        )
+    cfg = read_config(config, set_, check_format(config_format, "--config-format"), costs)
     if out is None:
-        print(exporters[format_](cfg.pipeline), end="")
+        print(exporters[format_ or "mermaid"](cfg.pipeline), end="")
         return
     from rlplex.viz.dag import write_dag
 
-    # The suffix says what the file is (.svg/.png drawn, .dot/.gv/.mmd text); a .txt
-    # takes --format; anything else (.gif, .jpg) is refused rather than mislabelled.
+    # A .txt takes --format; anything else (.gif, .jpg) is refused rather than mislabelled.
     if out.suffix.lower() == ".txt":
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(exporters[format_](cfg.pipeline), encoding="utf-8")
+        out.write_text(exporters[format_ or "mermaid"](cfg.pipeline), encoding="utf-8")
     else:
         write_dag(cfg.pipeline, out)
     print_wrote(out)

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlplex.cli.app import app, console, err_console, user_errors
+from rlplex.cli.app import WRITTEN, app, console, err_console, user_errors
 from rlplex.cli.options import (
     NO_OPTIONS,
     NO_RECORD_OPTIONS,
@@ -21,6 +21,7 @@ from rlplex.cli.options import (
     RecordOptions,
     SetOpt,
     config_options,
+    one_sweep,
     record_options,
 )
 from rlplex.plan.ids import op_name
@@ -85,16 +86,17 @@ def estimate(
         bool, typer.Option("--list-presets", help="List the model and GPU presets and exit.")
     ] = False,
     sweep: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--sweep",
+            metavar="<str>",  # as a one-value option shows; it is not repeatable
             help="KEY=V1,V2,...: plan the config at each value of one dotted key (e.g."
             " workload.response_tokens.mean=500,1000,2000, or words: cluster.gpu=h100,h20)"
             " and print the step and each stage.",
         ),
     ] = None,
     png: Annotated[
-        Path | None, typer.Option("--png", help="With --sweep: draw it to this PNG.")
+        Path | None, typer.Option("--png", help="With --sweep: draw it to this PNG."), WRITTEN
     ] = None,
     options: ConfigOptions = NO_OPTIONS,
 ) -> None:
@@ -108,12 +110,19 @@ def estimate(
     from rlplex.estimate.estimator import estimate_config
 
     if list_presets:
+        if config is not None:
+            raise ConfigError(
+                "lists the presets and reads no config: drop CONFIG or --list-presets",
+                field="--list-presets",
+                value=str(config),
+            )
         _list_presets()
         return
     if config is None:
         raise ConfigError("give a CONFIG file (or --list-presets)", field="CONFIG")
-    if sweep is not None:
-        _sweep(config, sweep, png, json_, options)
+    spec = one_sweep(sweep)
+    if spec is not None:
+        _sweep(config, spec, png, json_, options)
         return
     if png is not None:
         raise ConfigError("draws a sweep: give --sweep KEY=V1,V2,... too", field="--png")
@@ -201,6 +210,10 @@ def _sweep(config: Path, spec: str, png: Path | None, json_: bool, options: Conf
     from rlplex.reports.sweep import parse_sweep, sweep_config
 
     key, values = parse_sweep(spec)
+    if png is not None:
+        from rlplex.viz.paths import check_png_path
+
+        check_png_path(png)  # before the sweep, which takes a while
     result = sweep_config(
         config, key, values, overrides=options.overrides, format=options.format,
         costs=options.costs,
@@ -496,6 +509,7 @@ def calibrate(
     out: Annotated[
         Path | None,
         typer.Option("--out", "-o", help="Write the fitted costs file (for --costs) here."),
+        WRITTEN,
     ] = None,
     fit_steps: Annotated[
         int | None,

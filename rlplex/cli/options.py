@@ -12,7 +12,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from rlplex.cli.app import WRITTEN
 from rlplex.config import Config, load_config
+from rlplex.config.loading import check_format
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,11 +49,17 @@ BaselineOpt = Annotated[
 ]
 
 GanttOpt = Annotated[
-    Path | None, typer.Option("--gantt", help="Write a self-contained HTML Gantt chart here.")
+    Path | None,
+    typer.Option("--gantt", help="Write a self-contained HTML Gantt chart here."),
+    WRITTEN,
 ]
-PngOpt = Annotated[Path | None, typer.Option("--png", help="Write a PNG Gantt chart here.")]
+PngOpt = Annotated[
+    Path | None, typer.Option("--png", help="Write a PNG Gantt chart here."), WRITTEN
+]
 TraceOpt = Annotated[
-    Path | None, typer.Option("--trace", help="Write a Perfetto/Chrome trace (JSON) here.")
+    Path | None,
+    typer.Option("--trace", help="Write a Perfetto/Chrome trace (JSON) here."),
+    WRITTEN,
 ]
 ConfigStepsOpt = Annotated[int, typer.Option("--steps", help="Steps to simulate for a config.")]
 CollapseOpt = Annotated[
@@ -109,6 +117,26 @@ class ConfigOptions:
         config = load_config(path, overrides=self.overrides, format=self.format, costs=self.costs)
         warn(w for w in config.warnings if not any(w == u or w.endswith(u) for u in unless))
         return config
+
+
+def one_sweep(specs: list[str] | None) -> str | None:
+    """The one ``--sweep KEY=V1,V2,...`` given, or None; a second is refused, not dropped.
+
+    Raises:
+        ConfigError: ``--sweep`` was given more than once.
+    """
+    from rlplex.errors import ConfigError
+
+    if not specs:
+        return None
+    if len(specs) > 1:
+        raise ConfigError(
+            "one --sweep at a time, got "
+            + " and ".join(repr(s) for s in specs)
+            + ": sweep one key, and --set the others",
+            field="--sweep",
+        )
+    return specs[0]
 
 
 def _keyword(name: str, annotation: Any, default: Any = None) -> inspect.Parameter:
@@ -181,7 +209,7 @@ record_options = grouped_options(
         _keyword("costs", CostsOpt),
     ),
     lambda format_, skip_bad_lines, config_format, costs: RecordOptions(
-        format_, skip_bad_lines, config_format, costs
+        format_, skip_bad_lines, check_format(config_format, "--config-format"), costs
     ),
 )
 """``--format``, ``--skip-bad-lines``, ``--config-format`` and ``--costs`` of a record command,

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlplex.cli.app import app, console, user_errors
+from rlplex.cli.app import WRITTEN, app, console, user_errors
 from rlplex.cli.options import (
     NO_OPTIONS,
     NO_VIEWS,
@@ -139,7 +139,7 @@ def simulate(
     config: ConfigArg,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Steps to simulate.")] = 10,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write the timeline JSONL here.")
+        Path | None, typer.Option("--out", "-o", help="Write the timeline JSONL here."), WRITTEN
     ] = None,
     baseline: BaselineOpt = None,
     jitter: Annotated[

@@ -20,6 +20,7 @@ from rlplex.cli.options import (
     RecordConfigOpt,
     RecordOptions,
     SetOpt,
+    one_sweep,
     record_options,
 )
 from rlplex.cli.render import write_timeline_views
@@ -122,9 +123,10 @@ def whatif(
     json_: JsonOpt = False,
     gantt: GanttOpt = None,
     sweep: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--sweep",
+            metavar="<str>",  # as a one-value option shows; it is not repeatable
             help="KEY=V1,V2,...: run the what-if at each value of a --config key (set on the"
             " recorded config and every alternative) and say whether the best stays best.",
         ),
@@ -144,11 +146,12 @@ def whatif(
 
     source = RecordSource(record, config, options.record_format, options.skip_bad_lines,
                           options.config_format, options.costs)  # fmt: skip
-    if sweep is not None:
+    spec = one_sweep(sweep)
+    if spec is not None:
         from rlplex.cli.sweep import print_whatif_sweep
         from rlplex.reports.sweep import parse_sweep, whatif_sweep
 
-        key, values = parse_sweep(sweep)
+        key, values = parse_sweep(spec)
         swept = whatif_sweep(source, key, values, overrides=set_ or (), alts=alt or (),
                              alt_configs=alt_config or (), auto=auto, scaling=scaling or (),
                              fit_from=fit_from or ())  # fmt: skip

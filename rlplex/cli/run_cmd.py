@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rlplex.cli.app import app, console, err_console, user_errors
+from rlplex.cli.app import WRITTEN, app, console, err_console, user_errors
 from rlplex.cli.options import (
     NO_OPTIONS,
     ConfigArg,
@@ -29,7 +29,7 @@ def run(
     config: ConfigArg,
     steps: Annotated[int, typer.Option("--steps", min=1, help="Steps to run.")] = 1,
     record: Annotated[
-        Path, typer.Option("--record", help="Write the run's timeline JSONL here.")
+        Path, typer.Option("--record", help="Write the run's timeline JSONL here."), WRITTEN
     ] = Path("run.jsonl"),
     time_scale: Annotated[
         float,

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rlplex.cli.app import app, console, err_console, user_errors, warn
+from rlplex.cli.app import WRITTEN, app, console, declare_output, err_console, user_errors, warn
 from rlplex.cli.options import ConfigArg, CostsOpt, FormatOpt, JsonOpt, SetOpt
 from rlplex.cli.render import print_wrote
 
@@ -41,10 +41,14 @@ def size(
     costs: CostsOpt = None,
     json_: JsonOpt = False,
     png: Annotated[
-        Path | None, typer.Option("--png", help="Draw step time against GPUs (PNG) here.")
+        Path | None,
+        typer.Option("--png", help="Draw step time against GPUs (PNG) here."),
+        WRITTEN,
     ] = None,
     html: Annotated[
-        Path | None, typer.Option("--html", help="Write the picture and the front (HTML) here.")
+        Path | None,
+        typer.Option("--html", help="Write the picture and the front (HTML) here."),
+        WRITTEN,
     ] = None,
     out_config: Annotated[
         int | None,
@@ -53,6 +57,7 @@ def size(
     out_file: Annotated[
         Path | None,
         typer.Option("--out-file", help="Where --out-config writes (default: FILE.sizeN.yaml)."),
+        WRITTEN,
     ] = None,
 ) -> None:
     """Size a run: the fastest plan that fits on each GPU count and type, and the front.
@@ -82,6 +87,12 @@ def size(
         counts = counts_up_to(max_gpus if max_gpus is not None else 8 * per_node, per_node)
     if out_config is not None and out_config < 1:
         raise ConfigError("must be a row number >= 1", field="--out-config", value=out_config)
+    from rlplex.viz.paths import check_html_path, check_png_path
+
+    if png is not None:
+        check_png_path(png)
+    if html is not None:
+        check_html_path(html, "--html")
     if json_:
         report = size_report(
             config,
@@ -122,6 +133,8 @@ def size(
     written: list[Path] = []
     if out_config is not None:
         target = out_file or Path(f"{config.stem}.size{out_config}.yaml")
+        if out_file is None:
+            declare_output(target, "--out-config")
         write_config(report, out_config, target)
         written.append(target)
     title = f"rlplex size {config.name}"

@@ -59,7 +59,8 @@ def draw_sweep(sweep: Sweep, path: Path) -> None:
     """A PNG: the step and every stage's seconds against the swept value (matplotlib, Agg).
 
     Raises:
-        ConfigError: the file cannot be written, or no value loads.
+        ConfigError: no value loads.
+        OSError: the file cannot be written.
     """
     import matplotlib
 
@@ -85,13 +86,9 @@ def draw_sweep(sweep: Sweep, path: Path) -> None:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(path)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot write the PNG: {exc.strerror or exc}", field="--png", value=str(path)
-            ) from None
+        # An OSError (a directory there) is the CLI's one line naming --png (user_errors).
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
     finally:
         plt.close(fig)
 

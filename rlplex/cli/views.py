@@ -79,7 +79,11 @@ def compare(
     from rlplex.reports.records import load_timeline, planned_timeline
     from rlplex.viz.compare import write_comparison
 
-    if (b is None) == (baseline is None):
+    if b is not None and baseline is not None:
+        raise ConfigError(
+            "give a second timeline B or --baseline, not both", field="--baseline", value=baseline
+        )
+    if b is None and baseline is None:
         raise ConfigError("give either a second timeline B or --baseline NAME", field="B")
     if baseline is not None:
         first = planned_timeline(a, steps=steps, overrides=set_, fmt=format_, baseline=baseline)

@@ -189,6 +189,22 @@ def _load_launch_script(
     )  # fmt: skip
 
 
+def check_format(format: str | None, option: str = "--format") -> str | None:
+    """``format`` when it is one a config can be read as, or None (detected).
+
+    ``option``: what the command calls it (``--config-format`` where ``--format`` is
+    another file's format).
+
+    Raises:
+        ConfigError: an unknown format, naming ``option``.
+    """
+    if format is not None and format not in FORMATS:
+        raise ConfigError(
+            f"unknown format (expected one of: {', '.join(FORMATS)})", field=option, value=format
+        )
+    return format
+
+
 def _load_file(
     path: str | Path,
     *,
@@ -210,12 +226,7 @@ def _load_file(
             raise ConfigError(
                 f"the script's override: {exc.message}", value=exc.value, file=file
             ) from None
-    if format is not None and format not in FORMATS:
-        raise ConfigError(
-            f"unknown format (expected one of: {', '.join(FORMATS)})",
-            field="--format",
-            value=format,
-        )
+    check_format(format)
     detected = format or detect_format(data)
     if detected == "native" and "defaults" in data:
         # A Hydra file (verl, ROLL, RLinf) may get its telling keys from its defaults.

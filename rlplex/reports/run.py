@@ -141,15 +141,18 @@ def run_plan(
     report progress (the CLI draws its bar with them).
 
     Raises:
+        RayMissingError: Ray is not installed (the ``[run]`` extra), said before anything.
         RecordError: the record cannot be written or is in use by another run
             (checked before Ray starts), or writing it failed mid-run.
     """
     from rlplex.plan import make_plan
     from rlplex.runtime import execute
+    from rlplex.runtime.cluster import require_ray
     from rlplex.runtime.recorder import claim_record
     from rlplex.runtime.report import stage_durations
     from rlplex.timeline.periods import measured_period
 
+    require_ray()  # before the record is claimed and the progress bar drawn
     # The record is checked and locked before anything starts (Ray, workers).
     with claim_record(options.record):
         plan = make_plan(config)

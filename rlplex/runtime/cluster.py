@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlplex.runtime.errors import ClusterFitError, ExecutionError, OpTimeoutError
+from rlplex.runtime.errors import ClusterFitError, ExecutionError, OpTimeoutError, RayMissingError
 
 NODE_LABEL = "ray.io/node-id"
 
@@ -76,6 +76,19 @@ class Reservation:
     def bundle(self, rank: int, gpus_per_node: int) -> tuple[Any, int]:
         """The placement group and bundle index of planned GPU ``rank``."""
         return self.groups[rank // gpus_per_node], rank % gpus_per_node
+
+
+def require_ray() -> None:
+    """Import Ray, or say how to install it: it is in the ``[run]`` extra only.
+
+    Raises:
+        RayMissingError: Ray is not installed, or importing it failed (the reason said).
+    """
+    try:
+        import ray  # noqa: F401
+    except ImportError as exc:
+        why = "" if exc.name == "ray" else f" (importing it failed: {exc})"
+        raise RayMissingError(f"rlplex run needs Ray: pip install 'rlplex[run]'{why}") from exc
 
 
 def real_gpu_count() -> int:

@@ -79,6 +79,11 @@ class PlanScheduleError(ExecutionError):
     """The plan cannot be followed (a dependency cycle, an unknown dependency)."""
 
 
+class RayMissingError(ExecutionError):
+    """Ray, which only the ``[run]`` extra installs, cannot be imported (before anything
+    starts)."""
+
+
 class RunInterrupted(ExecutionError):
     """The run was stopped by Ctrl-C after the ops in flight; the record is flushed."""
 

@@ -120,7 +120,11 @@ def execute(
         WorkerDiedError: a worker died. OpTimeoutError: an op overran ``timeout_s``.
         RunInterrupted: Ctrl-C, after the ops in flight finished.
         PlanScheduleError: the plan cannot be followed.
+        RayMissingError: Ray is not installed (the ``[run]`` extra).
     """
+    from rlplex.runtime.cluster import require_ray
+
+    require_ray()
     from rlplex.runtime.dispatcher import Dispatcher
     from rlplex.runtime.recorder import Recorder
 

@@ -271,8 +271,10 @@ class Recorder:
         end = max(e.end_s for e in events)
         lo, hi = self._planned[step]
         # planned_step_s on the run's own time scale: a rehearsal at --time-scale X sleeps
-        # X times the planned seconds, so its step_s compares with X times the plan's.
-        scale = self.meta.get("time_scale", 1.0) or 1.0
+        # X times the planned seconds, so its step_s compares with X times the plan's
+        # (--time-scale 0 too: its plan is 0 s, as the run's summary predicts).
+        scale = self.meta.get("time_scale")
+        scale = 1.0 if scale is None else scale
         planned = (hi - lo) * scale
         metrics = {"step_s": end - start, "planned_step_s": planned, **self._metrics.get(step, {})}
         self._metrics[step] = metrics

@@ -87,10 +87,9 @@ def write_comparison(
     collapse: bool | None = None,
 ) -> Comparison:
     """Write the side-by-side HTML and/or PNG and return the period comparison."""
-    if png is not None:
-        from rlplex.viz.png import check_png_path
+    from rlplex.viz.paths import check_view_paths
 
-        check_png_path(png)  # before anything is written
+    check_view_paths(gantt, png)  # before anything is written
     result = compare(a, b, names)
     layouts = comparison_layouts(a, b, names, collapse)
     title = f"{names[0]} vs {names[1]}"
@@ -124,6 +123,9 @@ def write_panels(
 
     ``intro`` is HTML put above the panels (a table of figures, a difference line).
     """
+    from rlplex.viz.paths import check_html_path
+
+    check_html_path(gantt)
     colours: dict[str, str] = {}
     for timeline in timelines:
         colours = role_colour_map(timeline, colours)

@@ -52,6 +52,16 @@ def render_dot(dot_text: str, fmt: str = "svg") -> bytes:
     return proc.stdout
 
 
+def suffix_format(path: str | Path) -> str | None:
+    """The text a DAG file of this name holds, by its suffix: ``dot`` (.dot, .gv, and the
+    .svg/.png drawn from DOT) or ``mermaid`` (.mmd); None when the suffix does not say."""
+    suffix = Path(path).suffix.lstrip(".").lower()
+    if suffix in IMAGE_FORMATS:
+        return "dot"
+    exporter = TEXT_FORMATS.get(suffix)
+    return None if exporter is None else "dot" if exporter is to_dot else "mermaid"
+
+
 def write_dag(pipeline: Pipeline, path: str | Path) -> Path:
     """Write the DAG as ``.svg``/``.png`` (Graphviz) or ``.dot``/``.mmd`` text, by suffix."""
     path = Path(path)

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlplex.errors import ConfigError
 from rlplex.plan.ids import op_name
 from rlplex.viz.layout import TRANSFER_KINDS, GanttLayout
+from rlplex.viz.paths import check_png_path
 
 ROW = 1.0
 COPY = 0.42
@@ -227,16 +227,6 @@ def _legend(fig: Any, layouts: Sequence[GanttLayout]) -> None:
     ]  # fmt: skip
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 8), fontsize=7,
                frameon=False)  # fmt: skip
-
-
-def check_png_path(path: str | Path) -> Path:
-    """``path`` as a Path, or a ConfigError when it does not end in ``.png``."""
-    path = Path(path)
-    if path.suffix.lower() != ".png":
-        raise ConfigError(
-            "a PNG chart's file name must end in .png", field="--png", value=str(path)
-        )
-    return path
 
 
 def render_png(

@@ -38,10 +38,9 @@ def write_views(
     e.g. :func:`rlplex.dag.export.role_colours` of the config's pipeline)
     keeps the chart's colours equal to the DAG picture's.
     """
-    if png is not None:
-        from rlplex.viz.png import check_png_path
+    from rlplex.viz.paths import check_view_paths
 
-        check_png_path(png)  # before anything is written
+    check_view_paths(gantt, png, trace)  # before anything is written
     with gc_paused():
         return _write_views(
             timeline, gantt, png, trace, title, collapse, colours, gpus_per_node, memory

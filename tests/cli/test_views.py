@@ -1,0 +1,70 @@
+"""``rlplex compare`` and the view options: contradictions refused, each file's suffix checked
+(--gantt .html, --trace .json, as --png .png)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rlplex.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+runner = CliRunner()
+
+
+def invoke(*args: object):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def one_line(result, expected: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert expected in " ".join(result.stderr.split()), result.stderr
+
+
+def test_compare_refuses_b_and_baseline_together() -> None:
+    result = invoke("compare", EXAMPLES / "ppo.yaml", EXAMPLES / "grpo.yaml",
+                    "--baseline", "sequential")  # fmt: skip
+    one_line(result, "error: --baseline: give a second timeline B or --baseline, not both")
+    one_line(invoke("compare", EXAMPLES / "ppo.yaml"), "error: B: give either a second timeline B")
+
+
+GANTT = "an HTML page's file name must end in .html or .htm"
+TRACE = "a Perfetto trace's file name must end in .json"
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "name", "said"),
+    [
+        (("plan", EXAMPLES / "ppo.yaml"), "--gantt", "g.png", GANTT),
+        (("plan", EXAMPLES / "ppo.yaml"), "--trace", "t.png", TRACE),
+        (("simulate", EXAMPLES / "ppo.yaml"), "--trace", "t.html", TRACE),
+        (("viz", EXAMPLES / "ppo.yaml"), "--gantt", "g.json", GANTT),
+        (("viz", EXAMPLES / "ppo.yaml"), "--trace", "t.png", TRACE),
+        (("compare", EXAMPLES / "ppo.yaml", "--baseline", "sequential"), "--gantt", "g.png", GANTT),
+        (("size", EXAMPLES / "estimate_7b.yaml", "--gpus", "8"), "--html", "s.png", GANTT),
+        (
+            ("size", EXAMPLES / "estimate_7b.yaml", "--gpus", "8"),
+            "--png",
+            "s.html",
+            "a PNG chart's file name must end in .png",
+        ),
+    ],
+    ids=lambda v: str(v)[-24:],
+)
+def test_each_view_needs_its_own_suffix(args, option, name, said, tmp_path: Path) -> None:
+    target = tmp_path / name
+    one_line(invoke(*args, option, target), f"error: {option}: {said} (got '{target}')")
+    assert not target.exists()
+
+
+def test_htm_and_upper_case_suffixes_are_taken(tmp_path: Path) -> None:
+    result = invoke("plan", EXAMPLES / "ppo.yaml", "--gantt", tmp_path / "g.HTM",
+                    "--trace", tmp_path / "t.JSON")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "g.HTM").exists() and (tmp_path / "t.JSON").exists()
