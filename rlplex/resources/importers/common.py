@@ -44,7 +44,11 @@ What the importers read besides placement, for the estimator: the model path
 (top-level ``model``), the workload (prompts per step, samples per prompt,
 prompt and response length) and each role's parallel sizes. Frameworks give
 only *maximum* lengths; the importers set the mean to half the maximum
-(:func:`workload`), and the estimator prints that as an assumption.
+(:func:`workload`), and the estimator prints that as an assumption. A batch size, length
+or engine setting the file leaves out falls back to the defaults; one it gives but that
+is not valid (``data.train_batch_size: -5``, ``gpu_memory_utilization: 1.5``) is refused,
+naming the framework's field (:func:`given_count`, :func:`given_tokens`,
+:func:`given_share`), never read as if absent.
 """
 
 from __future__ import annotations
@@ -344,8 +348,116 @@ def optional_int(value: Any) -> int | None:
     return value
 
 
+def _absent(value: Any) -> bool:
+    """A value a file leaves out: no key, ``null``, or OmegaConf's ``???`` (to be filled)."""
+    return value is None or value == "???"
+
+
+def _refuse_interpolation(value: Any, *, field: str, file: str) -> None:
+    """An unresolved ``${...}`` is no value the file gives but a key it points to and lacks:
+    said as such, as :func:`positive_int` says it, rather than as a wrong value."""
+    if isinstance(value, str) and "${" in value:
+        raise ConfigError(
+            "is an interpolation rlplex cannot resolve (a key no composed file defines, or"
+            " an unset environment variable)",
+            field=field,
+            value=value,
+            file=file,
+        )
+
+
+def given_count(value: Any, *, field: str, file: str) -> int | None:
+    """A count a file may leave out (prompts, samples, a micro-batch, a token budget): None
+    when absent, else a whole number >= 1, else an :class:`InvalidValueError` naming the
+    framework's ``field``.
+
+    A value the file gives is never dropped for a default: a wrong one (``-5``, ``0``,
+    ``abc``, ``true``, ``2.5``) would otherwise plan on rlplex's defaults while looking read.
+    """
+    if _absent(value):
+        return None
+    _refuse_interpolation(value, field=field, file=file)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidValueError("must be an integer >= 1", field=field, value=value, file=file)
+    return value
+
+
+def given_tokens(value: Any, *, field: str, file: str, hint: str = "") -> int | None:
+    """A sequence length a file may leave out: None when absent, else a whole number of
+    tokens from 1 to :data:`~rlplex.resources.inputs.MAX_TOKENS` (the longest a workload
+    may name, checked here so that the error names the framework's ``field``), else an
+    :class:`InvalidValueError`."""
+    from rlplex.resources.inputs import MAX_TOKENS
+
+    if _absent(value):
+        return None
+    _refuse_interpolation(value, field=field, file=file)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
+        raise InvalidValueError(
+            f"must be a token count from 1 to {MAX_TOKENS:,}" + hint,
+            field=field,
+            value=value,
+            file=file,
+        )
+    return value
+
+
+def given_share(value: Any, *, field: str, file: str) -> float | None:
+    """A share of a GPU's memory a file may leave out (vLLM's ``gpu_memory_utilization``,
+    SGLang's ``mem_fraction_static``): None when absent, else a number in (0, 1], else an
+    :class:`InvalidValueError` (the engine cannot take more than the whole GPU, and 1.5 is
+    no typo rlplex may read as its default 0.9)."""
+    if _absent(value):
+        return None
+    _refuse_interpolation(value, field=field, file=file)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= 1  # also refuses NaN
+    ):
+        raise InvalidValueError(
+            "must be a share of the GPU, above 0 and at most 1",
+            field=field,
+            value=value,
+            file=file,
+        )
+    return float(value)
+
+
+def remaining_tokens(
+    total: Any, prompt: Any, *, field: str, prompt_field: str, file: str
+) -> int | None:
+    """The response's tokens where a framework bounds prompt and response together (ROLL's
+    ``sequence_length``, RLinf's ``runner.seq_length``): ``total`` minus the prompt's
+    maximum; None when either is absent.
+
+    Raises:
+        InvalidValueError: either is not a token count.
+        ConfigError: ``total`` leaves no token for the response.
+    """
+    whole = given_tokens(total, field=field, file=file)
+    prompt_max = given_tokens(prompt, field=prompt_field, file=file)
+    if whole is None or prompt_max is None:
+        return None
+    if whole <= prompt_max:
+        raise ConfigError(
+            f"must be more than {prompt_field} ({prompt_max}): it bounds prompt and response"
+            " together",
+            field=field,
+            value=whole,
+            file=file,
+        )
+    return whole - prompt_max
+
+
+_WORKLOAD_LENGTHS = frozenset({"prompt_max", "response_max"})
+"""The :func:`workload` arguments that are sequence lengths (the rest are counts)."""
+
+
 def workload(
     *,
+    file: str,
+    fields: Mapping[str, str],
     prompts: Any,
     samples: Any,
     prompt_max: Any,
@@ -359,31 +471,57 @@ def workload(
 ) -> dict[str, Any] | None:
     """The native ``workload`` section from a framework's numbers, or None if one is missing.
 
+    ``fields`` names, per argument, the framework's field that gave it (``prompts``:
+    ``data.train_batch_size``): a value given but not valid is refused under that name and
+    ``file`` (:func:`given_count`, :func:`given_tokens`); only an absent one falls back (to
+    None: the defaults, or 1 sample and a micro-batch of 1).
+
     Frameworks give maximum lengths only: the mean is set to half the maximum
     (an assumption the estimator prints). ``mini_batch_prompts`` (prompts per
     optimizer step) gives ``mini_batches``; ``packing``, ``micro_batch_tokens`` and the
     forward-only passes' own micro-batch (``logprob_micro_batch``, ``..._tokens``) are set
     only when the file sets them.
+
+    Raises:
+        InvalidValueError: a given count or length is not a whole number >= 1 (a length
+            also at most ``MAX_TOKENS``).
     """
-    values = [optional_int(v) for v in (prompts, prompt_max, response_max)]
-    if any(v is None for v in values):
+    given = {
+        "prompts": prompts, "samples": samples, "prompt_max": prompt_max,
+        "response_max": response_max, "micro_batch": micro_batch,
+        "mini_batch_prompts": mini_batch_prompts, "micro_batch_tokens": micro_batch_tokens,
+        "logprob_micro_batch": logprob_micro_batch,
+        "logprob_micro_batch_tokens": logprob_micro_batch_tokens,
+    }  # fmt: skip
+    v = _checked(given, fields, file)
+    n_prompts, p_max, r_max = v["prompts"], v["prompt_max"], v["response_max"]
+    if n_prompts is None or p_max is None or r_max is None:
         return None
-    n_prompts, p_max, r_max = values
-    assert n_prompts is not None and p_max is not None and r_max is not None
     out = {
         "prompts_per_step": n_prompts,
-        "samples_per_prompt": optional_int(samples) or 1,
+        "samples_per_prompt": v["samples"] or 1,
         "prompt_tokens": {"mean": p_max / 2, "max": p_max},
         "response_tokens": {"mean": r_max / 2, "max": r_max},
-        "micro_batch_size": optional_int(micro_batch) or 1,
-    } | _training_batches(n_prompts, mini_batch_prompts, packing, micro_batch_tokens)
-    logprob = optional_int(logprob_micro_batch)
-    if logprob:
-        out["logprob_micro_batch_size"] = logprob
-    logprob_tokens = optional_int(logprob_micro_batch_tokens)
-    if logprob_tokens:
-        out["logprob_micro_batch_tokens"] = logprob_tokens
+        "micro_batch_size": v["micro_batch"] or 1,
+    } | _training_batches(n_prompts, v["mini_batch_prompts"], packing, v["micro_batch_tokens"])
+    if v["logprob_micro_batch"]:
+        out["logprob_micro_batch_size"] = v["logprob_micro_batch"]
+    if v["logprob_micro_batch_tokens"]:
+        out["logprob_micro_batch_tokens"] = v["logprob_micro_batch_tokens"]
     return out
+
+
+def _checked(
+    values: Mapping[str, Any], fields: Mapping[str, str], file: str
+) -> dict[str, int | None]:
+    """Each of :func:`workload`'s numbers checked as a length or a count, under the field the
+    importer names for it (else the argument's own name)."""
+    return {
+        name: (given_tokens if name in _WORKLOAD_LENGTHS else given_count)(
+            value, field=fields.get(name, name), file=file
+        )
+        for name, value in values.items()
+    }
 
 
 def budgeted_turns(
@@ -413,15 +551,13 @@ def budgeted_turns(
 
 
 def _training_batches(
-    prompts: int, mini_batch_prompts: Any, packing: Any, micro_batch_tokens: Any
+    prompts: int, mini: int | None, packing: Any, tokens: int | None
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    mini = optional_int(mini_batch_prompts)
     if mini and prompts >= mini:
         out["mini_batches"] = prompts // mini
     if isinstance(packing, bool):
         out["packing"] = packing
-    tokens = optional_int(micro_batch_tokens)
     if tokens:
         out["micro_batch_tokens"] = tokens
     return out
@@ -476,23 +612,40 @@ def parallel(
 
 def rollout(
     *,
+    file: str,
+    fields: Mapping[str, str],
     max_num_seqs: Any = None,
     gpu_memory_utilization: Any = None,
     enforce_eager: Any = None,
     sleep_level: Any = None,
     vllm_v0: bool = False,
 ) -> dict[str, Any] | None:
-    """The native per-role ``rollout`` section (inference-engine settings) a file gives."""
+    """The native per-role ``rollout`` section (inference-engine settings) a file gives.
+
+    ``fields`` names the framework's field of ``max_num_seqs`` and
+    ``gpu_memory_utilization`` (SGLang's ``max_running_requests``, ``mem_fraction_static``):
+    a value given but not valid is refused under that name and ``file``, not replaced by
+    the engine's default.
+
+    Raises:
+        InvalidValueError: ``max_num_seqs`` is not a whole number >= 1, or
+            ``gpu_memory_utilization`` not in (0, 1].
+    """
     out: dict[str, Any] = {}
     if vllm_v0:
         out["vllm_v0"] = True
     if sleep_level in (1, 2) and not isinstance(sleep_level, bool):
         out["sleep_level"] = sleep_level
-    if optional_int(max_num_seqs):
-        out["max_num_seqs"] = max_num_seqs
-    share = gpu_memory_utilization
-    if isinstance(share, int | float) and not isinstance(share, bool) and 0 < share <= 1:
-        out["gpu_memory_utilization"] = float(share)
+    seqs = given_count(max_num_seqs, field=fields.get("max_num_seqs", "max_num_seqs"), file=file)
+    if seqs:
+        out["max_num_seqs"] = seqs
+    share = given_share(
+        gpu_memory_utilization,
+        field=fields.get("gpu_memory_utilization", "gpu_memory_utilization"),
+        file=file,
+    )
+    if share is not None:
+        out["gpu_memory_utilization"] = share
     if isinstance(enforce_eager, bool):
         out["cuda_graphs"] = not enforce_eager
     return out or None

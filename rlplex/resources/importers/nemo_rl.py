@@ -86,6 +86,7 @@ from rlplex.resources.importers.common import (
     DEFAULT_STAGES,
     apply_costs,
     get_path,
+    given_tokens,
     gpu_role,
     lora,
     parallel,
@@ -94,7 +95,6 @@ from rlplex.resources.importers.common import (
     rollout,
 )
 from rlplex.resources.importers.compose import inherit
-from rlplex.resources.inputs import MAX_TOKENS
 from rlplex.resources.placement import check_worker_layout
 
 _GEN = "policy.generation"
@@ -153,16 +153,12 @@ class _Reader:
         return None if self.get(path) is None else self.int(path)
 
     def tokens(self, path: str) -> int | None:
-        """An optional token count: None when absent, else an integer in 1..MAX_TOKENS."""
+        """An optional token count: None when absent, else an integer in 1..MAX_TOKENS (or
+        an InvalidValueError); OmegaConf's ``???`` is a value still to be filled: missing."""
         value = self.get(path)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
-            raise ConfigError(
-                f"must be a token count from 1 to {MAX_TOKENS:,}" + self.hint(),
-                field=path, value=value, file=self.file,
-            )  # fmt: skip
-        return value
+        if value == "???":
+            return self.int(path)
+        return given_tokens(value, field=path, file=self.file, hint=self.hint())
 
     def flag(self, path: str, default: bool = False) -> bool:
         value = self.get(path, default)
@@ -574,6 +570,11 @@ def to_native(
         engine["parallel"] = engine_spec
     settings = (
         rollout(
+            file=r.file,
+            fields={
+                "max_num_seqs": f"{_GEN}.vllm_kwargs.max_num_seqs",
+                "gpu_memory_utilization": f"{_VLLM}.gpu_memory_utilization",
+            },
             max_num_seqs=r.get(f"{_GEN}.vllm_kwargs.max_num_seqs"),
             gpu_memory_utilization=r.get(f"{_VLLM}.gpu_memory_utilization"),
             enforce_eager=r.get(f"{_VLLM}.enforce_eager"),

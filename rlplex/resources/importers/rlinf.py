@@ -96,10 +96,12 @@ from rlplex.resources.importers.common import (
     budgeted_turns,
     default_pipeline,
     get_path,
+    given_count,
     optional_int,
     parallel,
     positive_int,
     refuse_non_rl,
+    remaining_tokens,
     rollout,
     workload,
 )
@@ -314,28 +316,51 @@ def _continuous(devices: tuple[int, ...]) -> bool:
     return list(devices) == list(range(devices[0], devices[-1] + 1))
 
 
-def _workload(data: Mapping[str, Any], *, model_parallel: bool) -> dict[str, Any] | None:
-    prompt = get_path(data, "data.max_prompt_length")
-    response = get_path(data, "algorithm.sampling_params.max_new_tokens")
-    seq = get_path(data, "runner.seq_length")
-    if response is None and isinstance(seq, int) and isinstance(prompt, int):
-        response = seq - prompt
+_PROMPT = "data.max_prompt_length"
+_MAX_NEW = "algorithm.sampling_params.max_new_tokens"
+
+
+def _response(data: Mapping[str, Any], file: str) -> tuple[Any, str]:
+    """The response's maximum and the field it comes from: ``max_new_tokens``, else what
+    ``runner.seq_length`` leaves after the prompt."""
+    response = get_path(data, _MAX_NEW)
+    if response is not None:
+        return response, _MAX_NEW
+    seq = "runner.seq_length"
+    left = remaining_tokens(
+        get_path(data, seq), get_path(data, _PROMPT), field=seq, prompt_field=_PROMPT, file=file
+    )
+    return left, seq
+
+
+def _workload(data: Mapping[str, Any], *, model_parallel: bool, file: str) -> dict[str, Any] | None:
+    response, response_field = _response(data, file)
     prompts = get_path(data, "data.rollout_batch_size")
-    micro_batch, mini_batch_prompts = get_path(data, "actor.micro_batch_size"), None
+    micro_field, mini_batch_prompts = "actor.micro_batch_size", None
     if model_parallel:
         # RLinf's reasoning and coding runs (rlinf/config.py, validate_reasoning_cfg) set
         # the actor's micro-batch to algorithm.training_batch_size_per_gpu and its global
         # batch to rollout_batch_size x group_size // algorithm.n_minibatches.
-        micro_batch = get_path(data, "algorithm.training_batch_size_per_gpu") or 1
-        minibatches = optional_int(get_path(data, "algorithm.n_minibatches")) or 1
+        micro_field = "algorithm.training_batch_size_per_gpu"
+        split = "algorithm.n_minibatches"
+        minibatches = given_count(get_path(data, split), field=split, file=file) or 1
         if optional_int(prompts) and minibatches > 1:
             mini_batch_prompts = max(1, prompts // minibatches)
     load = workload(
+        file=file,
+        fields={
+            "prompts": "data.rollout_batch_size",
+            "samples": "algorithm.group_size",
+            "prompt_max": _PROMPT,
+            "response_max": response_field,
+            "micro_batch": micro_field,
+            "mini_batch_prompts": "algorithm.n_minibatches",
+        },
         prompts=prompts,
         samples=get_path(data, "algorithm.group_size"),
-        prompt_max=prompt,
+        prompt_max=get_path(data, _PROMPT),
         response_max=response,
-        micro_batch=micro_batch,
+        micro_batch=get_path(data, micro_field),
         mini_batch_prompts=mini_batch_prompts,
     )
     loop = get_path(data, "agentloop")
@@ -507,8 +532,14 @@ def to_native(
             role["parallel"] = spec
         engine = data.get("rollout") if name == "actor_infer" else None
         if isinstance(engine, Mapping):
+            seqs = "max_running_requests" if "max_running_requests" in engine else "max_num_seqs"
             settings = rollout(
-                max_num_seqs=engine.get("max_running_requests", engine.get("max_num_seqs")),
+                file=file,
+                fields={
+                    "max_num_seqs": f"rollout.{seqs}",
+                    "gpu_memory_utilization": "rollout.gpu_memory_utilization",
+                },
+                max_num_seqs=engine.get(seqs),
                 gpu_memory_utilization=engine.get("gpu_memory_utilization"),
                 enforce_eager=engine.get("enforce_eager"),
             )
@@ -526,7 +557,7 @@ def to_native(
         if isinstance(model, str) and model and "${" not in model:
             native["model"] = model
             break
-    load = _workload(data, model_parallel=model_parallel)
+    load = _workload(data, model_parallel=model_parallel, file=file)
     if load:
         native["workload"] = load
     return apply_costs(native, costs, costs_file)

@@ -86,12 +86,14 @@ from rlplex.resources.importers.common import (
     apply_costs,
     default_pipeline,
     get_path,
+    given_count,
+    given_tokens,
     gpu_role,
     lora,
-    optional_int,
     parallel,
     positive_int,
     refuse_non_rl,
+    remaining_tokens,
     rollout,
     workload,
 )
@@ -291,8 +293,11 @@ def _agentic_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | No
         ConfigError: ``train_env_manager.tags`` is not a list of names, or
             ``rollout_batch_size`` is not a multiple of the group size (ROLL asserts it).
     """
-    trajectories = optional_int(data.get("rollout_batch_size"))
-    group = optional_int(get_path(data, "train_env_manager.group_size")) or 1
+    trajectories = given_count(
+        data.get("rollout_batch_size"), field="rollout_batch_size", file=file
+    )
+    group_field = "train_env_manager.group_size"
+    group = given_count(get_path(data, group_field), field=group_field, file=file) or 1
     if trajectories and trajectories % group:
         raise ConfigError(
             f"must be a multiple of train_env_manager.group_size ({group}), as ROLL asserts",
@@ -311,19 +316,13 @@ def _agentic_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | No
             value=tags,
             file=file,
         )
-    bodies = [envs[t] for t in tags if isinstance(envs.get(t), Mapping)]
-    managers = [b.get("env_manager_cls") for b in bodies] or [data.get("env_manager_cls")]
+    bodies = {t: envs[t] for t in tags if isinstance(envs.get(t), Mapping)}
+    managers = [b.get("env_manager_cls") for b in bodies.values()] or [data.get("env_manager_cls")]
     # Step-wise env managers train each turn as its own sample (formulate_rollouts).
     step_wise = any(
         isinstance(m, str) and m.rsplit(".", 1)[-1] in STEP_WISE_ENV_MANAGERS for m in managers
     )
-    turns = [optional_int(b.get("max_steps")) for b in bodies]
-    answers = [optional_int(b.get("max_tokens_per_step")) for b in bodies]
-    max_turns = max((t for t in turns if t), default=optional_int(data.get("max_actions_per_traj")))
-    answer = max((a for a in answers if a), default=optional_int(data.get("max_tokens_per_step")))
-    new_tokens = optional_int(get_path(data, "actor_infer.generating_args.max_new_tokens"))
-    if new_tokens and answer:
-        answer = min(answer, new_tokens)
+    max_turns, answer = _env_limits(data, bodies, file)
     if not (trajectories and max_turns and answer):
         return None
     load: dict[str, Any] = {
@@ -332,13 +331,11 @@ def _agentic_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | No
         "response_tokens": {"mean": answer / 2, "max": answer},
         "turns": {"mean": (1 + max_turns) / 2, "max": max_turns}
         | ({"samples": "turn"} if step_wise else {}),
-        "micro_batch_size": optional_int(
-            get_path(data, "actor_train.training_args.per_device_train_batch_size")
-        )
+        "micro_batch_size": given_count(get_path(data, _MICRO_BATCH), field=_MICRO_BATCH, file=file)
         or 1,
     }
-    sequence = optional_int(data.get("sequence_length"))
-    prompt = optional_int(data.get("prompt_length"))
+    sequence = given_tokens(data.get("sequence_length"), field="sequence_length", file=file)
+    prompt = given_tokens(data.get("prompt_length"), field="prompt_length", file=file)
     if prompt:
         load["prompt_tokens"] = {"mean": prompt / 2, "max": prompt}
     if sequence and sequence > (prompt or 0):
@@ -351,27 +348,73 @@ def _agentic_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | No
     return load
 
 
+_MICRO_BATCH = "actor_train.training_args.per_device_train_batch_size"
+_ANSWER = "max_tokens_per_step"
+
+
+def _env_limits(
+    data: Mapping[str, Any], bodies: Mapping[str, Mapping[str, Any]], file: str
+) -> tuple[int | None, int | None]:
+    """An agentic file's most turns and longest answer over its training environments
+    (``custom_envs.TAG.max_steps``, ``.max_tokens_per_step``; else the top-level
+    ``max_actions_per_traj``, ``max_tokens_per_step``), the answer capped by
+    ``actor_infer.generating_args.max_new_tokens``; each, when given, checked."""
+    turns = [
+        given_count(b.get("max_steps"), field=f"custom_envs.{t}.max_steps", file=file)
+        for t, b in bodies.items()
+    ]
+    answers = [
+        given_tokens(b.get("max_tokens_per_step"), field=f"custom_envs.{t}.{_ANSWER}", file=file)
+        for t, b in bodies.items()
+    ]
+    top_turns = given_count(
+        data.get("max_actions_per_traj"), field="max_actions_per_traj", file=file
+    )
+    top_answer = given_tokens(data.get(_ANSWER), field=_ANSWER, file=file)
+    max_turns = max((t for t in turns if t), default=top_turns)
+    answer = max((a for a in answers if a), default=top_answer)
+    cap = "actor_infer.generating_args.max_new_tokens"
+    new_tokens = given_tokens(get_path(data, cap), field=cap, file=file)
+    if new_tokens and answer:
+        answer = min(answer, new_tokens)
+    return max_turns, answer
+
+
 def _workload(data: Mapping[str, Any], agentic: bool, file: str) -> dict[str, Any] | None:
-    load = _agentic_workload(data, file) if agentic else _rlvr_workload(data)
+    load = _agentic_workload(data, file) if agentic else _rlvr_workload(data, file)
     if load is not None and get_path(data, "transfer_backend.backend_name") == "TransferQueue":
         # RemoteBatch: the pipeline passes keys; workers fetch the tensors from the store.
         load["controller"] = {"padding": "none"}
     return load
 
 
-def _rlvr_workload(data: Mapping[str, Any]) -> dict[str, Any] | None:
+def _rlvr_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | None:
+    """An RLVR file's workload: ``rollout_batch_size`` prompts of up to ``prompt_length``
+    tokens, ``num_return_sequences_in_group`` answers each of up to ``response_length``
+    (else what ``sequence_length`` leaves: ROLL's ``max_new_tokens = sequence_length -
+    prompt_length``)."""
     prompt = data.get("prompt_length")
-    response = data.get("response_length")
-    sequence = data.get("sequence_length")
-    if response is None and isinstance(sequence, int) and isinstance(prompt, int):
-        response = sequence - prompt  # ROLL: max_new_tokens = sequence_length - prompt_length
-    samples = data.get("num_return_sequences_in_group")
+    response, response_field = data.get("response_length"), "response_length"
+    if response is None:
+        response_field = "sequence_length"
+        response = remaining_tokens(
+            data.get("sequence_length"), prompt,
+            field="sequence_length", prompt_field="prompt_length", file=file,
+        )  # fmt: skip
     return workload(
+        file=file,
+        fields={
+            "prompts": "rollout_batch_size",
+            "samples": "num_return_sequences_in_group",
+            "prompt_max": "prompt_length",
+            "response_max": response_field,
+            "micro_batch": _MICRO_BATCH,
+        },
         prompts=data.get("rollout_batch_size"),
-        samples=samples,
+        samples=data.get("num_return_sequences_in_group"),
         prompt_max=prompt,
         response_max=response,
-        micro_batch=get_path(data, "actor_train.training_args.per_device_train_batch_size"),
+        micro_batch=get_path(data, _MICRO_BATCH),
     )
 
 
@@ -473,11 +516,16 @@ def to_native(
             # passes strategy_config to sglang.Engine): mem_fraction_static is the share of
             # the GPU for weights and KV cache, as vLLM's gpu_memory_utilization.
             sglang = get_path(block, "strategy_args.strategy_name") == "sglang"
+            seqs = "max_running_requests" if sglang else "max_num_seqs"
+            share = "mem_fraction_static" if sglang else "gpu_memory_utilization"
             settings = rollout(
-                max_num_seqs=engine.get("max_running_requests" if sglang else "max_num_seqs"),
-                gpu_memory_utilization=engine.get(
-                    "mem_fraction_static" if sglang else "gpu_memory_utilization"
-                ),
+                file=file,
+                fields={
+                    "max_num_seqs": f"{field}.strategy_args.strategy_config.{seqs}",
+                    "gpu_memory_utilization": f"{field}.strategy_args.strategy_config.{share}",
+                },
+                max_num_seqs=engine.get(seqs),
+                gpu_memory_utilization=engine.get(share),
                 enforce_eager=engine.get("disable_cuda_graph" if sglang else "enforce_eager"),
                 sleep_level=engine.get("sleep_level", 1) if is_vllm else None,
                 vllm_v0=is_vllm and str(engine.get("VLLM_USE_V1", 1)).strip() in ("0", "False"),

@@ -87,6 +87,7 @@ from rlplex.resources.importers.common import (
     default_pipeline,
     drop_stage,
     get_path,
+    given_count,
     gpu_role,
     lora,
     optional_int,
@@ -334,27 +335,37 @@ def _refuse_validation_only(r: _Reader) -> None:
 
 
 def _workload(r: _Reader, roles: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
-    prompts = r.get("data.train_batch_size")
-    if _fully_async(r):
-        mini = r.get("actor_rollout_ref.actor.ppo_mini_batch_size")
-        trigger = r.get("async_training.trigger_parameter_sync_step", 1)
-        batches = r.get("async_training.require_batches", 1)
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in (mini, trigger, batches)):
-            prompts = mini * trigger * batches
+    actor, ref = "actor_rollout_ref.actor", "actor_rollout_ref.ref"
     train = roles.get("actor_train", {})
+    prompts, prompts_field = _prompts(r)
+    micro_batch, micro_field = _per_gpu(r, actor, "ppo_micro_batch_size", train)
+    logprob, logprob_field = _per_gpu(
+        r, ref, "log_prob_micro_batch_size", roles.get("reference", train)
+    )
+    if logprob is None:
+        logprob, logprob_field = _per_gpu(r, _ROLLOUT, "log_prob_micro_batch_size", train)
     load = workload(
+        file=r.file,
+        fields={
+            "prompts": prompts_field,
+            "samples": f"{_ROLLOUT}.n",
+            "prompt_max": "data.max_prompt_length",
+            "response_max": "data.max_response_length",
+            "micro_batch": micro_field,
+            "mini_batch_prompts": f"{actor}.ppo_mini_batch_size",
+            "micro_batch_tokens": f"{actor}.ppo_max_token_len_per_gpu",
+            "logprob_micro_batch": logprob_field,
+            "logprob_micro_batch_tokens": f"{_ROLLOUT}.log_prob_max_token_len_per_gpu",
+        },
         prompts=prompts,
         samples=r.get(f"{_ROLLOUT}.n"),
         prompt_max=r.get("data.max_prompt_length"),
         response_max=r.get("data.max_response_length"),
-        micro_batch=_per_gpu(r, "actor_rollout_ref.actor", "ppo_micro_batch_size", train),
-        mini_batch_prompts=r.get("actor_rollout_ref.actor.ppo_mini_batch_size"),
+        micro_batch=micro_batch,
+        mini_batch_prompts=r.get(f"{actor}.ppo_mini_batch_size"),
         packing=_packing(r),
         micro_batch_tokens=_token_budget(r),
-        logprob_micro_batch=_per_gpu(
-            r, "actor_rollout_ref.ref", "log_prob_micro_batch_size", roles.get("reference", train)
-        )
-        or _per_gpu(r, _ROLLOUT, "log_prob_micro_batch_size", train),
+        logprob_micro_batch=logprob,
         logprob_micro_batch_tokens=_logprob_token_budget(r),
     )
     if load is not None and r.get(f"{_ROLLOUT}.multi_turn.enable") is True:
@@ -363,6 +374,28 @@ def _workload(r: _Reader, roles: Mapping[str, Mapping[str, Any]]) -> dict[str, A
     if load is not None and ratio > 1:
         load["generated_per_trained"] = ratio
     return load
+
+
+def _prompts(r: _Reader) -> tuple[Any, str]:
+    """Prompts per step and the field they come from: ``data.train_batch_size``, but under
+    fully async (which asks for ``train_batch_size=0``) the prompts trained per weight sync,
+    ``ppo_mini_batch_size`` x ``trigger_parameter_sync_step`` x ``require_batches``; each of
+    those three, when given, a whole number >= 1."""
+    batch = "data.train_batch_size"
+    if not _fully_async(r):
+        return r.get(batch), batch
+    mini_field = "actor_rollout_ref.actor.ppo_mini_batch_size"
+    factors = [
+        given_count(r.get(field, default), field=field, file=r.file)
+        for field, default in (
+            (mini_field, None),
+            ("async_training.trigger_parameter_sync_step", 1),
+            ("async_training.require_batches", 1),
+        )
+    ]
+    if all(factors):
+        return factors[0] * factors[1] * factors[2], mini_field
+    return r.get(batch), batch
 
 
 def _generated_per_trained(r: _Reader) -> float:
@@ -439,25 +472,29 @@ def _legacy(r: _Reader) -> bool:
     )
 
 
-def _per_gpu(r: _Reader, section: str, key: str, role: Mapping[str, Any]) -> Any:
+def _per_gpu(r: _Reader, section: str, key: str, role: Mapping[str, Any]) -> tuple[Any, str]:
     """``KEY_per_gpu``, or the global ``KEY`` (sequences per micro-batch over the whole
     trainer) over its data-parallel ranks, as verl normalises it: the role's GPUs over its
     sequence-parallel size (FSDP, fsdp_workers.py) or tensor x pipeline x context parallel
     (Megatron, megatron_workers.py: ``mpu.get_data_parallel_world_size()``); in a legacy
-    config over every GPU (fsdp_workers.py @ b40afd4b7)."""
-    value = r.get(f"{section}.{key}_per_gpu")
-    total = optional_int(r.get(f"{section}.{key}"))
-    if value is not None or not total:
-        return value
+    config over every GPU (fsdp_workers.py @ b40afd4b7). With the field it comes from (a
+    given global ``KEY`` checked here, as :func:`workload` checks the rest)."""
+    per_gpu, whole = f"{section}.{key}_per_gpu", f"{section}.{key}"
+    value = r.get(per_gpu)
+    if value is not None:
+        return value, per_gpu
+    total = given_count(r.get(whole), field=whole, file=r.file)
+    if not total:
+        return None, per_gpu
     if _legacy(r):
         gpus = (optional_int(r.get("trainer.nnodes")) or 1) * (
             optional_int(r.get("trainer.n_gpus_per_node")) or 1
         )
-        return max(1, total // gpus)
+        return max(1, total // gpus), whole
     par = role.get("parallel") or {}
     split = (par.get("tp") or 1) * (par.get("pp") or 1) * (par.get("sp") or 1)
     ranks = max(1, len(role.get("devices") or ()) // split)
-    return max(1, total // ranks)
+    return max(1, total // ranks), whole
 
 
 def _packing(r: _Reader) -> Any:
@@ -478,18 +515,25 @@ def _logprob_token_budget(r: _Reader) -> int | None:
     """Tokens per dynamic-batch log-prob micro-batch (verl ``log_prob_max_token_len_per_gpu``)."""
     if _logprob_setting(r, "log_prob_use_dynamic_bsz") is not True:
         return None
-    budget = optional_int(_logprob_setting(r, "log_prob_max_token_len_per_gpu"))
+    budget = _logprob_setting(r, "log_prob_max_token_len_per_gpu")
+    field = "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"
+    if r.get(field) is None:
+        field = f"{_ROLLOUT}.log_prob_max_token_len_per_gpu"
+    tokens = given_count(budget, field=field, file=r.file)
     sp = optional_int(r.get("actor_rollout_ref.ref.ulysses_sequence_parallel_size")) or 1
-    return budget * sp if budget else None
+    return tokens * sp if tokens else None
 
 
 def _token_budget(r: _Reader) -> int | None:
     """Tokens per micro-batch of a dynamic-batch actor: the per-GPU budget times Ulysses SP."""
     actor = "actor_rollout_ref.actor"
-    budget = r.get(f"{actor}.ppo_max_token_len_per_gpu")
-    if r.get(f"{actor}.use_dynamic_bsz") is not True or not optional_int(budget):
+    if r.get(f"{actor}.use_dynamic_bsz") is not True:
         return None
-    return int(budget) * (optional_int(r.get(f"{actor}.ulysses_sequence_parallel_size")) or 1)
+    field = f"{actor}.ppo_max_token_len_per_gpu"
+    budget = given_count(r.get(field), field=field, file=r.file)
+    if not budget:
+        return None
+    return budget * (optional_int(r.get(f"{actor}.ulysses_sequence_parallel_size")) or 1)
 
 
 def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
@@ -593,6 +637,11 @@ def _rollout(r: _Reader) -> dict[str, Any] | None:
     fork of vLLM <= 0.6.3 (``verl/third_party/vllm`` and ``vllm<=0.6.3`` in its setup @
     f2a76acd9): vLLM's V0 engine."""
     return rollout(
+        file=r.file,
+        fields={
+            "max_num_seqs": f"{_ROLLOUT}.max_num_seqs",
+            "gpu_memory_utilization": f"{_ROLLOUT}.gpu_memory_utilization",
+        },
         max_num_seqs=r.get(f"{_ROLLOUT}.max_num_seqs"),
         gpu_memory_utilization=r.get(f"{_ROLLOUT}.gpu_memory_utilization"),
         enforce_eager=r.get(f"{_ROLLOUT}.enforce_eager"),
