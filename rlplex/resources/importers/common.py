@@ -55,9 +55,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, NoReturn, get_args
+from typing import Annotated, Any, NoReturn, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from rlplex.errors import ConfigError, InvalidValueError
 from rlplex.resources.cluster import STATE_KINDS
@@ -132,6 +132,7 @@ def check_costs(data: Any, file: str) -> dict[str, Any]:
             value=first.get("input"),
             file=file,
         ) from None
+    _check_costs_cluster(parsed.cluster, file)
     for role, states in parsed.states.items():
         for state, gb in states.items():
             if state not in STATE_KINDS:
@@ -146,6 +147,25 @@ def check_costs(data: Any, file: str) -> dict[str, Any]:
                     "must be >= 0 GB", field=f"states.{role}.{state}", value=gb, file=file
                 )
     return parsed.model_dump(exclude_none=True)
+
+
+def _check_costs_cluster(values: Mapping[str, Any], file: str) -> None:
+    """A costs file's ``cluster`` fields, checked as the config's own would be but naming the
+    costs file (a negative ``dispatch_s`` there was blamed on the config)."""
+    from rlplex.resources.cluster import Cluster
+
+    for key, value in values.items():
+        spec = Cluster.model_fields.get(key)
+        if spec is None:
+            raise ConfigError(
+                f"unknown key (a cluster field: {', '.join(Cluster.model_fields)})",
+                field=f"cluster.{key}", value=value, file=file,
+            )  # fmt: skip
+        try:
+            TypeAdapter(Annotated[(spec.annotation, *spec.metadata)]).validate_python(value)
+        except ValidationError as exc:
+            message = exc.errors()[0]["msg"].replace("Input should be", "must be")
+            raise ConfigError(message, field=f"cluster.{key}", value=value, file=file) from None
 
 
 def apply_costs(
