@@ -34,7 +34,10 @@ reads it. rlplex reads, with the source of each rule:
    run ahead by ``staleness_threshold`` (a fraction of a sync's samples):
    ``max_staleness = ceil(staleness_threshold)``, sync at 0 (verl's README,
    "Supported Modes": 0 is synchronous training, 1 "basically equivalent to
-   one_step_off").
+   one_step_off"). It trains on the rollout's own log-probs
+   (``use_rollout_log_probs``, its default): no old_logprob pass unless
+   ``compute_prox_log_prob``. A block holding only ``partial_rollout`` (verl-recipe's
+   synchronous partial_rollout) is not this mode.
 4. Split placement (examples/split_placement/main_ppo_split.py), recognised by
    that entry point sitting in the file's folder or its parent: actor, rollout
    and reference on ``actor_rollout_ref_pool``, the critic on ``critic_pool``,
