@@ -140,14 +140,40 @@ def roles_afresh(config: Any) -> dict[str, Role]:
     }
 
 
+MISSING_HINTS = {
+    "cluster.gpu": "--set cluster.gpu=h100",
+    "model": "--set model=qwen2.5-7b",
+    "workload": (
+        "--set workload.prompts_per_step=64 --set workload.prompt_tokens.mean=256"
+        " --set workload.prompt_tokens.max=1024 --set workload.response_tokens.mean=1024"
+        " --set workload.response_tokens.max=4096"
+    ),
+    "workload.prompt_tokens": (
+        "--set workload.prompt_tokens.mean=300 --set workload.prompt_tokens.max=600 (a"
+        " trajectory's first prompt; the environment's reply per turn is"
+        " workload.turns.observation_tokens, 0 unless set)"
+    ),
+}
+"""An example ``--set`` for each input the estimator needs, for the hint of a config that
+lacks it."""
+
+
 def missing_inputs(inputs: Inputs) -> list[str]:
     """The config fields the estimator still needs (empty: it can estimate)."""
+    return lacking(inputs.cluster, inputs.roles, inputs.model, inputs.workload)
+
+
+def lacking(
+    cluster: Cluster, roles: Mapping[str, Role], model: str | None, workload: Workload | None
+) -> list[str]:
+    """Of ``model``, ``workload`` and ``cluster.gpu``, those the estimator still needs: a
+    model named by neither the config nor any GPU role, no workload, no GPU preset."""
     missing = []
-    if inputs.model is None and not any(r.model for r in inputs.roles.values() if r.is_gpu):
+    if model is None and not any(r.model for r in roles.values() if r.is_gpu):
         missing.append("model")
-    if inputs.workload is None:
+    if workload is None:
         missing.append("workload")
-    if inputs.cluster.gpu is None:
+    if cluster.gpu is None:
         missing.append("cluster.gpu")
     return missing
 

@@ -34,6 +34,7 @@ from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
 from rlplex.estimate.assumptions import assumptions, state_remedy
 from rlplex.estimate.context import (
+    MISSING_HINTS,
     Context,
     Inputs,
     RoleEstimate,
@@ -101,7 +102,7 @@ def estimate(inputs: Inputs) -> Estimate:
     if missing:
         raise ConfigError(
             "cannot estimate: the config needs " + ", ".join(missing)
-            + " (see docs/cost-model.md)",
+            + f" (e.g. {MISSING_HINTS[missing[0]]}; see docs/cost-model.md)",
             field=missing[0],
             file=inputs.file,
         )  # fmt: skip

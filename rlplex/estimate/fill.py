@@ -88,13 +88,9 @@ def estimator_hint(
     cluster: Cluster, roles: Mapping[str, Role], model: str | None, workload: Workload | None
 ) -> str:
     """What a config lacks for the estimator, as a clause for error messages."""
-    missing = []
-    if model is None and not any(r.model for r in roles.values()):
-        missing.append("model")
-    if workload is None:
-        missing.append("workload")
-    if cluster.gpu is None:
-        missing.append("cluster.gpu")
+    from rlplex.estimate.context import lacking
+
+    missing = lacking(cluster, roles, model, workload)
     return "or give " + ", ".join(missing) + " to estimate it" if missing else ""
 
 
@@ -276,6 +272,8 @@ def use_estimates(
     file gives are kept. Otherwise the defaults stay, and the second value is the
     warning that says so and what is missing (never a silent default).
     """
+    from rlplex.estimate.context import MISSING_HINTS
+
     costs = costs or {}
     cluster = native.get("cluster") if isinstance(native.get("cluster"), dict) else {}
     load = native.get("workload")
@@ -323,24 +321,6 @@ def use_estimates(
         roles[name] = body
     pipeline = {**(native.get("pipeline") or {}), "stages": stages}
     return {**native, "roles": roles, "pipeline": pipeline}, None
-
-
-MISSING_HINTS = {
-    "cluster.gpu": "--set cluster.gpu=h100",
-    "model": "--set model=qwen2.5-7b",
-    "workload": (
-        "--set workload.prompts_per_step=64 --set workload.prompt_tokens.mean=256"
-        " --set workload.prompt_tokens.max=1024 --set workload.response_tokens.mean=1024"
-        " --set workload.response_tokens.max=4096"
-    ),
-    "workload.prompt_tokens": (
-        "--set workload.prompt_tokens.mean=300 --set workload.prompt_tokens.max=600 (a"
-        " trajectory's first prompt; the environment's reply per turn is"
-        " workload.turns.observation_tokens, 0 unless set)"
-    ),
-}
-"""An example ``--set`` for each input the estimator needs, for the hint of a config that
-lacks it."""
 
 
 def _estimable(name: str, body: Mapping[str, Any], roles: Mapping[str, Any]) -> bool:

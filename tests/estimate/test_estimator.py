@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -1889,3 +1890,17 @@ def test_a_config_json_whose_heads_do_not_group_is_refused() -> None:
             "num_key_value_heads": 2, "vocab_size": 128, "intermediate_size": 256}  # fmt: skip
     with pytest.raises(ConfigError, match=r"num_attention_heads \(3\) is not a multiple of"):
         spec_from_hf_config(data, "c.json")
+
+
+def test_a_config_without_the_estimators_inputs_is_told_how_to_give_them() -> None:
+    """The error names what is missing and an example --set for the first (the loader's
+    warning and this error share one hint table and one rule for what is missing)."""
+    from rlplex.config import load_config
+    from rlplex.errors import ConfigError
+    from rlplex.estimate.context import MISSING_HINTS
+
+    root = Path(__file__).resolve().parents[2]
+    with pytest.raises(ConfigError) as info:
+        estimate_config(load_config(root / "examples" / "ppo.yaml"))
+    assert "the config needs model, workload, cluster.gpu" in str(info.value)
+    assert f"(e.g. {MISSING_HINTS['model']};" in str(info.value)
