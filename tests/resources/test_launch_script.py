@@ -174,6 +174,42 @@ def test_path_commands(text: str, expected: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # found in a second review (2026-11-29), each as bash prints it
+        ("python -m verl.x k=$(cd /d/run2>/dev/null && pwd)", ("k=/d/run2",)),  # no fd 2
+        ("python -m verl.x k=$(basename /a/b.sh b.sh)", ("k=b.sh",)),  # nothing left: kept
+        ("python -m verl.x k=$(realpath --relative-to=/a /a/b/c)",
+         ("k=$(realpath --relative-to=/a /a/b/c)",)),  # a relative answer: not worked out
+        ("python -m verl.x k=$(readlink /a/b)", ("k=$(readlink /a/b)",)),  # a link's target
+    ],
+)  # fmt: skip
+def test_path_commands_as_bash_prints_them(text: str, expected: tuple[str, ...]) -> None:
+    assert read_launch(text, file="/a/b/c/run.sh").overrides == expected
+
+
+def test_symbolic_links_are_followed_where_the_command_follows_them(tmp_path: Path) -> None:
+    """``realpath``, ``readlink -f`` and ``cd -P`` resolve a script reached through a link to
+    its real checkout; ``dirname`` and a plain ``cd`` keep the link's path."""
+    real = tmp_path / "real" / "examples"
+    real.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(real)
+    script = tmp_path / "link" / "run.sh"
+    text = (
+        'R=$(dirname "$(realpath "$0")")\nF=$(dirname "$(readlink -f "$0")")\n'
+        'P=$(cd -P "$(dirname "$0")" && pwd)\nL=$(cd "$(dirname "$0")" && pwd)\n'
+        "python -m verl.x r=$R f=$F p=$P l=$L\n"
+    )
+    real_path = real.resolve()
+    assert read_launch(text, file=str(script)).overrides == (
+        f"r={real_path}",
+        f"f={real_path}",
+        f"p={real_path}",
+        f"l={tmp_path / 'link'}",
+    )
+
+
+@pytest.mark.parametrize(
     ("command", "what"),
     [
         ("python3 -m verl.trainer.main_generation_server", "a verl generation run"),

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import operator
+import os
 import posixpath
 import re
 from collections.abc import Callable, Iterator
@@ -60,7 +61,7 @@ _NOT_RL_ENTRIES = {
 """verl's entry points that train no RL step (verl/trainer/, verl/model_merger), by what
 they do: refused whatever config they read (main_generation_server reads ppo_trainer's)."""
 _OPERATORS = (";", "&&", "||", "|", "&")
-_REDIRECTION = re.compile(r"(?:\d|&)?(?:>>?|<)\s*(?:&\d+|[^\s;&|()]+)")
+_REDIRECTION = re.compile(r"(?:(?<![^\s;&|(])\d|&)?(?:>>?|<)\s*(?:&\d+|[^\s;&|()]+)")
 """A redirection (``&>/dev/null``, ``2>&1``, ``> log``): no part of a command's output."""
 _DECLARATIONS = ("export", "local", "declare", "readonly")
 
@@ -250,7 +251,9 @@ class _Words:
         """What a command substitution made of path commands prints (``cd DIR && pwd``,
         ``dirname``, ``basename``, ``realpath``, ``readlink -f``, ``pwd``: the idioms that
         find a script's own folder from ``$0`` or ``${BASH_SOURCE[0]}``), worked out on the
-        paths alone; None for any other command or an argument not known."""
+        paths (symbolic links followed where the command follows them: ``realpath``,
+        ``readlink -f``, ``cd -P``, ``pwd -P``); None for any other command, flag or an
+        argument not known."""
         if self.depth > 32:
             return None
         words = _Words(_REDIRECTION.sub(" ", command), self.lookup, self.root)
@@ -258,27 +261,29 @@ class _Words:
         cwd, output = self.root, None
         for head, *rest in _commands(words.words()):
             args = [a for a in rest if not a.startswith("-")]
-            flags = [a for a in rest if a.startswith("-") and a != "--"]
-            if any("$" in a for a in args):
+            flags = {a for a in rest if a.startswith("-") and a != "--"}
+            if any("$" in a for a in args) or not flags <= _PATH_FLAGS.get(head, set()):
                 return None
-            if head == "pwd" and not args and cwd is not None:
-                output = cwd
-            elif head == "cd" and len(args) == 1 and (cwd or args[0].startswith("/")):
-                cwd = posixpath.normpath(posixpath.join(cwd or "/", args[0]))
-            elif head == "dirname" and len(args) == 1 and not flags:
+            if head in ("cd", "realpath", "readlink") and len(args) == 1:
+                if cwd is None and not args[0].startswith("/"):
+                    return None  # relative to a folder not known
+                if head == "readlink" and not flags & {"-f", "-e", "-m"}:
+                    return None  # plain readlink prints a link's target
+                # cd follows links with -P; realpath unless -s (--strip); readlink -f always
+                physical = {"cd": "-P" in flags, "realpath": "-s" not in flags}.get(head, True)
+                path = _resolved(posixpath.join(cwd or "/", args[0]), physical)
+                cwd, output = (path, output) if head == "cd" else (cwd, path)
+            elif head == "pwd" and not args and cwd is not None:
+                output = _resolved(cwd, "-P" in flags)
+            elif head == "dirname" and len(args) == 1:
                 path = args[0].rstrip("/") or "/"
                 folder = posixpath.dirname(path)
                 output = folder.rstrip("/") or ("/" if folder.startswith("/") else ".")
-            elif head == "basename" and 1 <= len(args) <= 2 and not flags:
+            elif head == "basename" and 1 <= len(args) <= 2:
                 name = posixpath.basename(args[0].rstrip("/")) or "/"
                 suffix = args[1] if len(args) == 2 else ""
-                output = name[: -len(suffix)] if suffix and name.endswith(suffix) else name
-            elif (
-                (head == "realpath" or (head == "readlink" and {"-f", "-m", "-e"} & set(flags)))
-                and len(args) == 1
-                and (cwd or args[0].startswith("/"))
-            ):
-                output = posixpath.normpath(posixpath.join(cwd or "/", args[0]))
+                cut = suffix and name.endswith(suffix) and name != suffix  # as GNU basename
+                output = name[: -len(suffix)] if cut else name
             else:
                 return None
         return output
@@ -332,6 +337,23 @@ class _Words:
     def joined(self) -> str:
         """The text expanded as one word (the ``word`` of ``${NAME:-word}``)."""
         return " ".join(w for w in self.words() if w is not None)
+
+
+_PATH_FLAGS = {
+    "cd": {"-P", "-L"},
+    "pwd": {"-P", "-L"},
+    "realpath": {"-e", "-m", "-q", "-s", "-L", "-P"},
+    "readlink": {"-f", "-e", "-m", "-n", "-q", "-s", "-v"},
+}
+"""The flags of each path command whose output is still a path worked out here; any other
+(``realpath --relative-to``) leaves the substitution as written."""
+
+
+def _resolved(path: str, physical: bool) -> str:
+    """``path`` normalised, its symbolic links followed when ``physical`` (those that exist
+    here: a checkout reached through a link resolves to the real one, as the shell does)."""
+    path = posixpath.normpath(path)
+    return os.path.realpath(path) if physical else path
 
 
 def _split(value: str) -> str:

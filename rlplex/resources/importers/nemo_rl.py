@@ -211,6 +211,33 @@ def _reward_model(r: _Reader) -> tuple[int, int] | None:
     return r.int(f"{res}.num_nodes"), r.int(f"{res}.gpus_per_node")
 
 
+_OPD = "on_policy_distillation"
+
+
+def _opd_teacher_nodes(r: _Reader) -> int:
+    """Nodes set aside for on-policy distillation's non-colocated teachers, which the policy
+    does not get (nemo_rl/algorithms/grpo.py ``setup``: ``policy_nodes -= opd_teacher_nodes``):
+    each teacher checkpoint once (``deduplicate_shared_teacher_checkpoints``, default on),
+    ``num_nodes`` from ``default_teacher_cfg`` under its alias's ``teacher_overrides``
+    (default 1; nemo_rl/algorithms/opd.py, ``TeacherResourceConfig``)."""
+    if not r.flag(f"{_OPD}.enabled") or not r.flag(f"{_OPD}.non_colocated_teachers.enabled"):
+        return 0
+    teachers = r.get(f"{_OPD}.teacher_model_by_agent_name") or {}
+    default = r.get(f"{_OPD}.non_colocated_teachers.default_teacher_cfg") or {}
+    overrides = r.get(f"{_OPD}.non_colocated_teachers.teacher_overrides") or {}
+    dedupe = r.get(f"{_OPD}.deduplicate_shared_teacher_checkpoints", True) is not False
+    total, seen = 0, set()
+    for alias, model in teachers.items() if isinstance(teachers, Mapping) else ():
+        if dedupe and model in seen:
+            continue
+        seen.add(model)
+        own = overrides.get(alias) if isinstance(overrides, Mapping) else None
+        merged = {**(default if isinstance(default, Mapping) else {}), **(own or {})}
+        field = f"{_OPD}.non_colocated_teachers.teacher_overrides.{alias}.num_nodes"
+        total += positive_int(merged.get("num_nodes", 1), field=field, file=r.file)
+    return total
+
+
 def _devices(
     r: _Reader, cluster: Cluster, colocated: bool, rm: tuple[int, int] | None
 ) -> tuple[list[int], list[int], list[int]]:
@@ -229,6 +256,14 @@ def _devices(
         raise ConfigError(
             f"leaves the policy no node: must be below cluster.num_nodes ({nodes})",
             field="env.reward_model.resources.num_nodes", value=rm_nodes, file=r.file,
+        )  # fmt: skip
+    teacher_nodes = _opd_teacher_nodes(r)
+    policy_nodes -= teacher_nodes
+    if policy_nodes < 1:
+        raise ConfigError(
+            f"leave the policy no node of cluster.num_nodes ({nodes}, {rm_nodes} for a reward"
+            " model): NeMo RL asserts policy_nodes > 0",
+            field=f"{_OPD}.non_colocated_teachers", value=f"{teacher_nodes} nodes", file=r.file,
         )  # fmt: skip
     # The reward model: the last GPUs of a single node, else the nodes after the policy's.
     if not rm:
