@@ -85,10 +85,13 @@ def _figure(points: Sequence[SizePoint], front: Sequence[SizePoint], title: str)
 def write_size_png(
     points: Sequence[SizePoint], front: Sequence[SizePoint], path: str | Path, title: str
 ) -> Path:
-    """Draw the candidates and the front to ``path`` (PNG)."""
+    """Draw the candidates and the front to ``path`` (PNG), its folder made if need be."""
     fig, plt = _figure(points, front, title)
-    fig.savefig(path)
-    plt.close(fig)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
     return Path(path)
 
 
@@ -100,7 +103,8 @@ def write_size_html(
     rows: Sequence[Sequence[str]] = (),
     header: Sequence[str] = (),
 ) -> Path:
-    """A self-contained HTML page: the picture inline, then the table ``rows``."""
+    """A self-contained HTML page: the picture inline, then the table ``rows``; its folder
+    made if need be, as every other writer's."""
     fig, plt = _figure(points, front, title)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
@@ -119,5 +123,6 @@ def write_size_html(
         f" src='data:image/png;base64,{image}'><table><tr>{head}</tr>{body}</table>"
         "</body></html>"
     )
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(page, encoding="utf-8")
     return Path(path)

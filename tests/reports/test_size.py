@@ -87,7 +87,8 @@ def test_a_count_the_parallel_layout_cannot_use_says_so_not_memory():
 
 
 def test_cli_table_json_png_and_out_config(tmp_path):
-    png, out = tmp_path / "size.png", tmp_path / "row1.yaml"
+    # the PNG's folder does not exist yet: made, as every other writer makes its own
+    png, out = tmp_path / "new" / "size.png", tmp_path / "row1.yaml"
     args = ["size", str(SEVEN_B), "--gpus", "8", "--gpu", "h100", "--png", str(png)]
     result = runner.invoke(app, [*args, "--out-config", "1", "--out-file", str(out)])
     assert result.exit_code == 0, result.output
