@@ -43,7 +43,9 @@ def replay(
     explain (driver overhead, data loading, logging). --set overrides the config.
     """
     from rlplex.reports.records import GANTT_STEPS, RecordSource, replay_report
+    from rlplex.viz.paths import check_view_paths
 
+    check_view_paths(gantt=gantt)  # before the replay is computed, not after
     source = RecordSource(record, config, options.record_format, options.skip_bad_lines,
                           options.config_format, options.costs)  # fmt: skip
     report = replay_report(source, set_ or ())
@@ -143,7 +145,9 @@ def whatif(
     pipeline.mode=async pipeline.max_staleness=1"
     """
     from rlplex.reports.records import RecordSource, whatif_report
+    from rlplex.viz.paths import check_view_paths
 
+    check_view_paths(gantt=gantt)  # before the alternatives are planned, not after
     source = RecordSource(record, config, options.record_format, options.skip_bad_lines,
                           options.config_format, options.costs)  # fmt: skip
     spec = one_sweep(sweep)

@@ -68,3 +68,15 @@ def test_htm_and_upper_case_suffixes_are_taken(tmp_path: Path) -> None:
                     "--trace", tmp_path / "t.JSON")  # fmt: skip
     assert result.exit_code == 0, result.output
     assert (tmp_path / "g.HTM").exists() and (tmp_path / "t.JSON").exists()
+
+
+@pytest.mark.parametrize("command", ["replay", "whatif"])
+def test_replay_and_whatif_check_the_gantt_suffix_before_any_work(command: str) -> None:
+    """A wrong --gantt suffix is said before the record is read (it was said after the
+    replay or every alternative had been computed)."""
+    result = runner.invoke(
+        app, [command, "no-such-record.jsonl", "-c", str(EXAMPLES / "grpo.yaml"),
+              "--gantt", "out.png"],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--gantt" in result.output and "no-such-record" not in result.output
