@@ -110,11 +110,17 @@ def estimate(
     from rlplex.estimate.estimator import estimate_config
 
     if list_presets:
-        if config is not None:
+        given = {
+            "CONFIG": config, "--sweep": sweep, "--png": png, "--json": json_ or None,
+            "--set": options.overrides or None, "--format": options.format,
+            "--costs": options.costs,
+        }  # fmt: skip
+        unused = [name for name, value in given.items() if value is not None]
+        if unused:
             raise ConfigError(
-                "lists the presets and reads no config: drop CONFIG or --list-presets",
+                f"lists the presets and reads no config: drop {', '.join(unused)} or"
+                " --list-presets",
                 field="--list-presets",
-                value=str(config),
             )
         _list_presets()
         return

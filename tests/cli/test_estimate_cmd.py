@@ -54,6 +54,11 @@ def test_list_presets_refuses_a_config_it_would_ignore() -> None:
     result = invoke("estimate", "--list-presets", EXAMPLES / "ppo.yaml")
     one_line(result, "error: --list-presets: lists the presets and reads no config")
     assert invoke("estimate", "--list-presets").exit_code == 0
+    # nor the options it would ignore
+    for extra in (("--set", "model=x"), ("--sweep", B), ("--json",)):
+        result = invoke("estimate", "--list-presets", *extra)
+        one_line(result, f"error: --list-presets: lists the presets and reads no config: drop"
+                         f" {extra[0]} or --list-presets")  # fmt: skip
 
 
 def test_sweep_png_needs_a_png_name(tmp_path: Path) -> None:
