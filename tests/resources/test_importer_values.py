@@ -108,6 +108,11 @@ def test_verl_fully_async_refuses_a_wrong_mini_batch() -> None:
             "actor_infer.strategy_args.strategy_config.gpu_memory_utilization",
             2,
         ),
+        (  # vLLM sleeps at level 1 or 2; a 3 was dropped for ROLL's default 1
+            "actor_infer.strategy_args.strategy_config.sleep_level=3",
+            "actor_infer.strategy_args.strategy_config.sleep_level",
+            3,
+        ),
     ],
 )
 def test_roll_refuses_a_wrong_value_it_reads(override: str, field: str, value: object) -> None:

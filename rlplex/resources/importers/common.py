@@ -648,13 +648,19 @@ def rollout(
     the engine's default.
 
     Raises:
-        InvalidValueError: ``max_num_seqs`` is not a whole number >= 1, or
-            ``gpu_memory_utilization`` not in (0, 1].
+        InvalidValueError: ``max_num_seqs`` is not a whole number >= 1,
+            ``gpu_memory_utilization`` not in (0, 1], or ``sleep_level`` not 1 or 2.
     """
     out: dict[str, Any] = {}
     if vllm_v0:
         out["vllm_v0"] = True
-    if sleep_level in (1, 2) and not isinstance(sleep_level, bool):
+    if sleep_level is not None:
+        if sleep_level not in (1, 2) or isinstance(sleep_level, bool):
+            raise InvalidValueError(
+                "must be 1 (weights kept in host memory) or 2 (weights dropped): vLLM's sleep"
+                " levels",
+                field=fields.get("sleep_level", "sleep_level"), value=sleep_level, file=file,
+            )  # fmt: skip
         out["sleep_level"] = sleep_level
     seqs = given_count(max_num_seqs, field=fields.get("max_num_seqs", "max_num_seqs"), file=file)
     if seqs:

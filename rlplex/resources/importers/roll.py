@@ -523,6 +523,7 @@ def to_native(
                 fields={
                     "max_num_seqs": f"{field}.strategy_args.strategy_config.{seqs}",
                     "gpu_memory_utilization": f"{field}.strategy_args.strategy_config.{share}",
+                    "sleep_level": f"{field}.strategy_args.strategy_config.sleep_level",
                 },
                 max_num_seqs=engine.get(seqs),
                 gpu_memory_utilization=engine.get(share),
