@@ -376,3 +376,76 @@ def test_an_efficiency_above_the_peak_is_said() -> None:
     assert any(w.startswith("efficiency.train: 5.0 is above 1") for w in cfg.warnings)
     plain = load_config(EXAMPLES / "estimate_7b.yaml", overrides=["efficiency.train=0.5"])
     assert not any("above 1" in w for w in plain.warnings)
+
+
+PY_STAGES = """\
+import rlplex
+
+@rlplex.stage(role="actor_infer", seconds=GEN)
+def generate(): ...
+
+@rlplex.stage(role="actor_train", seconds=80)
+def train(generate): ...
+
+def grpo():
+    return rlplex.define_pipeline(generate, train)
+
+def stale():
+    return grpo().model_copy(update={"mode": "async", "max_staleness": 1000})
+
+def empty():
+    return grpo().model_copy(update={"stages": ()})
+"""
+
+
+@pytest.mark.parametrize(
+    ("function", "seconds", "field", "said"),
+    [
+        ("grpo", "None", "pipeline.stages.generate.seconds", "is required (the stage's duration)"),
+        ("stale", "120", "pipeline.max_staleness", "must be at most 64"),
+        ("empty", "120", "pipeline.stages", "the pipeline has no stages"),
+    ],
+)
+def test_a_python_pipeline_is_held_to_what_a_yaml_one_is(
+    tmp_path: Path, function: str, seconds: str, field: str, said: str
+) -> None:
+    """Found in review (2026-11-29): a Python stage without seconds was planned at 0 s, a
+    Python pipeline's staleness of 1,000 planned for 41 s, and an empty one planned."""
+    (tmp_path / "stages.py").write_text(PY_STAGES.replace("GEN", seconds))
+    text = BASE.split("pipeline:")[0] + f'pipeline: {{python: "stages.py:{function}"}}\n'
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text))
+    assert info.value.field == field and said in str(info.value)
+    assert "(from pipeline.python 'stages.py:" in str(info.value)
+
+
+def test_a_pipeline_file_imports_its_neighbours_and_is_read_again_when_edited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in review (2026-11-29): "sub/uses.py:grpo" could not import a module beside it
+    unless run from its folder; and an edited file kept its first stages for the life of
+    the process (a notebook reloading the config)."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "stages.py").write_text(PY_STAGES.replace("GEN", "120"))
+    (sub / "uses.py").write_text("from stages import grpo\n")
+    config = write(
+        tmp_path, BASE.split("pipeline:")[0] + 'pipeline: {python: "sub/uses.py:grpo"}\n'
+    )
+    monkeypatch.chdir(tmp_path.parent)
+    assert load_config(config).pipeline.stage("generate").seconds == 120
+    direct = write(
+        tmp_path,
+        BASE.split("pipeline:")[0] + 'pipeline: {python: "sub/stages.py:grpo"}\n',
+        "d.yaml",
+    )
+    assert load_config(direct).pipeline.stage("generate").seconds == 120
+    import os
+
+    (sub / "stages.py").write_text(PY_STAGES.replace("GEN", "60"))
+    stat = (sub / "stages.py").stat()
+    os.utime(sub / "stages.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert load_config(direct).pipeline.stage("generate").seconds == 60
+    import sys
+
+    sys.modules.pop("stages", None)  # uses.py's import of its neighbour: no leak to others

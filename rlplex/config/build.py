@@ -17,6 +17,7 @@ from rlplex.config.sandbox import load_python_pipeline
 from rlplex.config.schema import (
     MAX_ROLES,
     MAX_STAGES,
+    MAX_STALENESS,
     TOP_LEVEL_KEYS,
     Config,
     PipelineSpec,
@@ -192,6 +193,34 @@ def _override_stage_costs(
     return pipeline.model_copy(update={"stages": tuple(by_name[s.name] for s in pipeline.stages)})
 
 
+def _check_python_pipeline(
+    pipeline: Pipeline, target: str, file: str | None, estimator_hint: str
+) -> None:
+    """What a YAML pipeline is held to, for one a Python function built: stages at all and
+    within :data:`MAX_STAGES`, the staleness within :data:`MAX_STALENESS`, and every stage's
+    seconds given unless the estimator can price them (a Python stage without seconds was
+    planned at 0 s)."""
+    where = f" (from pipeline.python {target!r})"
+    if not pipeline.stages:
+        raise ConfigError("the pipeline has no stages" + where, field="pipeline.stages", file=file)
+    if len(pipeline.stages) > MAX_STAGES:
+        raise ConfigError(
+            f"{len(pipeline.stages):,} stages, more than the limit of {MAX_STAGES:,}" + where,
+            field="pipeline.stages", file=file,
+        )  # fmt: skip
+    if pipeline.max_staleness > MAX_STALENESS:
+        raise ConfigError(
+            f"must be at most {MAX_STALENESS}" + where,
+            field="pipeline.max_staleness", value=pipeline.max_staleness, file=file,
+        )  # fmt: skip
+    for stage in pipeline.stages:
+        if stage.seconds is None and not stage.is_weight_sync and estimator_hint:
+            raise ConfigError(
+                f"is required (the stage's duration), {estimator_hint}" + where,
+                field=f"pipeline.stages.{stage.name}.seconds", file=file,
+            )  # fmt: skip
+
+
 def _build_pipeline(
     spec: PipelineSpec,
     raw: Mapping[str, Any],
@@ -209,7 +238,9 @@ def _build_pipeline(
             updates["mode"] = spec.mode
         if "max_staleness" in raw:
             updates["max_staleness"] = spec.max_staleness
-        return pipeline.model_copy(update=updates) if updates else pipeline
+        pipeline = pipeline.model_copy(update=updates) if updates else pipeline
+        _check_python_pipeline(pipeline, spec.python, file, estimator_hint)
+        return pipeline
     if not spec.stages:
         raise ConfigError("the pipeline has no stages", field="pipeline.stages", file=file)
     if len(spec.stages) > MAX_STAGES:

@@ -47,7 +47,7 @@ def import_pipeline_module(ref: str, base_dir: Path, file: str | None = None) ->
             value=ref,
             file=file,
         )
-    key = (str(base_dir.resolve()), module_name)
+    key = (str(base_dir.resolve()), module_name, _modified(base_dir, module_name))
     if key in _PIPELINE_MODULES:  # imported once: its module-level code runs once
         return _PIPELINE_MODULES[key]
     try:
@@ -57,7 +57,13 @@ def import_pipeline_module(ref: str, base_dir: Path, file: str | None = None) ->
             if spec is None or spec.loader is None or not path.exists():
                 raise ConfigError("file not found", field="pipeline.python", value=ref, file=file)
             module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            # its own folder on the import path, so that it imports the modules beside it
+            # as when run there (as a module name's base folder is)
+            sys.path.insert(0, str(path.parent))
+            try:
+                spec.loader.exec_module(module)
+            finally:
+                sys.path.remove(str(path.parent))
         else:
             sys.path.insert(0, str(base_dir))
             try:
@@ -77,8 +83,21 @@ def import_pipeline_module(ref: str, base_dir: Path, file: str | None = None) ->
     return module
 
 
-_PIPELINE_MODULES: dict[tuple[str, str], Any] = {}
-"""Pipeline modules already imported, by (base folder, module name or file)."""
+_PIPELINE_MODULES: dict[tuple[str, str, int], Any] = {}
+"""Pipeline modules already imported, by (base folder, module name or file, the file's
+modification time): a ``.py`` file edited since (a notebook reloading its config) is read
+again."""
+
+
+def _modified(base_dir: Path, module_name: str) -> int:
+    """A ``.py`` file's modification time in nanoseconds (0 for a module name, or a file that
+    is not there: the import says so)."""
+    if not module_name.endswith(".py"):
+        return 0
+    try:
+        return (base_dir / module_name).stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _where(exc: BaseException) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from rlplex.config import Config
-from rlplex.errors import InfeasibleError
+from rlplex.errors import ConfigError, InfeasibleError
 from rlplex.plan.bound import lower_bound
 from rlplex.plan.host import HostPeak, host_peaks
 from rlplex.plan.ids import OpWork, format_id
@@ -22,7 +22,7 @@ from rlplex.plan.placement import resolve_placement
 from rlplex.plan.policy import BASELINES, default_unroll, plan_options
 from rlplex.plan.problem import Options
 from rlplex.plan.schedule import schedule
-from rlplex.resources.cluster import COPIED_STATES
+from rlplex.resources.cluster import COPIED_STATES, DRIVER
 
 __all__ = [
     "BASELINES",
@@ -55,6 +55,11 @@ def make_plan(
         ConfigError: an unknown baseline, or an async weight sync between roles
             given shared devices.
     """
+    # A Config built in Python rather than loaded skips the loader's checks: the DAG and its
+    # roles are checked here, so that a wrong one is named, not met as a KeyError deep inside.
+    config.pipeline.check([*config.roles, DRIVER])
+    if steps is not None and steps < 1:
+        raise ConfigError("must be at least 1 step", field="steps", value=steps)
     resolved = resolve_placement(config, auto=auto, top=1)
     return plan_for_placement(resolved.config, resolved.placement, baseline=baseline, steps=steps)
 

@@ -78,12 +78,13 @@ def _simulated_period(plan: Any, config: Config, steps: int, durations: Any) -> 
 
 def predicted_period(plan: Any, config: Config, steps: int, time_scale: float) -> float:
     """The simulator's period for ``steps`` steps, rehearsed stages scaled by ``time_scale``."""
+    from rlplex.dag.stubs import has_code
     from rlplex.plan.costs import stage_seconds
 
     placement = {r: tuple(d) for r, d in plan.placement.items()}
     # A rehearsal sleeps the stage's work times the scale; the executor's overhead is not scaled.
     scaled = {
-        s.name: stage_seconds(config, s, placement, 1.0 if s.fn is not None else time_scale)
+        s.name: stage_seconds(config, s, placement, 1.0 if has_code(s) else time_scale)
         for s in config.pipeline.stages
     }
     return _simulated_period(plan, config, steps, lambda _step, stage: scaled.get(stage))

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplex.config import Config
+from rlplex.dag.stubs import has_code
 from rlplex.plan.model import Plan
 from rlplex.resources.cluster import DRIVER
 from rlplex.runtime.errors import ExecutionError
@@ -51,7 +52,7 @@ def _upstream(fn: Callable[..., Any] | None, after: tuple[str, ...]) -> tuple[st
 def _implementations(
     config: Config, implementations: Mapping[str, Callable[..., Any]] | None
 ) -> dict[str, Callable[..., Any]]:
-    impls = {s.name: s.fn for s in config.pipeline.stages if s.fn is not None}
+    impls = {s.name: s.fn for s in config.pipeline.stages if has_code(s)}
     for name, fn in (implementations or {}).items():
         if name not in config.pipeline.names:
             raise ExecutionError(

@@ -13,11 +13,13 @@ under a second.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rlplex.config import Config
+from rlplex.errors import ConfigError
 from rlplex.plan.costs import stage_seconds
 from rlplex.plan.ids import COMPUTE_KINDS, TRANSFER_KINDS, step_prefix
 from rlplex.plan.model import Plan
@@ -208,6 +210,8 @@ def simulate(
     Raises:
         PatternError: the plan's pattern step does not repeat into a valid
             schedule (see :func:`check_pattern`).
+        ConfigError: ``steps`` below 1, ``jitter`` negative or not finite, or a recorded
+            duration negative or not finite.
 
     Returns:
         A Timeline with one event per op, ``metrics[step]["step_s"]`` (time
@@ -215,6 +219,10 @@ def simulate(
         step time over the second half of the run, without the last steps of
         an async run that drain the pipeline: :func:`steady_period`).
     """
+    if steps < 1:
+        raise ConfigError("must be at least 1 step", field="steps", value=steps)
+    if not (math.isfinite(jitter) and jitter >= 0.0):
+        raise ConfigError("must be a finite share >= 0", field="jitter", value=jitter)
     pat = extract_pattern(plan, config)
     check_pattern(plan, pat)
     lookup = _duration_lookup(durations)
@@ -235,6 +243,11 @@ def simulate(
                 rec = lookup(n, stage)
                 if rec is not None:
                     d = float(rec)
+                    if not (math.isfinite(d) and d >= 0):  # a record no run can have
+                        raise ConfigError(
+                            f"step {n}, stage {stage!r}: expected a finite duration >= 0 s",
+                            field="durations", value=rec,
+                        )  # fmt: skip
             if jitter and jittered[j]:
                 d *= 1.0 + jitter * (2.0 * rng.random() - 1.0)
                 if d < 0:

@@ -138,3 +138,24 @@ def test_verify_catches_a_missing_reload():
     with pytest.raises(PlanVerificationError) as info:
         verify_plan(plan.model_copy(update={"ops": ops}), cfg)
     assert info.value.rule == "residency"
+
+
+def test_a_config_built_in_python_is_checked_before_planning() -> None:
+    """Found in review (2026-11-29): a Config built in Python skips the loader, and a stage
+    on an unknown role met the planner as a bare KeyError; make_plan(steps=-3) planned."""
+    import rlplex
+    from rlplex.dag.pipeline import UnknownRoleError
+    from rlplex.errors import ConfigError
+    from rlplex.plan import make_plan
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = rlplex.load_config(root / "examples" / "python.yaml")
+    b = rlplex.PipelineBuilder()
+    b.stage("reward", role="nonexistent", seconds=10, after=[b.stage("generate",
+            role="actor_infer", seconds=120)])  # fmt: skip
+    wrong = rlplex.Config(cluster=cfg.cluster, roles=cfg.roles, pipeline=b.build())
+    with pytest.raises(UnknownRoleError, match="stage 'reward' uses role 'nonexistent'"):
+        make_plan(wrong)
+    with pytest.raises(ConfigError) as info:
+        make_plan(cfg, steps=-3)
+    assert info.value.field == "steps"

@@ -122,3 +122,26 @@ def test_colocated_async_period_is_the_plans_not_the_drains(steps: int) -> None:
     timeline = simulate(plan, cfg, steps=steps)
     assert timeline.meta["period_s"] == pytest.approx(plan.period_s)
     assert timeline.meta["period_s"] >= plan.lower_bound_s - 1e-6
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"steps": 0}, "steps"),
+        ({"steps": 2, "jitter": float("nan")}, "jitter"),
+        ({"steps": 2, "durations": {0: {"generate": -100.0}}}, "durations"),
+        ({"steps": 2, "durations": {1: {"generate": float("nan")}}}, "durations"),
+    ],
+)
+def test_bad_inputs_are_refused_not_simulated(kwargs: dict, field: str) -> None:
+    """Found in review (2026-11-29): steps=0 gave an empty timeline, a negative recorded
+    duration an op ending before it began, NaN jitter NaN times."""
+    from rlplex.config import load_config
+    from rlplex.errors import ConfigError
+    from rlplex.plan import make_plan
+    from rlplex.sim import simulate
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "examples" / "grpo.yaml")
+    with pytest.raises(ConfigError) as info:
+        simulate(make_plan(cfg), cfg, **kwargs)
+    assert info.value.field == field
