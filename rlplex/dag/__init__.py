@@ -1,6 +1,12 @@
 """The step DAG: stages, pipelines, the Python definition API and exports."""
 
-from rlplex.dag.api import PipelineBuilder, define_pipeline, stage, weight_sync
+from rlplex.dag.api import (
+    PipelineBuilder,
+    StageDefinitionError,
+    define_pipeline,
+    stage,
+    weight_sync,
+)
 from rlplex.dag.pipeline import (
     CrossStepEdge,
     CycleError,
@@ -21,6 +27,7 @@ __all__ = [
     "PipelineBuilder",
     "PipelineError",
     "Stage",
+    "StageDefinitionError",
     "UnknownDependencyError",
     "UnknownRoleError",
     "WeightSyncError",

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 StageKindName = Literal["run", "train", "weight_sync"]
 
@@ -14,6 +24,12 @@ MAX_STAGE_SECONDS = 1e7
 MAX_SCALING = 2.0
 """Scaling exponents past 2 (a super-quadratic speed-up from more GPUs) describe no real stage;
 bounding it also keeps ``(d0 / d) ** s`` finite for any GPU count."""
+
+STAGE_NAME = re.compile(r"[\w.-]+")
+"""A stage name: letters, digits, ``_``, ``-`` and ``.`` (``generate``, ``reward_math-rule``,
+``ref_logprob.teacher``). A name is part of op ids (``s0/generate``), record keys
+(``time/generate``) and graph nodes (DOT, Mermaid), so ``/``, quotes, whitespace and the
+empty name would break them."""
 
 TRAIN_STAGE_NAMES = frozenset({"train", "critic_train"})
 """Stages of kind ``train`` unless told otherwise: they dirty weights and optimizer."""
@@ -33,7 +49,7 @@ class Stage(BaseModel):
     )
 
     name: str
-    """Unique stage name, e.g. ``generate``."""
+    """Unique stage name, e.g. ``generate`` (see :data:`STAGE_NAME`)."""
     role: str | None = None
     """The role whose workers run the stage (``driver`` for the controller)."""
     kind: StageKindName = "run"
@@ -56,6 +72,18 @@ class Stage(BaseModel):
     """weight_sync only: the role whose weights are overwritten."""
     fn: Callable[..., Any] | None = Field(None, exclude=True, repr=False)
     """Optional implementation, run by the executor; planning ignores it."""
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, name: str) -> str:
+        if not STAGE_NAME.fullmatch(name):
+            # A custom error type (not a ValueError's value_error): the name alone is wrong,
+            # as with a type or range error.
+            raise PydanticCustomError(
+                "stage_name",
+                "must hold only letters, digits, '_', '-' and '.'",
+            )
+        return name
 
     @model_validator(mode="before")
     @classmethod
