@@ -81,21 +81,44 @@ def _mermaid_id(name: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
+MERMAID_WORDS = frozenset({"end", "graph", "flowchart", "subgraph", "class", "classdef",
+                           "click", "style", "linkstyle", "direction"})  # fmt: skip
+"""Words Mermaid reads as its own in a flowchart: not usable as a node id."""
+
+
+def _mermaid_ids(names: list[str]) -> dict[str, str]:
+    """A distinct Mermaid node id per stage: the name with other characters as ``_``
+    (``gen-a`` and ``gen.a`` would both be ``gen_a``: the second gets ``gen_a_2``), a
+    Mermaid word (``end``) prefixed."""
+    ids: dict[str, str] = {}
+    used: set[str] = set()
+    for name in names:
+        base = _mermaid_id(name)
+        base = f"stage_{base}" if base.lower() in MERMAID_WORDS else base
+        candidate, k = base, 2
+        while candidate in used:
+            candidate, k = f"{base}_{k}", k + 1
+        used.add(candidate)
+        ids[name] = candidate
+    return ids
+
+
 def to_mermaid(pipeline: Pipeline) -> str:
     """Mermaid flowchart text: one class per role, cross-step edges dotted."""
     colours = role_colours(pipeline)
+    node = _mermaid_ids([s.name for s in pipeline.stages])
     lines = ["flowchart LR"]
     for stage in pipeline.stages:
-        label = _label(pipeline, stage.name).replace("\\n", "<br/>")
-        lines.append(f'  {_mermaid_id(stage.name)}["{label}"]')
+        label = _label(pipeline, stage.name).replace("\\n", "<br/>").replace('"', "#quot;")
+        lines.append(f'  {node[stage.name]}["{label}"]')
     for stage in pipeline.stages:
         for dep in stage.after:
-            lines.append(f"  {_mermaid_id(dep)} --> {_mermaid_id(stage.name)}")
+            lines.append(f"  {node[dep]} --> {node[stage.name]}")
     for edge in pipeline.cross_step_edges():
-        lines.append(f"  {_mermaid_id(edge.src)} -. step +{edge.lag} .-> {_mermaid_id(edge.dst)}")
+        lines.append(f"  {node[edge.src]} -. step +{edge.lag} .-> {node[edge.dst]}")
     for role, colour in colours.items():
         lines.append(f"  classDef role_{_mermaid_id(role)} fill:{colour},color:#fff")
     for stage in pipeline.stages:
         role = stage.from_role if stage.is_weight_sync else stage.role
-        lines.append(f"  class {_mermaid_id(stage.name)} role_{_mermaid_id(role or '')}")
+        lines.append(f"  class {node[stage.name]} role_{_mermaid_id(role or '')}")
     return "\n".join(lines) + "\n"

@@ -236,3 +236,17 @@ def test_mermaid_export() -> None:
     assert "  weight_sync -. step +2 .-> generate" in lines
     assert '  train["train<br/>actor_train, 80s"]' in lines
     assert "  class generate role_actor_infer" in lines
+
+
+def test_mermaid_ids_are_distinct_and_not_mermaid_words() -> None:
+    """Found in review (2026-11-29): ``gen-a`` and ``gen_a`` became one node, and a stage
+    named ``end`` (a Mermaid word) broke the chart."""
+    import rlplex
+    from rlplex.dag.export import to_mermaid
+
+    b = rlplex.PipelineBuilder()
+    first = b.stage("gen-a", role="a", seconds=1)
+    second = b.stage("gen_a", role="a", seconds=1, after=[first])
+    b.stage("end", role="a", seconds=1, after=[second])
+    lines = to_mermaid(b.build()).splitlines()
+    assert "  gen_a --> gen_a_2" in lines and "  gen_a_2 --> stage_end" in lines
