@@ -449,3 +449,23 @@ def test_a_pipeline_file_imports_its_neighbours_and_is_read_again_when_edited(
     import sys
 
     sys.modules.pop("stages", None)  # uses.py's import of its neighbour: no leak to others
+
+
+def test_an_error_of_rlplexs_api_in_a_pipeline_function_is_named_at_the_users_line(
+    tmp_path: Path,
+) -> None:
+    """Found in review (2026-11-29): a stage's bad value was reported "at rlplex/dag/api.py"
+    with the exception's class name; the user's line and rlplex's own words now."""
+    (tmp_path / "bad.py").write_text(
+        "import rlplex\n\ndef grpo():\n"
+        "    @rlplex.stage(role='actor_infer', seconds=-1)\n"
+        "    def generate(): ...\n"
+        "    return rlplex.define_pipeline(generate)\n"
+    )
+    text = BASE.split("pipeline:")[0] + 'pipeline: {python: "bad.py:grpo"}\n'
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text))
+    assert (
+        f"the pipeline function failed at {tmp_path / 'bad.py'}:4 (in grpo): stage 'generate':"
+        " seconds: must be greater than or equal to 0 (got -1)" in str(info.value)
+    )

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplex.dag.pipeline import Pipeline
-from rlplex.errors import ConfigError
+from rlplex.errors import ConfigError, RlplexError
 
 PROBE_TIMEOUT_S = 60.0
 """How long a ``pipeline.python`` function may take to return before it is called hung."""
@@ -105,8 +105,10 @@ def _where(exc: BaseException) -> str:
     import traceback
 
     frames = traceback.extract_tb(exc.__traceback__)
-    here = str(Path(__file__).resolve())
-    user = [f for f in frames if str(Path(f.filename).resolve()) != here]
+    # rlplex's own frames are not where the user went wrong: an error its API raises (a
+    # stage's bad value) is named at the user's call of it.
+    package = Path(__file__).resolve().parents[1]
+    user = [f for f in frames if not Path(f.filename).resolve().is_relative_to(package)]
     if not user:
         return ""
     return f" at {user[-1].filename}:{user[-1].lineno} (in {user[-1].name})"
@@ -115,6 +117,8 @@ def _where(exc: BaseException) -> str:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
         return f"it called sys.exit({exc.code!r})"
+    if isinstance(exc, RlplexError):
+        return str(exc)  # rlplex's own words already say what is wrong
     return f"{type(exc).__name__}: {exc}"
 
 
