@@ -125,7 +125,7 @@ def test_python_pipeline_with_bad_stage_value_is_one_line(tmp_path: Path) -> Non
         load_config(config)
     text = str(info.value)
     assert (
-        "StageDefinitionError: stage 'generate': seconds: must be greater than or equal to 0"
+        "bad.py:4 (in make): stage 'generate': seconds: must be greater than or equal to 0"
         " (got -1)" in text
     )
     assert "validation error" not in text
