@@ -8,6 +8,7 @@ offending value, so the message alone says what to change.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -80,3 +81,17 @@ class InfeasibleError(RlplexError):
 
     The message names the role, the stage and the GB figures involved.
     """
+
+
+def pydantic_message(error: Mapping[str, Any]) -> str:
+    """One of pydantic's errors (an item of ``ValidationError.errors()``) in rlplex's words:
+    "unknown key", "is required", a validator's own sentence, "must be ..." for the rest.
+    Here, at the bottom of the package, so that every layer words them the same."""
+    if error["type"] == "extra_forbidden":
+        return "unknown key"
+    if error["type"] == "missing":
+        return "is required"
+    if error["type"] == "value_error":
+        # A validator's own sentence, without pydantic's "Value error, " in front of it.
+        return str(error["msg"]).removeprefix("Value error, ")
+    return str(error["msg"]).replace("Input should be", "must be")

@@ -15,24 +15,11 @@ from pydantic import BaseModel, ValidationError
 
 from rlplex.config.schema import MAX_STAGES
 from rlplex.dag.pipeline import CycleError, Pipeline, PipelineError
-from rlplex.errors import ConfigError, InvalidValueError
+from rlplex.errors import ConfigError, InvalidValueError, pydantic_message
 from rlplex.resources.cluster import DRIVER, Role
 
 _M = TypeVar("_M", bound=BaseModel)
 _NOT_VALUES = ("missing", "extra_forbidden", "value_error", "assertion_error")
-
-
-def pydantic_message(error: Mapping[str, Any]) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown key"
-    if error["type"] == "missing":
-        return "is required"
-    if error["type"] == "literal_error":
-        return error["msg"].replace("Input should be", "must be")
-    if error["type"] == "value_error":
-        # A validator's own sentence, without pydantic's "Value error, " in front of it.
-        return str(error["msg"]).removeprefix("Value error, ")
-    return str(error["msg"]).replace("Input should be", "must be")
 
 
 def validate_model(

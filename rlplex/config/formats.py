@@ -14,8 +14,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from rlplex.config.checks import pydantic_message
-from rlplex.errors import ConfigError
+from rlplex.errors import ConfigError, pydantic_message
 from rlplex.resources.importers import nemo_rl, rlinf, roll, verl
 from rlplex.resources.importers.common import apply_costs
 

@@ -49,7 +49,7 @@ from pydantic import ValidationError
 
 from rlplex.dag.pipeline import Mode, Pipeline, PipelineError
 from rlplex.dag.stage import Stage
-from rlplex.errors import InvalidValueError
+from rlplex.errors import InvalidValueError, pydantic_message
 
 CONTEXT_PARAMETER = "ctx"
 """The parameter name through which a decorated stage receives the step context."""
@@ -81,24 +81,12 @@ class StageDefinitionError(PipelineError):
         super().__init__(f"stage {stage!r}: {where}{message}{got}", stage=stage, field=field)
 
 
-def _validation_message(error: Any) -> str:
-    """pydantic's error in rlplex's words (as ``rlplex.config.checks.pydantic_message``,
-    which this package sits below and cannot import)."""
-    if error["type"] == "extra_forbidden":
-        return "unknown key"
-    if error["type"] == "missing":
-        return "is required"
-    if error["type"] == "value_error":
-        return str(error["msg"]).removeprefix("Value error, ")
-    return str(error["msg"]).replace("Input should be", "must be")
-
-
 def _first_error(exc: ValidationError) -> tuple[str | None, str, Any]:
     """(dotted field, message, value) of pydantic's first error."""
     first = exc.errors()[0]
     field = ".".join(str(p) for p in first["loc"]) or None
     value = first.get("input", _NO_VALUE) if first["type"] != "missing" else _NO_VALUE
-    return field, _validation_message(first), value
+    return field, pydantic_message(first), value
 
 
 def _make_stage(fields: dict[str, Any]) -> Stage:

@@ -59,7 +59,7 @@ from typing import Annotated, Any, NoReturn, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from rlplex.errors import ConfigError, InvalidValueError
+from rlplex.errors import ConfigError, InvalidValueError, pydantic_message
 from rlplex.resources.cluster import STATE_KINDS
 from rlplex.resources.inputs import Efficiency, LogitsMode
 
@@ -125,9 +125,8 @@ def check_costs(data: Any, file: str) -> dict[str, Any]:
     except ValidationError as exc:
         first = exc.errors()[0]
         path = ".".join(str(p) for p in first["loc"] if p != "[key]")
-        msg = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
         raise ConfigError(
-            msg.replace("Input should be", "must be"),
+            pydantic_message(first),
             field=path,
             value=first.get("input"),
             file=file,
@@ -164,7 +163,7 @@ def _check_costs_cluster(values: Mapping[str, Any], file: str) -> None:
         try:
             TypeAdapter(Annotated[(spec.annotation, *spec.metadata)]).validate_python(value)
         except ValidationError as exc:
-            message = exc.errors()[0]["msg"].replace("Input should be", "must be")
+            message = pydantic_message(exc.errors()[0])
             raise ConfigError(message, field=f"cluster.{key}", value=value, file=file) from None
 
 
