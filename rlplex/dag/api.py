@@ -41,6 +41,7 @@ Bad values raise :class:`StageDefinitionError` naming the stage and the field.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
@@ -326,14 +327,32 @@ def _stage_of(item: Any) -> Stage | None:
 
 def _module_stages(module: ModuleType) -> list[Any]:
     """The decorated functions of ``module`` (its own and imported ones, each once), in
-    source line order where every one has a source file, else in definition order."""
+    source order where every one has a source file, else in definition order.
+
+    Source order is per file: stages imported from other files come first (imports sit
+    at the top of a module), each file's in its line order, files in the order their
+    first stage is bound in the module; then the module's own, in line order. Line
+    numbers of two files say nothing about each other."""
     members = [v for v in vars(module).values() if _stage_of(v) is not None]
     try:
-        lines = {id(f): inspect.getsourcelines(f)[1] for f in members}
+        places = {id(f): (inspect.getsourcefile(f), inspect.getsourcelines(f)[1]) for f in members}
     except (OSError, TypeError):  # defined by exec, or not a plain function: no source lines
         return members
+    own = getattr(module, "__file__", None)
+    own_file = os.path.realpath(own) if own else None
+    files: list[str | None] = []
+    for f in members:  # definition (binding) order of each file's first stage
+        file = places[id(f)][0]
+        if file not in files:
+            files.append(file)
+
+    def place(f: Any) -> tuple[bool, int, int]:
+        file, line = places[id(f)]
+        is_own = file is not None and own_file is not None and os.path.realpath(file) == own_file
+        return (is_own, files.index(file), line)
+
     named = [v for _, v in sorted(vars(module).items()) if _stage_of(v) is not None]
-    return sorted(named, key=lambda f: lines[id(f)])
+    return sorted(named, key=place)
 
 
 def define_pipeline(

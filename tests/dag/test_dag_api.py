@@ -302,6 +302,47 @@ def test_module_from_a_file_keeps_source_order(tmp_path: Path) -> None:
     assert define_pipeline(module).names == ("zeta", "alpha")
 
 
+def test_module_importing_stages_orders_them_by_file_not_by_line_number(tmp_path: Path) -> None:
+    # The imported stages sit further down their own file than the module's stage does in
+    # its file; comparing the two files' line numbers put `train` first.
+    (tmp_path / "rlplex_test_helper_stages.py").write_text(
+        textwrap.dedent(
+            """\
+            import rlplex
+
+            # padding lines, so that these stages sit below the importing module's
+            #
+            #
+            #
+
+            @rlplex.stage(role="a", seconds=1)
+            def generate(): ...
+
+            @rlplex.stage(role="a", seconds=1)
+            def reward(generate): ...
+            """
+        )
+    )
+    (tmp_path / "rlplex_test_main_stages.py").write_text(
+        textwrap.dedent(
+            """\
+            import rlplex
+            from rlplex_test_helper_stages import reward, generate
+            @rlplex.stage(role="a", seconds=1)
+            def train(reward): ...
+            """
+        )
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import rlplex_test_main_stages as module  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("rlplex_test_main_stages", None)
+        sys.modules.pop("rlplex_test_helper_stages", None)
+    assert define_pipeline(module).names == ("generate", "reward", "train")
+
+
 def test_two_functions_with_one_name_are_still_duplicates() -> None:
     @stage(role="a", seconds=1, name="generate")
     def one(): ...
