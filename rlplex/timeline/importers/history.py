@@ -146,8 +146,6 @@ class Columns:
     """Index -> metric key (a panel's run prefix stripped), for every column read."""
     names: tuple[str, ...]
     """The header as written, to name a column in errors."""
-    run: str | None = None
-    """The run a panel export's columns name, if they do."""
 
 
 def read_columns(header: list[str], file: str) -> Columns:
@@ -178,7 +176,6 @@ def read_columns(header: list[str], file: str) -> Columns:
         for i, name in enumerate(names)
         if i != step and name and not name.startswith("_") and not name.endswith(BAND_SUFFIXES)
     }
-    run = None
     if kept and all(RUN_SEPARATOR in name for name in kept.values()):
         # A panel export prefixes every line with its run; a metric name rarely holds " - ",
         # a run name may, so the prefix runs to the last one.
@@ -192,7 +189,6 @@ def read_columns(header: list[str], file: str) -> Columns:
                 file=file,
                 line=1,
             )
-        run = runs[0]
         kept = {i: p[2] for i, p in split.items() if not p[2].startswith("_")}
     first: dict[str, int] = {}
     for i, key in kept.items():
@@ -212,7 +208,7 @@ def read_columns(header: list[str], file: str) -> Columns:
             line=1,
             value=",".join(names)[:120],
         )
-    return Columns(step=step, metrics=kept, names=names, run=run)
+    return Columns(step=step, metrics=kept, names=names)
 
 
 def _value(text: str) -> int | float | None:
