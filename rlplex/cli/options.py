@@ -74,8 +74,9 @@ CollapseOpt = Annotated[
 RecordArg = Annotated[
     Path,
     typer.Argument(
-        help="A run's log: rlplex record, verl JSONL or console log, ROLL stdout; or a summary"
-        " record of mean seconds and lengths (YAML, JSON, CSV; docs/importers.md)."
+        help="A run's log: rlplex record, verl JSONL or console log, ROLL stdout, a per-step"
+        " CSV history (wandb's export of a run); or a summary record of mean seconds and"
+        " lengths (YAML, JSON, CSV; docs/importers.md)."
     ),
 ]
 RecordConfigOpt = Annotated[
@@ -84,7 +85,9 @@ RecordConfigOpt = Annotated[
 RecordFormatOpt = Annotated[
     str | None,
     typer.Option(
-        "--format", help="Read the record as rlplex, verl, roll or summary (default: detected)."
+        "--format",
+        help="Read the record as rlplex, verl, roll, summary or history (a per-step CSV, one"
+        " column per metric, as wandb exports a run; default: detected).",
     ),
 ]
 SkipBadOpt = Annotated[
@@ -192,7 +195,7 @@ class RecordOptions:
     """How to read a record and the config it ran with (``replay``, ``whatif``, ``calibrate``)."""
 
     record_format: str | None = None
-    """``--format``: rlplex, verl or roll; None: detected."""
+    """``--format``: rlplex, verl, roll, summary or history; None: detected."""
     skip_bad_lines: bool = False
     """``--skip-bad-lines``: skip malformed log lines (counted) instead of refusing the file."""
     config_format: str | None = None

@@ -1,4 +1,4 @@
-"""``rlplex replay`` and ``rlplex whatif`` on the shipped example records."""
+"""``rlplex replay``, ``whatif`` and ``calibrate`` on the shipped example records."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from rlplex.cli import app
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RECORDS = EXAMPLES / "records"
 VERL = RECORDS / "verl_quickstart.jsonl"
+WANDB = RECORDS / "verl_quickstart_wandb.csv"
 VERL_CONFIG = RECORDS / "verl_quickstart.yaml"
 SPLIT = (
     "cluster.nodes=2 cluster.gpus_per_node=8 roles.actor_infer.devices=0-3"
@@ -130,3 +131,57 @@ def test_a_corrupt_line_fails_unless_skipped(tmp_path: Path) -> None:
     assert skipped.exit_code == 0, skipped.output
     assert len(json.loads(skipped.stdout)["steps"]) == 10
     assert "line 4" in skipped.stderr
+
+
+def test_the_wandb_history_replays_and_calibrates_as_the_verl_log(tmp_path: Path) -> None:
+    replays = [invoke("replay", r, "-c", VERL_CONFIG, "--json") for r in (WANDB, VERL)]
+    assert all(r.exit_code == 0 for r in replays), replays[0].output
+    history, verl = (json.loads(r.stdout) for r in replays)
+    assert history["steps"] == verl["steps"] and len(history["steps"]) == 10
+    outs = [tmp_path / "wandb.yaml", tmp_path / "verl.yaml"]
+    fits = [
+        invoke("calibrate", r, "-c", VERL_CONFIG, "--out", o, "--json")
+        for r, o in zip((WANDB, VERL), outs, strict=True)
+    ]
+    assert all(f.exit_code == 0 for f in fits), fits[0].output
+    history, verl = (json.loads(f.stdout) for f in fits)
+    assert history["format"] == "history" and verl["format"] == "verl"
+    assert history["check_steps"] == verl["check_steps"] == [5, 6, 7, 8, 9]
+    assert history["costs"] == verl["costs"]
+    # The costs files differ only in the record named in their header.
+    wandb_file, verl_file = (o.read_text().splitlines() for o in outs)
+    assert wandb_file[1:] == verl_file[1:]
+
+
+def test_format_history_reads_a_csv_of_any_name_and_the_help_offers_it(tmp_path: Path) -> None:
+    record = tmp_path / "export.txt"
+    record.write_text(WANDB.read_text())
+    assert invoke("replay", record, "-c", VERL_CONFIG).exit_code == 2  # not detected
+    result = invoke("replay", record, "-c", VERL_CONFIG, "--format", "history", "--json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["steps"]) == 10
+    for command in ("replay", "whatif", "calibrate"):
+        help_text = " ".join(invoke(command, "--help").stdout.replace("│", " ").split())
+        assert "summary or history (a per-step CSV" in help_text, command
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "message"),
+    [
+        ("Step,a - timing_s/gen,a - timing_s/gen__MAX,b - timing_s/gen\n1,2,2,3\n", (),
+         "run.csv:1: a chart export of 2 runs ('a', 'b')"),
+        ("_step,timing_s/gen,timing_s/step\n1,2,3\n2,-2,3\n", (),
+         "run.csv:3: timing_s/gen: stage 'generate' of step 2: expected a finite duration"),
+        ("_step,timing_s/gen,timing_s/step\n1,2,3\n2,2,3\n", ("--format", "summary"),
+         "got 3 columns; a per-step history is --format history"),
+    ],
+)  # fmt: skip
+def test_bad_histories_exit_2_with_one_line(
+    tmp_path: Path, text: str, args: tuple, message: str
+) -> None:
+    record = tmp_path / "run.csv"
+    record.write_text(text)
+    result = invoke("calibrate", record, "-c", EXAMPLES / "estimate_verl_quickstart.yaml", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output

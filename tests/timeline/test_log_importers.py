@@ -1,4 +1,4 @@
-"""Log importers (rlplex, verl, ROLL) on real-format lines, bad lines, and the examples."""
+"""Log importers (rlplex, verl, ROLL, wandb CSV) on real-format lines, bad lines, and the examples."""
 # ruff: noqa: E501 -- tables of exact error messages read best one per line
 
 from __future__ import annotations
@@ -197,6 +197,7 @@ EXPECTED = {
     "verl_quickstart.jsonl": ("verl", 10),
     "roll_rlvr_stdout.log": ("roll", 6),
     "grpo_run.jsonl": ("rlplex", 3),
+    "verl_quickstart_wandb.csv": ("history", 10),
 }
 
 
@@ -211,7 +212,11 @@ def test_example_records(name: str) -> None:
 
 
 def test_verl_examples_carry_the_published_figures() -> None:
-    for name in ("verl_quickstart_console.log", "verl_quickstart.jsonl"):
+    for name in (
+        "verl_quickstart_console.log",
+        "verl_quickstart.jsonl",
+        "verl_quickstart_wandb.csv",
+    ):
         run = import_record(RECORDS / name)
         assert run.steps[0] == {
             "generate": 21.470, "ref_logprob": 4.360, "values": 5.800, "advantage": 0.109,

@@ -1,4 +1,4 @@
-"""Import recorded step timings from rlplex, verl and ROLL logs, and summary records.
+"""Import recorded step timings from rlplex, verl and ROLL logs, wandb's CSV, and summaries.
 
 :func:`import_record` reads a log, detects its format from the content (or
 takes ``format``), and returns a :class:`RecordedRun`: per step, the seconds
@@ -10,8 +10,12 @@ Format detection looks at the first lines that say something:
 - a JSON object with ``op``/``kind``, ``metrics`` or ``meta``: an rlplex record;
 - a JSON object with ``data``, or a ``step:N - key:value`` line: verl;
 - a ``metrics_tag:`` line, or a JSON document with ``log_history``: ROLL;
-- checked first: a ``.yaml``/``.yml``/``.csv`` file, or a small JSON object with
-  ``timing_s``: a summary record (per-stage means, :mod:`.summary`).
+- checked first: a ``.csv`` file whose header is one column per metric (more
+  than two columns, or a step column such as ``_step``): a per-step history, as
+  wandb exports a run (:mod:`.history`);
+- then a ``.yaml``/``.yml``/``.csv`` file (a CSV of two columns, ``metric,value``),
+  or a small JSON object with ``timing_s``: a summary record (per-stage means,
+  :mod:`.summary`).
 """
 
 from __future__ import annotations
@@ -26,18 +30,20 @@ from rlplex.timeline.importers.base import (
     parse_json,
     read_lines,
 )
+from rlplex.timeline.importers.history import import_history, looks_like_history
 from rlplex.timeline.importers.rlplex import import_rlplex
 from rlplex.timeline.importers.roll import MARKER, import_roll
 from rlplex.timeline.importers.summary import import_summary, looks_like_summary
 from rlplex.timeline.importers.verl import import_verl, parse_console_line
 
-RECORD_FORMATS: tuple[str, ...] = ("rlplex", "verl", "roll", "summary")
+RECORD_FORMATS: tuple[str, ...] = ("rlplex", "verl", "roll", "summary", "history")
 
 _IMPORTERS: dict[str, Callable[..., RecordedRun]] = {
     "rlplex": import_rlplex,
     "verl": import_verl,
     "roll": import_roll,
     "summary": import_summary,
+    "history": import_history,
 }
 
 
@@ -47,7 +53,9 @@ def detect_record_format(path: str | Path) -> str:
     Raises:
         ConfigError: nothing in the first 200 lines looks like any known format.
     """
-    if looks_like_summary(check_record_path(path)):
+    if looks_like_history(check_record_path(path)):
+        return "history"
+    if looks_like_summary(path):
         return "summary"
     with check_record_path(path).open(encoding="utf-8", errors="replace") as handle:
         head = handle.read(2048).lstrip()
@@ -76,8 +84,8 @@ def detect_record_format(path: str | Path) -> str:
         except ValueError:
             return "verl"
     raise ConfigError(
-        "cannot tell the log's format (rlplex record, verl JSONL or console, ROLL stdout);"
-        " give --format",
+        "cannot tell the log's format (rlplex record, verl JSONL or console, ROLL stdout;"
+        " a history or summary is a .csv, .yaml or .json file); give --format",
         file=str(path),
     )
 
@@ -89,8 +97,10 @@ def import_record(
 
     Args:
         path: an rlplex Timeline JSONL, a verl JSONL or console log, a ROLL
-            stdout log or a ROLL ``log_history`` JSON file, or a summary record.
-        format: ``rlplex``, ``verl``, ``roll`` or ``summary``; detected when None.
+            stdout log or a ROLL ``log_history`` JSON file, a summary record, or a
+            per-step CSV history (a wandb export).
+        format: ``rlplex``, ``verl``, ``roll``, ``summary`` or ``history``; detected
+            when None.
         skip_bad_lines: skip malformed lines with a warning instead of failing.
 
     Raises:

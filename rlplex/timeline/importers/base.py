@@ -129,11 +129,14 @@ class Collector:
         self.warnings: list[str] = []
         self.skipped = 0
         self.current: tuple[int, str, bool] = (0, "", False)
+        self.field: str | None = None
         self.first_seen: dict[Any, int] = {}
 
-    def at(self, number: int, text: str, is_last: bool) -> None:
-        """The line being read, for errors found in its values."""
+    def at(self, number: int, text: str, is_last: bool, field: str | None = None) -> None:
+        """The line being read, for errors found in its values; ``field``: the column
+        whose cell ``text`` is (a CSV history), so that an error names it."""
         self.current = (number, text, is_last)
+        self.field = field
 
     def first_time(self, key: Any, what: str) -> bool:
         """True the first time ``key`` is seen; else a bad line naming both lines.
@@ -182,15 +185,16 @@ class Collector:
 
     def bad_line(self, number: int, reason: str, text: str, is_last: bool) -> None:
         """Report a malformed line: warn for the last line or when skipping, else raise."""
+        where = f"line {number}" + (f", column {self.field!r}" if self.field else "")
         if is_last:
-            self.warnings.append(f"line {number}: {reason}; a truncated last line, ignored")
+            self.warnings.append(f"{where}: {reason}; a truncated last line, ignored")
             return
         if self.skip_bad_lines:
             self.skipped += 1
             if self.skipped <= NAMED_SKIPS:
-                self.warnings.append(f"line {number}: {reason}; skipped")
+                self.warnings.append(f"{where}: {reason}; skipped")
             return
-        raise ConfigError(reason, file=self.file, line=number, value=text[:120])
+        raise ConfigError(reason, file=self.file, line=number, field=self.field, value=text[:120])
 
     def result(self) -> RecordedRun:
         if self.skipped > NAMED_SKIPS:

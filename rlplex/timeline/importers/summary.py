@@ -18,7 +18,8 @@ log. YAML or JSON::
 Keys may also be written flat, as verl and wandb name them
 (``timing_s/gen: 22.2``, ``response_length/mean: 210``). A CSV file holds two
 columns, ``metric,value`` (a header row of those two words is optional), with
-the flat keys.
+the flat keys; a CSV of one column per metric and one row per step (wandb's
+export of a run) is a per-step history instead (:mod:`.history`).
 
 The record becomes a :class:`RecordedRun` of ONE step (step 1): each timing is
 mapped to its rlplex stage (verl's names by :data:`rlplex.timeline.importers.verl.STAGES`),
@@ -42,6 +43,7 @@ from typing import Any
 from rlplex.errors import ConfigError
 from rlplex.resources.yaml_io import load_yaml_text, read_text_bounded
 from rlplex.timeline.importers.base import RecordedRun, check_record_path, max_record_bytes
+from rlplex.timeline.importers.history import looks_like_history
 from rlplex.timeline.importers.verl import STAGES as VERL_STAGES
 from rlplex.timeline.importers.verl import TIMING_PREFIXES
 
@@ -70,7 +72,8 @@ def looks_like_summary(path: str | Path) -> bool:
     """Whether ``path`` is a summary record: by its suffix, or a small JSON object of timings."""
     path = Path(path)
     if path.suffix.lower() in SUFFIXES:
-        return True
+        # A CSV of one column per metric is a per-step history, not a summary.
+        return not looks_like_history(path)
     try:
         if path.stat().st_size > _MAX_SUMMARY_BYTES:
             return False
@@ -94,8 +97,10 @@ def _read_csv(text: str, file: str) -> dict[str, Any]:
         if not row or not "".join(row).strip():
             continue
         if len(row) != 2:
+            # The first row wider than two: a per-step history read as a summary (forced).
+            hint = "; a per-step history is --format history" if number == 1 else ""
             raise ConfigError(
-                f"a summary CSV row is 'metric,value', got {len(row)} columns",
+                f"a summary CSV row is 'metric,value', got {len(row)} columns{hint}",
                 file=file,
                 line=number,
                 value=",".join(row)[:120],

@@ -9,7 +9,9 @@ before early 2025 they were ``timing/NAME`` and ``timing(s)/NAME``.
 :data:`STAGES` maps verl's names to rlplex stages; ``step`` is the recorded
 step time. Timing keys of other names (``testing``, ``save_checkpoint`` ...)
 are kept in the metrics and reported as unknown. Console lines that are not
-step lines (Ray and vLLM chatter) are ignored.
+step lines (Ray and vLLM chatter) are ignored. :func:`add_metric` is that
+reading of one key; the per-step CSV importer (:mod:`.history`, a wandb export
+of the same keys) shares it.
 """
 
 from __future__ import annotations
@@ -61,7 +63,11 @@ def _value(text: str) -> Any:
         return text
 
 
-def _add(out: Collector, step: int, key: str, value: Any) -> None:
+def add_metric(out: Collector, step: int, key: str, value: Any) -> None:
+    """One of verl's ``key: value`` metrics of ``step``, as every verl-named log reads it:
+    a ``timing_s/`` key of a known stage is that stage's seconds, ``timing_s/step`` the
+    step's time, anything else (lengths, losses, unknown timings) a metric under its key.
+    """
     for prefix in TIMING_PREFIXES:
         if key.startswith(prefix):
             name = key[len(prefix) :]
@@ -123,7 +129,7 @@ def import_verl(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRu
             if not out.first_time(step, f"step {step}"):
                 continue
             for key, value in data.items():
-                _add(out, step, key, value)
+                add_metric(out, step, key, value)
             continue
         try:
             parsed = parse_console_line(line)
@@ -136,5 +142,5 @@ def import_verl(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRu
         if not out.first_time(step, f"step {step}"):
             continue
         for key, value in values.items():
-            _add(out, step, key, value)
+            add_metric(out, step, key, value)
     return out.result()

@@ -1,0 +1,305 @@
+"""Import a per-step CSV history: wandb's export of a run, one row per step, one column per metric.
+
+verl (like most RL frameworks) logs its step metrics to wandb, and what a user
+often has of a run is wandb's CSV of it, not the framework's own log. This
+module reads that CSV as the per-step record it is: several steps, so that
+``rlplex calibrate`` holds some out and ``replay`` replays each one, exactly as
+it reads verl's JSONL of the same figures (every value goes through
+:func:`rlplex.timeline.importers.verl.add_metric`: ``timing_s/gen`` is the
+generate stage, ``timing_s/step`` the step time, lengths and the rest stay
+metrics under their keys). Two shapes exist:
+
+1. The run's history from wandb's public API, written with pandas' ``to_csv``:
+   ``wandb.Api().run(PATH).history()`` (sampled: ``history(samples=500,
+   keys=None, x_axis="_step", pandas=True, ...)`` in ``wandb/apis/public.py``)
+   or ``pd.DataFrame(run.scan_history())`` (every row). The header is the
+   metric names plus wandb's own columns (``_step``, ``_runtime``,
+   ``_timestamp``) and, when written without ``index=False``, pandas' unnamed
+   index column. A cell is empty (or ``NaN``, ``None``) where the metric was not
+   logged on that row's step (validation metrics every N steps): not a value. wandb's docs warn that
+   the CSV export and ``run.history`` may leave out steps past their export
+   limits ("Why are steps missing from a CSV metric export?", docs.wandb.ai);
+   ``scan_history`` reads them all.
+2. A line plot panel's "Export CSV" (panel menu, Export, CSV): a ``Step``
+   column, then per run and metric ``<run name> - <metric>`` with the band of
+   a grouped line, ``<run name> - <metric>__MIN`` and ``__MAX``, written even
+   for a single run (wandb/wandb#5349, #5222). The run prefix is stripped and
+   the bands dropped; a panel of several runs is refused, naming them (export it
+   with one run shown). A panel plots at most 1,500 sampled points per line in
+   its default mode (docs.wandb.ai, line plot point aggregation), so a long
+   run's panel CSV has gaps; every step present is read.
+
+The step column is the first of ``_step``, ``step``/``Step``, ``global_step``,
+``training/global_step`` (any case) the header has; verl's ``Tracking.log(data,
+step)`` (``verl/utils/tracking.py``) hands the same step to wandb and to its
+file logger, so ``_step`` is the ``step`` of its JSONL. Columns whose
+name starts with ``_`` (wandb's), unnamed ones, and columns with no number in
+them (media, text) are ignored. Refused, with the file, the line, the column
+and the cell: a negative or non-finite time, a text cell in a column of numbers,
+a step that is not a whole number or appears twice; with the file: a header
+without a step column or without any ``timing_s/`` column, and a file where no
+row has a timing. A row shorter than the header on the last line is a crash
+mid-write, dropped with a warning (the rules of
+:class:`~rlplex.timeline.importers.base.Collector`, ``--skip-bad-lines`` too).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlplex.errors import ConfigError
+from rlplex.timeline.importers.base import Collector, RecordedRun, check_record_path
+from rlplex.timeline.importers.verl import TIMING_PREFIXES, add_metric
+
+FORMAT = "history"
+STEP_COLUMNS = ("_step", "step", "global_step", "training/global_step")
+"""Names of the step column, in order of preference, compared in lower case (the panel
+export's is ``Step``)."""
+BAND_SUFFIXES = ("__MIN", "__MAX")
+"""A panel export's band of a grouped line: not a value of the run."""
+RUN_SEPARATOR = " - "
+"""A panel export names each column ``<run name> - <metric>``."""
+SUFFIX = ".csv"
+MISSING = frozenset({"", "nan", "none", "null"})
+"""Cells that hold no value (lower case): pandas writes a missing value as an empty cell,
+or as its ``na_rep`` (``NaN``); a dump of Python dicts writes ``None``."""
+
+
+def _rows(path: str | Path) -> Iterator[tuple[int, list[str], bool]]:
+    """(line number, cells, is_last) of each row with a non-blank cell, one row of look-ahead.
+
+    The line number is the row's last line (a quoted cell may span lines).
+
+    Raises:
+        ConfigError: unreadable, or a row the CSV reader refuses (a NUL byte, a cell over
+            its size limit).
+    """
+    path = check_record_path(path)
+    pending: tuple[int, list[str]] | None = None
+    # utf-8-sig: a spreadsheet's export starts with a byte-order mark, not part of the name.
+    try:
+        with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+            reader = csv.reader(handle)
+            try:
+                for cells in reader:
+                    if not "".join(cells).strip():
+                        continue
+                    if pending is not None:
+                        yield pending[0], pending[1], False
+                    pending = (reader.line_num, cells)
+            except csv.Error as exc:
+                raise ConfigError(
+                    f"not a CSV row: {exc}", file=str(path), line=reader.line_num
+                ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", file=str(path)) from None
+    if pending is not None:
+        yield pending[0], pending[1], True
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def is_history_header(cells: list[str]) -> bool:
+    """Whether a CSV's first row is a per-step history's header, not a summary's row.
+
+    A summary is two columns (``metric,value``, or a first figure such as
+    ``timing_s/gen,22.1``); a history has more columns, or a step column beside a
+    name (``_step,timing_s/gen``).
+    """
+    names = [c.strip() for c in cells]
+    if len(names) > 2:
+        return True
+    return any(n.lower() in STEP_COLUMNS for n in names) and not any(map(_is_number, names))
+
+
+def looks_like_history(path: str | Path) -> bool:
+    """Whether ``path`` is a per-step CSV history: a ``.csv`` file whose header says so."""
+    path = Path(path)
+    if path.suffix.lower() != SUFFIX:
+        return False
+    rows = _rows(path)
+    try:
+        first = next(rows, None)
+    except ConfigError:
+        return False
+    finally:
+        rows.close()
+    return first is not None and is_history_header(first[1])
+
+
+@dataclass(frozen=True)
+class Columns:
+    """What each column of a history's header holds."""
+
+    step: int
+    """The step column's index."""
+    metrics: dict[int, str]
+    """Index -> metric key (a panel's run prefix stripped), for every column read."""
+    names: tuple[str, ...]
+    """The header as written, to name a column in errors."""
+
+
+def read_columns(header: list[str], file: str) -> Columns:
+    """The header's step column and metric columns.
+
+    Raises:
+        ConfigError: no step column, a panel export of several runs, a metric named
+            twice, or no ``timing_s/`` column.
+    """
+    names = tuple(c.strip() for c in header)
+    lowered = [n.lower() for n in names]
+    step = next((lowered.index(s) for s in STEP_COLUMNS if s in lowered), None)
+    if step is None:
+        hint = ""
+        if "name" in lowered:
+            hint = (
+                "; a runs-table export is one row per run (its last values), not a history:"
+                " export the run's history or a line plot panel"
+            )
+        raise ConfigError(
+            f"a per-step CSV history needs a step column ({', '.join(STEP_COLUMNS)}){hint}",
+            file=file,
+            line=1,
+            value=",".join(names)[:120],
+        )
+    kept = {
+        i: name
+        for i, name in enumerate(names)
+        if i != step and name and not name.startswith("_") and not name.endswith(BAND_SUFFIXES)
+    }
+    if kept and all(RUN_SEPARATOR in name for name in kept.values()):
+        # A panel export prefixes every line with its run; a metric name rarely holds " - ",
+        # a run name may, so the prefix runs to the last one.
+        split = {i: name.rpartition(RUN_SEPARATOR) for i, name in kept.items()}
+        runs = list(dict.fromkeys(parts[0] for parts in split.values()))
+        if len(runs) > 1:
+            raise ConfigError(
+                f"a chart export of {len(runs)} runs ("
+                + ", ".join(repr(r) for r in runs)
+                + "): rlplex reads one run's steps; export the chart with one run shown",
+                file=file,
+                line=1,
+            )
+        kept = {i: p[2] for i, p in split.items() if not p[2].startswith("_")}
+    first: dict[str, int] = {}
+    for i, key in kept.items():
+        if key in first:
+            raise ConfigError(
+                f"names the metric {key!r} of column {first[key] + 1} again",
+                field=names[i],
+                file=file,
+                line=1,
+            )
+        first[key] = i
+    if not any(key.startswith(TIMING_PREFIXES) for key in kept.values()):
+        raise ConfigError(
+            "no timing column (verl's timing_s/gen, timing_s/update_actor, ... timing_s/step):"
+            " nothing to replay or calibrate",
+            file=file,
+            line=1,
+            value=",".join(names)[:120],
+        )
+    return Columns(step=step, metrics=kept, names=names)
+
+
+def _value(text: str) -> int | float | None:
+    """The cell's number (an int when it is written as one), or None for text."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _step_number(text: str) -> int | None:
+    """A whole step number >= 0 (pandas writes ``3.0`` for a column with gaps), or None."""
+    value = _value(text)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def import_history(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRun:
+    """Read a per-step CSV history (a wandb export) into a :class:`RecordedRun`.
+
+    Raises:
+        ConfigError: a bad header or cell (see the module docstring), naming the
+            file, the line, the column and the cell.
+    """
+    file = str(path)
+    out = Collector(FORMAT, file, skip_bad_lines)
+    rows = _rows(path)
+    first = next(rows, None)
+    if first is None:
+        raise ConfigError("is empty: expected a header of metric names", file=file)
+    columns = read_columns(first[1], file)
+    width, names = len(columns.names), columns.names
+    step_name = names[columns.step]
+    # Column -> the first line with a number in it; column -> its first text cell (line,
+    # text) while it has no number: a column of text (media, notes) is not read, a text
+    # cell among numbers is an error, whichever comes first.
+    numeric: dict[int, int] = {}
+    text_at: dict[int, tuple[int, str]] = {}
+    for number, cells, is_last in rows:
+        out.at(number, ",".join(cells), is_last)
+        if len(cells) != width:
+            out.bad_line(
+                number,
+                f"a row of {len(cells)} cells under a header of {width}",
+                ",".join(cells),
+                is_last and len(cells) < width,
+            )
+            continue
+        raw_step = cells[columns.step].strip()
+        out.at(number, raw_step, is_last, step_name)
+        step = _step_number(raw_step)
+        if step is None:
+            out.bad_line(number, "expected a whole step number >= 0", raw_step, False)
+            continue
+        if not out.first_time(step, f"step {step}"):
+            continue
+        for index, key in columns.metrics.items():
+            raw = cells[index].strip()
+            if raw.lower() in MISSING:
+                continue  # not logged on this step
+            out.at(number, raw, False, names[index])
+            value = _value(raw)
+            if value is None:
+                if index in numeric:
+                    out.bad_line(
+                        number,
+                        f"text in a column of numbers (a number on line {numeric[index]})",
+                        raw,
+                        False,
+                    )
+                else:
+                    text_at.setdefault(index, (number, raw))
+                continue
+            if index in text_at:
+                line, text = text_at.pop(index)
+                out.at(line, text, False, names[index])
+                out.bad_line(
+                    line, f"text in a column of numbers (a number on line {number})", text,
+                    False,
+                )  # fmt: skip
+                out.at(number, raw, False, names[index])
+            numeric.setdefault(index, number)
+            add_metric(out, step, key, value)
+    if not out.steps and not out.step_s:
+        raise ConfigError(
+            "no row has a timing value (every timing_s/ cell is empty)",
+            file=file,
+        )
+    return out.result()
