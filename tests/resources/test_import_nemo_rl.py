@@ -550,29 +550,3 @@ def test_ppo_refuses_every_refit_transport_but_the_default(tmp_path: Path) -> No
     path.write_text(yaml.safe_dump(base))
     refused = error(path)
     assert refused.field == "policy.generation.refit_transport" and "PPO" in refused.message
-
-
-def test_non_colocated_distillation_teachers_take_their_nodes_from_the_policy(
-    tmp_path: Path,
-) -> None:
-    """Found in review (2026-11-29): NeMo RL's Nemotron OPD recipe ("1 generation, 1 teacher,
-    and 8 policy nodes") gave the trainer the teacher's node too, 72 GPUs, which its
-    context-parallel size cannot tile (grpo.py: policy_nodes -= opd_teacher_nodes)."""
-    body = {
-        "cluster": {"num_nodes": 10, "gpus_per_node": 8},
-        "policy": {"generation": {"colocated": {"enabled": False,
-                                                "resources": {"num_nodes": 1, "gpus_per_node": 8}}}},
-        "on_policy_distillation": {
-            "enabled": True,
-            "teacher_model_by_agent_name": {"math": "Qwen/Qwen3-8B", "code": "Qwen/Qwen3-8B",
-                                            "chat": "Qwen/Qwen3-4B"},
-            "non_colocated_teachers": {"enabled": True, "default_teacher_cfg": {"num_nodes": 1},
-                                       "teacher_overrides": {"chat": {"num_nodes": 2}}},
-        },
-    }  # fmt: skip
-    # two teacher checkpoints (math and code share one): 1 node and, overridden, 2
-    cfg = load_config(recipe(tmp_path, body))
-    assert cfg.roles["actor_train"].devices == tuple(range(48))
-    assert cfg.roles["actor_infer"].devices == tuple(range(48, 56))
-    body["on_policy_distillation"]["non_colocated_teachers"]["enabled"] = False
-    assert len(load_config(recipe(tmp_path, body, "off.yaml")).roles["actor_train"].devices) == 72

@@ -39,6 +39,32 @@ lm_policy.py, nemo_rl/models/generation/vllm/), as NeMo RL runs them today:
   ``skip_reference_policy_logprobs_calculation`` is not set (PPO's default: set). The
   reference's full weights are swapped into the trainer's workers from host memory, LoRA or
   not: a ``reference`` role on the trainer's GPUs with its sizes.
+- On-policy distillation (GRPO's ``on_policy_distillation`` with ``non_colocated_teachers.
+  enabled``; nemo_rl/algorithms/opd.py, nemo_rl/models/policy/teacher_worker_group.py,
+  docs/about/algorithms/mopd.md): each teacher checkpoint of ``teacher_model_by_agent_name``
+  (aliases that share one are one worker group with ``deduplicate_shared_teacher_checkpoints``,
+  the default) is a GPU role ``teacher_ALIAS``, named by its first alias, on nodes the policy
+  gives up, after the reward model's: ``num_nodes`` nodes, the first ``gpus_per_node`` GPUs
+  of each (``default_teacher_cfg`` under the alias's ``teacher_overrides``; 1 node of 8 GPUs
+  by default). It holds its checkpoint (``model`` where it is not the policy's) in Megatron
+  for inference: tensor, pipeline, context and expert parallel sizes from its cfg, the
+  policy's ``sequence_parallel`` (unless its Megatron overrides set it) and FP8; NeMo RL
+  reads no teacher's ``precision``. In async GRPO the trajectory collector has each teacher
+  score the finished rollouts, one forward pass for the sampled tokens' log-probs: a stage
+  ``ref_logprob_teacher_ALIAS`` after the reward, before training, whose OPD advantage
+  (``adv_estimator.name: opd``) is teacher minus student log-prob. NeMo RL routes each
+  sample to one teacher by its NeMo Gym agent; rlplex cannot know the split and prices
+  each teacher's pass over all the step's rollouts (an upper bound per teacher; the
+  teachers run side by side). Sync GRPO reserves the teachers but never calls them: roles
+  without a stage. Refused as NeMo RL refuses it: teachers without ``vllm_cfg.async_engine``,
+  a DTensor policy, a teacher wider than a node or whose GPUs its tensor x pipeline x
+  context parallel sizes do not tile, a ``default_teacher_alias`` that maps no checkpoint;
+  ``adv_estimator.name: opd`` without non-colocated teachers in async GRPO (NeMo RL has no
+  colocated teacher: its first step raises "OPD requires teacher_logprobs") or without the
+  student's log-probs (``force_on_policy_ratio`` and no ``seq_logprob_error_threshold``).
+  A teacher's ``micro_batch_size`` is not read: rlplex's forward passes share the policy's
+  log-prob micro-batch, which with sequence packing is the teacher's too (its
+  ``logprob_mb_tokens``).
 - Old log-probs: a pass of the trainer every step, except with
   ``loss_fn.force_on_policy_ratio`` and no ``grpo.seq_logprob_error_threshold`` (the ratio is
   1 by construction; NeMo RL skips the pass).
@@ -77,8 +103,9 @@ lm_policy.py, nemo_rl/models/generation/vllm/), as NeMo RL runs them today:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from rlplex.errors import ConfigError
 from rlplex.resources.cluster import Cluster
@@ -212,36 +239,185 @@ def _reward_model(r: _Reader) -> tuple[int, int] | None:
 
 
 _OPD = "on_policy_distillation"
+_TEACHERS = f"{_OPD}.non_colocated_teachers"
+_BY_AGENT = f"{_OPD}.teacher_model_by_agent_name"
+_RESOURCE_KEYS = frozenset({
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+    "expert_model_parallel_size", "num_nodes", "gpus_per_node", "precision",
+    "micro_batch_size", "megatron_cfg_overrides",
+})  # fmt: skip
+"""``TeacherResourceConfig``'s fields (nemo_rl/algorithms/opd.py); any other key of a
+teacher's cfg is a Megatron setting, folded into its ``megatron_cfg_overrides``."""
 
 
-def _opd_teacher_nodes(r: _Reader) -> int:
-    """Nodes set aside for on-policy distillation's non-colocated teachers, which the policy
-    does not get (nemo_rl/algorithms/grpo.py ``setup``: ``policy_nodes -= opd_teacher_nodes``):
-    each teacher checkpoint once (``deduplicate_shared_teacher_checkpoints``, default on),
-    ``num_nodes`` from ``default_teacher_cfg`` under its alias's ``teacher_overrides``
-    (default 1; nemo_rl/algorithms/opd.py, ``TeacherResourceConfig``)."""
-    if not r.flag(f"{_OPD}.enabled") or not r.flag(f"{_OPD}.non_colocated_teachers.enabled"):
-        return 0
-    teachers = r.get(f"{_OPD}.teacher_model_by_agent_name") or {}
-    default = r.get(f"{_OPD}.non_colocated_teachers.default_teacher_cfg") or {}
-    overrides = r.get(f"{_OPD}.non_colocated_teachers.teacher_overrides") or {}
+class _Teacher(NamedTuple):
+    """A non-colocated teacher worker group as NeMo RL resolves it (nemo_rl/models/policy/
+    teacher_worker_group.py ``create_teacher_configs_from_opd_config``), named by the first
+    alias of its checkpoint, as NeMo RL names the group ``teacher_ALIAS``."""
+
+    alias: str
+    model: str
+    nodes: int
+    gpus_per_node: int
+    parallel: dict[str, Any] | None
+
+
+def _teacher_field(own: Mapping[str, Any], alias: str, key: str) -> str:
+    """Where a teacher's ``key`` comes from: its alias's ``teacher_overrides`` entry when it
+    gives the key, else ``default_teacher_cfg`` (NeMo RL merges the one over the other)."""
+    if key in own:
+        return f"{_TEACHERS}.teacher_overrides.{alias}.{key}"
+    return f"{_TEACHERS}.default_teacher_cfg.{key}"
+
+
+def _teachers(r: _Reader, algo: str, per_node: int) -> list[_Teacher]:
+    """The non-colocated on-policy-distillation teachers of a GRPO config (none unless both
+    ``on_policy_distillation.enabled`` and its ``non_colocated_teachers.enabled``; PPO reads
+    no teachers), one per checkpoint when ``deduplicate_shared_teacher_checkpoints`` (the
+    default), as grpo.py ``setup`` and nemo_rl/algorithms/opd.py reserve them.
+
+    Each loads its checkpoint into Megatron for inference only (teacher_worker_group.py): the
+    policy's ``megatron_cfg`` with the teacher's tensor, pipeline, context and expert parallel
+    sizes and its ``megatron_cfg_overrides`` (``sequence_parallel`` among them) over it.
+
+    Raises:
+        ConfigError: what NeMo RL refuses at setup: teachers without vLLM's async engine
+            (grpo.py asserts ``async_engine``), a ``default_teacher_alias`` that maps no
+            checkpoint, a teacher wider than a node, GPUs its tensor x pipeline x context
+            parallel sizes do not tile, a DTensor policy (teachers run Megatron only);
+            a checkpoint that is not a name.
+    """
+    if algo != "grpo" or not r.flag(f"{_OPD}.enabled") or not r.flag(f"{_TEACHERS}.enabled"):
+        return []
+    if not r.flag(f"{_VLLM}.async_engine"):
+        raise ConfigError(
+            "must be true with non-colocated distillation teachers (NeMo RL asserts they score"
+            " async rollouts)",
+            field=f"{_VLLM}.async_engine", value=r.get(f"{_VLLM}.async_engine"), file=r.file,
+        )  # fmt: skip
+    by_agent = r.get(_BY_AGENT) or {}
+    if not isinstance(by_agent, Mapping):
+        raise ConfigError(
+            "must map agent names to teacher checkpoints", field=_BY_AGENT, value=by_agent,
+            file=r.file,
+        )  # fmt: skip
+    fallback = r.get(f"{_OPD}.default_teacher_alias")
+    strict = r.flag(f"{_OPD}.strict_agent_name_match")
+    if fallback is not None and not strict and fallback not in by_agent:
+        raise ConfigError(
+            f"is not an alias of {_BY_AGENT} ({', '.join(map(str, by_agent)) or 'none'}):"
+            " NeMo RL refuses it at setup",
+            field=f"{_OPD}.default_teacher_alias", value=fallback, file=r.file,
+        )  # fmt: skip
+    default = r.get(f"{_TEACHERS}.default_teacher_cfg") or {}
+    overrides = r.get(f"{_TEACHERS}.teacher_overrides") or {}
+    default = default if isinstance(default, Mapping) else {}
+    overrides = overrides if isinstance(overrides, Mapping) else {}
     dedupe = r.get(f"{_OPD}.deduplicate_shared_teacher_checkpoints", True) is not False
-    total, seen = 0, set()
-    for alias, model in teachers.items() if isinstance(teachers, Mapping) else ():
+    teachers: list[_Teacher] = []
+    seen: set[str] = set()
+    for alias, model in by_agent.items():
+        alias = str(alias)
+        if not isinstance(model, str) or not model or "${" in model:
+            raise ConfigError(
+                "must name the teacher's checkpoint (a Hugging Face name or path)",
+                field=f"{_BY_AGENT}.{alias}", value=model, file=r.file,
+            )  # fmt: skip
         if dedupe and model in seen:
-            continue
+            continue  # the alias shares its checkpoint's worker group
         seen.add(model)
-        own = overrides.get(alias) if isinstance(overrides, Mapping) else None
-        merged = {**(default if isinstance(default, Mapping) else {}), **(own or {})}
-        field = f"{_OPD}.non_colocated_teachers.teacher_overrides.{alias}.num_nodes"
-        total += positive_int(merged.get("num_nodes", 1), field=field, file=r.file)
-    return total
+        own = overrides.get(alias)
+        own = own if isinstance(own, Mapping) else {}
+
+        def size(key: str, own: Mapping[str, Any] = own, alias: str = alias) -> int:
+            # TeacherResourceConfig's defaults: 1 of each, 8 GPUs per node.
+            fallback = 8 if key == "gpus_per_node" else 1
+            value = own[key] if key in own else default.get(key, fallback)
+            return positive_int(value, field=_teacher_field(own, alias, key), file=r.file)
+
+        nodes, width = size("num_nodes"), size("gpus_per_node")
+        if width > per_node:
+            raise ConfigError(
+                f"must be at most cluster.gpus_per_node ({per_node}): teacher {alias!r}'s"
+                " placement group fits on one node (NeMo RL asserts it)",
+                field=_teacher_field(own, alias, "gpus_per_node"), value=width, file=r.file,
+            )  # fmt: skip
+        tp, pp, cp = (
+            size("tensor_model_parallel_size"),
+            size("pipeline_model_parallel_size"),
+            size("context_parallel_size"),
+        )
+        if (nodes * width) % (tp * pp * cp):
+            raise ConfigError(
+                f"teacher {alias!r}'s {nodes * width} GPUs ({nodes} nodes x {width}) are not a"
+                f" multiple of tensor x pipeline x context parallel ({tp} x {pp} x {cp}), as"
+                " NeMo RL asserts",
+                field=_teacher_field(own, alias, "tensor_model_parallel_size"), value=tp,
+                file=r.file,
+            )  # fmt: skip
+        merged = {**default, **own}
+        megatron = {k: v for k, v in merged.items() if k not in _RESOURCE_KEYS}
+        explicit = merged.get("megatron_cfg_overrides")
+        megatron |= dict(explicit) if isinstance(explicit, Mapping) else {}
+        sequence_parallel = megatron.get(
+            "sequence_parallel", r.get("policy.megatron_cfg.sequence_parallel")
+        )
+        spec = parallel(
+            tp=tp, pp=pp, sp=cp, ep=size("expert_model_parallel_size"),
+            sequence_parallel=sequence_parallel if isinstance(sequence_parallel, bool) else None,
+        )  # fmt: skip
+        teachers.append(_Teacher(alias, model, nodes, width, spec))
+    if teachers and r.flag("policy.dtensor_cfg.enabled"):
+        raise ConfigError(
+            "must be false with non-colocated distillation teachers: they run the policy's"
+            " Megatron settings, and NeMo RL refuses a DTensor policy for them",
+            field="policy.dtensor_cfg.enabled", value=True, file=r.file,
+        )  # fmt: skip
+    return teachers
+
+
+def _check_opd_advantage(r: _Reader, algo: str, teachers: list[_Teacher]) -> None:
+    """Refuse ``grpo.adv_estimator.name: opd`` where NeMo RL fails: its advantage, teacher
+    minus student log-prob per token (advantage_estimator.py ``OPDAdvantageEstimator``),
+    needs the teachers' log-probs, which only non-colocated teachers compute, and only in
+    async GRPO's trajectory collector (NeMo RL has no colocated teacher: without them the
+    first step raises "OPD requires teacher_logprobs"), and the student's own log-probs,
+    which ``force_on_policy_ratio`` without ``seq_logprob_error_threshold`` skips (opd.py
+    ``assert_prev_logprobs_available`` refuses it at setup)."""
+    if algo != "grpo" or r.get("grpo.adv_estimator.name") != "opd":
+        return
+    needs = (
+        (r.flag(f"{_OPD}.enabled"), f"{_OPD}.enabled"),
+        (r.flag(f"{_TEACHERS}.enabled"), f"{_TEACHERS}.enabled"),
+        (bool(teachers), _BY_AGENT),
+        (r.flag("grpo.async_grpo.enabled"), "grpo.async_grpo.enabled"),
+    )
+    for given, field in needs:
+        if not given:
+            raise ConfigError(
+                "leaves grpo.adv_estimator.name opd without teacher log-probs: NeMo RL computes"
+                " them only with non-colocated teachers in async GRPO (it has no colocated"
+                " teacher) and raises 'OPD requires teacher_logprobs' at the first step",
+                field=field, value=r.get(field), file=r.file,
+            )  # fmt: skip
+    if not _old_logprob(r, algo):
+        raise ConfigError(
+            "skips the student's log-probs (no grpo.seq_logprob_error_threshold), which the"
+            " OPD advantage subtracts: NeMo RL refuses adv_estimator opd with it",
+            field="loss_fn.force_on_policy_ratio", value=True, file=r.file,
+        )  # fmt: skip
 
 
 def _devices(
-    r: _Reader, cluster: Cluster, colocated: bool, rm: tuple[int, int] | None
-) -> tuple[list[int], list[int], list[int]]:
-    """(trainer GPUs, engine GPUs, reward-model GPUs), as grpo.py ``setup`` splits them."""
+    r: _Reader,
+    cluster: Cluster,
+    colocated: bool,
+    rm: tuple[int, int] | None,
+    teachers: list[_Teacher],
+) -> tuple[list[int], list[int], list[int], list[list[int]]]:
+    """(trainer GPUs, engine GPUs, reward-model GPUs, each teacher's GPUs), as grpo.py
+    ``setup`` splits them: the teachers' nodes are taken from the policy's and lie after
+    the reward model's, each teacher's own (its first ``gpus_per_node`` GPUs of each)."""
     per_node, nodes = cluster.gpus_per_node, cluster.nodes
     rm_nodes, rm_gpus = rm or (0, 0)
 
@@ -257,14 +433,19 @@ def _devices(
             f"leaves the policy no node: must be below cluster.num_nodes ({nodes})",
             field="env.reward_model.resources.num_nodes", value=rm_nodes, file=r.file,
         )  # fmt: skip
-    teacher_nodes = _opd_teacher_nodes(r)
+    teacher_nodes = sum(t.nodes for t in teachers)
     policy_nodes -= teacher_nodes
     if policy_nodes < 1:
         raise ConfigError(
             f"leave the policy no node of cluster.num_nodes ({nodes}, {rm_nodes} for a reward"
             " model): NeMo RL asserts policy_nodes > 0",
-            field=f"{_OPD}.non_colocated_teachers", value=f"{teacher_nodes} nodes", file=r.file,
+            field=_TEACHERS, value=f"{teacher_nodes} nodes", file=r.file,
         )  # fmt: skip
+    teacher_gpus: list[list[int]] = []
+    first = policy_nodes + (rm_nodes if nodes > 1 else 0)
+    for t in teachers:
+        teacher_gpus.append(gpus(first, t.nodes, 0, t.gpus_per_node))
+        first += t.nodes
     # The reward model: the last GPUs of a single node, else the nodes after the policy's.
     if not rm:
         rm_devices: list[int] = []
@@ -280,7 +461,7 @@ def _devices(
     single = rm_gpus if nodes == 1 else 0  # GPUs the reward model takes from a lone node
     if colocated:
         every = gpus(0, policy_nodes, 0, per_node - single)
-        return every, every, rm_devices
+        return every, every, rm_devices, teacher_gpus
     res = f"{_GEN}.colocated.resources"
     if policy_nodes == 1:
         engine_gpus = r.int(f"{res}.gpus_per_node")
@@ -296,7 +477,10 @@ def _devices(
                 + (f" ({single} for the reward model)" if single else ""),
                 field=f"{res}.gpus_per_node", value=engine_gpus, file=r.file,
             )  # fmt: skip
-        return gpus(0, 1, 0, train_gpus), gpus(0, 1, train_gpus, engine_gpus), rm_devices
+        return (
+            gpus(0, 1, 0, train_gpus), gpus(0, 1, train_gpus, engine_gpus), rm_devices,
+            teacher_gpus,
+        )  # fmt: skip
     engine_nodes = r.int(f"{res}.num_nodes")
     if engine_nodes >= policy_nodes:
         raise ConfigError(
@@ -310,7 +494,7 @@ def _devices(
             field=f"{res}.gpus_per_node", value=r.get(f"{res}.gpus_per_node"), file=r.file,
         )  # fmt: skip
     train_nodes = policy_nodes - engine_nodes
-    return gpus(0, train_nodes), gpus(train_nodes, engine_nodes), rm_devices
+    return gpus(0, train_nodes), gpus(train_nodes, engine_nodes), rm_devices, teacher_gpus
 
 
 def _trainer(
@@ -453,12 +637,19 @@ def _pipeline(
     reward: str,
     reference: str | None,
     old_logprob: bool,
+    teachers: list[str],
 ) -> dict:
     """NeMo RL's step (grpo.py / ppo.py ``*_train``): the rollout scores each response as it
     ends (``run_multi_turn_rollout`` calls the environment or reward model), then the
     log-prob passes (and PPO's values), then training; the advantages are computed on the
     driver in between, in milliseconds (no stage); the weights go to the engines after
-    training."""
+    training.
+
+    Each distillation teacher (a role of ``teachers``) scores the finished rollouts on its
+    own GPUs, a stage ``ref_logprob_ROLE``: async GRPO's trajectory collector calls it on
+    each scored group before the group enters the replay buffer (trajectory_collector.py
+    ``_enqueue_rollout_group``), and the OPD advantage subtracts the student's log-probs
+    from its (grpo.py ``async_grpo_train``), so training waits on both."""
 
     def stage(name: str, role: str, after: list[str], **extra: Any) -> dict[str, Any]:
         return {"role": role, **DEFAULT_STAGES[name], "after": after, **extra}
@@ -471,9 +662,12 @@ def _pipeline(
         stages["old_logprob"] = stage("old_logprob", "actor_train", ["reward"], needs=["weights"])
     if reference is not None:
         stages["ref_logprob"] = stage("ref_logprob", reference, ["reward"])
+    for role in teachers:
+        stages[f"ref_logprob_{role}"] = stage("ref_logprob", role, ["reward"])
     if "critic" in roles:
         stages["values"] = stage("values", "critic", ["reward"], needs=["weights"])
-    scores = [n for n in ("old_logprob", "ref_logprob", "values") if n in stages] or ["reward"]
+    passes = ("old_logprob", "ref_logprob", *(f"ref_logprob_{t}" for t in teachers), "values")
+    scores = [n for n in passes if n in stages] or ["reward"]
     if "critic" in roles:
         stages["critic_train"] = stage("critic_train", "critic", scores)
     stages["train"] = stage("train", "actor_train", scores)
@@ -481,6 +675,33 @@ def _pipeline(
         "kind": "weight_sync", "from": "actor_train", "to": "actor_infer", "after": ["train"],
     }  # fmt: skip
     return {"mode": mode, "max_staleness": staleness, "stages": stages}
+
+
+def _teacher_roles(
+    r: _Reader,
+    teachers: list[_Teacher],
+    devices: list[list[int]],
+    fp8: bool,
+    taken: set[str],
+) -> dict[str, dict[str, Any]]:
+    """A GPU role ``teacher_ALIAS`` per teacher on its own GPUs, one Megatron worker per GPU:
+    its checkpoint (``model`` where it is not the policy's), its parallel sizes, FP8 when
+    the policy's Megatron runs it (the teacher takes the policy's ``megatron_cfg``; NeMo RL
+    reads no teacher's ``precision``)."""
+    roles: dict[str, dict[str, Any]] = {}
+    for teacher, gpus in zip(teachers, devices, strict=True):
+        name = "teacher_" + re.sub(r"[^\w.-]", "_", teacher.alias)  # a stage name's characters
+        while name in taken or name in roles:
+            name += "_"
+        role = gpu_role(tuple(gpus), 1, "reference")
+        if teacher.parallel:
+            role["parallel"] = teacher.parallel
+        if fp8:
+            role["precision"] = "fp8"
+        if teacher.model != r.get("policy.model_name"):
+            role["model"] = teacher.model
+        roles[name] = role
+    return roles
 
 
 def _reward_workers(r: _Reader) -> int:
@@ -582,7 +803,9 @@ def to_native(
             field=f"{_GEN}.colocated.enabled", value=True, file=file,
         )  # fmt: skip
     rm = _reward_model(r)
-    train_gpus, engine_gpus, rm_gpus = _devices(r, cluster, colocated, rm)
+    teachers = _teachers(r, algo, cluster.gpus_per_node)
+    _check_opd_advantage(r, algo, teachers)
+    train_gpus, engine_gpus, rm_gpus, teacher_gpus = _devices(r, cluster, colocated, rm, teachers)
     tp, pp = (
         r.size(f"{_VLLM}.tensor_parallel_size") or 1,
         r.size(f"{_VLLM}.pipeline_parallel_size") or 1,
@@ -647,6 +870,8 @@ def to_native(
         if isinstance(value_model, str) and value_model != r.get("policy.model_name"):
             critic["model"] = value_model
         roles["critic"] = critic
+    teacher_roles = _teacher_roles(r, teachers, teacher_gpus, fp8, taken=set(roles))
+    roles |= teacher_roles
     if rm:
         scorer = gpu_role(tuple(rm_gpus), 1, "reward")
         rm_tp = r.size("env.reward_model.dtensor_cfg.tensor_parallel_size")
@@ -669,6 +894,8 @@ def to_native(
         "pipeline": _pipeline(
             roles, mode, staleness, reward="reward" if rm else "rewards",
             reference=reference, old_logprob=_old_logprob(r, algo),
+            # Sync GRPO reserves the teachers but never calls them (grpo_train gets none).
+            teachers=list(teacher_roles) if async_on else [],
         ),
     }  # fmt: skip
     model = r.get("policy.model_name")
