@@ -59,7 +59,7 @@ class NativeForm:
     file: str
     """The file it came from (named in every error)."""
     fmt: str
-    """The file's format: ``native``, ``roll``, ``rlinf``, ``verl`` or ``nemo_rl``."""
+    """The file's format: ``native``, ``roll``, ``rlinf``, ``verl``, ``nemo_rl`` or ``openrlhf``."""
     file_devices: dict[str, int]
     """Each role's GPU count as the file gives it (stage seconds are measured there)."""
     defaults_note: str | None
@@ -112,9 +112,11 @@ def load_config(
     """Read, convert, override and check a config file.
 
     Args:
-        path: a native, ROLL, RLinf, verl-style or NeMo RL YAML file.
+        path: a native, ROLL, RLinf, verl-style or NeMo RL YAML file, or a verl or
+            OpenRLHF launch script.
         overrides: ``KEY=VALUE`` strings with dotted keys (see :func:`load_native`).
-        format: ``native``, ``roll``, ``rlinf``, ``verl`` or ``nemo_rl``; detected when None.
+        format: ``native``, ``roll``, ``rlinf``, ``verl``, ``nemo_rl`` or ``openrlhf``;
+            detected when None (an OpenRLHF launch script: ``openrlhf``).
         costs: a YAML file with ``stages:`` costs (see :func:`load_native`).
 
     Raises:
@@ -143,13 +145,15 @@ def load_native(
     """Read, convert and override a config file into its native form (not yet checked).
 
     Args:
-        path: a native, ROLL, RLinf, verl-style or NeMo RL YAML file.
+        path: a native, ROLL, RLinf, verl-style or NeMo RL YAML file, or a verl or
+            OpenRLHF launch script.
         overrides: ``KEY=VALUE`` strings with dotted keys. A key whose first part
             is in the file, or (for a ROLL / RLinf / verl / NeMo RL file) is not one of
             ``cluster``, ``roles``, ``pipeline``, applies to the file as
             written; any other applies to the native form (so
             ``pipeline.mode=async`` works on a ROLL file).
-        format: ``native``, ``roll``, ``rlinf``, ``verl`` or ``nemo_rl``; detected when None.
+        format: ``native``, ``roll``, ``rlinf``, ``verl``, ``nemo_rl`` or ``openrlhf``;
+            detected when None (an OpenRLHF launch script: ``openrlhf``).
         costs: a YAML file with ``stages:`` costs (and optional ``states:`` and
             ``cluster:``) merged over an imported config's defaults, or over a
             native file's own values.

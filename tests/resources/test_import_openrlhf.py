@@ -427,3 +427,19 @@ def test_the_cli_estimates_a_script_and_refuses_another_format(tmp_path: Path) -
     wrong = runner.invoke(app, ["validate", str(path), "--format", "verl"])
     assert wrong.exit_code == 2
     assert "--format: is an OpenRLHF launch script" in wrong.output
+
+
+def test_import_corpus_counts_openrlhf_scripts_apart(tmp_path: Path, capsys) -> None:
+    """bench/import_corpus.py: an OpenRLHF script is its own framework, SFT not RL."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "import_corpus", Path(__file__).resolve().parents[2] / "bench" / "import_corpus.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    script(tmp_path, HYBRID, "train_ppo.sh")
+    script(tmp_path, "deepspeed --module openrlhf.cli.train_sft --a 1\n", "train_sft.sh")
+    assert module.main([str(tmp_path), "--set", "cluster.gpu=h100"]) == 0
+    assert "| openrlhf script | 2 | 1 | 1 | 0 | 0 | 0 | 0 |" in capsys.readouterr().out

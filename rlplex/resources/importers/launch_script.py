@@ -1,23 +1,31 @@
-"""Read a verl launch script: the Hydra config it starts and the overrides it passes.
+"""Read a launch script: the verl run (its Hydra config and overrides) or OpenRLHF run it starts.
 
 verl runs are mostly started by a shell script (``examples/grpo_trainer/*.sh``, a
 recipe's ``run_*.sh``) that sets a few variables and runs
 ``python3 -m verl.trainer.main_ppo key=value ...``: the run's config is verl's Hydra
 config (``verl/trainer/config/ppo_trainer.yaml``, or the file ``--config-path`` and
-``--config-name`` name) with those overrides on top. :func:`read_launch` finds that
-command in the script's text, the way a POSIX shell reads it as far as a config needs:
+``--config-name`` name) with those overrides on top. OpenRLHF runs have no config file:
+``python3 -m openrlhf.cli.train_ppo_ray --flag value ...`` is the whole run, its words
+kept in :attr:`Launch.arguments` and read by :func:`flag_arguments` (the ``openrlhf``
+importer reads the flags). :func:`read_launch` finds that command in the script's text,
+the way a POSIX shell reads it as far as a config needs:
 
-- line continuations, comments, single and double quotes;
+- line continuations (inside double quotes too), comments, single and double quotes;
 - ``NAME=value`` (and ``export NAME=value``) assignments, in order, expanded where they
   are used: ``$NAME``, ``${NAME}``, ``${NAME:-default}`` (``-``, ``:=``, ``=``, ``:+``),
   integer ``$((...))`` arithmetic, and ``$(pwd)`` or ``$PWD`` as the folder holding the
   module (verl's scripts run from the repository root). The environment is not read: a variable the
   script does not set stays as written (``$MODEL_PATH``), and so does any other command
   substitution; ``$@`` and other positional parameters are empty;
-- the first command that runs a Python module of ``verl`` or ``recipe`` (or a
-  ``main_*.py`` file) with ``python``/``python3`` or ``torchrun`` anywhere in it (after
-  ``env``, ``ray job submit ... --``, ``nohup`` ...); its ``key=value``, ``+key=value`` and
-  ``++key=value`` arguments are the overrides (``~key`` deletions are skipped).
+- here-documents: their lines are text, not commands, and ``read -r -d '' NAME <<EOF``
+  assigns the text to ``NAME`` (OpenRLHF's SFT/DPO scripts, then ``deepspeed --module
+  $NAME``);
+- the first command that runs a Python module of ``verl``, ``recipe`` or ``openrlhf``
+  (or a verl ``main_*.py`` file) with ``python``/``python3``, ``torchrun`` or
+  ``deepspeed --module`` anywhere in it (after ``env``, ``ray job submit ... --``,
+  ``nohup`` ...), also inside a ``bash -c "..."`` string (``srun ... bash -c``); verl's
+  ``key=value``, ``+key=value`` and ``++key=value`` arguments are the overrides (``~key``
+  deletions are skipped).
 
 Control flow is not followed: assignments inside ``if`` or ``for`` bodies count in the
 order they are written, and a script that launches several runs gives its first.
