@@ -397,6 +397,11 @@ def test_non_rl_entry_points_are_refused(tmp_path: Path) -> None:
             "--data.max_len: must be more than --rollout.max_new_tokens (4096): it bounds prompt and response together (got 2048)",
         ),
         (
+            "--critic.num_nodes 1",
+            "--critic.num_nodes 2",
+            "--critic.num_gpus_per_node: x --critic.num_nodes is 16 GPUs, more than the 8 of the actor GPUs it shares with --train.colocate_all (Ray cannot place it) (got 8)",
+        ),
+        (
             "--actor.num_nodes 1",
             "--actor_num_nodes 1",
             "--actor_num_nodes: is OpenRLHF's spelling before the dotted flags (ed62d0e2, 2026-04-19), --ref.num_nodes that of the releases since; no release takes both: write --actor.num_nodes",

@@ -443,7 +443,34 @@ def _placement(f: _Flags, models: dict[str, bool], engine_gpus: int) -> _Placeme
             p.put(role, role, gpus)
         else:
             p.put(role, group, gpus)
+    _check_shared(f, p)
     return p
+
+
+_GROUP_OF = {"reference": "ref", "critic": "critic", "reward": "reward"}
+"""The OpenRLHF flag group of each rlplex role that may sit on another's GPUs."""
+
+
+def _check_shared(f: _Flags, p: _Placement) -> None:
+    """A model placed on another's group takes its first bundles; Ray cannot place one
+    with more GPUs than the group has."""
+    for role, (group, gpus) in p.on.items():
+        owner = _GROUP_OF.get(role)
+        if owner is None or group == role or gpus <= sum(p.groups[group]):
+            continue
+        flag = f.field(
+            "train.colocate_critic_reward" if group == "critic" else "train.colocate_all"
+        )
+        if group == "actor" and not f.switch("train.colocate_all"):
+            flag = f.field("train.colocate_actor_ref")
+        raise ConfigError(
+            f"x {f.field(f'{owner}.num_nodes')} is {gpus} GPUs, more than the"
+            f" {sum(p.groups[group])} of the {_GROUP_OF.get(group, group)} GPUs it shares"
+            f" with {flag} (Ray cannot place it)",
+            field=f.field(f"{owner}.num_gpus_per_node"),
+            value=f.raw(f"{owner}.num_gpus_per_node", 8),
+            file=f.file,
+        )
 
 
 def _engine_entries(gpus: int, tp: int, per_node: int) -> list[int]:
@@ -664,11 +691,6 @@ def to_native(
             continue
         group, gpus = placement.on[name]
         devices = placed[group]
-        if gpus > len(devices):
-            raise ConfigError(
-                f"puts {gpus} GPUs on the {len(devices)} of the group it shares ({group}'s)",
-                field=f.field(fields[name]), value=f.raw(fields[name], 8), file=f.file,
-            )  # fmt: skip
         devices = devices[:gpus]
         per_worker = tp if name == "actor_infer" else 1
         check_worker_layout(name, devices, per_worker, cluster, file, field=f.field(fields[name]))
