@@ -3,7 +3,8 @@
 A user with a folder of ROLL, RLinf, verl or NeMo RL configs can check all of them at
 once: each ``*.yaml`` / ``*.yml`` file is read with :func:`rlplex.config.load_config`
 (the framework detected per file, or given with ``--format``), and each ``*.sh`` /
-``*.bash`` file as a verl launch script (framework ``verl script``), and counted as
+``*.bash`` file as a launch script (framework ``verl script``, or ``openrlhf script`` for
+one that runs ``openrlhf.cli.*``), and counted as
 
 - ``accepted``: read into roles, devices and a pipeline;
 - ``not RL``: refused because it is not an RL step (SFT, DPO, evaluation,
@@ -50,12 +51,28 @@ STATUSES = ("accepted", "not RL", "refused", "unrecognised", "crashed", "plan fa
 
 SCRIPT = "verl script"
 """The framework column of a launch script (``*.sh``: a verl run's command line)."""
+OPENRLHF_SCRIPT = "openrlhf script"
+"""The framework column of a launch script running OpenRLHF (``openrlhf.cli.*``)."""
+
+
+def _script_framework(path: Path) -> str:
+    """``openrlhf script`` for a script whose first trainer command is OpenRLHF's, else
+    ``verl script`` (also for one that runs neither: counted as unrecognised)."""
+    try:
+        from rlplex.resources.importers.launch_script import is_openrlhf_module, script_launch
+    except ImportError:  # an rlplex before the OpenRLHF importer (to measure a baseline)
+        return SCRIPT
+    try:
+        launch = script_launch(path)
+    except ConfigError:
+        return SCRIPT
+    return OPENRLHF_SCRIPT if is_openrlhf_module(launch.module) else SCRIPT
 
 
 def _framework(path: Path, given: str | None) -> str:
     """The format the file is read as: given, else detected (``native`` = unrecognised)."""
     if is_launch_script(path):
-        return SCRIPT
+        return _script_framework(path)
     if given:
         return given
     try:
@@ -97,7 +114,8 @@ def check_file(
         row["status"] = "unrecognised"
         return row
     try:
-        cfg = load_config(path, format=None if fmt == SCRIPT else fmt, overrides=overrides)
+        script = fmt in (SCRIPT, OPENRLHF_SCRIPT)
+        cfg = load_config(path, format=None if script else fmt, overrides=overrides)
     except ConfigError as exc:
         message = str(exc)
         row["status"] = "not RL" if "not an RL training step" in message else "refused"

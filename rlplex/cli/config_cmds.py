@@ -110,7 +110,8 @@ def dag(
     config_format: Annotated[
         str | None,
         typer.Option(
-            "--config-format", help="Read the file as native, roll, rlinf, verl or nemo_rl."
+            "--config-format",
+            help="Read the file as native, roll, rlinf, verl, nemo_rl or openrlhf.",
         ),
     ] = None,
     costs: CostsOpt = None,

@@ -29,7 +29,7 @@ FormatOpt = Annotated[
     str | None,
     typer.Option(
         "--format",
-        help="Read the file as native, roll, rlinf, verl or nemo_rl (default: detected).",
+        help="Read the file as native, roll, rlinf, verl, nemo_rl or openrlhf (default: detected).",
     ),
 ]
 CostsOpt = Annotated[
@@ -96,7 +96,7 @@ SkipBadOpt = Annotated[
 ConfigFormatOpt = Annotated[
     str | None,
     typer.Option(
-        "--config-format", help="Read the config as native, roll, rlinf, verl or nemo_rl."
+        "--config-format", help="Read the config as native, roll, rlinf, verl, nemo_rl or openrlhf."
     ),
 ]
 
@@ -108,7 +108,7 @@ class ConfigOptions:
     overrides: tuple[str, ...] = ()
     """``--set KEY=VALUE`` items, in order."""
     format: str | None = None
-    """``--format``: native, roll, rlinf, verl or nemo_rl; None: detected."""
+    """``--format``: native, roll, rlinf, verl, nemo_rl or openrlhf; None: detected."""
     costs: Path | None = None
     """``--costs FILE``."""
 
@@ -199,7 +199,7 @@ class RecordOptions:
     skip_bad_lines: bool = False
     """``--skip-bad-lines``: skip malformed log lines (counted) instead of refusing the file."""
     config_format: str | None = None
-    """``--config-format``: native, roll, rlinf, verl or nemo_rl; None: detected."""
+    """``--config-format``: native, roll, rlinf, verl, nemo_rl or openrlhf; None: detected."""
     costs: Path | None = None
     """``--costs FILE``, merged into every config read."""
 

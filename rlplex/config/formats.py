@@ -1,10 +1,10 @@
 """The formats a config file may be written in, and the registry that converts them.
 
-A ROLL, RLinf, verl or NeMo RL file is turned into the native dict form by its
-importer (:mod:`rlplex.resources.importers`); :data:`IMPORTERS` names them, so
-adding a format is one entry here, and every import is an ordinary one that
-the package-order test sees. :func:`detect_format` guesses the format from a
-file's keys.
+A ROLL, RLinf, verl or NeMo RL file (or an OpenRLHF launch script's flags) is turned
+into the native dict form by its importer (:mod:`rlplex.resources.importers`);
+:data:`IMPORTERS` names them, so adding a format is one entry here, and every import is
+an ordinary one that the package-order test sees. :func:`detect_format` guesses the
+format from a file's keys (an OpenRLHF script is known by its command instead).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from rlplex.errors import ConfigError, pydantic_message
-from rlplex.resources.importers import nemo_rl, rlinf, roll, verl
+from rlplex.resources.importers import nemo_rl, openrlhf, rlinf, roll, verl
 from rlplex.resources.importers.common import apply_costs
 
 ToNative = Callable[..., dict[str, Any]]
@@ -26,11 +26,12 @@ IMPORTERS: dict[str, ToNative] = {
     "rlinf": rlinf.to_native,
     "verl": verl.to_native,
     "nemo_rl": nemo_rl.to_native,
+    "openrlhf": openrlhf.to_native,
 }
 """The converter of each format other than native, by format name."""
 
 
-ConfigFormat = Literal["native", "roll", "rlinf", "verl", "nemo_rl"]
+ConfigFormat = Literal["native", "roll", "rlinf", "verl", "nemo_rl", "openrlhf"]
 FORMATS: tuple[str, ...] = ("native", *IMPORTERS)
 """Every format ``--format`` accepts (the same names as :data:`ConfigFormat`)."""
 

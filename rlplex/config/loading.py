@@ -59,7 +59,7 @@ class NativeForm:
     file: str
     """The file it came from (named in every error)."""
     fmt: str
-    """The file's format: ``native``, ``roll``, ``rlinf``, ``verl`` or ``nemo_rl``."""
+    """The file's format: ``native``, ``roll``, ``rlinf``, ``verl``, ``nemo_rl`` or ``openrlhf``."""
     file_devices: dict[str, int]
     """Each role's GPU count as the file gives it (stage seconds are measured there)."""
     defaults_note: str | None
@@ -89,6 +89,9 @@ def raw_file(path: str | Path, overrides: Sequence[str] = ()) -> Any:
         from rlplex.resources.importers.compose import compose
         from rlplex.resources.importers.launch_script import launch_config
 
+        openrlhf = _openrlhf_flags(Path(path))
+        if openrlhf is not None:
+            return apply_overrides(openrlhf[1], list(overrides))
         config, written = launch_config(Path(path))
         data = load_yaml_file(config)
         if not isinstance(data, dict):
@@ -109,9 +112,11 @@ def load_config(
     """Read, convert, override and check a config file.
 
     Args:
-        path: a native, ROLL, RLinf, verl-style or NeMo RL YAML file.
+        path: a native, ROLL, RLinf, verl-style or NeMo RL YAML file, or a verl or
+            OpenRLHF launch script.
         overrides: ``KEY=VALUE`` strings with dotted keys (see :func:`load_native`).
-        format: ``native``, ``roll``, ``rlinf``, ``verl`` or ``nemo_rl``; detected when None.
+        format: ``native``, ``roll``, ``rlinf``, ``verl``, ``nemo_rl`` or ``openrlhf``;
+            detected when None (an OpenRLHF launch script: ``openrlhf``).
         costs: a YAML file with ``stages:`` costs (see :func:`load_native`).
 
     Raises:
@@ -140,13 +145,15 @@ def load_native(
     """Read, convert and override a config file into its native form (not yet checked).
 
     Args:
-        path: a native, ROLL, RLinf, verl-style or NeMo RL YAML file.
+        path: a native, ROLL, RLinf, verl-style or NeMo RL YAML file, or a verl or
+            OpenRLHF launch script.
         overrides: ``KEY=VALUE`` strings with dotted keys. A key whose first part
             is in the file, or (for a ROLL / RLinf / verl / NeMo RL file) is not one of
             ``cluster``, ``roles``, ``pipeline``, applies to the file as
             written; any other applies to the native form (so
             ``pipeline.mode=async`` works on a ROLL file).
-        format: ``native``, ``roll``, ``rlinf``, ``verl`` or ``nemo_rl``; detected when None.
+        format: ``native``, ``roll``, ``rlinf``, ``verl``, ``nemo_rl`` or ``openrlhf``;
+            detected when None (an OpenRLHF launch script: ``openrlhf``).
         costs: a YAML file with ``stages:`` costs (and optional ``states:`` and
             ``cluster:``) merged over an imported config's defaults, or over a
             native file's own values.
@@ -168,9 +175,13 @@ def _load_launch_script(
 ) -> NativeForm:
     """A verl launch script: its Hydra config with the script's overrides as the file as
     written (so they are never reported unread), then ``overrides``; errors name the
-    script (:mod:`rlplex.resources.importers.launch_script`)."""
+    script (:mod:`rlplex.resources.importers.launch_script`). An OpenRLHF one: its flags
+    (:func:`_load_openrlhf`)."""
     from rlplex.resources.importers.launch_script import launch_config
 
+    openrlhf = _openrlhf_flags(script)
+    if openrlhf is not None:
+        return _load_openrlhf(script, openrlhf, overrides=overrides, format=format, costs=costs)
     config, written = launch_config(script)
     try:
         form = _load_file(config, overrides=overrides, format=format, costs=costs, written=written)
@@ -186,6 +197,48 @@ def _load_launch_script(
     return NativeForm(
         form.data, str(script), form.fmt, form.file_devices, form.defaults_note, form.unread,
         base_dir=launch_root(script),
+    )  # fmt: skip
+
+
+def _openrlhf_flags(script: Path) -> tuple[str | None, dict[str, Any]] | None:
+    """(the folder the script runs from, its flags nested at their dots) when a launch
+    script runs OpenRLHF (:func:`rlplex.resources.importers.openrlhf.script_data`); None
+    when it runs verl.
+
+    Raises:
+        ConfigError: the script cannot be read, runs neither, or runs an OpenRLHF entry
+            point other than ``train_ppo_ray`` (SFT, DPO ... are refused as not RL).
+    """
+    from rlplex.resources.importers import openrlhf
+    from rlplex.resources.importers.launch_script import is_openrlhf_module, script_launch
+
+    launch = script_launch(script)
+    if not is_openrlhf_module(launch.module):
+        return None
+    return launch.root, openrlhf.script_data(launch, file=str(script))
+
+
+def _load_openrlhf(
+    script: Path,
+    flags: tuple[str | None, dict[str, Any]],
+    *,
+    overrides: Sequence[str],
+    format: str | None,
+    costs: str | Path | None,
+) -> NativeForm:
+    """An OpenRLHF launch script: its flags are the file as written (``--set
+    vllm.num_engines=8`` reaches them), read by the ``openrlhf`` importer; errors name the
+    script and the flag."""
+    if format not in (None, "openrlhf"):
+        raise ConfigError(
+            "is an OpenRLHF launch script: it is read as openrlhf (leave --format out)",
+            field="--format", value=format, file=str(script),
+        )  # fmt: skip
+    root, data = flags
+    form = _load_file(script, overrides=overrides, format="openrlhf", costs=costs, data=data)
+    return NativeForm(
+        form.data, form.file, form.fmt, form.file_devices, form.defaults_note, form.unread,
+        base_dir=root,
     )  # fmt: skip
 
 
@@ -212,11 +265,13 @@ def _load_file(
     format: str | None = None,
     costs: str | Path | None = None,
     written: Sequence[str] = (),
+    data: dict[str, Any] | None = None,
 ) -> NativeForm:
     """:func:`load_native` of a YAML file; ``written``: overrides that count as part of it
-    (a launch script's)."""
+    (a launch script's); ``data``: the file's content when it is read otherwise (an
+    OpenRLHF script's flags)."""
     file = str(path)
-    data = load_yaml_file(path)
+    data = load_yaml_file(path) if data is None else data
     if not isinstance(data, dict):
         raise ConfigError("the config must be a mapping", value=data, file=file)
     if written:

@@ -57,7 +57,7 @@ def test_dag_out_suffix_decides_without_format(tmp_path: Path) -> None:
     assert invoke("dag", EXAMPLES / "ppo.yaml").stdout.startswith("flowchart LR")
 
 
-BAD = "unknown format (expected one of: native, roll, rlinf, verl, nemo_rl) (got 'foo')"
+BAD = "unknown format (expected one of: native, roll, rlinf, verl, nemo_rl, openrlhf) (got 'foo')"
 RECORD = (RECORDS / "verl_quickstart.jsonl", "-c", RECORDS / "verl_quickstart.yaml")
 
 

@@ -18,6 +18,7 @@ from rlplex.cli import app
 from rlplex.config import load_config
 from rlplex.errors import ConfigError
 from rlplex.resources.importers.launch_script import (
+    flag_arguments,
     is_launch_script,
     launch_config,
     read_launch,
@@ -388,3 +389,56 @@ def test_import_corpus_reads_launch_scripts(
     rows = {Path(r["file"]).name: r for r in json.loads(out.read_text())}
     assert rows["run.sh"]["roles"].startswith("actor_train:8/1")
     assert "runs no verl trainer" in rows["prep.sh"]["reason"]
+
+
+def test_an_openrlhf_command_keeps_its_words() -> None:
+    launch = read_launch(
+        'MODEL=Qwen/Qwen3-4B\nray job submit --address="http://127.0.0.1:8265" \\\n'
+        "   -- python3 -m openrlhf.cli.train_ppo_ray --actor.model_name_or_path $MODEL \\\n"
+        "   --train.colocate_all --eval.steps -1 2>&1 | tee log.txt\n",
+        file="run.sh",
+    )
+    assert (launch.module, launch.line, launch.overrides) == ("openrlhf.cli.train_ppo_ray", 2, ())
+    assert launch.arguments == (
+        "--actor.model_name_or_path", "Qwen/Qwen3-4B", "--train.colocate_all", "--eval.steps",
+        "-1", "2>",
+    )  # fmt: skip
+    program = read_launch("python openrlhf/cli/train_ppo_ray.py --x 1\n", file="run.sh")
+    assert program.module == "openrlhf.cli.train_ppo_ray" and program.arguments == ("--x", "1")
+    sft = read_launch("deepspeed --num_gpus 8 --module openrlhf.cli.train_sft --a 1\n", file="r.sh")
+    assert sft.module == "openrlhf.cli.train_sft"
+
+
+def test_flag_arguments_as_argparse_takes_them() -> None:
+    words = [
+        "--a", "1", "--b=2", "--switch", "--pair", "0.2", "0.27", "--neg", "-1", "--a", "3",
+        "--last", "x", ">", "log.txt", "2>",
+    ]  # fmt: skip
+    assert flag_arguments(words) == {
+        "a": "3", "b": "2", "switch": True, "pair": ["0.2", "0.27"], "neg": "-1", "last": "x",
+    }  # fmt: skip
+
+
+def test_a_command_inside_bash_c_is_found() -> None:
+    launch = read_launch(
+        'srun --overlap -w "$node_1" bash -c "pip install ray \\\n'
+        '&& ray job submit --runtime-env-json=\'{\\"working_dir\\": \\"/openrlhf\\"}\' \\\n'
+        "    -- python3 -m openrlhf.cli.train_ppo_ray \\\n    --actor.num_nodes 2 \\\n"
+        '    --logger.wandb.key {token}" &>> log\n',
+        file="slurm.sh",
+    )
+    # a backslash-newline inside double quotes is no character, as the shell reads it
+    assert launch.arguments == ("--actor.num_nodes", "2", "--logger.wandb.key", "{token}")
+
+
+def test_a_here_document_read_into_a_variable() -> None:
+    launch = read_launch(
+        "X=4\nread -r -d '' commands <<EOF\nopenrlhf.cli.train_dpo \\\n   --ds.zero_stage $X\nEOF\n"
+        "cat > notes.py << 'END'\npython3 -m verl.trainer.main_ppo a=1\nEND\n"
+        "deepspeed --module $commands\n",
+        file="dpo.sh",
+    )
+    # the second document is a file's text, not commands: its verl line is not the run
+    assert (launch.module, launch.arguments, launch.line) == (
+        "openrlhf.cli.train_dpo", ("--ds.zero_stage", "4"), 9,
+    )  # fmt: skip

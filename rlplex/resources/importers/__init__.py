@@ -1,1 +1,2 @@
-"""Importers of other frameworks' configs (ROLL, RLinf, verl, NeMo RL) into the native form."""
+"""Importers of other frameworks' configs (ROLL, RLinf, verl, NeMo RL; OpenRLHF's launch
+scripts) into the native form."""

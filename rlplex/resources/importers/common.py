@@ -331,6 +331,16 @@ def get_path(data: Mapping[str, Any], path: str, default: Any = None) -> Any:
     return node
 
 
+def model_path(value: Any) -> str | None:
+    """A model path rlplex can resolve: None for an unresolved interpolation (Hydra's
+    ``${actor_rollout_ref.model.path}``, a launch script's unset ``${MODEL_PATH}``); a path
+    whose folder alone is unset (``${DATA_HOME}/models/Qwen3-30B-A3B``) keeps its name, which
+    a preset can match."""
+    if not isinstance(value, str) or not value:
+        return None
+    return None if "$" in value.rstrip("/").rsplit("/", 1)[-1] else value
+
+
 def positive_int(value: Any, *, field: str, file: str, hint: str = "") -> int:
     """An integer in 1..MAX_GPUS from an imported file, or a ConfigError naming the field.
 

@@ -1,23 +1,31 @@
-"""Read a verl launch script: the Hydra config it starts and the overrides it passes.
+"""Read a launch script: the verl run (its Hydra config and overrides) or OpenRLHF run it starts.
 
 verl runs are mostly started by a shell script (``examples/grpo_trainer/*.sh``, a
 recipe's ``run_*.sh``) that sets a few variables and runs
 ``python3 -m verl.trainer.main_ppo key=value ...``: the run's config is verl's Hydra
 config (``verl/trainer/config/ppo_trainer.yaml``, or the file ``--config-path`` and
-``--config-name`` name) with those overrides on top. :func:`read_launch` finds that
-command in the script's text, the way a POSIX shell reads it as far as a config needs:
+``--config-name`` name) with those overrides on top. OpenRLHF runs have no config file:
+``python3 -m openrlhf.cli.train_ppo_ray --flag value ...`` is the whole run, its words
+kept in :attr:`Launch.arguments` and read by :func:`flag_arguments` (the ``openrlhf``
+importer reads the flags). :func:`read_launch` finds that command in the script's text,
+the way a POSIX shell reads it as far as a config needs:
 
-- line continuations, comments, single and double quotes;
+- line continuations (inside double quotes too), comments, single and double quotes;
 - ``NAME=value`` (and ``export NAME=value``) assignments, in order, expanded where they
   are used: ``$NAME``, ``${NAME}``, ``${NAME:-default}`` (``-``, ``:=``, ``=``, ``:+``),
   integer ``$((...))`` arithmetic, and ``$(pwd)`` or ``$PWD`` as the folder holding the
   module (verl's scripts run from the repository root). The environment is not read: a variable the
   script does not set stays as written (``$MODEL_PATH``), and so does any other command
   substitution; ``$@`` and other positional parameters are empty;
-- the first command that runs a Python module of ``verl`` or ``recipe`` (or a
-  ``main_*.py`` file) with ``python``/``python3`` or ``torchrun`` anywhere in it (after
-  ``env``, ``ray job submit ... --``, ``nohup`` ...); its ``key=value``, ``+key=value`` and
-  ``++key=value`` arguments are the overrides (``~key`` deletions are skipped).
+- here-documents: their lines are text, not commands, and ``read -r -d '' NAME <<EOF``
+  assigns the text to ``NAME`` (OpenRLHF's SFT/DPO scripts, then ``deepspeed --module
+  $NAME``);
+- the first command that runs a Python module of ``verl``, ``recipe`` or ``openrlhf``
+  (or a verl ``main_*.py`` file) with ``python``/``python3``, ``torchrun`` or
+  ``deepspeed --module`` anywhere in it (after ``env``, ``ray job submit ... --``,
+  ``nohup`` ...), also inside a ``bash -c "..."`` string (``srun ... bash -c``); verl's
+  ``key=value``, ``+key=value`` and ``++key=value`` arguments are the overrides (``~key``
+  deletions are skipped).
 
 Control flow is not followed: assignments inside ``if`` or ``for`` bodies count in the
 order they are written, and a script that launches several runs gives its first.
@@ -49,6 +57,11 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _OVERRIDE = re.compile(r"^(\+\+|\+)?([A-Za-z_][\w.@/-]*)=(.*)$", re.S)
 _MODULE_ROOTS = ("verl.", "recipe.")
+OPENRLHF_ROOT = "openrlhf."
+"""OpenRLHF's package: ``python3 -m openrlhf.cli.train_ppo_ray --flag value ...``."""
+_OPENRLHF_PROGRAM = re.compile(r"(?:^|/)openrlhf/cli/([A-Za-z_][A-Za-z0-9_]*)\.py$")
+_LAUNCHERS = ("python", "torchrun", "deepspeed")
+"""Programs that run a trainer's module (``deepspeed --module``: OpenRLHF's SFT scripts)."""
 _NOT_RL_ENTRIES = {
     "main_generation": "generation",
     "main_generation_server": "generation",
@@ -89,6 +102,9 @@ class Launch:
     """1-based line of the script where the command starts."""
     root: str | None = None
     """The folder ``$(pwd)`` stood for (the module's root), if one was given."""
+    arguments: tuple[str, ...] = ()
+    """An OpenRLHF command's words after its module, as the shell passes them (its flags:
+    :func:`flag_arguments`); empty for verl's."""
 
 
 Value = str | list[str]
@@ -181,6 +197,8 @@ class _Words:
             if c == "\\" and t[self.i + 1 : self.i + 2] in ('"', "\\", "$", "`"):
                 parts.append(t[self.i + 1])
                 self.i += 2
+            elif c == "\\" and t[self.i + 1 : self.i + 2] == "\n":
+                self.i += 2  # a line continuation inside the quotes: gone, as the shell does
             elif c == "$":
                 parts.append(self._dollar(quoted=True) or "")
             else:
@@ -334,6 +352,22 @@ class _Words:
             return literal
         return _pattern_operation(text, rest) or literal
 
+    def heredoc(self) -> str:
+        """The text expanded as a here-document's body: ``$`` expansions as between double
+        quotes (``\\$``, ``\\\\`` and ``\\``` escaped), quotes kept as they are."""
+        t, parts = self.text, []
+        while self.i < len(t):
+            c = t[self.i]
+            if c == "\\" and t[self.i + 1 : self.i + 2] in ("$", "\\", "`"):
+                parts.append(t[self.i + 1])
+                self.i += 2
+            elif c == "$":
+                parts.append(self._dollar(quoted=True) or "")
+            else:
+                parts.append(c)
+                self.i += 1
+        return "".join(parts)
+
     def joined(self) -> str:
         """The text expanded as one word (the ``word`` of ``${NAME:-word}``)."""
         return " ".join(w for w in self.words() if w is not None)
@@ -461,10 +495,25 @@ def _arithmetic(expression: str, lookup: Callable[[str], Value | None]) -> int |
         return None
 
 
-def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(1-based first line, text) of each logical line: backslash continuations joined, a
-    quoted string or an array ``NAME=(...)`` spanning lines kept whole, comments dropped (a
-    backslash ending a comment continues nothing)."""
+_HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
+"""A here-document's redirection (``<<EOF``, ``<<-EOF``, ``<<'EOF'``; not a ``<<<`` here-string)."""
+
+
+@dataclass(frozen=True)
+class _HereDoc:
+    """The body of a logical line's here-document."""
+
+    text: str
+    """The lines between the redirection and the delimiter, each ending in a newline."""
+    quoted: bool
+    """The delimiter was quoted: the body is taken as written, not expanded."""
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str, _HereDoc | None]]:
+    """(1-based first line, text, here-document) of each logical line: backslash
+    continuations joined, a quoted string or an array ``NAME=(...)`` spanning lines kept
+    whole, comments dropped (a backslash ending a comment continues nothing); the lines of
+    a here-document (``read -r -d '' NAME <<EOF`` ... ``EOF``) are its body, not commands."""
     text = text.replace("\r\n", "\n")
     out: list[str] = []
     line, start, i = 1, 1, 0
@@ -498,8 +547,14 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
         elif c == ")" and parens:
             parens -= 1
         elif c == "\n" and not parens:
-            yield start, "".join(out)
-            out, line, i = [], line + 1, i + 1
+            logical = "".join(out)
+            here = _HEREDOC.search(logical)
+            body: _HereDoc | None = None
+            i, line = i + 1, line + 1
+            if here:
+                body, i, line = _heredoc_body(text, i, line, here)
+            yield start, logical, body
+            out = []
             start = line
             continue
         if c == "\n":
@@ -508,7 +563,23 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
         out.append(c)
         i += 1
     if out:
-        yield start, "".join(out)
+        yield start, "".join(out), None
+
+
+def _heredoc_body(text: str, i: int, line: int, here: re.Match[str]) -> tuple[_HereDoc, int, int]:
+    """The here-document starting at ``text[i]`` (line ``line``): its body, and where the
+    text goes on after its delimiter (index and line). ``<<-`` strips leading tabs."""
+    strip_tabs, quoted, delimiter = here.group(1) == "-", bool(here.group(2)), here.group(3)
+    body: list[str] = []
+    while i < len(text):
+        end = text.find("\n", i)
+        end = len(text) if end < 0 else end
+        raw = text[i:end]
+        i, line = end + 1, line + 1
+        if (raw.lstrip("\t") if strip_tabs else raw) == delimiter:
+            break
+        body.append((raw.lstrip("\t") if strip_tabs else raw) + "\n")
+    return _HereDoc("".join(body), quoted), i, line
 
 
 def _commands(words: list[str | None]) -> Iterator[list[str]]:
@@ -526,23 +597,82 @@ def _commands(words: list[str | None]) -> Iterator[list[str]]:
 
 
 def _python_target(words: list[str]) -> tuple[str | None, str | None, int] | None:
-    """(module, program, index of its first argument) when ``words`` run verl's Python."""
+    """(module, program, index of its first argument) when ``words`` run verl's or
+    OpenRLHF's Python: ``python``/``torchrun`` ``-m MODULE``, ``deepspeed --module MODULE``,
+    a verl ``main_*.py`` or an OpenRLHF ``openrlhf/cli/NAME.py`` (as its module)."""
     for i, word in enumerate(words):
         # an interpreter named by a variable whose value is not known ($PYTHON) counts too
-        if not (Path(word).name.startswith(("python", "torchrun")) or word.startswith("$")):
+        if not (Path(word).name.startswith(_LAUNCHERS) or word.startswith("$")):
             continue
         rest = words[i + 1 :]
         for j, arg in enumerate(rest):
-            if arg == "-m" and j + 1 < len(rest):
+            if arg in ("-m", "--module") and j + 1 < len(rest):
                 module = rest[j + 1]
-                if module.startswith(_MODULE_ROOTS):
+                if module.startswith((*_MODULE_ROOTS, OPENRLHF_ROOT)):
                     return module, None, i + j + 3
                 break
             if arg.endswith(".py"):
                 if Path(arg).name.startswith("main_"):
                     return None, arg, i + j + 2
+                cli = _OPENRLHF_PROGRAM.search(arg)
+                if cli:
+                    return OPENRLHF_ROOT + "cli." + cli.group(1), None, i + j + 2
                 break
     return None
+
+
+def _subshell(words: list[str]) -> str | None:
+    """The script a ``bash -c SCRIPT`` (``sh -c``) command runs, wherever it sits in the
+    command (after ``srun ...``, ``docker exec ...``), or None."""
+    for i, word in enumerate(words[:-2]):
+        if Path(word).name in ("bash", "sh") and words[i + 1] == "-c":
+            return words[i + 2]
+    return None
+
+
+_READ_OPERANDS = frozenset("adinNptu")
+"""``read``'s options that take an operand (``-d ''``, ``-p PROMPT`` ...)."""
+
+
+def _read_names(words: list[str]) -> tuple[list[str], bool]:
+    """The variables a ``read`` command assigns, and whether it reads to the end of its
+    input (``-d ''``) rather than one line."""
+    names: list[str] = []
+    whole, k = False, 1
+    while k < len(words):
+        word = words[k]
+        if word.startswith("<"):
+            break  # the here-document's redirection
+        if word.startswith("-") and len(word) > 1 and not names:
+            letters = word[1:]
+            if letters[-1] in _READ_OPERANDS:
+                operand = words[k + 1] if k + 1 < len(words) else None
+                whole = whole or (letters[-1] == "d" and operand == "")
+                k += 1
+        elif _NAME.fullmatch(word):
+            names.append(word)
+        k += 1
+    return names, whole
+
+
+def _heredoc_read(
+    command: list[str], body: _HereDoc, lookup: Callable[[str], Value | None], root: str | None
+) -> tuple[str, str] | None:
+    """(name, value) of ``read [-r] [-d ''] NAME <<EOF``: the here-document's text (its
+    first line unless ``-d ''``), expanded unless the delimiter is quoted (backslash-newline
+    pairs removed, ``$`` expansions as between double quotes), blanks at both ends trimmed;
+    None for any other command, or a ``read`` of several names (not followed)."""
+    if command[0] != "read":
+        return None
+    names, whole = _read_names(command)
+    if len(names) != 1:
+        return None
+    text = body.text
+    if not body.quoted:
+        text = _Words(text.replace("\\\n", ""), lookup, root).heredoc()
+    if not whole:
+        text = text.split("\n", 1)[0]
+    return names[0], text.strip(" \t\n")
 
 
 _OPENERS = ("if", "case", "for", "while", "until", "select")
@@ -643,7 +773,7 @@ def read_launch(text: str, *, file: str, root: str | None = None) -> Launch:
             return script
         return [script] if name == "BASH_SOURCE" else None
 
-    for number, line in _logical_lines(text):
+    for number, line, body in _logical_lines(text):
         for command in _commands(_Words(line, lookup, root).words()):
             while command and command[0] in (*_DECLARATIONS, *_KEYWORDS):
                 command = command[1:]
@@ -669,21 +799,34 @@ def read_launch(text: str, *, file: str, root: str | None = None) -> Launch:
             runs = blocks.runs()
             if runs is False:
                 continue
-            if _assign(command, variables):
-                for name in _assigned(command):
+            read = _heredoc_read(command, body, lookup, root) if body else None
+            if read is not None:
+                variables[read[0]] = read[1]
+            if read is not None or _assign(command, variables):
+                for name in [read[0]] if read else _assigned(command):
                     if runs is None:
                         unknown.add(name)
                     else:
                         unknown.discard(name)
                 continue
             target = _python_target(command)
+            inner = _subshell(command) if target is None else None
+            if inner is not None:
+                # bash -c "...": the string is a script of its own (srun ... bash -c "ray job
+                # submit ... -- python3 -m ..."), its expansions already made by the caller
+                for sub in _commands(_Words(inner, lookup, root).words()):
+                    target = _python_target(sub)
+                    if target is not None:
+                        command = sub
+                        break
             if target is None:
                 continue
             module, program, first = target
             return _launch(module, program, command[first:], number, root)
     raise ConfigError(
         "runs no verl trainer (no 'python3 -m verl.trainer.main_ppo ...' or other verl or"
-        " recipe module): give the Hydra config file instead, with --set for its overrides",
+        " recipe module) and no OpenRLHF one ('python3 -m openrlhf.cli.train_ppo_ray ...'):"
+        " give the Hydra config file instead, with --set for its overrides",
         file=file,
     )
 
@@ -728,6 +871,8 @@ def _assign(command: list[str], variables: dict[str, Value]) -> bool:
 def _launch(
     module: str | None, program: str | None, args: list[str], line: int, root: str | None
 ) -> Launch:
+    if is_openrlhf_module(module):
+        return Launch(module, None, None, None, (), line, root, arguments=tuple(args))
     config_path = config_name = None
     overrides: list[str] = []
     k = 0
@@ -895,3 +1040,59 @@ def _yaml_safe(override: str) -> str:
 
 def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def is_openrlhf_module(module: str | None) -> bool:
+    """Whether ``module`` is one of OpenRLHF's (``openrlhf.cli.train_ppo_ray``)."""
+    return module is not None and module.startswith(OPENRLHF_ROOT)
+
+
+def script_launch(script: Path) -> Launch:
+    """The first trainer command of a launch script, read with ``$(pwd)`` as the folder
+    holding its module's top package (as :func:`launch_config` reads verl's).
+
+    Raises:
+        ConfigError: the script cannot be read or runs no verl or OpenRLHF module.
+    """
+    file = str(script)
+    text = read_text_bounded(script, YamlLimits.from_env().max_bytes, "launch script")
+    first = read_launch(text, file=file)
+    root = module_root(first.module, script) if first.module else None
+    return read_launch(text, file=file, root=root) if root else first
+
+
+_REDIRECTION_WORD = re.compile(r"^(?:\d*|&)(?:>>?|<)(.*)$", re.S)
+"""A redirection left among a command's words (``2>``, ``>log``, ``&>>``): no argument."""
+
+
+def flag_arguments(words: tuple[str, ...] | list[str]) -> dict[str, str | list[str] | bool]:
+    """An argparse command line's options as written, by name without the ``--``:
+    ``--flag value`` and ``--flag=value`` give the value's word, ``--flag a b`` (an option of
+    several values, ``nargs=2``) the list of words, a bare ``--flag`` True. A word that does
+    not start with ``--`` belongs to the option before it (``--eval.steps -1`` included);
+    the last of a repeated option counts, as argparse takes it; redirections are dropped.
+    """
+    out: dict[str, str | list[str] | bool] = {}
+    key: str | None = None
+    skip_target = False
+    for word in words:
+        if skip_target:
+            skip_target = False
+            continue
+        redirection = _REDIRECTION_WORD.match(word)
+        if redirection:
+            skip_target = not redirection.group(1)  # `> log`: the next word is its target
+            continue
+        if word.startswith("--") and len(word) > 2:
+            name, eq, value = word[2:].partition("=")
+            out[name] = value if eq else True
+            key = None if eq else name
+        elif key is not None:
+            before = out[key]
+            if before is True:
+                out[key] = word
+            elif isinstance(before, list):
+                before.append(word)
+            else:
+                out[key] = [str(before), word]
+    return out

@@ -93,6 +93,7 @@ from rlplex.resources.importers.common import (
     given_count,
     gpu_role,
     lora,
+    model_path,
     optional_int,
     parallel,
     positive_int,
@@ -160,16 +161,6 @@ def _always_reference(r: _Reader) -> bool:
         and "use_kl_loss" not in actor
         and not (isinstance(algorithm, Mapping) and "use_kl_in_reward" in algorithm)
     )
-
-
-def _model_path(value: Any) -> str | None:
-    """A model path rlplex can resolve: None for an unresolved interpolation (Hydra's
-    ``${actor_rollout_ref.model.path}``, a launch script's unset ``${MODEL_PATH}``); a path
-    whose folder alone is unset (``${DATA_HOME}/models/Qwen3-30B-A3B``) keeps its name, which
-    a preset can match."""
-    if not isinstance(value, str) or not value:
-        return None
-    return None if "$" in value.rstrip("/").rsplit("/", 1)[-1] else value
 
 
 def _fully_async(r: _Reader) -> bool:
@@ -842,13 +833,13 @@ def to_native(
     }
     if _rollout_log_probs(r):
         drop_stage(native["pipeline"], "old_logprob")
-    model = _model_path(r.get("actor_rollout_ref.model.path"))
+    model = model_path(r.get("actor_rollout_ref.model.path"))
     if model:
         native["model"] = model
     # A critic or reward model loads its own checkpoint (critic.model.path,
     # reward_model.model.path); said only where it differs from the actor's.
     for name, key in (("critic", "critic.model.path"), ("reward", "reward_model.model.path")):
-        own = _model_path(r.get(key))
+        own = model_path(r.get(key))
         if name in roles and own and own != model:
             roles[name]["model"] = own
     load = _workload(r, roles)
