@@ -674,6 +674,18 @@ def _training_batches(
     return out
 
 
+def parallel_sizes(section: Any, *, base: str, file: str, **keys: str) -> dict[str, Any]:
+    """:func:`parallel`'s size arguments (``tp=KEY``, ``pp=``, ``ep=``, ``sp=``) from the keys
+    of a file's ``section`` (at the dotted ``base``), with ``file`` and each key's field to
+    check them under."""
+    node = section if isinstance(section, Mapping) else {}
+    return {
+        "file": file,
+        "fields": {arg: f"{base}.{key}" for arg, key in keys.items()},
+        **{arg: node.get(key) for arg, key in keys.items()},
+    }
+
+
 def parallel(
     *,
     tp: Any = None,

@@ -100,6 +100,7 @@ from rlplex.resources.importers.common import (
     given_count,
     optional_int,
     parallel,
+    parallel_sizes,
     positive_int,
     refuse_non_rl,
     remaining_tokens,
@@ -579,12 +580,7 @@ def _parallel(
     data: Mapping[str, Any], component: str, file: str, *, collocated: bool = False
 ) -> dict[str, Any] | None:
     def sizes(base: str, **keys: str) -> dict[str, Any]:
-        """parallel()'s size arguments from ``base``'s keys, each checked under its field."""
-        return {
-            "file": file,
-            "fields": {arg: f"{base}.{key}" for arg, key in keys.items()},
-            **{arg: get_path(data, f"{base}.{key}") for arg, key in keys.items()},
-        }
+        return parallel_sizes(get_path(data, base), base=base, file=file, **keys)
 
     def switch(field: str) -> bool:
         return bool(flag(get_path(data, field), field=field, file=file))

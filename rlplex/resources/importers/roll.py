@@ -93,6 +93,7 @@ from rlplex.resources.importers.common import (
     gpu_role,
     lora,
     parallel,
+    parallel_sizes,
     positive_int,
     refuse_non_rl,
     remaining_tokens,
@@ -170,12 +171,7 @@ def _parallel(
     base = f"{field}.strategy_args.strategy_config"
 
     def sizes(**keys: str) -> dict[str, Any]:
-        """parallel()'s size arguments from the strategy config's keys, with their fields."""
-        return {
-            "file": file,
-            "fields": {arg: f"{base}.{key}" for arg, key in keys.items()},
-            **{arg: config.get(key) for arg, key in keys.items()},
-        }
+        return parallel_sizes(config, base=base, file=file, **keys)
 
     if name.startswith("megatron"):
         # The strategy config goes to Megatron's arguments as given: tested for truth.
