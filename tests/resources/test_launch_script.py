@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 
 from rlplex.cli import app
 from rlplex.config import load_config
-from rlplex.errors import ConfigError
+from rlplex.errors import ConfigError, InvalidValueError
 from rlplex.resources.importers.launch_script import (
     flag_arguments,
+    hydra_value,
     is_launch_script,
     launch_config,
     read_launch,
@@ -307,6 +308,34 @@ def test_a_script_loads_as_its_config_with_its_overrides(tmp_path: Path) -> None
     # --set goes over the script's overrides.
     more = load_config(script, overrides=["cluster.gpu=h100", "actor_rollout_ref.rollout.n=4"])
     assert more.workload is not None and more.workload.samples_per_prompt == 4
+
+
+@pytest.mark.parametrize(
+    ("override", "read"),
+    [
+        ("a.b=FALSE", "a.b=false"), ("a.b=tRuE", "a.b=true"), ("a.b=Null", "a.b=null"),
+        ("a.b=no", "a.b='no'"), ("+a.b=off", "+a.b='off'"), ("a.b=YES", "a.b='YES'"),
+        ("a.b=nope", "a.b=nope"), ("a.b=1", "a.b=1"),
+    ],
+)  # fmt: skip
+def test_override_values_are_spelled_as_hydra_reads_them(override: str, read: str) -> None:
+    """Hydra's override grammar: ``true``/``false``/``null`` in any case are a bool and null,
+    ``no``/``off``/``yes`` strings (YAML, which reads the overrides here, made them bools)."""
+    assert hydra_value(override) == read
+
+
+def test_a_switch_hydra_reads_as_a_string_is_refused(tmp_path: Path) -> None:
+    """``enforce_eager=off``: the string 'off' to Hydra, which verl tests for truth (eager);
+    rlplex read it as false (CUDA graphs). ``=False`` is false to both."""
+    script = verl_tree(tmp_path) / "run.sh"
+    field = "actor_rollout_ref.rollout.enforce_eager"
+    script.write_text(SCRIPT.replace("trainer.nnodes=1", f"trainer.nnodes=1 {field}=False"))
+    assert load_config(script).roles["actor_infer"].rollout.cuda_graphs is True
+    script.write_text(SCRIPT.replace("trainer.nnodes=1", f"trainer.nnodes=1 {field}=off"))
+    with pytest.raises(InvalidValueError) as info:
+        load_config(script)
+    assert str(info.value).startswith(f"{script}: {field}: must be true or false")
+    assert info.value.value == "off"
 
 
 def test_errors_name_the_script(tmp_path: Path) -> None:

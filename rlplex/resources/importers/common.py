@@ -48,14 +48,16 @@ only *maximum* lengths; the importers set the mean to half the maximum
 or engine setting the file leaves out falls back to the defaults; one it gives but that
 is not valid (``data.train_batch_size: -5``, ``gpu_memory_utilization: 1.5``) is refused,
 naming the framework's field (:func:`given_count`, :func:`given_tokens`,
-:func:`given_share`), never read as if absent.
+:func:`given_share`, :func:`given_size`, :func:`given_number`), never read as if absent.
+So is a switch that is not ``true`` or ``false`` (:func:`flag`): read by truthiness, the
+quoted string ``"false"`` is true.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, NoReturn, get_args
+from typing import Annotated, Any, Literal, NoReturn, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -395,10 +397,11 @@ def _refuse_interpolation(value: Any, *, field: str, file: str) -> None:
         )
 
 
-def given_count(value: Any, *, field: str, file: str) -> int | None:
+def given_count(value: Any, *, field: str, file: str, least: int = 1, hint: str = "") -> int | None:
     """A count a file may leave out (prompts, samples, a micro-batch, a token budget): None
-    when absent, else a whole number >= 1, else an :class:`InvalidValueError` naming the
-    framework's ``field``.
+    when absent, else a whole number >= ``least`` (0 where the framework reads 0 as "no
+    limit", as verl's turn counts), else an :class:`InvalidValueError` naming the
+    framework's ``field`` (``hint`` appended to the reason).
 
     A value the file gives is never dropped for a default: a wrong one (``-5``, ``0``,
     ``abc``, ``true``, ``2.5``) would otherwise plan on rlplex's defaults while looking read.
@@ -406,9 +409,98 @@ def given_count(value: Any, *, field: str, file: str) -> int | None:
     if _absent(value):
         return None
     _refuse_interpolation(value, field=field, file=file)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidValueError("must be an integer >= 1", field=field, value=value, file=file)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidValueError(
+            f"must be an integer >= {least}{hint}", field=field, value=value, file=file
+        )
     return value
+
+
+def given_size(value: Any, *, field: str, file: str) -> int | None:
+    """A parallel size a file may leave out (tensor, pipeline, expert, context, sequence
+    parallel): None when absent, else a whole number of GPUs from 1 to ``MAX_GPUS``, else
+    an :class:`InvalidValueError`. Every framework divides by it or builds a group of that
+    many ranks: a 0, ``-2`` or ``2.5`` fails there, and was dropped here for 1."""
+    return None if _absent(value) else positive_int(value, field=field, file=file)
+
+
+def given_number(
+    value: Any, *, field: str, file: str, least: float | None = None, most: float | None = None
+) -> float | None:
+    """A number a file may leave out (a coefficient, a threshold, a fraction): None when
+    absent, else an int or float (not a bool) within ``least``..``most``, else an
+    :class:`InvalidValueError`. A string (``"0.01"``) is no number to the frameworks'
+    arithmetic, which fails on it; rlplex read it as 0 or as absent."""
+    if _absent(value):
+        return None
+    _refuse_interpolation(value, field=field, file=file)
+    number = isinstance(value, int | float) and not isinstance(value, bool) and value == value
+    if not number or (least is not None and value < least) or (most is not None and value > most):
+        bounds = (
+            f" from {least:g} to {most:g}" if least is not None and most is not None
+            else f" >= {least:g}" if least is not None
+            else f" <= {most:g}" if most is not None
+            else ""
+        )  # fmt: skip
+        raise InvalidValueError(f"must be a number{bounds}", field=field, value=value, file=file)
+    return float(value)
+
+
+FlagReading = Literal["truthy", "typed", "pydantic", "literal"]
+"""How a framework reads a switch a file gives it (:func:`flag`):
+
+- ``truthy``: as written, tested for truth (``if config.x:``; verl's, RLinf's and NeMo RL's
+  untyped sections, engine keyword arguments): ``true``/``false`` and ``1``/``0`` read as
+  they look, but any string is true, ``"false"`` and ``"no"`` too;
+- ``typed``: through a config class that checks types (ROLL's dataclasses, built with
+  dacite): ``true`` or ``false`` only, anything else fails;
+- ``pydantic``: through a pydantic model (NeMo RL's ``bool`` fields): also ``"false"``,
+  ``"no"``, ``"off"``, ``"0"``, ``0``, ``"true"``, ``"yes"`` ... as pydantic converts them;
+- ``literal``: a pydantic ``Literal[True]`` / ``Literal[False]`` (NeMo RL's ``enabled``
+  switches of its Megatron, DTensor, packing and LoRA sections): ``true``/``false`` or
+  ``1``/``0``; a string fails.
+"""
+
+_FLAG_REASONS: dict[str, str] = {
+    "truthy": "must be true or false (the framework tests it for truth: a string is true,"
+    " even 'false')",
+    "typed": "must be true or false (the framework's typed config refuses anything else)",
+    "pydantic": "must be true or false (or yes/no, on/off, 1/0, which pydantic converts)",
+    "literal": "must be true or false (the framework's config declares it a literal true or"
+    " false; a string fails)",
+}
+
+
+def flag(
+    value: Any,
+    *,
+    field: str,
+    file: str,
+    default: bool | None = None,
+    reading: FlagReading = "truthy",
+) -> bool | None:
+    """A switch a file may leave out (``enforce_eager``, ``param_offload``,
+    ``colocated.enabled`` ...): ``default`` when absent (no key, null, ``???``), else its
+    truth as the framework reads it (``reading``: :data:`FlagReading`), else an
+    :class:`InvalidValueError` naming the framework's ``field``.
+
+    Every importer reads its switches here. Read by truthiness, the quoted ``"false"`` was
+    on where the framework switches it on, or off where rlplex tested ``is True``; dropped,
+    a wrong value planned on the default while looking read.
+    """
+    if _absent(value):
+        return default
+    _refuse_interpolation(value, field=field, file=file)
+    if isinstance(value, bool):
+        return value
+    if reading in ("truthy", "literal") and type(value) is int and value in (0, 1):
+        return bool(value)  # 0 and 1 test as false and true (and equal them), as they look
+    if reading == "pydantic":
+        try:
+            return TypeAdapter(bool).validate_python(value)
+        except ValidationError:
+            pass
+    raise InvalidValueError(_FLAG_REASONS[reading], field=field, value=value, file=file)
 
 
 def given_tokens(value: Any, *, field: str, file: str, hint: str = "") -> int | None:
@@ -592,6 +684,18 @@ def _training_batches(
     return out
 
 
+def parallel_sizes(section: Any, *, base: str, file: str, **keys: str) -> dict[str, Any]:
+    """:func:`parallel`'s size arguments (``tp=KEY``, ``pp=``, ``ep=``, ``sp=``) from the keys
+    of a file's ``section`` (at the dotted ``base``), with ``file`` and each key's field to
+    check them under."""
+    node = section if isinstance(section, Mapping) else {}
+    return {
+        "file": file,
+        "fields": {arg: f"{base}.{key}" for arg, key in keys.items()},
+        **{arg: node.get(key) for arg, key in keys.items()},
+    }
+
+
 def parallel(
     *,
     tp: Any = None,
@@ -607,8 +711,24 @@ def parallel(
     kernels: Any = None,
     logits: Any = None,
     sequence_parallel: Any = None,
+    file: str | None = None,
+    fields: Mapping[str, str] | None = None,
 ) -> dict[str, Any] | None:
-    """The native per-role ``parallel`` section from what a file says (None if it says nothing)."""
+    """The native per-role ``parallel`` section from what a file says (None if it says nothing).
+
+    With ``file``, the sizes ``tp``, ``pp``, ``ep`` and ``sp`` are as the file gives them,
+    each checked (:func:`given_size`) under its framework field in ``fields`` (a size 0 or
+    ``-2`` was dropped for 1); the switches are already read (:func:`flag`).
+
+    Raises:
+        InvalidValueError: with ``file``, a size given that is not a whole number >= 1.
+    """
+    if file is not None:
+        names = fields or {}
+        tp, pp, ep, sp = (
+            given_size(value, field=names.get(key, key), file=file)
+            for key, value in (("tp", tp), ("pp", pp), ("ep", ep), ("sp", sp))
+        )
     out: dict[str, Any] = {}
     if sequence_parallel is False and (optional_int(tp) or 1) > 1:
         out["sequence_parallel"] = False
@@ -651,14 +771,16 @@ def rollout(
 ) -> dict[str, Any] | None:
     """The native per-role ``rollout`` section (inference-engine settings) a file gives.
 
-    ``fields`` names the framework's field of ``max_num_seqs`` and
-    ``gpu_memory_utilization`` (SGLang's ``max_running_requests``, ``mem_fraction_static``):
-    a value given but not valid is refused under that name and ``file``, not replaced by
-    the engine's default.
+    ``fields`` names the framework's field of ``max_num_seqs``, ``gpu_memory_utilization``
+    and ``enforce_eager`` (SGLang's ``max_running_requests``, ``mem_fraction_static``,
+    ``disable_cuda_graph``): a value given but not valid is refused under that name and
+    ``file``, not replaced by the engine's default. The engines take ``enforce_eager`` as a
+    keyword argument and test it for truth (:func:`flag`).
 
     Raises:
         InvalidValueError: ``max_num_seqs`` is not a whole number >= 1,
-            ``gpu_memory_utilization`` not in (0, 1], or ``sleep_level`` not 1 or 2.
+            ``gpu_memory_utilization`` not in (0, 1], ``enforce_eager`` not true or false,
+            or ``sleep_level`` not 1 or 2.
     """
     out: dict[str, Any] = {}
     if vllm_v0:
@@ -681,8 +803,9 @@ def rollout(
     )
     if share is not None:
         out["gpu_memory_utilization"] = share
-    if isinstance(enforce_eager, bool):
-        out["cuda_graphs"] = not enforce_eager
+    eager = flag(enforce_eager, field=fields.get("enforce_eager", "enforce_eager"), file=file)
+    if eager is not None:
+        out["cuda_graphs"] = not eager
     return out or None
 
 

@@ -25,7 +25,10 @@ the way a POSIX shell reads it as far as a config needs:
   ``deepspeed --module`` anywhere in it (after ``env``, ``ray job submit ... --``,
   ``nohup`` ...), also inside a ``bash -c "..."`` string (``srun ... bash -c``); verl's
   ``key=value``, ``+key=value`` and ``++key=value`` arguments are the overrides (``~key``
-  deletions are skipped).
+  deletions are skipped), each value read as Hydra's override grammar reads it
+  (:func:`hydra_value`): ``false``, ``False`` and ``FALSE`` are false, but ``no``, ``off``
+  and ``yes`` are strings (which YAML would read as bools; verl then tests them for truth,
+  and rlplex refuses them).
 
 Control flow is not followed: assignments inside ``if`` or ``for`` bodies count in the
 order they are written, and a script that launches several runs gives its first.
@@ -1029,7 +1032,27 @@ def launch_root(script: Path) -> str | None:
     return module_root(launch.module, script) if launch.module else None
 
 
+_HYDRA_BOOL_OR_NULL = re.compile(r"(?i)true|false|null")
+_YAML_ONLY_BOOL = re.compile(r"yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF")
+"""Words YAML 1.1 reads as bools but Hydra's override grammar as strings (its BOOL token is
+``true``/``false`` in any case; hydra/grammar/OverrideLexer.g4)."""
+
+
+def hydra_value(override: str) -> str:
+    """``KEY=VALUE`` with VALUE spelled so that YAML reads it as Hydra does: ``tRuE`` and
+    ``NULL`` (a bool and null to Hydra, in any case) lower-cased, ``no`` / ``on`` ... (strings
+    to Hydra, bools to YAML) quoted; anything else as it is."""
+    key, sep, raw = override.partition("=")
+    word = raw.strip()
+    if _HYDRA_BOOL_OR_NULL.fullmatch(word):
+        return f"{key}{sep}{word.lower()}"
+    if _YAML_ONLY_BOOL.fullmatch(word):
+        return f"{key}{sep}{_quoted(word)}"
+    return override
+
+
 def _yaml_safe(override: str) -> str:
+    override = hydra_value(override)
     key, _, raw = override.partition("=")
     try:
         load_yaml_text(raw, key) if raw.strip() else None

@@ -99,6 +99,13 @@ lm_policy.py, nemo_rl/models/generation/vllm/), as NeMo RL runs them today:
   reference log-probs at a KL penalty of 0 unless told to skip them).
 - Not an RL step: a file without a ``grpo`` or ``ppo`` section (SFT, DPO, reward-model
   training, distillation, evaluation) is refused, saying which.
+- Values as NeMo RL's pydantic ``MasterConfig`` converts them (grpo.py, ppo.py:
+  ``MasterConfig(**config)``): a typed ``bool`` field's ``"no"`` or ``0`` is false, a typed
+  ``int``'s ``"8"`` or ``8.0`` is 8, a typed ``float``'s ``"0.01"`` is 0.01; the sections'
+  ``enabled`` switches are ``Literal[True] | Literal[False]`` (a bool or 1/0); the untyped
+  sections (``env``, and ``vllm_cfg`` / ``vllm_kwargs``, which its ``GenerationConfig`` does
+  not declare) reach NeMo RL's code as written: a string there is refused. What pydantic
+  refuses, rlplex refuses, naming the field.
 """
 
 from __future__ import annotations
@@ -107,12 +114,17 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from pydantic import TypeAdapter, ValidationError
+
 from rlplex.errors import ConfigError
 from rlplex.resources.cluster import Cluster
 from rlplex.resources.importers.common import (
     DEFAULT_STAGES,
+    FlagReading,
     apply_costs,
+    flag,
     get_path,
+    given_number,
     given_tokens,
     gpu_role,
     lora,
@@ -159,7 +171,24 @@ def is_nemo_rl(data: Mapping[str, Any]) -> bool:
     )
 
 
+_UNTYPED = ("env.", f"{_VLLM}.", f"{_GEN}.vllm_kwargs.")
+"""Sections NeMo RL's pydantic ``MasterConfig`` leaves untyped (``env: dict[str, Any]``;
+``vllm_cfg`` and ``vllm_kwargs``, keys its ``GenerationConfig`` does not declare): their
+values reach NeMo RL's code as written."""
+
+_LITERAL_SWITCHES = (
+    "megatron_cfg.enabled", "dtensor_cfg.enabled", "sequence_packing.enabled",
+    "dynamic_batching.enabled", "peft.enabled", "lora_cfg.enabled",
+)  # fmt: skip
+"""Switches NeMo RL types ``Literal[True] | Literal[False]`` (the union of a section's enabled
+and disabled forms, nemo_rl/models/policy/__init__.py): pydantic takes a bool or 1/0 only."""
+
+
 class _Reader:
+    """Reads of a NeMo RL config as NeMo RL's pydantic ``MasterConfig`` (grpo.py, ppo.py)
+    converts them: a typed field's ``"8"`` or ``8.0`` is 8, its ``"false"`` or ``"no"``
+    false; an untyped one's (:data:`_UNTYPED`) value is taken as written."""
+
     def __init__(self, data: Mapping[str, Any], file: str, missing: tuple[str, ...]) -> None:
         self.data, self.file, self.missing = data, file, missing
 
@@ -172,8 +201,24 @@ class _Reader:
             return ""
         return f" (parent files rlplex could not find: {', '.join(self.missing)})"
 
+    def lax(self, path: str, kind: type, default: Any = None) -> Any:
+        """The value at ``path`` as pydantic's lax mode converts a field of type ``kind``
+        (``int``: ``"8"``, ``8.0`` -> 8; ``float``: ``"0.01"`` -> 0.01) where NeMo RL types
+        the field; else, or when pydantic would refuse it too, unchanged. A bool stays a
+        bool (pydantic reads true as 1; rlplex refuses it for a number)."""
+        value = self.get(path, default)
+        if path.startswith(_UNTYPED) or isinstance(value, bool):
+            return value
+        if not isinstance(value, str | int | float) or value == "???":
+            return value
+        try:
+            return TypeAdapter(kind).validate_python(value)
+        except ValidationError:
+            return value
+
     def int(self, path: str, default: Any = None) -> int:
-        return positive_int(self.get(path, default), field=path, file=self.file, hint=self.hint())
+        value = self.lax(path, int, default)
+        return positive_int(value, field=path, file=self.file, hint=self.hint())
 
     def size(self, path: str) -> int | None:
         """An optional count: None when absent, else an integer >= 1 (or a ConfigError)."""
@@ -182,14 +227,28 @@ class _Reader:
     def tokens(self, path: str) -> int | None:
         """An optional token count: None when absent, else an integer in 1..MAX_TOKENS (or
         an InvalidValueError); OmegaConf's ``???`` is a value still to be filled: missing."""
-        value = self.get(path)
+        value = self.lax(path, int)
         if value == "???":
             return self.int(path)
         return given_tokens(value, field=path, file=self.file, hint=self.hint())
 
+    def number(self, path: str, default: float) -> float:
+        """A number NeMo RL types ``float`` (a coefficient, a multiplier): ``default`` when
+        absent, else what pydantic makes of it, else an InvalidValueError."""
+        value = given_number(self.lax(path, float), field=path, file=self.file)
+        return default if value is None else value
+
     def flag(self, path: str, default: bool = False) -> bool:
-        value = self.get(path, default)
-        return value if isinstance(value, bool) else default
+        """A switch as NeMo RL's config types it (:func:`~.common.flag`): a pydantic
+        ``bool``, a literal ``enabled`` (:data:`_LITERAL_SWITCHES`), or untyped."""
+        reading: FlagReading = "pydantic"
+        if path.startswith(_UNTYPED):
+            reading = "truthy"
+        elif path.endswith(_LITERAL_SWITCHES):
+            reading = "literal"
+        value = flag(self.get(path), field=path, file=self.file, default=default, reading=reading)
+        assert value is not None
+        return value
 
 
 def _algorithm(r: _Reader) -> str:
@@ -465,7 +524,7 @@ def _devices(
     res = f"{_GEN}.colocated.resources"
     if policy_nodes == 1:
         engine_gpus = r.int(f"{res}.gpus_per_node")
-        if r.get(f"{res}.num_nodes") not in (None, 1):
+        if r.lax(f"{res}.num_nodes", int) not in (None, 1):
             raise ConfigError(
                 "must be 1 or null when the policy has one node (NeMo RL asserts it)",
                 field=f"{res}.num_nodes", value=r.get(f"{res}.num_nodes"), file=r.file,
@@ -487,7 +546,7 @@ def _devices(
             f"leaves the trainer no node: must be below the policy's {policy_nodes} nodes",
             field=f"{res}.num_nodes", value=engine_nodes, file=r.file,
         )  # fmt: skip
-    if r.get(f"{res}.gpus_per_node") != per_node:
+    if r.lax(f"{res}.gpus_per_node", int) != per_node:
         raise ConfigError(
             f"must equal cluster.gpus_per_node ({per_node}) when generation has whole nodes"
             " (NeMo RL asserts it)",
@@ -609,10 +668,8 @@ def _workload(r: _Reader, algo: str) -> dict[str, Any] | None:
     epochs = r.size(f"{algo}.ppo_epochs") or (4 if algo == "ppo" else None)
     if epochs:
         load["epochs"] = epochs
-    multiplier = r.get(f"{algo}.batch_multiplier", 1)
+    multiplier = r.number(f"{algo}.batch_multiplier", 1)
     field = f"{algo}.batch_multiplier"
-    if isinstance(multiplier, bool) or not isinstance(multiplier, int | float):
-        raise ConfigError("must be a number", field=field, value=multiplier, file=r.file)
     if not 1 <= multiplier <= 100:
         raise ConfigError(
             "must be a number from 1 to 100", field=field, value=multiplier, file=r.file
@@ -714,8 +771,7 @@ def _reference(r: _Reader, algo: str) -> bool:
     """Whether the step computes reference log-probs (grpo.py ``setup``: only with a KL
     penalty, and not when told to skip them; PPO skips them by default)."""
     skip = r.flag(f"{algo}.skip_reference_policy_logprobs_calculation", algo == "ppo")
-    penalty = r.get("loss_fn.reference_policy_kl_penalty", 0)
-    return not skip and isinstance(penalty, int | float) and penalty != 0
+    return not skip and r.number("loss_fn.reference_policy_kl_penalty", 0) != 0
 
 
 def _old_logprob(r: _Reader, algo: str) -> bool:
@@ -832,6 +888,7 @@ def to_native(
             fields={
                 "max_num_seqs": f"{_GEN}.vllm_kwargs.max_num_seqs",
                 "gpu_memory_utilization": f"{_VLLM}.gpu_memory_utilization",
+                "enforce_eager": f"{_VLLM}.enforce_eager",
             },
             max_num_seqs=r.get(f"{_GEN}.vllm_kwargs.max_num_seqs"),
             gpu_memory_utilization=r.get(f"{_VLLM}.gpu_memory_utilization"),

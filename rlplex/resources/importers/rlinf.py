@@ -95,10 +95,12 @@ from rlplex.resources.importers.common import (
     apply_costs,
     budgeted_turns,
     default_pipeline,
+    flag,
     get_path,
     given_count,
     optional_int,
     parallel,
+    parallel_sizes,
     positive_int,
     refuse_non_rl,
     remaining_tokens,
@@ -271,7 +273,8 @@ class _Groups:
                 ) from None
             assert isinstance(node_ranks, tuple)
             hardware = group.get("hardware")
-            cpu = bool(hardware) or bool(group.get("ignore_hardware"))
+            ignore = flag(group.get("ignore_hardware"), field=f"{field}.ignore_hardware", file=file)
+            cpu = bool(hardware) or bool(ignore)
             self.groups[label] = (cpu, list(node_ranks))
             configs = hardware.get("configs") if isinstance(hardware, Mapping) else None
             self.hardware[label] = len(configs) if isinstance(configs, list) else len(node_ranks)
@@ -365,20 +368,27 @@ def _workload(data: Mapping[str, Any], *, model_parallel: bool, file: str) -> di
     )
     loop = get_path(data, "agentloop")
     if load is not None and isinstance(loop, Mapping):
-        user = optional_int(loop.get("max_user_turns"))
-        turns = (
-            optional_int(loop.get("max_turns"))
-            or optional_int(loop.get("max_assistant_turns"))
-            or (user + 1 if user else None)
+        # The agent loops stop at `if max_turns and turns >= max_turns` (rstar2; searchr1
+        # without the `and`): 0 or null is no limit, a negative count stops after the first
+        # answer, a string fails there.
+        most, assistant, user = (
+            given_count(loop.get(key), field=f"agentloop.{key}", file=file, least=0)
+            for key in ("max_turns", "max_assistant_turns", "max_user_turns")
         )
+        turns = most or assistant or (user + 1 if user else None)
         if turns is not None:
             # RLinf's agent loops (rlinf/agents/*) answer up to max_turns (searchr1) or
             # max_assistant_turns (rstar2) times within the response budget, tool replies of
             # up to max_tool_response_length between them; a MultiAgentLoopWorker
             # (is_dynamic_rollout_batch, required for it) hands the trainer one sample per
             # turn (single_turn_outputs), an AgentLoopWorker the whole trajectory.
-            reply = optional_int(loop.get("max_tool_response_length")) or 0
-            per_turn = loop.get("is_dynamic_rollout_batch") is True
+            reply_field = "agentloop.max_tool_response_length"
+            reply = given_count(loop.get("max_tool_response_length"), field=reply_field,
+                                file=file, least=0) or 0  # fmt: skip
+            per_turn = flag(
+                loop.get("is_dynamic_rollout_batch"),
+                field="agentloop.is_dynamic_rollout_batch", file=file, default=False,
+            )  # fmt: skip
             load |= budgeted_turns(
                 turns, reply, load["response_tokens"]["max"],
                 samples="turn" if per_turn else "trajectory",
@@ -424,9 +434,10 @@ def to_native(
     task = get_path(data, "runner.task_type")
     if task in _NON_RL_TASKS:
         refuse_non_rl(_NON_RL_TASKS[task], file=file, field="runner.task_type")
-    if get_path(data, "runner.only_eval") is True:
+    if flag(get_path(data, "runner.only_eval"), field="runner.only_eval", file=file):
         refuse_non_rl("an RLinf evaluation run (runner.only_eval: true)", file=file)
-    if data.get("eval") is True:  # examples/agent/agentlightning/calc_x/main.py: cfg.eval
+    # examples/agent/agentlightning/calc_x/main.py: cfg.eval
+    if flag(data.get("eval"), field="eval", file=file):
         refuse_non_rl("an RLinf agent-lightning evaluation run (eval: true)", file=file)
     block = data.get("cluster")
     if not isinstance(block, dict):
@@ -505,7 +516,8 @@ def to_native(
     if model_parallel:
         _model_parallel_rules(data, placed, cluster, file)
     roles: dict[str, dict[str, Any]] = {}
-    rule_reward = get_path(data, "reward.use_reward_model") is not True
+    reward_field = "reward.use_reward_model"
+    rule_reward = not flag(get_path(data, reward_field), field=reward_field, file=file)
     collocated = placed["actor"][1] is not None and placed["actor"][1] == placed["rollout"][1]
     for component, (field, devices, count, _) in placed.items():
         name = COMPONENT_ROLES.get(component, component)
@@ -527,7 +539,7 @@ def to_native(
             "num_gpus_per_worker": count,
             "states": dict(states),
         }
-        spec = _parallel(data, component, collocated=collocated)
+        spec = _parallel(data, component, file, collocated=collocated)
         if spec:
             role["parallel"] = spec
         engine = data.get("rollout") if name == "actor_infer" else None
@@ -538,6 +550,7 @@ def to_native(
                 fields={
                     "max_num_seqs": f"rollout.{seqs}",
                     "gpu_memory_utilization": "rollout.gpu_memory_utilization",
+                    "enforce_eager": "rollout.enforce_eager",
                 },
                 max_num_seqs=engine.get(seqs),
                 gpu_memory_utilization=engine.get("gpu_memory_utilization"),
@@ -564,17 +577,23 @@ def to_native(
 
 
 def _parallel(
-    data: Mapping[str, Any], component: str, *, collocated: bool = False
+    data: Mapping[str, Any], component: str, file: str, *, collocated: bool = False
 ) -> dict[str, Any] | None:
+    def sizes(base: str, **keys: str) -> dict[str, Any]:
+        return parallel_sizes(get_path(data, base), base=base, file=file, **keys)
+
+    def switch(field: str) -> bool:
+        return bool(flag(get_path(data, field), field=field, file=file))
+
     if component == "rollout":
-        return parallel(
-            tp=get_path(data, "rollout.tensor_parallel_size"),
-            pp=get_path(data, "rollout.pipeline_parallel_size"),
-        )
+        return parallel(**sizes("rollout", tp="tensor_parallel_size", pp="pipeline_parallel_size"))
     if component == "inference":
         return parallel(
-            tp=get_path(data, "inference.model.tensor_model_parallel_size"),
-            pp=get_path(data, "inference.model.pipeline_model_parallel_size"),
+            **sizes(
+                "inference.model",
+                tp="tensor_model_parallel_size",
+                pp="pipeline_model_parallel_size",
+            )
         )
     if component in ("actor", "critic"):
         model = get_path(data, f"{component}.model") or {}
@@ -583,26 +602,31 @@ def _parallel(
         backend = get_path(data, f"{component}.training_backend")
         # Megatron's distributed optimizer (``optim.use_distributed_optimizer``, true in
         # RLinf's Megatron examples) shards the optimizer state over the data-parallel ranks
-        distributed = (
-            backend != "fsdp"
-            and get_path(data, f"{component}.optim.use_distributed_optimizer") is True
-        )
+        distributed = backend != "fsdp" and switch(f"{component}.optim.use_distributed_optimizer")
         # offload_weight / offload_optimizer act in collocated placement only: the weights
         # leave the GPU after the sync to the rollout and the optimizer state before it
         # (rlinf/workers/actor/megatron_actor_worker.py, model_state_offload_optimizer_and_grad)
+        offload_weight = switch(f"{component}.offload_weight")
+        offload_optimizer = switch(f"{component}.offload_optimizer")
         return parallel(
-            tp=model.get("tensor_model_parallel_size"),
-            pp=model.get("pipeline_model_parallel_size"),
-            ep=model.get("expert_model_parallel_size"),
-            sp=model.get("context_parallel_size"),
+            **sizes(
+                f"{component}.model",
+                tp="tensor_model_parallel_size", pp="pipeline_model_parallel_size",
+                ep="expert_model_parallel_size", sp="context_parallel_size",
+            ),
             fsdp=backend == "fsdp",
             zero=1 if distributed else None,
             recompute=bool(model.get("recompute_granularity")),
-            offload_params=collocated and get_path(data, f"{component}.offload_weight") is True,
-            offload_optimizer=collocated
-            and get_path(data, f"{component}.offload_optimizer") is True,
-        )
+            offload_params=collocated and offload_weight,
+            offload_optimizer=collocated and offload_optimizer,
+        )  # fmt: skip
     return None
+
+
+def _recompute_logprobs(data: Mapping[str, Any], file: str) -> bool | None:
+    """``algorithm.recompute_logprobs`` (None when not given), tested for truth as RLinf does."""
+    field = "algorithm.recompute_logprobs"
+    return flag(get_path(data, field), field=field, file=file)
 
 
 def _model_parallel_rules(
@@ -652,14 +676,17 @@ def _model_parallel_rules(
                     field=placed[component][0],
                     file=file,
                 )
-    elif "inference" in placed and get_path(data, "algorithm.recompute_logprobs") is False:
+    elif "inference" in placed and _recompute_logprobs(data, file) is False:
         raise ConfigError(
             "algorithm.recompute_logprobs is false, which disables inference, so inference"
             " GPUs must not be given (RLinf asserts it)",
             field=placed["inference"][0],
             file=file,
         )
-    auto = bool(get_path(data, "cluster.auto_scheduler")) and "critic" not in placed
+    auto = (
+        flag(get_path(data, "cluster.auto_scheduler"), field="cluster.auto_scheduler", file=file)
+        and "critic" not in placed
+    )
     if auto:
         order = [c for c in ("actor", "rollout", "inference") if c in placed]
         spans = [placed[c][1] or () for c in order]

@@ -79,18 +79,21 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from rlplex.errors import ConfigError
+from rlplex.errors import ConfigError, InvalidValueError
 from rlplex.resources.cluster import Cluster
 from rlplex.resources.devices import DeviceSpecError, parse_devices
 from rlplex.resources.importers.common import (
     apply_costs,
     default_pipeline,
+    flag,
     get_path,
     given_count,
+    given_number,
     given_tokens,
     gpu_role,
     lora,
     parallel,
+    parallel_sizes,
     positive_int,
     refuse_non_rl,
     remaining_tokens,
@@ -143,64 +146,89 @@ def _gpus_per_worker(block: Mapping[str, Any], field: str, file: str) -> int:
 
 
 def _positive_coefficient(data: Mapping[str, Any], key: str, file: str) -> bool:
-    """Whether a top-level loss coefficient is set above 0 (ROLL's default: 0)."""
-    value = data.get(key, 0) or 0
-    try:
-        return float(value) > 0
-    except (TypeError, ValueError):
-        raise ConfigError("must be a number", field=key, value=value, file=file) from None
+    """Whether a top-level loss coefficient is set above 0 (ROLL's default: 0); a float to
+    ROLL's config dataclass, which refuses a string."""
+    return (given_number(data.get(key), field=key, file=file) or 0) > 0
 
 
 def _parallel(
-    block: Mapping[str, Any], trains: bool, entropy_loss: bool = False
+    block: Mapping[str, Any], field: str, file: str, trains: bool, entropy_loss: bool = False
 ) -> dict[str, Any] | None:
-    """The role's parallel sizes as far as ROLL's strategy config says them; ``entropy_loss``:
-    the pipeline's ``entropy_loss_coef`` > 0 (the training loss takes the logits' entropy)."""
+    """The role's parallel sizes as far as ROLL's strategy config says them, each checked
+    under its field (block ``field``); ``entropy_loss``: the pipeline's ``entropy_loss_coef``
+    > 0 (the training loss takes the logits' entropy)."""
     name, config = _strategy(block)
     if name is None:
         return None
     model_args = block.get("model_args") if isinstance(block.get("model_args"), Mapping) else {}
     assert isinstance(model_args, Mapping)
-    recompute = trains and not model_args.get("disable_gradient_checkpointing", False)
+    # ModelArguments.disable_gradient_checkpointing: a bool to ROLL's dataclass (dacite).
+    disabled = flag(
+        model_args.get("disable_gradient_checkpointing"),
+        field=f"{field}.model_args.disable_gradient_checkpointing", file=file, reading="typed",
+    )  # fmt: skip
+    recompute = trains and not disabled
+    base = f"{field}.strategy_args.strategy_config"
+
+    def sizes(**keys: str) -> dict[str, Any]:
+        return parallel_sizes(config, base=base, file=file, **keys)
+
     if name.startswith("megatron"):
+        # The strategy config goes to Megatron's arguments as given: tested for truth.
+        distributed = flag(
+            config.get("use_distributed_optimizer"),
+            field=f"{base}.use_distributed_optimizer", file=file,
+        )  # fmt: skip
         return parallel(
-            tp=config.get("tensor_model_parallel_size"),
-            pp=config.get("pipeline_model_parallel_size"),
-            ep=config.get("expert_model_parallel_size"),
-            sp=config.get("context_parallel_size"),
-            zero=1 if config.get("use_distributed_optimizer") else None,
+            **sizes(
+                tp="tensor_model_parallel_size", pp="pipeline_model_parallel_size",
+                ep="expert_model_parallel_size", sp="context_parallel_size",
+            ),
+            zero=1 if distributed else None,
             recompute=recompute or bool(config.get("recompute_granularity")),
-        )
+        )  # fmt: skip
     if name == "vllm":
-        return parallel(
-            tp=config.get("tensor_parallel_size"), pp=config.get("pipeline_parallel_size")
-        )
+        return parallel(**sizes(tp="tensor_parallel_size", pp="pipeline_parallel_size"))
     if name == "sglang":
-        return parallel(tp=config.get("tp_size", config.get("tensor_parallel_size")))
+        return parallel(**sizes(tp="tp_size" if "tp_size" in config else "tensor_parallel_size"))
     # Outside Megatron, ROLL's strategies take log-probs with the base Strategy's (or FSDP2's)
     # log_probs_from_logits: log_softmax(logits.float()) and a gather (roll/utils/functionals),
     # and its log-prob passes the logits' fp32 entropy for the metrics (base_worker.py,
     # forward_func_log_probs); training takes the entropy only with entropy_loss_coef > 0.
     plain = "fp32_log_softmax_entropy" if entropy_loss else "fp32_log_softmax_entropy_forward"
     if name.startswith("deepspeed"):
-        zero = get_path(config, "zero_optimization.stage")
-        return parallel(zero=zero, recompute=recompute, logits=plain)
+        return parallel(zero=_zero_stage(config, base, file), recompute=recompute, logits=plain)
     if name.startswith("fsdp"):
         return parallel(fsdp=True, recompute=recompute, logits=plain)
     return parallel(recompute=recompute, logits=plain)
 
 
-def _lora(block: Mapping[str, Any]) -> dict[str, Any] | None:
+def _zero_stage(config: Mapping[str, Any], base: str, file: str) -> int | None:
+    """DeepSpeed's ZeRO stage (``zero_optimization.stage``): 0 to 3, as DeepSpeed's config
+    takes it (a stage it does not know was dropped for none)."""
+    field = f"{base}.zero_optimization.stage"
+    stage = get_path(config, "zero_optimization.stage")
+    if stage is None:
+        return None
+    if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
+        raise InvalidValueError(
+            "must be a ZeRO stage: 0, 1, 2 or 3", field=field, value=stage, file=file
+        )
+    return stage
+
+
+def _lora(block: Mapping[str, Any], field: str, file: str) -> dict[str, Any] | None:
     """A role's LoRA adapters: ROLL trains (and vLLM serves, ``enable_lora``) adapters on a role
     whose ``model_args.lora_target`` is set (``all``, ``all-linear`` or module names), of rank
-    ``lora_rank`` (8 by default; roll/configs/model_args.py)."""
+    ``lora_rank`` (8 by default; roll/configs/model_args.py), which peft wants >= 1."""
     model_args = block.get("model_args")
     if not isinstance(model_args, Mapping) or model_args.get("lora_target") is None:
         return None
     target = model_args["lora_target"]
-    return lora(
-        model_args.get("lora_rank", 8), "all-linear" if target in ("all", "all-linear") else target
-    )
+    rank = given_count(
+        model_args.get("lora_rank"), field=f"{field}.model_args.lora_rank", file=file
+    )  # fmt: skip
+    return lora(rank or 8, "all-linear" if target in ("all", "all-linear") else target)
 
 
 def _parse_mapping(value: Any, field: str, file: str) -> tuple[int, ...]:
@@ -502,7 +530,9 @@ def to_native(
         check_worker_layout(name, devices, count, cluster, file, field=f"{field}.device_mapping")
         kind = "reward" if is_reward else "reference" if name in teachers else name
         role = gpu_role(devices, count, kind)
-        spec = _parallel(block, trains=name in ("actor_train", "critic"), entropy_loss=entropy_loss)
+        spec = _parallel(
+            block, field, file, trains=name in ("actor_train", "critic"), entropy_loss=entropy_loss
+        )
         if spec:
             role["parallel"] = spec
         engine = get_path(block, "strategy_args.strategy_config")
@@ -518,22 +548,24 @@ def to_native(
             sglang = get_path(block, "strategy_args.strategy_name") == "sglang"
             seqs = "max_running_requests" if sglang else "max_num_seqs"
             share = "mem_fraction_static" if sglang else "gpu_memory_utilization"
+            eager = "disable_cuda_graph" if sglang else "enforce_eager"
             settings = rollout(
                 file=file,
                 fields={
                     "max_num_seqs": f"{field}.strategy_args.strategy_config.{seqs}",
                     "gpu_memory_utilization": f"{field}.strategy_args.strategy_config.{share}",
                     "sleep_level": f"{field}.strategy_args.strategy_config.sleep_level",
+                    "enforce_eager": f"{field}.strategy_args.strategy_config.{eager}",
                 },
                 max_num_seqs=engine.get(seqs),
                 gpu_memory_utilization=engine.get(share),
-                enforce_eager=engine.get("disable_cuda_graph" if sglang else "enforce_eager"),
+                enforce_eager=engine.get(eager),
                 sleep_level=engine.get("sleep_level", 1) if is_vllm else None,
                 vllm_v0=is_vllm and str(engine.get("VLLM_USE_V1", 1)).strip() in ("0", "False"),
             )
             if settings:
                 role["rollout"] = settings
-        adapters = _lora(block)
+        adapters = _lora(block, field, file)
         if adapters:
             role["lora"] = adapters
         # A reward model, judge or teacher loads its own checkpoint (the actor's roles take

@@ -72,7 +72,10 @@ generation; ``evaluation.yaml``: evaluation). Read for the estimator:
 ``actor_rollout_ref.rollout.n``, ``data.max_prompt_length``,
 ``data.max_response_length`` and ``actor.ppo_micro_batch_size_per_gpu`` as the
 workload; the actor's strategy (FSDP, or Megatron TP/PP), gradient
-checkpointing, and the rollout's TP/PP.
+checkpointing, and the rollout's TP/PP. verl reads its config untyped (a DictConfig, or
+dataclasses filled as given) and tests a switch for truth, so a switch must be ``true`` or
+``false`` (or 1/0): the quoted ``"false"`` is on there, and refused here
+(:func:`~rlplex.resources.importers.common.flag`).
 """
 
 from __future__ import annotations
@@ -82,15 +85,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rlplex.errors import ConfigError
+from rlplex.errors import ConfigError, InvalidValueError
 from rlplex.resources.cluster import Cluster
 from rlplex.resources.importers.common import (
     apply_costs,
     budgeted_turns,
     default_pipeline,
     drop_stage,
+    flag,
     get_path,
     given_count,
+    given_number,
+    given_size,
     gpu_role,
     lora,
     model_path,
@@ -142,11 +148,21 @@ class _Reader:
     def int(self, path: str, default: Any = None) -> int:
         return positive_int(self.get(path, default), field=path, file=self.file, hint=self.hint)
 
+    def flag(self, path: str, default: bool = False) -> bool:
+        """A switch as verl reads it: tested for truth (:func:`~.common.flag`)."""
+        value = flag(self.get(path), field=path, file=self.file, default=default)
+        assert value is not None
+        return value
+
+    def size(self, path: str) -> int | None:
+        """A parallel size: None when absent, else a whole number >= 1."""
+        return given_size(self.get(path), field=path, file=self.file)
+
 
 def _need_critic(r: _Reader) -> bool:
-    enable = r.get("critic.enable")
+    enable = flag(r.get("critic.enable"), field="critic.enable", file=r.file)
     if enable is not None:
-        return bool(enable)
+        return enable
     return r.get("algorithm.adv_estimator", "gae") == "gae"
 
 
@@ -178,10 +194,8 @@ def _rollout_log_probs(r: _Reader) -> bool:
     ray_trainer.py: ``old_log_probs = rollout_log_probs``): no old_logprob pass."""
     if not _fully_async(r):
         return False
-    uses = r.get("async_training.use_rollout_log_probs")
-    return (uses is True or uses is None) and r.get(
-        "async_training.compute_prox_log_prob"
-    ) is not True
+    uses = r.flag("async_training.use_rollout_log_probs", True)
+    return uses and not r.flag("async_training.compute_prox_log_prob")
 
 
 def _split_entry(file: str) -> bool:
@@ -205,16 +219,12 @@ def _pools(r: _Reader) -> tuple[dict[str, list[int]], dict[str, str], str, int]:
         mapping = {"Actor": "trainer_pool", "Rollout": "rollout_pool"}
         main = "trainer_pool"
         mode, staleness = "async", 1
-        threshold = r.get("async_training.staleness_threshold")
-        if (
-            _fully_async(r)
-            and isinstance(threshold, (int, float))
-            and not isinstance(threshold, bool)
-        ):
+        threshold = _staleness_threshold(r) if _fully_async(r) else None
+        if threshold is not None:
             # verl: threshold 0 "indicates synchronous training" (the rollouter waits for each
             # sync), threshold 1 "is basically equivalent to one_step_off"; a fraction lets the
             # rollouter start the next sync's samples early: one step ahead.
-            staleness = math.ceil(max(0.0, threshold))
+            staleness = math.ceil(threshold)
             mode = "async" if staleness else "sync"
     elif _split_entry(r.file):
         half_node = nnodes // 2 == 0 and per_node // 2 > 0
@@ -229,13 +239,13 @@ def _pools(r: _Reader) -> tuple[dict[str, list[int]], dict[str, str], str, int]:
     if _need_critic(r):
         mapping["Critic"] = "critic_pool" if "critic_pool" in pools else main
     if (
-        r.get("algorithm.use_kl_in_reward")
-        or r.get("actor_rollout_ref.actor.use_kl_loss")
+        r.flag("algorithm.use_kl_in_reward")
+        or r.flag("actor_rollout_ref.actor.use_kl_loss")
         or _always_reference(r)
     ):
         mapping["RefPolicy"] = main
-    if r.get("reward_model.enable"):
-        if r.get("reward_model.enable_resource_pool"):
+    if r.flag("reward_model.enable"):
+        if r.flag("reward_model.enable_resource_pool"):
             pools["reward_pool"] = [r.int("reward_model.n_gpus_per_node")] * r.int(
                 "reward_model.nnodes"
             )
@@ -324,7 +334,7 @@ def _refuse_non_rl(data: Mapping[str, Any], file: str) -> None:
 
 def _refuse_validation_only(r: _Reader) -> None:
     """``trainer.val_only``: verl validates the checkpoint and stops, training no step."""
-    if r.get("trainer.val_only") is True:
+    if r.flag("trainer.val_only"):
         refuse_non_rl("a verl validation-only run", field="trainer.val_only", file=r.file)
 
 
@@ -362,7 +372,7 @@ def _workload(r: _Reader, roles: Mapping[str, Mapping[str, Any]]) -> dict[str, A
         logprob_micro_batch=logprob,
         logprob_micro_batch_tokens=_logprob_token_budget(r),
     )
-    if load is not None and r.get(f"{_ROLLOUT}.multi_turn.enable") is True:
+    if load is not None and r.flag(f"{_ROLLOUT}.multi_turn.enable"):
         load = {**load, **_multi_turn(r, load["response_tokens"]["max"])}
     ratio = _generated_per_trained(r)
     if load is not None and ratio > 1:
@@ -400,7 +410,7 @@ def _generated_per_trained(r: _Reader) -> float:
     many a run took). Fully async streams prompts one at a time (verl asks for
     ``train_batch_size=0 gen_batch_size=1``) and drops groups as they finish: its config
     holds no ratio, so none is assumed."""
-    if r.get("algorithm.filter_groups.enable") is not True or r.get("data.gen_batch_size") is None:
+    if not r.flag("algorithm.filter_groups.enable") or r.get("data.gen_batch_size") is None:
         return 1.0
     if _fully_async(r):
         return 1.0
@@ -434,11 +444,20 @@ def _multi_turn(r: _Reader, budget: int) -> dict[str, Any]:
     turns' the midpoint of 1 and the most), the trajectory's half its budget, its answers
     what the observations leave of that."""
     mt = f"{_ROLLOUT}.multi_turn"
-    assistant = optional_int(r.get(f"{mt}.max_assistant_turns"))
-    user = optional_int(r.get(f"{mt}.max_user_turns"))
+    # verl stops at `if max_turns and turns >= max_turns`: 0 or null is no limit; a negative
+    # count stops after the first answer, a string fails there.
+    unlimited = " (0 or null: no limit)"
+    assistant, user = (
+        given_count(r.get(f"{mt}.{key}"), field=f"{mt}.{key}", file=r.file, least=0,
+                    hint=unlimited)
+        for key in ("max_assistant_turns", "max_user_turns")
+    )  # fmt: skip
     most = assistant or (user + 1 if user else MULTI_TURN_DEFAULT_TURNS)
-    tool_max = optional_int(r.get(f"{mt}.max_tool_response_length")) or 256
-    return budgeted_turns(most, tool_max if r.get(f"{mt}.tool_config_path") else 0, budget)
+    # A tool's reply is cut to its first max_tool_response_length characters (0: to none).
+    field = f"{mt}.max_tool_response_length"
+    tool_max = given_count(r.get(field), field=field, file=r.file, least=0)
+    reply = 256 if tool_max is None else tool_max
+    return budgeted_turns(most, reply if r.get(f"{mt}.tool_config_path") else 0, budget)
 
 
 def _controller(r: _Reader) -> dict[str, Any]:
@@ -448,7 +467,7 @@ def _controller(r: _Reader) -> dict[str, Any]:
     the workers references that they fetch from a store; ``trainer.use_legacy_worker_impl:
     disable`` strips the padding before sending (``ray_trainer``'s
     ``left_right_2_no_padding``)."""
-    if r.get("transfer_queue.enable") is True or r.get("trainer.data_plane") == "neoproto":
+    if r.flag("transfer_queue.enable") or r.get("trainer.data_plane") == "neoproto":
         return {"padding": "none"}
     if r.get("trainer.use_legacy_worker_impl") == "disable":
         return {"padding": "packed"}
@@ -491,52 +510,52 @@ def _per_gpu(r: _Reader, section: str, key: str, role: Mapping[str, Any]) -> tup
     return max(1, total // ranks), whole
 
 
-def _packing(r: _Reader) -> Any:
-    """``use_remove_padding``; a legacy config without the key padded every row."""
+def _packing(r: _Reader) -> bool | None:
+    """``use_remove_padding`` (None when not given); a legacy config without the key padded
+    every row."""
     model = r.get("actor_rollout_ref.model")
     if _legacy(r) and isinstance(model, Mapping) and "use_remove_padding" not in model:
         return False
-    return r.get("actor_rollout_ref.model.use_remove_padding")
+    field = "actor_rollout_ref.model.use_remove_padding"
+    return flag(r.get(field), field=field, file=r.file)
 
 
-def _logprob_setting(r: _Reader, key: str) -> Any:
-    """A log-prob pass setting: the reference's, else the rollout's (old log-probs)."""
-    ref = r.get(f"actor_rollout_ref.ref.{key}")
-    return ref if ref is not None else r.get(f"{_ROLLOUT}.{key}")
+def _logprob_field(r: _Reader, key: str) -> str:
+    """Where a log-prob pass setting comes from: the reference's, else the rollout's (old
+    log-probs)."""
+    ref = f"actor_rollout_ref.ref.{key}"
+    return ref if r.get(ref) is not None else f"{_ROLLOUT}.{key}"
 
 
 def _logprob_token_budget(r: _Reader) -> int | None:
     """Tokens per dynamic-batch log-prob micro-batch (verl ``log_prob_max_token_len_per_gpu``)."""
-    if _logprob_setting(r, "log_prob_use_dynamic_bsz") is not True:
+    if not r.flag(_logprob_field(r, "log_prob_use_dynamic_bsz")):
         return None
-    budget = _logprob_setting(r, "log_prob_max_token_len_per_gpu")
-    field = "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"
-    if r.get(field) is None:
-        field = f"{_ROLLOUT}.log_prob_max_token_len_per_gpu"
-    tokens = given_count(budget, field=field, file=r.file)
-    sp = optional_int(r.get("actor_rollout_ref.ref.ulysses_sequence_parallel_size")) or 1
+    field = _logprob_field(r, "log_prob_max_token_len_per_gpu")
+    tokens = given_count(r.get(field), field=field, file=r.file)
+    sp = r.size("actor_rollout_ref.ref.ulysses_sequence_parallel_size") or 1
     return tokens * sp if tokens else None
 
 
 def _token_budget(r: _Reader) -> int | None:
     """Tokens per micro-batch of a dynamic-batch actor: the per-GPU budget times Ulysses SP."""
     actor = "actor_rollout_ref.actor"
-    if r.get(f"{actor}.use_dynamic_bsz") is not True:
+    if not r.flag(f"{actor}.use_dynamic_bsz"):
         return None
     field = f"{actor}.ppo_max_token_len_per_gpu"
     budget = given_count(r.get(field), field=field, file=r.file)
     if not budget:
         return None
-    return budget * (optional_int(r.get(f"{actor}.ulysses_sequence_parallel_size")) or 1)
+    return budget * (r.size(f"{actor}.ulysses_sequence_parallel_size") or 1)
 
 
 def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
     """A role's parallel sizes as verl's actor / ref / critic / rollout configs give them."""
     if name == "actor_infer":
         return parallel(
-            tp=r.get(_TP_FIELD),
-            pp=r.get(f"{_ROLLOUT}.pipeline_model_parallel_size"),
-            ep=r.get(f"{_ROLLOUT}.expert_parallel_size"),
+            tp=r.size(_TP_FIELD),
+            pp=r.size(f"{_ROLLOUT}.pipeline_model_parallel_size"),
+            ep=r.size(f"{_ROLLOUT}.expert_parallel_size"),
         )
     base = {
         "actor_train": "actor_rollout_ref.actor",
@@ -548,7 +567,7 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
     strategy = r.get(f"{base}.strategy")
     model = "critic.model" if name == "critic" else "actor_rollout_ref.model"
     # Recomputation only matters when training (the reference runs forward passes only).
-    recompute = name != "reference" and bool(r.get(f"{model}.enable_gradient_checkpointing"))
+    recompute = name != "reference" and r.flag(f"{model}.enable_gradient_checkpointing")
     if strategy == "megatron":
         mega = f"{base}.megatron"
         # verl's Megatron engine ignores enable_gradient_checkpointing: it recomputes only what
@@ -558,29 +577,28 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
         # Megatron-core's CPU optimizer moves optimizer_offload_fraction of the states, 0.0 by
         # default (OptimizerConfig); the format says all or nothing.
         opt = f"{base}.optim.override_optimizer_config"
-        fraction = r.get(f"{opt}.optimizer_offload_fraction")
+        fraction = given_number(
+            r.get(f"{opt}.optimizer_offload_fraction"),
+            field=f"{opt}.optimizer_offload_fraction", file=r.file,
+        )  # fmt: skip
         cpu_adam = (
-            r.get(f"{opt}.optimizer_cpu_offload") is True
-            and isinstance(fraction, int | float)
-            and not isinstance(fraction, bool)
-            and fraction >= 1.0
+            r.flag(f"{opt}.optimizer_cpu_offload") and fraction is not None and fraction >= 1.0
         )
         # Megatron's distributed optimizer (verl's default, use_distributed_optimizer: True in
         # its megatron actor and critic configs) shards the optimizer state: ZeRO-1.
-        distributed = (
-            name != "reference" and r.get(f"{mega}.use_distributed_optimizer") is not False
-        )
+        distributed = name != "reference" and r.flag(f"{mega}.use_distributed_optimizer", True)
+        sequence_parallel = f"{mega}.sequence_parallel"
         return parallel(
-            tp=r.get(f"{mega}.tensor_model_parallel_size"),
-            pp=r.get(f"{mega}.pipeline_model_parallel_size"),
-            ep=r.get(f"{mega}.expert_model_parallel_size"),
-            sp=r.get(f"{mega}.context_parallel_size"),
+            tp=r.size(f"{mega}.tensor_model_parallel_size"),
+            pp=r.size(f"{mega}.pipeline_model_parallel_size"),
+            ep=r.size(f"{mega}.expert_model_parallel_size"),
+            sp=r.size(f"{mega}.context_parallel_size"),
             zero=1 if distributed else None,
             recompute=name != "reference" and granularity == "full",
-            offload_params=r.get(f"{mega}.param_offload"),
-            offload_optimizer=r.get(f"{mega}.optimizer_offload") if cpu_adam is not True else None,
+            offload_params=r.flag(f"{mega}.param_offload"),
+            offload_optimizer=r.flag(f"{mega}.optimizer_offload") if not cpu_adam else None,
             cpu_optimizer=cpu_adam if name != "reference" else None,
-            sequence_parallel=r.get(f"{mega}.sequence_parallel"),
+            sequence_parallel=flag(r.get(sequence_parallel), field=sequence_parallel, file=r.file),
         )
     # verl's trainer config sets `strategy: fsdp` for actor, ref and critic
     # (verl/trainer/config/ppo_trainer.yaml and its actor/critic groups): a file that
@@ -595,11 +613,11 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
         logits=_logits(r, name),
         # Hugging Face modules run eager (the format's default under FSDP) unless verl
         # patches in Liger's fused norm, rotary and SwiGLU kernels (model.use_liger).
-        kernels="fused" if r.get(f"{model}.use_liger") is True else None,
+        kernels="fused" if r.flag(f"{model}.use_liger") else None,
         recompute=recompute,
-        sp=r.get(f"{base}.ulysses_sequence_parallel_size"),
-        offload_params=r.get(f"{fsdp}.param_offload"),
-        offload_optimizer=r.get(f"{fsdp}.optimizer_offload") if name != "reference" else None,
+        sp=r.size(f"{base}.ulysses_sequence_parallel_size"),
+        offload_params=r.flag(f"{fsdp}.param_offload"),
+        offload_optimizer=r.flag(f"{fsdp}.optimizer_offload") if name != "reference" else None,
     )
 
 
@@ -609,16 +627,15 @@ def _logits(r: _Reader, name: str) -> str | None:
         return "bf16"
     if name != "actor_train":
         return None  # the critic's value head has one output: no logits to speak of
-    coeff = r.get("actor_rollout_ref.actor.entropy_coeff", 0)
-    entropy = isinstance(coeff, int | float) and not isinstance(coeff, bool) and coeff != 0
-    if not entropy:
+    field = "actor_rollout_ref.actor.entropy_coeff"
+    if not given_number(r.get(field), field=field, file=r.file):
         return "bf16_entropy_forward"
     # dp_actor.py compiles the entropy (torch.compile) unless use_torch_compile is false
     # (an option since 2025-03-14; always compiled since 2025-01-21, before the per-GPU
     # micro-batch keys of a "legacy" config: that verl ran it eager).
     # Only the unpadded path (use_remove_padding: verl's default since hf_model.yaml, and the
     # format's) calls the compiled one; padded rows take verl_F.entropy_from_logits eager.
-    compiled = r.get("actor_rollout_ref.actor.use_torch_compile", True) is not False
+    compiled = r.flag("actor_rollout_ref.actor.use_torch_compile", True)
     unpadded = _packing(r) is not False
     return "bf16_entropy_compiled" if compiled and unpadded and not _legacy(r) else "bf16_entropy"
 
@@ -635,11 +652,12 @@ def _rollout(r: _Reader) -> dict[str, Any] | None:
         fields={
             "max_num_seqs": f"{_ROLLOUT}.max_num_seqs",
             "gpu_memory_utilization": f"{_ROLLOUT}.gpu_memory_utilization",
+            "enforce_eager": f"{_ROLLOUT}.enforce_eager",
         },
         max_num_seqs=r.get(f"{_ROLLOUT}.max_num_seqs"),
         gpu_memory_utilization=r.get(f"{_ROLLOUT}.gpu_memory_utilization"),
         enforce_eager=r.get(f"{_ROLLOUT}.enforce_eager"),
-        sleep_level=1 if r.get(f"{_ROLLOUT}.layered_summon") is True else None,
+        sleep_level=1 if r.flag(f"{_ROLLOUT}.layered_summon") else None,
         vllm_v0=_legacy(r) and r.get(f"{_ROLLOUT}.name") in ("vllm", None),
     )
 
@@ -655,19 +673,34 @@ def _lora(r: _Reader, name: str) -> tuple[dict[str, Any] | None, bool]:
     (``enable_lora``, vllm_async_server.py).
     """
     model = "critic.model" if name == "critic" else "actor_rollout_ref.model"
-    adapters = lora(r.get(f"{model}.lora.rank"), r.get(f"{model}.lora.target_modules"))
+    adapters = lora(_rank(r, f"{model}.lora.rank"), r.get(f"{model}.lora.target_modules"))
     if adapters is not None:
-        return adapters, r.get(f"{model}.lora.merge") is True
-    return lora(r.get(f"{model}.lora_rank"), r.get(f"{model}.target_modules")), False
+        return adapters, r.flag(f"{model}.lora.merge")
+    return lora(_rank(r, f"{model}.lora_rank"), r.get(f"{model}.target_modules")), False
+
+
+def _rank(r: _Reader, field: str) -> int | None:
+    """A LoRA rank as verl reads it: adapters when it is above 0 (``lora_rank > 0``), none at
+    0 or below; one that is not an integer fails that comparison (a string) or builds
+    adapters of a fractional rank."""
+    rank = r.get(field)
+    if rank is None:
+        return None
+    if isinstance(rank, bool) or not isinstance(rank, int):
+        raise InvalidValueError(
+            "must be an integer (0 or less: no LoRA)", field=field, value=rank, file=r.file
+        )
+    return rank
 
 
 def _weight_sync(r: _Reader) -> str:
     """How verl moves the trainer's weights to a rollout on other GPUs: tensor by tensor over
     a Ray collective group (one-step-off, fully async, explicit pools), unless the fully-async
     checkpoint engine packs them into buckets."""
-    if r.get("async_training.checkpoint_engine.enable") is True:
-        overlap = r.get("async_training.checkpoint_engine.overlap_broadcast_and_consume")
-        return "bucketed_overlapped" if overlap is True else "bucketed"
+    engine = "async_training.checkpoint_engine"
+    if r.flag(f"{engine}.enable"):
+        overlap = r.flag(f"{engine}.overlap_broadcast_and_consume")
+        return "bucketed_overlapped" if overlap else "bucketed"
     return "per_tensor"
 
 
@@ -677,16 +710,18 @@ def _partial_rollout(r: _Reader) -> bool:
     its fully_async_ppo_trainer.yaml (``partial_rollout: True``, threshold 0.1)."""
     if not _fully_async(r):
         return False  # one-step-off: each step's batch is generated whole
-    threshold = r.get("async_training.staleness_threshold")
-    if threshold is None:
-        threshold = 0.1
-    partial = r.get("async_training.partial_rollout")
+    threshold = _staleness_threshold(r)
     return (
-        (partial is True or partial is None)
-        and isinstance(threshold, int | float)
-        and not isinstance(threshold, bool)
-        and threshold > 0
+        r.flag("async_training.partial_rollout", True)
+        and (0.1 if threshold is None else threshold) > 0
     )
+
+
+def _staleness_threshold(r: _Reader) -> float | None:
+    """Fully async's ``staleness_threshold`` (None when not given): a number >= 0, as verl's
+    rollouter asserts."""
+    field = "async_training.staleness_threshold"
+    return given_number(r.get(field), field=field, file=r.file, least=0)
 
 
 def _apply_lora(r: _Reader, roles: dict[str, dict[str, Any]]) -> list[str] | None:
