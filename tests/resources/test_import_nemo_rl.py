@@ -392,6 +392,21 @@ def test_no_reference_at_a_kl_penalty_of_zero(tmp_path: Path) -> None:
     assert not any(s.name == "ref_logprob" for s in cfg.pipeline.stages)
 
 
+def test_an_absent_kl_penalty_is_nemo_rls_default_and_a_negative_one_loads_no_reference(
+    tmp_path: Path,
+) -> None:
+    # ClippedPGLossConfig's default is 0.01, and grpo.py loads the reference only above 0.
+    base = yaml.safe_load((FIXTURES / "grpo_base.yaml").read_text())
+    del base["loss_fn"]["reference_policy_kl_penalty"]
+    path = tmp_path / "no_kl.yaml"
+    path.write_text(yaml.safe_dump(base))
+    cfg = load_config(path, overrides=LENGTHS[1:3])
+    assert "reference" in cfg.roles
+    assert any(s.name == "ref_logprob" for s in cfg.pipeline.stages)
+    negative = recipe(tmp_path, {"loss_fn": {"reference_policy_kl_penalty": -0.1}})
+    assert "reference" not in load_config(negative, overrides=LENGTHS[1:3]).roles
+
+
 def test_forced_on_policy_ratio_skips_the_old_log_probs(tmp_path: Path) -> None:
     path = recipe(tmp_path, {"loss_fn": {"force_on_policy_ratio": True}})
     stages = {s.name: s for s in load_config(path, overrides=LENGTHS[1:3]).pipeline.stages}

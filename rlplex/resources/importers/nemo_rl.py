@@ -35,7 +35,8 @@ lm_policy.py, nemo_rl/models/generation/vllm/), as NeMo RL runs them today:
   FSDP2 over the data-parallel ranks, ``tensor_parallel_size``, ``context_parallel_size``,
   ``expert_parallel_size``, ``activation_checkpointing``, ``cpu_offload``: parameters and
   optimizer in host memory, ``lora_cfg``); exactly one of the two, as lm_policy.py asserts.
-- Reference log-probs: when ``loss_fn.reference_policy_kl_penalty`` is not 0 and
+- Reference log-probs: when ``loss_fn.reference_policy_kl_penalty`` is above 0 (absent:
+  NeMo RL's default 0.01, ``ClippedPGLossConfig``) and
   ``skip_reference_policy_logprobs_calculation`` is not set (PPO's default: set). The
   reference's full weights are swapped into the trainer's workers from host memory, LoRA or
   not: a ``reference`` role on the trainer's GPUs with its sizes.
@@ -769,9 +770,10 @@ def _reward_workers(r: _Reader) -> int:
 
 def _reference(r: _Reader, algo: str) -> bool:
     """Whether the step computes reference log-probs (grpo.py ``setup``: only with a KL
-    penalty, and not when told to skip them; PPO skips them by default)."""
+    penalty above 0, and not when told to skip them; PPO skips them by default). An absent
+    penalty is NeMo RL's default, 0.01 (loss_functions.py ``ClippedPGLossConfig``)."""
     skip = r.flag(f"{algo}.skip_reference_policy_logprobs_calculation", algo == "ppo")
-    return not skip and r.number("loss_fn.reference_policy_kl_penalty", 0) != 0
+    return not skip and r.number("loss_fn.reference_policy_kl_penalty", 0.01) > 0
 
 
 def _old_logprob(r: _Reader, algo: str) -> bool:
