@@ -20,6 +20,7 @@ Each refusal names the file, the line and the limit.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,15 @@ def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) 
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+# PyYAML reads YAML 1.1, whose floats need a dot and a signed exponent: ``1e-6``, ``1e3``
+# and ``2.0e1`` would load as strings. Every framework whose files rlplex reads loads them
+# with OmegaConf, which reads them as floats (as YAML 1.2 does), and so must rlplex: a
+# native ``seconds: 1e3`` is a number.
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789")
+)
 
 
 def _check_events(text: str, limits: YamlLimits) -> None:

@@ -33,3 +33,12 @@ def test_a_repeated_own_key_is_still_refused_beside_a_merge() -> None:
     text = MERGED + "  epochs: 3\n"
     with pytest.raises(ConfigError, match=r"t.yaml:7: key 'epochs' appears twice"):
         load_yaml_text(text, file="t.yaml")
+
+
+def test_exponent_floats_are_numbers_as_omegaconf_reads_them() -> None:
+    # PyYAML (YAML 1.1) loads these as strings; OmegaConf, which loads every framework's
+    # files, and YAML 1.2 read them as floats.
+    data = load_yaml_text("a: 1e3\nb: 1e-6\nc: 2.0e1\nd: -1E+2\ne: 3.0e-5\n", file="x.yaml")
+    assert data == {"a": 1000.0, "b": 1e-6, "c": 20.0, "d": -100.0, "e": 3e-5}
+    kept = load_yaml_text("a: e3\nb: 1e\nc: '1e3'\nd: 12\ne: 1.5\n", file="x.yaml")
+    assert kept == {"a": "e3", "b": "1e", "c": "1e3", "d": 12, "e": 1.5}
