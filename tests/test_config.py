@@ -188,6 +188,10 @@ def test_async_roles_may_share_gpus(tmp_path: Path) -> None:
             "pipeline.stages: the pipeline has no stages",
         ),
         (
+            "cluster: {}\nroles: {}\npipeline: {stages: [{name: generate, seconds: 1}]}\n",
+            "pipeline.stages: must map each stage's name to its fields",
+        ),
+        (
             "cluster: !!python/object/apply:os.system ['touch pwned']\n",
             "YAML syntax error: could not determine a constructor",
         ),

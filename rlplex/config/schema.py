@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 from rlplex.dag.pipeline import Mode, Pipeline
 from rlplex.resources.cluster import DRIVER, Cluster, Role, StateKind, driver_role
@@ -118,6 +118,18 @@ class PipelineSpec(BaseModel):
     max_staleness: StrictInt = Field(0, ge=0, le=MAX_STALENESS)
     stages: dict[str, dict[str, Any] | None] | None = None
     python: str | None = None
+
+    @field_validator("stages", mode="before")
+    @classmethod
+    def _stages_by_name(cls, value: Any) -> Any:
+        # ROLL and verl users write lists of stages; say what the native form is instead of
+        # pydantic's "must be a valid dictionary".
+        if isinstance(value, list):
+            raise ValueError(
+                "must map each stage's name to its fields (`generate: {role: actor_infer,"
+                " seconds: 120}`), not be a list"
+            )
+        return value
 
 
 TOP_LEVEL_KEYS = ("cluster", "roles", "pipeline", "model", "workload", "efficiency")
