@@ -86,8 +86,9 @@ def test_roll_agentic_prompt_length_bounds_the_trajectory(roll_agentic: Path) ->
 
 def test_verl_multi_turn_tool_calls(tmp_path: Path) -> None:
     """``multi_turn.enable`` with 4 assistant turns and a tool: the 1,024-token response budget
-    holds the whole trajectory; the tool's replies (at most 200 tokens, mean 100) and the
-    answers share half of it: (512 - 1.5 x 100) / 2.5 = 144.8 per answer over 2.5 turns."""
+    holds the whole trajectory; the tool's replies (at most 200 characters: 50 tokens at 4 a
+    token, mean 25) and the answers share half of it: (512 - 1.5 x 25) / 2.5 = 189.8 per
+    answer over 2.5 turns."""
     mt = "actor_rollout_ref.rollout.multi_turn"
     cfg = load_config(
         VERL,
@@ -99,9 +100,9 @@ def test_verl_multi_turn_tool_calls(tmp_path: Path) -> None:
     w = cfg.workload
     assert w is not None and w.turns is not None
     assert (w.turns.mean, w.turns.max, w.turns.max_tokens) == (2.5, 4, 1024)
-    assert w.turns.observation_tokens == 100
+    assert w.turns.observation_tokens == 25
     assert w.response_tokens.max == 1024
-    assert w.response_tokens.mean == pytest.approx((512 - 1.5 * 100) / 2.5)
+    assert w.response_tokens.mean == pytest.approx((512 - 1.5 * 25) / 2.5)
     assert w.continuation_mean() == pytest.approx(512)
 
 
@@ -213,10 +214,10 @@ def test_rlinf_agent_loops_are_multi_turn() -> None:
         rlinf, overrides=[*data, *loop, "agentloop.is_dynamic_rollout_batch=true"]
     ).workload
     assert w is not None and w.turns is not None
-    # a 2,048 - 512 = 1,536-token budget: 2 turns on average, 100-token replies (half their
-    # 200), the answers the rest of half the budget: (768 - 100) / 2 = 334.
+    # a 2,048 - 512 = 1,536-token budget: 2 turns on average, 25-token replies (half their
+    # 200 characters at 4 a token), the answers the rest of half the budget: (768 - 25) / 2.
     assert (w.turns.mean, w.turns.max, w.turns.samples) == (2, 3, "turn")
     assert w.turns.max_tokens == 1536 and w.response_tokens.max == 1536
-    assert w.turns.observation_tokens == 100
-    assert w.response_tokens.mean == pytest.approx((768 - 100) / 2)
+    assert w.turns.observation_tokens == 25
+    assert w.response_tokens.mean == pytest.approx((768 - 25) / 2)
     assert w.trajectory_mean() == pytest.approx(768)

@@ -645,6 +645,21 @@ def _checked(
     }
 
 
+CHARS_PER_TOKEN = 4.0
+"""Characters of text per token, to turn a tool reply's cap in characters into tokens:
+verl's and RLinf's agent loops cut a tool's reply to its first ``max_tool_response_length``
+characters (``len(tool_response_text)``, verl ``tool_agent_loop.py``, RLinf
+``rstar2_agent_loop.py``) before tokenizing it. About 4 for English text with a BPE
+vocabulary (OpenAI's help article "What are tokens and how to count them": "1 token ~= 4
+chars in English"); code and numbers take more tokens per character, so a reply near its cap
+may be a little longer than this gives."""
+
+
+def reply_tokens(characters: int) -> float:
+    """A tool reply's cap in tokens, from its cap in characters (:data:`CHARS_PER_TOKEN`)."""
+    return characters / CHARS_PER_TOKEN
+
+
 def budgeted_turns(
     most: int, reply_max: float, budget: int, *, samples: str = "trajectory"
 ) -> dict[str, Any]:

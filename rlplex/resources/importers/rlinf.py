@@ -104,6 +104,7 @@ from rlplex.resources.importers.common import (
     positive_int,
     refuse_non_rl,
     remaining_tokens,
+    reply_tokens,
     rollout,
     workload,
 )
@@ -383,8 +384,9 @@ def _workload(data: Mapping[str, Any], *, model_parallel: bool, file: str) -> di
             # (is_dynamic_rollout_batch, required for it) hands the trainer one sample per
             # turn (single_turn_outputs), an AgentLoopWorker the whole trajectory.
             reply_field = "agentloop.max_tool_response_length"
-            reply = given_count(loop.get("max_tool_response_length"), field=reply_field,
-                                file=file, least=0) or 0  # fmt: skip
+            reply_chars = given_count(loop.get("max_tool_response_length"), field=reply_field,
+                                      file=file, least=0) or 0  # fmt: skip
+            reply = reply_tokens(reply_chars)
             per_turn = flag(
                 loop.get("is_dynamic_rollout_batch"),
                 field="agentloop.is_dynamic_rollout_batch", file=file, default=False,

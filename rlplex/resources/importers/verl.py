@@ -104,6 +104,7 @@ from rlplex.resources.importers.common import (
     parallel,
     positive_int,
     refuse_non_rl,
+    reply_tokens,
     rollout,
     workload,
 )
@@ -439,10 +440,10 @@ def _multi_turn(r: _Reader, budget: int) -> dict[str, Any]:
     ``workload.turns``: at most ``max_assistant_turns`` answers (else ``max_user_turns`` + 1,
     else :data:`MULTI_TURN_DEFAULT_TURNS`), the whole trajectory after the prompt within
     ``data.max_response_length`` (each answer may use what is left of it), a tool's reply at
-    most ``max_tool_response_length`` tokens (when a ``tool_config_path`` is set; an
-    interaction's replies have no bound: 0). Means as every importer's: half the maxima (the
-    turns' the midpoint of 1 and the most), the trajectory's half its budget, its answers
-    what the observations leave of that."""
+    most ``max_tool_response_length`` characters (:data:`~.common.CHARS_PER_TOKEN` a token),
+    when a ``tool_config_path`` is set (an interaction's replies have no bound: 0). Means as
+    every importer's: half the maxima (the turns' the midpoint of 1 and the most), the
+    trajectory's half its budget, its answers what the observations leave of that."""
     mt = f"{_ROLLOUT}.multi_turn"
     # verl stops at `if max_turns and turns >= max_turns`: 0 or null is no limit; a negative
     # count stops after the first answer, a string fails there.
@@ -456,7 +457,7 @@ def _multi_turn(r: _Reader, budget: int) -> dict[str, Any]:
     # A tool's reply is cut to its first max_tool_response_length characters (0: to none).
     field = f"{mt}.max_tool_response_length"
     tool_max = given_count(r.get(field), field=field, file=r.file, least=0)
-    reply = 256 if tool_max is None else tool_max
+    reply = reply_tokens(256 if tool_max is None else tool_max)
     return budgeted_turns(most, reply if r.get(f"{mt}.tool_config_path") else 0, budget)
 
 
