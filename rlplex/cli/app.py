@@ -24,6 +24,7 @@ import structlog
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from rlplex.config import Config, load_config
 from rlplex.errors import ConfigError, RlplexError
@@ -42,6 +43,25 @@ app = typer.Typer(
 )
 console = Console()
 err_console = Console(stderr=True)
+
+
+def print_table(table: Table) -> None:
+    """Print ``table`` whole, at its natural width even past the terminal's.
+
+    A table wider than the console is shrunk by rich, which cuts what cannot wrap: a
+    number (``121.…`` for 121.11) or a stage name (``ref_logpr…``). A figure rlplex prints
+    is never cut; a line too long for a terminal wraps there instead."""
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    width = console.width
+    if natural <= width:
+        console.print(table)
+        return
+    console.width = natural  # Console.print cannot render wider than the console itself
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from rlplex.cli.app import WRITTEN, app, console, read_config, user_errors
+from rlplex.cli.app import WRITTEN, app, console, print_table, read_config, user_errors
 from rlplex.cli.options import (
     NO_OPTIONS,
     ConfigArg,
@@ -75,7 +75,7 @@ def show(
         table.add_row(
             name, devices, str(role.num_gpus_per_worker), str(role.world_size), nodes, states
         )
-    console.print(table)
+    print_table(table)
     if cfg.estimated:
         console.print(
             "* estimated from the model, workload and GPU (rlplex estimate shows how): "

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlplex.cli.app import WRITTEN, app, console, err_console, user_errors
+from rlplex.cli.app import WRITTEN, app, console, err_console, print_table, user_errors
 from rlplex.cli.options import (
     NO_OPTIONS,
     NO_RECORD_OPTIONS,
@@ -62,7 +62,7 @@ def _list_presets() -> None:
             name, f"{total_params(s) / 1e9:.2f}B", f"{active_params(s) / 1e9:.2f}B",
             layers, str(s.hidden_size), f"{s.num_heads}/{s.num_kv_heads}", experts,
         )  # fmt: skip
-    console.print(models)
+    print_table(models)
     gpus = Table(title="GPU presets")
     for column in ("name", "", "TFLOP/s bf16", "GB", "GB/s memory", "GB/s host", "GB/s NVLink"):
         gpus.add_column(column, justify="left" if column in ("name", "") else "right")
@@ -71,7 +71,7 @@ def _list_presets() -> None:
             key, g.name, f"{g.peak_tflops:g}", f"{g.memory_gb:g}", f"{g.memory_gb_per_s:g}",
             f"{g.host_gb_per_s:g}", f"{g.intra_node_gb_per_s:g}",
         )  # fmt: skip
-    console.print(gpus)
+    print_table(gpus)
 
 
 @app.command()
@@ -177,8 +177,8 @@ def estimate(
             terms.add_row(
                 stage.name, *(f"{est.terms[t]:.2f}" if t in est.terms else "-" for t in term_names)
             )
-    console.print(stages)
-    console.print(terms)
+    print_table(stages)
+    print_table(terms)
     from rlplex.cli.stage_lines import print_stage_lines
 
     print_stage_lines(result)
@@ -200,7 +200,7 @@ def estimate(
         label = name if cfg.is_estimated(f"roles.{name}.states") else f"{name} (plan: given)"
         peak = f"{r.peak_gb:.2f}" + (" [red](> GPU)[/]" if r.peak_gb > cap else "")
         roles.add_row(label, f"{r.tp}/{r.pp}/{r.dp}", *cells, f"{r.activations_gb:.2f}", peak)
-    console.print(roles)
+    print_table(roles)
     console.print(
         f"GPU: {cap:g} GB each; act = the role's largest transient memory (activations of the"
         " largest micro-batch); peak = states + act; the plan offloads what does not fit"
@@ -212,7 +212,7 @@ def estimate(
 
 
 def _sweep(config: Path, spec: str, png: Path | None, json_: bool, options: ConfigOptions) -> None:
-    from rlplex.cli.sweep import draw_sweep, print_sweep
+    from rlplex.cli.sweep import draw_sweep, print_sweep, refuse_if_none_ran
     from rlplex.reports.sweep import parse_sweep, sweep_config
 
     key, values = parse_sweep(spec)
@@ -224,14 +224,15 @@ def _sweep(config: Path, spec: str, png: Path | None, json_: bool, options: Conf
         config, key, values, overrides=options.overrides, format=options.format,
         costs=options.costs,
     )  # fmt: skip
-    if png is not None:
-        draw_sweep(result, png)
     if json_:
         print(json.dumps(result.to_json(), indent=2))
-        return
-    print_sweep(result)
+    else:
+        print_sweep(result)
+    refuse_if_none_ran(result.period_range() is not None, spec)
     if png is not None:
-        console.print(f"wrote {escape(str(png))}", highlight=False)
+        draw_sweep(result, png)
+        if not json_:
+            console.print(f"wrote {escape(str(png))}", highlight=False)
 
 
 def _logprob_micro_batch(w: dict[str, Any]) -> str:
@@ -583,7 +584,7 @@ def calibrate(
         f"{result.period_before_s:.3f} s", _pct(result.period_error_before),
         f"{result.period_after_s:.3f} s", _pct(result.period_error_after), style="bold",
     )  # fmt: skip
-    console.print(table)
+    print_table(table)
     if result.efficiency:
         console.print(f"efficiency: {result.efficiency}", highlight=False, soft_wrap=True)
     if out is not None:
@@ -624,7 +625,7 @@ def print_plan_memory(peaks: Any, cfg: Any) -> None:
             format_devices(tuple(devices)), f"{peak:.2f}", f"{m.headroom_gb:.2f}",
             during or "-", " + ".join(parts) or "-",
         )  # fmt: skip
-    console.print(table)
+    print_table(table)
     if cfg.estimated:
         seconds = sum(1 for p in cfg.estimated if p.endswith(".seconds"))
         states = sum(1 for p in cfg.estimated if p.startswith("roles."))

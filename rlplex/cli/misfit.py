@@ -7,7 +7,7 @@ import json
 from rich.markup import escape
 from rich.table import Table
 
-from rlplex.cli.app import console, err_console
+from rlplex.cli.app import console, err_console, print_table
 from rlplex.cli.stage_lines import print_stage_lines
 from rlplex.reports.misfit import MisfitReport
 
@@ -32,7 +32,7 @@ def print_misfit(report: MisfitReport, json_: bool) -> None:
             f"{s.seconds:.2f} s" if s.seconds is not None and s.bound != "given" else "-",
             s.bound, mem,
         )  # fmt: skip
-    console.print(stages)
+    print_table(stages)
     print_stage_lines(est, kv_room=False)
     roles = Table(title=f"estimated memory per GPU (GB; a GPU has {cap:g})")
     kinds = ("weights", "optimizer", "grads", "kv_cache")
@@ -53,7 +53,7 @@ def print_misfit(report: MisfitReport, json_: bool) -> None:
         shown = f"{peak:.2f}" + (f" [red](+{peak - cap:.2f})[/]" if peak > cap else "")
         roles.add_row(escape(name), f"{r.tp}/{r.pp}/{r.dp}", *cells,
                       f"{r.activations_gb:.2f}", shown)  # fmt: skip
-    console.print(roles)
+    print_table(roles)
     console.print(
         "kv = the KV cache the GPU leaves; the seconds are estimated with the GPU memory"
         " raised (generation: the decode batch the workload wants).",

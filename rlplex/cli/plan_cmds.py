@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlplex.cli.app import WRITTEN, app, console, user_errors
+from rlplex.cli.app import WRITTEN, app, console, print_table, user_errors
 from rlplex.cli.options import (
     NO_OPTIONS,
     NO_VIEWS,
@@ -92,13 +92,13 @@ def plan(
     ]
     for name, value in rows:
         table.add_row(name, value)
-    console.print(table)
+    print_table(table)
     from rlplex.cli.estimate import print_plan_memory
 
     print_plan_memory(report.memory, report.config)
     print_host_peaks(report.plan, report.config)
     if report.candidates:
-        console.print(placement_table(list(report.candidates)))
+        print_table(placement_table(list(report.candidates)))
     for note in report.notes:
         console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     if verify:
@@ -128,7 +128,7 @@ def print_host_peaks(plan, config) -> None:
             f"{p.at_s:.2f} s",
             " + ".join(f"{k} {gb:.2f}" for k, gb in held) or "-",
         )
-    console.print(table)
+    print_table(table)
 
 
 @app.command()
@@ -184,7 +184,7 @@ def simulate(
     shown = list(range(steps)) if steps <= 20 else [*range(10), *range(steps - 5, steps)]
     for n in shown:
         table.add_row(str(n), f"{step_s[n]:.2f}")
-    console.print(table)
+    print_table(table)
     console.print(
         f"steady-state period_s: {timeline.meta['period_s']:.2f} s (plan: {result.period_s:.2f} s)",
         highlight=False,

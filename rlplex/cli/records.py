@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rlplex.cli.app import app, console, user_errors, warn
+from rlplex.cli.app import app, console, print_table, user_errors, warn
 from rlplex.cli.options import (
     NO_RECORD_OPTIONS,
     GanttOpt,
@@ -59,7 +59,7 @@ def replay(
         print(json.dumps(report.to_dict(), indent=2))
         return
     title = f"replay of {record} ({report.run.format}) through the plan of {config}"
-    console.print(replay_table(report.result, escape(f"{title} ({report.plan.mode})")))
+    print_table(replay_table(report.result, escape(f"{title} ({report.plan.mode})")))
     console.print(
         "unattributed: recorded step time that the recorded stages do not explain"
         " (driver, data loading, logging); error: predicted vs recorded",
@@ -67,7 +67,7 @@ def replay(
         highlight=False,
     )
     if report.memory is not None:
-        console.print(memory_table(report.memory))
+        print_table(memory_table(report.memory))
         for line in memory_lines(report.memory):
             console.print(line, highlight=False)
     if gantt is not None:
@@ -152,7 +152,7 @@ def whatif(
                           options.config_format, options.costs)  # fmt: skip
     spec = one_sweep(sweep)
     if spec is not None:
-        from rlplex.cli.sweep import print_whatif_sweep
+        from rlplex.cli.sweep import print_whatif_sweep, refuse_if_none_ran
         from rlplex.reports.sweep import parse_sweep, whatif_sweep
 
         key, values = parse_sweep(spec)
@@ -160,6 +160,7 @@ def whatif(
                              alt_configs=alt_config or (), auto=auto, scaling=scaling or (),
                              fit_from=fit_from or ())  # fmt: skip
         print_whatif_sweep(swept, json_)
+        refuse_if_none_ran(bool(swept.bests), spec)
         return
     report = whatif_report(source, overrides=set_ or (), alts=alt or (),
                            alt_configs=alt_config or (), auto=auto, scaling=scaling or (),
@@ -172,7 +173,7 @@ def whatif(
         return
     run = report.run
     title = f"what if: {record} ({run.format}, {len(run.steps)} steps) recorded with {config}"
-    console.print(whatif_table(report.result, escape(title)))
+    print_table(whatif_table(report.result, escape(title)))
     for note in report.notes:
         console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     if gantt is not None:

@@ -11,7 +11,16 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rlplex.cli.app import WRITTEN, app, console, declare_output, err_console, user_errors, warn
+from rlplex.cli.app import (
+    WRITTEN,
+    app,
+    console,
+    declare_output,
+    err_console,
+    print_table,
+    user_errors,
+    warn,
+)
 from rlplex.cli.options import ConfigArg, CostsOpt, FormatOpt, JsonOpt, SetOpt
 from rlplex.cli.render import print_wrote
 
@@ -165,7 +174,7 @@ def size(
             table.add_column(column, justify="left" if left else "right")
         for row in part:
             table.add_row(*row)
-        console.print(table)
+        print_table(table)
     for gpu_type, n in report.smallest.items():
         console.print(f"smallest that fits on {gpu_type}: {n} GPUs", highlight=False)
     for r in report.rows:

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from rlplex.cli.app import console
+from rlplex.cli.app import console, print_table
 from rlplex.errors import ConfigError
 from rlplex.reports.sweep import Sweep, WhatIfSweep
 
@@ -17,14 +17,44 @@ def _value(v: float | str) -> str:
     return escape(v) if isinstance(v, str) else f"{v:g}"
 
 
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def sweep_table(sweep: Sweep) -> Table:
-    """One row per swept value: the planned step and each stage's seconds."""
-    table = Table(title=f"{escape(sweep.config)}: planned step vs {escape(sweep.key)}")
-    table.add_column("value", justify="right")
-    table.add_column("step (period) s", justify="right", style="bold")
+    """The planned step and each stage's seconds at each swept value.
+
+    One row per value, or, when there are fewer values than stages, one row per stage and
+    a column per value: a terminal holds the narrower table without cutting numbers (rich
+    would print ``121.…`` for 121.11 in a table wider than the screen).
+    """
+    title = f"{escape(sweep.config)}: planned step vs {escape(sweep.key)}"
     names = sweep.stage_names
+    table = Table(title=title)
+    if len(sweep.points) <= len(names):
+        table.add_column("seconds", no_wrap=True)
+        for point in sweep.points:
+            table.add_column(_value(point.value), justify="right", no_wrap=True)
+        table.add_row(
+            "[bold]step (period)[/]",
+            *(
+                "[red]does not load[/]" if p.period_s is None else f"[bold]{p.period_s:.2f}[/]"
+                for p in sweep.points
+            ),
+        )
+        for name in names:
+            table.add_row(
+                escape(name),
+                *(
+                    "-" if p.period_s is None else _seconds(p.stages.get(name))
+                    for p in sweep.points
+                ),
+            )
+        return table
+    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column("step (period) s", justify="right", style="bold", no_wrap=True)
     for name in names:
-        table.add_column(f"{escape(name)} s", justify="right")
+        table.add_column(f"{escape(name)} s", justify="right", no_wrap=True)
     for point in sweep.points:
         if point.period_s is None:
             table.add_row(_value(point.value), "[red]does not load[/]", *(["-"] * len(names)))
@@ -32,14 +62,24 @@ def sweep_table(sweep: Sweep) -> Table:
         table.add_row(
             _value(point.value),
             f"{point.period_s:.2f}",
-            *(f"{point.stages[n]:.2f}" if n in point.stages else "-" for n in names),
+            *(_seconds(point.stages.get(n)) for n in names),
         )
     return table
 
 
+def refuse_if_none_ran(ran: bool, spec: str) -> None:
+    """Exit status 2, after the table and each value's reason are printed, when no swept
+    value loaded: the sweep measured nothing."""
+    if not ran:
+        raise ConfigError(
+            "no swept value loads (each value's reason is printed above)", field="--sweep",
+            value=spec,
+        )  # fmt: skip
+
+
 def print_sweep(sweep: Sweep) -> None:
     """The table, each failing value's reason, and the step's range."""
-    console.print(sweep_table(sweep))
+    print_table(sweep_table(sweep))
     for point in sweep.points:
         if point.error:
             console.print(
@@ -114,16 +154,26 @@ def print_whatif_sweep(sweep: WhatIfSweep, json_: bool) -> None:
             f"{p:.2f}" if (p := point.periods.get(label)) is not None else "-" for label in labels
         ]
         table.add_row(_value(point.value), escape(point.best or "-"), *cells)
-    console.print(table)
+    print_table(table)
     for point in sweep.points:
         if point.error:
             where = f"{escape(sweep.key)}={_value(point.value)}"
             console.print(f"[red]{where}:[/] {escape(point.error)}", highlight=False,
                           soft_wrap=True)  # fmt: skip
+    if not sweep.bests:
+        return  # nothing ran: the caller refuses the sweep
     if sweep.stays_best:
         console.print(
             f"the best alternative, {escape(sweep.bests[0])}, stays best over the swept range",
             highlight=False,
+        )
+    elif len(sweep.bests) == 1:
+        failed = ", ".join(_value(p.value) for p in sweep.points if p.best is None)
+        console.print(
+            f"the best alternative, {escape(sweep.bests[0])}, is best at every value that ran"
+            f" [yellow](not at {escape(failed)}: see above)[/]",
+            highlight=False,
+            soft_wrap=True,
         )
     else:
         console.print(

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from rlplex.cli.app import app, console, err_console, user_errors
+from rlplex.cli.app import app, console, err_console, print_table, user_errors
 from rlplex.cli.options import (
     CollapseOpt,
     ConfigStepsOpt,
@@ -51,7 +51,7 @@ def viz(
     written = write_views(
         record, gantt=gantt, png=png, trace=trace, title=title or timeline.name, collapse=collapse
     )
-    console.print(stage_rich_table(record, title=f"time per stage: {escape(timeline.name)}"))
+    print_table(stage_rich_table(record, title=f"time per stage: {escape(timeline.name)}"))
     print_wrote(*written)
 
 

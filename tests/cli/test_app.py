@@ -98,3 +98,27 @@ def test_other_os_errors_are_not_taken_for_a_write() -> None:
     error = write_error(OSError(errno.EACCES, "Permission denied", "out"), outputs)
     assert error is not None
     assert str(error) == "--gantt: cannot write out/g.html: out: Permission denied"
+
+
+def test_a_table_wider_than_the_console_is_printed_whole() -> None:
+    import importlib
+
+    from rich.console import Console
+    from rich.table import Table
+
+    cli_app = importlib.import_module("rlplex.cli.app")  # rlplex.cli.app is also the Typer app
+
+    table = Table()
+    for i in range(12):
+        table.add_column(f"stage_{i}_seconds")
+    table.add_row(*(f"{100 + i}.{i:02d}" for i in range(12)))
+    narrow = Console(width=80, record=True)
+    was = cli_app.console
+    cli_app.console = narrow
+    try:
+        cli_app.print_table(table)
+    finally:
+        cli_app.console = was
+    text = narrow.export_text()
+    assert all(f"{100 + i}.{i:02d}" in text for i in range(12)), text
+    assert "…" not in text and narrow.width == 80  # the console's width is given back
