@@ -96,28 +96,79 @@ class Config(BaseModel):
 
 
 class RoleSpec(BaseModel):
+    """One ``roles.NAME`` section as the file writes it; :mod:`rlplex.config.build` turns it
+    into a :class:`~rlplex.resources.cluster.Role` (devices parsed, world size checked)."""
+
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     devices: str | StrictInt | list[StrictInt] | None = None
+    """Global GPU ranks the role occupies: a range or union (``"0-3,8-11"``), ``"all"``, a
+    Python range (``"list(range(0,8))"``), a list of ranks, one rank, or ``"auto"`` (the
+    planner's placement search chooses them); None: a CPU role, which may hold no states."""
     num_gpus_per_worker: StrictInt = Field(1, ge=1, le=MAX_GPUS)
+    """GPUs one worker drives (an inference engine's tensor x pipeline parallel size); it must
+    divide the role's GPU count, and a worker stays inside one node unless it spans whole
+    nodes."""
     world_size: StrictInt | None = Field(None, ge=1, le=MAX_GPUS)
+    """Number of workers. A GPU role's is ``len(devices) // num_gpus_per_worker`` and a value
+    that disagrees is refused; a CPU role's is its worker count. None: that quotient, or 1
+    for a CPU role (and for an ``auto`` role until it is placed)."""
     states: dict[StateKind, StrictFloat] = Field(default_factory=dict)
+    """GB per device of each state the role holds on its GPUs (``weights``, ``optimizer``,
+    ``grads``, ``kv_cache``), each at most ``cluster.gpu_memory_gb``. Given (even ``{}``), it
+    is kept as given; absent, the estimator fills it when the config gives a model, a
+    workload and a GPU preset, else the role holds none."""
     host_states: dict[StateKind, StrictFloat] = Field(default_factory=dict)
+    """GB per device the role keeps in host memory the whole step, never on a GPU (a CPU
+    optimizer's state); only a GPU role may hold them. Default: none, or what the estimator
+    finds (a CPU-offloaded optimizer) for a state that ``states`` does not hold."""
     model: str | None = None
+    """The role's model: a preset name, or a local Hugging Face folder or ``config.json``
+    (estimates); None: the config's top-level ``model``."""
     parallel: Parallel | None = None
+    """Tensor / pipeline / expert / sequence parallel sizes, ZeRO or FSDP sharding and
+    recomputation (estimates); the sizes must tile the role's devices. None: each field's
+    default (tensor parallel ``num_gpus_per_worker`` for a generating role, else 1; data
+    parallel the rest of the devices; no sharding)."""
     precision: Precision = "bf16"
+    """Precision of the role's weights and compute (estimates); ``fp8`` quantizes only an
+    inference engine's weights (other roles keep bf16 weights and cast each matmul's
+    inputs)."""
     optimizer: OptimizerName = "adamw"
+    """Optimizer of a trained role (estimates): AdamW keeps fp32 master weights and two
+    moments."""
     rollout: Rollout | None = None
+    """Inference-engine settings of a generating role (estimates): max_num_seqs, memory
+    share, CUDA graphs, partial rollout; None: the engine's defaults."""
     lora: Lora | None = None
+    """LoRA adapters on the role's frozen model (estimates); None: the whole model is trained
+    and synced."""
 
 
 class PipelineSpec(BaseModel):
+    """The ``pipeline`` section as the file writes it: YAML stages, or a Python function that
+    builds them; :mod:`rlplex.config.build` turns it into a
+    :class:`~rlplex.dag.pipeline.Pipeline`."""
+
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     mode: Mode = "sync"
+    """``sync``: steps do not overlap. ``async``: generation runs ahead of training by up to
+    ``max_staleness`` steps. With ``python``, the function's mode unless the file gives one."""
     max_staleness: StrictInt = Field(0, ge=0, le=MAX_STALENESS)
+    """Async: steps generation may run ahead of training (generation of step t+1+k waits only
+    for the weight sync of step t); 0, the default, runs like sync (and warns in async mode).
+    Ignored in sync mode. Under a placement search (``devices: auto``, ``rlplex plan --auto``),
+    the largest k the async search tries (0: up to 2). With ``python``, the function's value
+    unless the file gives one."""
     stages: dict[str, dict[str, Any] | None] | None = None
+    """The step's stages by name, each a :class:`~rlplex.dag.stage.Stage` body (a null body is
+    an empty one); required without ``python``. Next to ``python``, it may only set the cost
+    fields (``seconds``, ``memory_gb``, ``at_devices``, ``scaling``) of the function's stages."""
     python: str | None = None
+    """``"module:function"`` or ``"file.py:function"`` (read relative to the config's folder):
+    a function returning the :class:`~rlplex.dag.pipeline.Pipeline`, first run in a child
+    process unless it is rlplex's own; None: the pipeline is ``stages``."""
 
     @field_validator("stages", mode="before")
     @classmethod

@@ -66,8 +66,11 @@ class CrossStepEdge(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     src: str
+    """The weight-sync stage the edge leaves."""
     dst: str
+    """The stage that reads the synced weights, ``lag`` steps later."""
     lag: int
+    """Steps between the two: 1 + ``max_staleness`` in async mode, 1 in sync."""
 
 
 class Pipeline(BaseModel):

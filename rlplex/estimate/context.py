@@ -43,7 +43,12 @@ class StageEstimate(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     stage: str
+    """The stage's name in the pipeline."""
     kind: StageKind
+    """Which formula priced it (:func:`stage_kind`): ``train``, ``forward`` (log-prob, value
+    and GPU reward passes), ``generate``, ``weight_sync``, or ``cpu`` (a CPU or driver stage,
+    or a GPU stage whose name the estimator does not know: its given seconds, or a rule
+    reward's per-sequence overhead)."""
     seconds: float | None
     """Estimated duration; None when the stage cannot be estimated (CPU/driver stages)."""
     flops: float = 0.0
@@ -78,13 +83,21 @@ class RoleEstimate(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     role: str
+    """The role's name."""
     model: str
+    """The model the role runs: the preset's name, or the path its config was read from."""
     params: int
     """Parameters of the role's model (its head included)."""
     devices: int
+    """GPUs the role's states are spread over: its device count, or every GPU of the cluster
+    for a role whose devices are ``auto`` (a warning says so)."""
     tp: int
+    """Tensor-parallel size the estimate used (``parallel.tp``; default: the worker's GPUs for
+    a generating role, else 1)."""
     pp: int
+    """Pipeline-parallel size the estimate used (``parallel.pp``, default 1)."""
     dp: int
+    """Data-parallel size the estimate used (``parallel.dp``; default: devices / (tp x pp))."""
     states: dict[str, float]
     """GB per device of each state."""
     host_states: dict[str, float] = {}
@@ -108,13 +121,27 @@ class Inputs(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     cluster: Cluster
+    """The machines; ``cluster.gpu`` names the GPU preset the estimator needs."""
     roles: dict[str, Role]
+    """Roles by name: every GPU role the pipeline uses gets its states estimated, and the
+    states it gives win (a given ``kv_cache`` caps generation's batch)."""
     pipeline: Pipeline
+    """The step's stages; each is priced by its kind and name (:func:`stage_kind`)."""
     model: str | None = None
+    """The config's ``model`` (preset name or local HF path); None: every GPU role the
+    pipeline uses must name its own."""
     workload: Workload | None = None
+    """Prompts per step, samples per prompt, prompt and response lengths; None: nothing can
+    be estimated (:func:`missing_inputs` names it)."""
     efficiency: Efficiency | None = None
+    """Achieved fractions of peak (a costs file's, or ``rlplex calibrate``'s); None, and any
+    factor left unset: the published defaults (:func:`efficiency_value`)."""
     file: str | None = None
+    """The config file, named in the errors the estimator raises; None: no file (built in
+    Python)."""
     base_dir: Path | None = None
+    """Folder a relative model path is read from (the config's folder); None: the current
+    directory."""
 
     @classmethod
     def of_config(

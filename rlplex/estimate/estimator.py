@@ -57,9 +57,18 @@ class Estimate(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     stages: dict[str, StageEstimate]
+    """Every stage of the pipeline by name, in pipeline order (CPU and driver stages too, as
+    kind ``cpu``)."""
     roles: dict[str, RoleEstimate]
+    """State sizes of every GPU role the pipeline uses (a stage's role, a weight sync's source
+    or destination), by name; CPU roles and unused ones are absent."""
     assumptions: dict[str, Any]
+    """Every input and default the estimate used (GPU preset, workload, models and their
+    layout, efficiencies, engine settings, length distribution ...), for ``rlplex estimate``
+    to print and ``--json`` to carry."""
     warnings: tuple[str, ...] = ()
+    """What the estimator assumed that a user may not expect (an ``auto`` role priced on
+    the whole cluster, a hub name matched to a preset ...); empty: none."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``rlplex estimate --json`` document (see issue 10)."""

@@ -65,10 +65,18 @@ class LengthDistribution:
     """
 
     mean: float
+    """Mean response length, in tokens, the share at the cap included."""
     cap: float
+    """Longest response allowed (the framework's max response length), in tokens."""
     clip_ratio: float
+    """Share of responses cut at ``cap``, 0 to 1: the workload's, or what the gamma body puts
+    beyond the cap (1 when the mean is the cap)."""
     theta: float
+    """Scale of the gamma body, in tokens (its mode): solved so that the capped mean is
+    ``mean``; ``cap`` when every response is at the cap."""
     given_clip: bool
+    """Whether ``clip_ratio`` came from the workload (the body is then the gamma conditioned
+    below the cap) rather than from the default shape; printed with the assumptions."""
 
     @cached_property
     def _table(self) -> tuple[list[float], list[float]]:

@@ -40,7 +40,9 @@ class MemoryLane:
     stacks: dict[str, tuple[float, ...]]
     """``role.state`` (or ``transient``) -> GB at each breakpoint."""
     peak_gb: float
+    """Most GB held at any instant, per GPU (a GPU lane) or per node (a host lane)."""
     peak_at_s: float
+    """When the peak is first reached, seconds from the plan's start."""
     peak_op: str | None
     """The op running (GPU) or starting (host) when the peak is first reached."""
 

@@ -48,15 +48,24 @@ class PlanSchedule:
     """Result of one scheduling run."""
 
     layout: Layout
+    """The placement's device classes the ops' ``classes`` index."""
     ops: list[SOp]
+    """Every op scheduled (runs, weight syncs, offloads, reloads), in the order placed; their
+    ``deps`` index this list."""
     initial: dict[Pair, bool]
     """Residency at the start."""
     final: dict[Pair, bool]
     """Residency at the end."""
     initial_dirty: dict[Pair, bool]
+    """Whether each (role, state) is dirty at the start (changed on the device since its
+    host copy was made, so that an offload must copy it)."""
     final_dirty: dict[Pair, bool]
+    """Whether each (role, state) is dirty at the end; a sync steady state starts as it ends."""
     steps: int
+    """Steps unrolled: several in async mode with ``max_staleness`` >= 1, else 1 (sync, or an
+    async plan in which no step repeats, planned one step at a time)."""
     staleness: int
+    """k of the cross-step edges (the pipeline's ``max_staleness`` in async mode, 0 in sync)."""
     pattern_step: int = 0
     """The step whose ops repeat in the steady state (async: see :mod:`rlplex.plan.steady`)."""
     steady_period: float | None = None

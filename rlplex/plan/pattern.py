@@ -102,6 +102,7 @@ class StepPattern:
     _within: dict[tuple[int, int, int], tuple[Edge, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    """Cache of :meth:`deps_within` for ops near either end of a run, by (op, back, room)."""
     op_reach: tuple[int, ...] = field(default=(), repr=False, compare=False)
     """Per op: the furthest step ahead it waits for (0: none); derived from ``ops``."""
     op_back: tuple[int, ...] = field(default=(), repr=False, compare=False)

@@ -23,8 +23,12 @@ class DeviceMemory(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     device: int
+    """The GPU's global rank."""
     peak_gb: float
+    """Most GB the GPU holds at any instant: resident states plus the running op's transient
+    memory (0 for a GPU that holds nothing)."""
     capacity_gb: float
+    """The plan's ``gpu_memory_gb``, which the peak never exceeds."""
     at_s: float
     """When the peak is first reached, seconds from the plan's start."""
     during: str | None

@@ -30,22 +30,36 @@ class Task:
     """A stage of one step, to be placed."""
 
     idx: int
+    """Its index in :attr:`Problem.tasks`, by which other tasks name it."""
     step: int
+    """The unrolled step it belongs to, from 0."""
     order: int
     """Definition order of the stage."""
     name: str
+    """The stage's name."""
     work: OpWork
     """What its op does (``run`` or ``weight_sync``; role: the run role, or the
     destination of a weight sync), shared by the stage's tasks of every step."""
     classes: tuple[int, ...]
+    """Device classes (:mod:`rlplex.plan.layout`) its op occupies: its role's, both roles' for
+    a weight sync; empty for a CPU or driver stage."""
     lanes: tuple[int, ...]
     """Compute lanes: class ids, CPU lanes after them, the serial lane last."""
     duration: float
+    """Seconds its op takes on the placement, ``cluster.dispatch_s`` included."""
     needs: tuple[Pair, ...]
+    """(role, state) pairs that must be resident while it runs."""
     dirties: tuple[Pair, ...]
+    """(role, state) pairs it leaves changed on the device (a train stage's weights and
+    optimizer, a weight sync's destination weights)."""
     preds: list[int] = field(default_factory=list)
+    """Tasks it waits for: its stage's ``after`` in the same step, cross-step weight-sync
+    edges, and its role's stages of the step before; sorted, each once."""
     succs: list[int] = field(default_factory=list)
+    """Tasks that wait for it (the inverse of ``preds``)."""
     rank: float = 0.0
+    """HEFT upward rank, in seconds: its duration plus the longest path after it within its
+    step; 0 until :meth:`Problem._rank` sets it."""
     reads_dest: bool = False
     """Reads the weights a weight sync overwrites (generate)."""
 

@@ -76,6 +76,7 @@ class StageFit(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     stage: str
+    """The stage's name."""
     how: str
     """``efficiency`` (estimated stage), ``seconds`` (given stage, or a recorded weight sync:
     its measured seconds) or ``not recorded``."""
@@ -104,15 +105,26 @@ class Calibration(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     record: str
+    """The record file fitted, as given."""
     format: str
+    """The format the record was read as (``rlplex``, ``verl``, ``roll``, ``summary``,
+    ``history`` ...), detected unless given."""
     fit_steps: tuple[int, ...]
+    """Step numbers fitted on: after the warm-up steps, the first ``--fit-steps`` (default:
+    half of the rest)."""
     check_steps: tuple[int, ...]
+    """Step numbers held out to check the fit; empty when all are fitted on (the errors are
+    then measured on the fitting steps, with a warning)."""
     stages: tuple[StageFit, ...]
+    """One fit per stage of the pipeline, in pipeline order."""
     efficiency: dict[str, Any] = Field(default_factory=dict)
     """Fitted efficiency factors (kinds and ``stages``)."""
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     """Fitted seconds of stages the config gives."""
     dispatch_s: float = 0.0
+    """Fitted ``cluster.dispatch_s``, seconds added to every run and weight-sync op so that the
+    planned period matches the record's; 0 when not fitted (``overhead_ratio`` was, or the
+    record has no step times) or when the plan is already as long."""
     overhead_ratio: float | None = None
     """The factor on the estimated per-step overhead (``step_overhead_s``,
     ``sequence_overhead_s``) when the plan with the fitted stages was longer than the record's
@@ -124,6 +136,8 @@ class Calibration(BaseModel):
     period_after_s: float
     """Planned period with the fit applied."""
     warnings: tuple[str, ...] = ()
+    """What the fit could not do or assumed (no held-out steps, stages not recorded, a plan
+    that stays longer than the record ...), the record's own warnings first; empty: none."""
 
     @property
     def period_error_before(self) -> float | None:

@@ -70,7 +70,9 @@ class DevicePeak:
     """One device: the plan's peak against the largest total the record shows."""
 
     device: int
+    """The GPU's global rank."""
     predicted_gb: float
+    """The plan's peak on the device (:func:`~rlplex.plan.peaks.peak_memory_by_device`), GB."""
     measured_gb: float
     """The largest sum over the device's processes of allocated memory, in GB."""
     during: str
@@ -88,8 +90,12 @@ class MemoryCheck:
     """Per op and per device, predicted against measured; the steps compared."""
 
     ops: tuple[OpMemory, ...]
+    """Each run and weight-sync op of the plan's repeating step on GPUs that the record
+    measured, in plan order."""
     devices: tuple[DevicePeak, ...]
+    """Each GPU that both the plan and the record's measured ops use, by rank."""
     steps: tuple[int, ...]
+    """The record's steps compared: all but the first (warm-up), or the only one."""
 
     def within(self, tolerance_pct: float) -> int:
         """How many ops' predictions are within ``tolerance_pct`` of the measured peak."""

@@ -50,6 +50,7 @@ class Shortfall(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     role: str
+    """The role whose state or stage does not fit."""
     stage: str | None
     """The stage that needs it (None: a state alone)."""
     what: str
@@ -59,6 +60,8 @@ class Shortfall(BaseModel):
     cap_gb: float
     """GB per GPU available for it."""
     remedy: str
+    """What would make it fit (shard the state, more GPUs, tensor parallel, recomputation
+    ...), one line naming the fields to change."""
 
     @property
     def over_gb(self) -> float:
@@ -71,14 +74,19 @@ class MisfitReport(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     config: str
+    """The config file, as given."""
     error: str
     """The loader's refusal (it names the first field that does not fit)."""
     gpu_memory_gb: float
+    """The real GPU's memory the figures are compared with, GB: the config's (file or
+    ``--set``), else its GPU preset's."""
     estimate: Estimate
     """Computed with the GPU memory raised (see the module docstring)."""
     kv_cache_gb: dict[str, float]
     """Each generating role's KV cache within the real GPU (0: no room)."""
     shortfalls: tuple[Shortfall, ...]
+    """Everything that does not fit: states alone first, then KV caches with no room, then
+    stages (their states and activations with every other role offloaded)."""
 
     def to_json(self) -> dict[str, Any]:
         return {

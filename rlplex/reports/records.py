@@ -72,10 +72,15 @@ class ReplayReport:
     """A record replayed through its config's plan."""
 
     source: RecordSource
+    """Where the record and its config came from."""
     run: RecordedRun
+    """The record read: per-step, per-stage measured durations."""
     config: Config
+    """The run's config, with the ``--set`` overrides applied."""
     plan: Plan
+    """The config's plan, which the record is replayed through."""
     result: ReplayResult
+    """Measured against predicted per step and stage (the table and ``--json``)."""
     warnings: tuple[str, ...]
     """Import and stage warnings, for stderr."""
     memory: MemoryCheck | None = None
@@ -122,9 +127,13 @@ class WhatIfReport:
     """The recorded work under each alternative, best first."""
 
     source: RecordSource
+    """Where the record and its config came from."""
     run: RecordedRun
+    """The record read: per-step, per-stage measured durations."""
     config: Config
+    """The run's config as recorded (no overrides): the baseline the alternatives change."""
     result: WhatIfResult
+    """Each alternative's outcome, the recorded config's included (the table and ``--json``)."""
     warnings: tuple[str, ...]
     """Import and stage warnings, for stderr."""
     notes: tuple[str, ...]

@@ -112,6 +112,7 @@ class RunReport:
     """What one run measured, next to what the plan predicted (``rlplex run --json``)."""
 
     steps: int
+    """RL steps run (``--steps``); the predicted and replayed periods are over as many."""
     measured_period_s: float | None
     """Steady-state seconds per step, measured."""
     predicted_period_s: float | None

@@ -90,7 +90,9 @@ class CountRow:
     """One GPU count of one GPU type: the fastest plan that fits, or why none does."""
 
     gpus: int
+    """GPUs in all, whole nodes of the config's ``gpus_per_node``."""
     gpu: str
+    """The GPU preset (``h100``, ``h20`` ...)."""
     best: Scored | None
     """The fastest candidate that fits."""
     reason: str | None
@@ -114,6 +116,7 @@ class SizeReport:
     """Everything ``rlplex size`` shows."""
 
     file: str
+    """The config file sized, as given."""
     rows: tuple[CountRow, ...]
     """Each (GPU type, GPU count), in the order asked."""
     front: tuple[Scored, ...]
@@ -123,6 +126,8 @@ class SizeReport:
     smallest: dict[str, int]
     """GPU type -> the smallest count that fits."""
     price_per_gpu_hour: float | None = None
+    """The price of one GPU-hour (``--price-per-gpu-hour``), in the user's currency, that the
+    costs per 1,000 steps are computed with; None: no price given, no costs shown."""
     warnings: tuple[str, ...] = ()
     """What the config read as (a model matched to a preset, an imported file's defaults)."""
 

@@ -53,8 +53,12 @@ class Sweep(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     config: str
+    """The config file swept, as given."""
     key: str
+    """The dotted config key swept (``workload.response_tokens.mean``)."""
     points: tuple[SweepPoint, ...]
+    """One plan per value, in the order given (a value where the config does not load keeps
+    its error)."""
 
     @property
     def stage_names(self) -> tuple[str, ...]:
@@ -277,6 +281,7 @@ class WhatIfPoint(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     value: float | str
+    """The swept key's value: a number, or the text of a word value (``h20``)."""
     periods: dict[str, float | None] = {}
     """Predicted period of each alternative (and of the recorded config), by label."""
     best: str | None = None
@@ -291,9 +296,11 @@ class WhatIfSweep(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     key: str
+    """The dotted config key swept, on the recorded config and every alternative from it."""
     baseline: str
     """The recorded config's label."""
     points: tuple[WhatIfPoint, ...]
+    """One what-if per value, in the order given (a value where it fails keeps its error)."""
 
     @property
     def bests(self) -> tuple[str, ...]:
@@ -336,6 +343,7 @@ def whatif_sweep(source: Any, key: str, values: Sequence[str], **whatif_args: An
     @dataclasses.dataclass(frozen=True)
     class _Swept(RecordSource):
         swept: tuple[str, ...] = ()
+        """The ``KEY=V`` override put before every config's own (``--set``, ``--alt``)."""
 
         def load_config(self, overrides: Sequence[str] = ()) -> Config:
             return super().load_config((*self.swept, *overrides))

@@ -57,9 +57,15 @@ class RayNode:
     """An alive Ray node and its GPUs."""
 
     node_id: str
+    """Ray's id of the node (hex)."""
     gpus: int
+    """GPUs the node offers Ray (its ``GPU`` resource), at least 1: nodes without are left
+    out."""
     is_head: bool = False
+    """Whether it is the cluster's head node (listed first)."""
     labels: dict[str, str] = field(default_factory=dict)
+    """Ray's node labels; with :data:`NODE_LABEL`, placement groups are pinned to the node by
+    label, else only aimed at it (an older Ray). Default: none."""
 
 
 @dataclass

@@ -104,6 +104,7 @@ class _TensorRef:
     """Where a tensor was in a shared result's structure."""
 
     name: str
+    """The tensor's key among the shared ones: its position in the walk, ``"0"``, ``"1"`` ..."""
 
 
 @dataclass(frozen=True)

@@ -86,16 +86,28 @@ def _first_line(exc: BaseException) -> str:
 
 @dataclass(slots=True)
 class _InFlight:
+    """An op issued and not yet done: its calls, what came back, when it is late."""
+
     op: ExecOp
+    """The op."""
     index: int
+    """Its position in the schedule's ops (the index ``_dependents`` and ``_waiting`` use)."""
     workers: list[tuple[str, int]]
+    """(role, rank) of each call, in call order (``("driver", 0)`` for a driver stage)."""
     issued_s: float
+    """When it was issued, on the recorder's clock (seconds)."""
     dispatch_s: float
+    """Seconds from when its dependencies were done to when it was issued."""
     deadline: float
+    """``time.perf_counter()`` past which it is hung (:meth:`Dispatcher.op_limit_s`)."""
     gpus_per_worker: int
+    """GPUs each worker drives, for the record (1 for a driver stage)."""
     stats: list[Any] = field(default_factory=list)
+    """Each call's stats as it returns, None until it has."""
     left: int = 0
+    """Calls not returned yet; the op is done at 0."""
     future: cf.Future[Any] | None = None
+    """A driver stage's call in the thread pool; None for worker calls, or once collected."""
 
 
 @dataclass(frozen=True)

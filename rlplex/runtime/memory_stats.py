@@ -90,7 +90,10 @@ class Window:
     """One open compute call; ``peak`` grows as the tracker folds device peaks into it."""
 
     peak: int
+    """Most bytes allocated on the device since the window opened (at first, the bytes
+    allocated when it opened)."""
     closed: bool = field(default=False)
+    """Whether :meth:`MemoryTracker.close` has ended it (closing it again is refused)."""
 
 
 class MemoryTracker:

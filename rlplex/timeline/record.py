@@ -78,6 +78,8 @@ class Timeline(BaseModel):
     """Free-form facts about the run: source, config file, device name."""
 
     _by_step: tuple[tuple[Event, ...], dict[int, tuple[Event, ...]]] | None = PrivateAttr(None)
+    """Cache of :meth:`_step_index`: the events tuple it was built from and its events per
+    step; None until first asked (rebuilt when ``events`` is another tuple)."""
 
     def _step_index(self) -> dict[int, tuple[Event, ...]]:
         """Events per step, built once per events tuple (scanning per step was quadratic)."""

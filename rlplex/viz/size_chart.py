@@ -24,7 +24,9 @@ class SizePoint:
     """One planned candidate that fits."""
 
     gpus: int
+    """GPUs of the candidate, in all (the chart's x axis)."""
     period_s: float
+    """Its planned steady-state step, seconds (the y axis)."""
     mode: str
     """``sync``, ``async k=1`` ..."""
     gpu: str
