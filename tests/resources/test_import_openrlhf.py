@@ -448,3 +448,94 @@ def test_import_corpus_counts_openrlhf_scripts_apart(tmp_path: Path, capsys) -> 
     script(tmp_path, "deepspeed --module openrlhf.cli.train_sft --a 1\n", "train_sft.sh")
     assert module.main([str(tmp_path), "--set", "cluster.gpu=h100"]) == 0
     assert "| openrlhf script | 2 | 1 | 1 | 0 | 0 | 0 | 0 |" in capsys.readouterr().out
+
+
+# Found in review (2026-11-30), each against OpenRLHF's code at 3c3be623:
+
+
+@pytest.mark.parametrize(("stage", "offloaded"), [("2", False), ("3", True)])
+def test_ref_and_reward_offload_only_under_zero3(
+    tmp_path: Path, stage: str, offloaded: bool
+) -> None:
+    """--ref.offload / --reward.offload set DeepSpeed's offload_param in the evaluation config
+    (launcher.py), which runs at stage 0 below ZeRO-3 (get_ds_eval_config): DeepSpeed then
+    moves the whole model to the GPU, and the flags change nothing."""
+    text = HYBRID.replace(
+        "--ds.zero_stage 3", f"--ds.zero_stage {stage} --ref.offload --reward.offload"
+    )
+    roles = native(script(tmp_path, text))["roles"]
+    for name in ("reference", "reward"):
+        assert roles[name]["parallel"].get("offload_params", False) is offloaded
+
+
+def test_liger_kernels_are_the_causal_models_only(tmp_path: Path) -> None:
+    """Liger replaces the layers of the Actor class (openrlhf/models/actor.py: the actor and
+    the reference); the critic and the reward model, built by get_llm_for_sequence_regression,
+    keep Hugging Face's."""
+    roles = native(
+        script(
+            tmp_path, HYBRID.replace("--ds.enable_sleep", "--ds.enable_sleep --ds.use_liger_kernel")
+        )
+    )["roles"]
+    kernels = {
+        name: role["parallel"]["kernels"] for name, role in roles.items() if name != "actor_infer"
+    }
+    assert kernels == {
+        "actor_train": "fused",
+        "reference": "fused",
+        "critic": "eager",
+        "reward": "eager",
+    }
+
+
+def test_left_out_micro_batches_take_the_defaults_of_the_spelling(tmp_path: Path) -> None:
+    """Every flat-flag release until v0.10.0 defaulted --micro_train_batch_size to 4 and
+    --micro_rollout_batch_size to 8; the dotted flags' parser defaults both to 1."""
+    cut = ("--micro_train_batch_size 4", "--micro_rollout_batch_size 8")
+    old = HYBRID_OLD
+    for flag in cut:
+        old = old.replace(f"   {flag} \\\n", "")
+    new = HYBRID
+    for flag in ("--train.micro_batch_size 4", "--rollout.micro_batch_size 8"):
+        new = new.replace(f"   {flag} \\\n", "")
+    old_load = native(script(tmp_path, old, "old.sh"))["workload"]
+    new_load = native(script(tmp_path, new, "new.sh"))["workload"]
+    assert (old_load["micro_batch_size"], old_load["logprob_micro_batch_size"]) == (4, 8)
+    assert (new_load["micro_batch_size"], new_load["logprob_micro_batch_size"]) == (1, 1)
+
+
+def test_a_backslash_before_trailing_blanks_is_named(tmp_path: Path) -> None:
+    """bash reads ``\\ `` as an escaped blank, not a continuation: the command ends there."""
+    path = script(
+        tmp_path,
+        HYBRID.replace("--actor.num_gpus_per_node 8 \\\n", "--actor.num_gpus_per_node 8 \\  \n"),
+    )
+    assert str(error(path)) == (
+        f"{path}: line 3: passes a word of blanks (' ') after --actor.num_gpus_per_node: a"
+        " backslash followed by blanks at a line's end continues no line, and the flags of the"
+        " lines after it are no part of the command; remove the blanks after the backslash"
+    )
+
+
+def test_flags_given_through_variables(tmp_path: Path) -> None:
+    text = (
+        'PLACE="--actor.num_gpus_per_node 4 --vllm.num_engines 4 --train.colocate_all "\n'
+        'MODEL_ARGS=" --actor.model_name_or_path Qwen/Qwen3-4B --reward.remote_url http://rm/x "\n'
+        'ray job submit --address=${RAY_ADDRESS} --runtime-env-json=\'{"working_dir": "/w"}\' \\\n'
+        "   -- python3 -m openrlhf.cli.train_ppo_ray $PLACE $MODEL_ARGS \\\n"
+        "   --algo.advantage.estimator=group_norm --rollout.n_samples_per_prompt=8 \\\n"
+        "   --algo.kl.init_coef=0 \\\n"
+        "   --train.micro_batch_size 2 $EXTRA_ARGS\n"
+    )
+    data = native(script(tmp_path, text))
+    assert ranks(data, "actor_train") == ranks(data, "actor_infer") == (0, 3)
+    assert data["workload"]["micro_batch_size"] == 2 and "reward" not in data["roles"]
+
+
+def test_a_number_left_to_an_unset_variable_is_named(tmp_path: Path) -> None:
+    path = script(tmp_path, HYBRID.replace("--vllm.num_engines 4", "--vllm.num_engines $ENGINES"))
+    assert str(error(path)) == (
+        f"{path}: --vllm.num_engines: is a shell variable the script does not set (rlplex reads"
+        " no environment): give its value with --set vllm.num_engines=VALUE (got '$ENGINES')"
+    )
+    assert native(path, "vllm.num_engines=4") == native(script(tmp_path, HYBRID, "given.sh"))

@@ -471,3 +471,26 @@ def test_a_here_document_read_into_a_variable() -> None:
     assert (launch.module, launch.arguments, launch.line) == (
         "openrlhf.cli.train_dpo", ("--ds.zero_stage", "4"), 9,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Found in review (2026-11-30): a blank ending an unquoted expansion made an empty
+        # word, read as one more value of the flag before it (--c ['3', ''])
+        ('X=" --c 3 "\npython3 -m openrlhf.cli.train_ppo_ray --a 1 $X --b', ("--c", "3", "--b")),
+        ('X=" "\npython3 -m openrlhf.cli.train_ppo_ray --a 1 $X --b', ("--b",)),
+        ('X="--c 3 "\npython3 -m openrlhf.cli.train_ppo_ray --a 1 ${X}y', ("--c", "3", "y")),
+        # quoted, the blank is the word's
+        ('X="--c 3 "\npython3 -m openrlhf.cli.train_ppo_ray --a 1 "$X"', ("--c 3 ",)),
+    ],
+)
+def test_a_blank_ending_an_expansion_starts_no_word(text: str, expected: tuple[str, ...]) -> None:
+    assert read_launch(text, file="run.sh").arguments[2:] == expected
+
+
+def test_an_unknown_expansion_after_a_value_is_no_value() -> None:
+    """``$EXTRA_ARGS``, which the script does not set, may stand for more flags: not one more
+    value of the flag before it (found in review, 2026-11-30)."""
+    words = ["--a", "1", "$EXTRA_ARGS", "--model", "$MODEL", "--switch", "${MORE[@]}"]
+    assert flag_arguments(words) == {"a": "1", "model": "$MODEL", "switch": "${MORE[@]}"}

@@ -149,10 +149,13 @@ class _Words:
             if prefix and _ASSIGNMENT.match("".join(word)):
                 text = text.replace(_BREAK, " ")
             pieces = text.split(_BREAK)
+            last = len(pieces) - 1
             for k, piece in enumerate(pieces):
                 if k:
                     close()
-                if piece or k:
+                # a blank ending an unquoted expansion (X="--a 1 ") ends the word and starts
+                # none; an empty element of "${A[@]}" is a word (its caller starts it)
+                if piece or 0 < k < last:
                     word.append(piece)
                     started = True
 
@@ -1092,8 +1095,10 @@ def flag_arguments(words: tuple[str, ...] | list[str]) -> dict[str, str | list[s
     """An argparse command line's options as written, by name without the ``--``:
     ``--flag value`` and ``--flag=value`` give the value's word, ``--flag a b`` (an option of
     several values, ``nargs=2``) the list of words, a bare ``--flag`` True. A word that does
-    not start with ``--`` belongs to the option before it (``--eval.steps -1`` included);
-    the last of a repeated option counts, as argparse takes it; redirections are dropped.
+    not start with ``--`` belongs to the option before it (``--eval.steps -1`` included),
+    except an expansion the script does not define (``$EXTRA_ARGS``) after the option has
+    its value: it may stand for more options, none of which rlplex can know. The last of a
+    repeated option counts, as argparse takes it; redirections are dropped.
     """
     out: dict[str, str | list[str] | bool] = {}
     key: str | None = None
@@ -1112,6 +1117,8 @@ def flag_arguments(words: tuple[str, ...] | list[str]) -> dict[str, str | list[s
             key = None if eq else name
         elif key is not None:
             before = out[key]
+            if word.startswith("$") and before is not True:
+                continue
             if before is True:
                 out[key] = word
             elif isinstance(before, list):

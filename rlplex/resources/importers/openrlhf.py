@@ -16,7 +16,9 @@ named):
   every old name rlplex reads to its new one; given both, the dotted one counts. Lengths
   before d0e088b6 (2026-03-24) were ``--prompt_max_len`` and ``--generate_max_len`` (1024
   each by default) with ``--max_len`` an optional cap on both together. A flag the script
-  leaves out takes the parser's default of today. Errors name the flag as written.
+  leaves out takes the parser's default of today, but for the micro-batches of a script
+  in the flat spelling: 4 (train) and 8 (rollout), as every flat release until v0.10.0
+  (a2978694) had them. Errors name the flag as written.
 - Roles (``train()``): the actor (``--actor.num_nodes`` x ``num_gpus_per_node``, default
   1 x 8), the vLLM engines (``--vllm.num_engines`` x ``tensor_parallel_size``: one rollout
   worker per engine), the reference when ``--algo.kl.init_coef`` > 0 (default 0.01), the
@@ -42,9 +44,12 @@ named):
   unsharded otherwise (``get_ds_eval_config``); ``--ds.adam_offload``: DeepSpeed's CPU Adam;
   ``--actor.gradient_checkpointing_enable`` (the critic's too); ``--ds.ring_attn_size`` as
   sequence parallel, ``--ds.tensor_parallel_size`` as tensor parallel (every DeepSpeed
-  model); ``--ref.offload`` and ``--reward.offload``: parameters in host memory;
+  model); ``--ref.offload`` and ``--reward.offload``: parameters in host memory under
+  ZeRO-3 (below it the evaluation engine runs at stage 0, which puts the whole model on
+  the GPU: DeepSpeed's ``offload_param`` is a ZeRO-3 setting);
   ``--ds.lora.rank``: LoRA on the actor and the critic (the engines get merged weights);
-  Hugging Face layers, fused with ``--ds.use_liger_kernel``.
+  Hugging Face layers, fused with ``--ds.use_liger_kernel`` in the actor and the
+  reference (openrlhf/models/actor.py; the critic and the reward model keep them).
 - Pipeline: OpenRLHF's step is the default one (openrlhf/trainer/ppo_trainer.py,
   ppo_utils/experience_maker.py): generation, the reward, the actor's old log-probs, the
   reference's, the critic's values, the advantages on the driver, then the critic's and
@@ -69,8 +74,9 @@ named):
   not RL, :data:`NOT_RL_ENTRIES`), OpenRLHF's PPO without Ray (``openrlhf.cli.train_ppo``,
   whose actor generated with Hugging Face's ``generate``), a run without vLLM engines (the
   same), a missing reward, and whatever OpenRLHF's parser or asserts refuse among what rlplex
-  reads (a count that is not a whole number, an unknown estimator, a group estimator with
-  one sample per prompt ...), naming the flag.
+  reads (a count that is not a whole number or a variable the script does not set, a
+  word of blanks that a backslash before trailing blanks left, an unknown estimator, a
+  group estimator with one sample per prompt ...), naming the flag.
 
 What rlplex assumes where the flags are silent is listed in docs/importers.md ("OpenRLHF
 launch scripts").
@@ -196,6 +202,10 @@ _ERA1_PROMPT, _ERA1_RESPONSE = "prompt_max_len", "generate_max_len"
 """Lengths before d0e088b6 (2026-03-24): prompt and response bounds, 1024 each by default."""
 _ERA1_DEFAULT = 1024
 
+_FLAT_MICRO_TRAIN, _FLAT_MICRO_ROLLOUT = 4, 8
+"""``--micro_train_batch_size`` and ``--micro_rollout_batch_size`` by default in every
+release of the flat flags but the last two (1 and 1 since a2978694, 2026-04-11, v0.10.0)."""
+
 _NODE_GPUS = 8
 """GPUs per machine assumed when the groups are several (OpenRLHF never says)."""
 
@@ -228,6 +238,7 @@ def script_data(launch: Launch, *, file: str) -> dict[str, Any]:
             f"is no OpenRLHF entry point rlplex reads (it reads {ENTRY})",
             field=where, value=module, file=file,
         )  # fmt: skip
+    _refuse_blank_words(launch, file)
     flags = flag_arguments(launch.arguments)
     _refuse_mixed_spellings(flags, file)
     out: dict[str, Any] = {}
@@ -241,6 +252,22 @@ def script_data(launch: Launch, *, file: str) -> dict[str, Any]:
             node = child
         node[leaf] = value
     return out
+
+
+def _refuse_blank_words(launch: Launch, file: str) -> None:
+    """A backslash with blanks after it at a line's end escapes a blank and continues no
+    line: the shell passes a word of blanks (which OpenRLHF's parser refuses) and runs the
+    next lines as commands of their own, so the flags there are not the run's."""
+    for k, word in enumerate(launch.arguments):
+        if word and not word.strip():
+            after = next((w for w in reversed(launch.arguments[:k]) if w.startswith("--")), None)
+            where = f" after {after}" if after else ""
+            raise ConfigError(
+                f"passes a word of blanks ({word!r}){where}: a backslash followed by blanks at"
+                " a line's end continues no line, and the flags of the lines after it are no"
+                " part of the command; remove the blanks after the backslash",
+                field=f"line {launch.line}", file=file,
+            )  # fmt: skip
 
 
 def _refuse_mixed_spellings(flags: Mapping[str, Any], file: str) -> None:
@@ -277,6 +304,8 @@ class _Flags:
 
     def __init__(self, data: Mapping[str, Any], file: str) -> None:
         self.data, self.file = data, file
+        self.flat = any(key in RENAMED or key in (_ERA1_PROMPT, _ERA1_RESPONSE) for key in data)
+        """The script spells its flags as the releases before the dotted groups did."""
 
     def find(self, name: str) -> tuple[Any, str]:
         """(the value, None when absent; the flag as written, ``--`` and all)."""
@@ -286,30 +315,42 @@ class _Flags:
                 return value, f"--{key}"
         return None, f"--{name}"
 
+    def given(self, name: str) -> tuple[Any, str]:
+        """:meth:`find` for a number or a choice: a shell variable the script does not set
+        (``--vllm.num_engines $ENGINES``) is refused as such, not as a wrong value."""
+        value, field = self.find(name)
+        if isinstance(value, str) and "$" in value:
+            raise ConfigError(
+                "is a shell variable the script does not set (rlplex reads no environment):"
+                f" give its value with --set {field[2:]}=VALUE",
+                field=field, value=value, file=self.file,
+            )  # fmt: skip
+        return value, field
+
     def field(self, name: str) -> str:
         return self.find(name)[1]
 
     def raw(self, name: str, default: Any = None) -> Any:
         """The value as an int where it is a word of digits (checked by its reader), else
         ``default`` when absent."""
-        value = self.find(name)[0]
+        value = self.given(name)[0]
         return default if value is None else _integer(value)
 
     def count(self, name: str, default: int) -> int:
         """A whole number >= 1 (a batch size, a queue size), ``default`` when absent."""
-        value, field = self.find(name)
+        value, field = self.given(name)
         got = given_count(_integer(value), field=field, file=self.file)
         return default if got is None else got
 
     def gpus(self, name: str, default: int) -> int:
         """A GPU count (nodes, GPUs per node, parallel sizes), bounded as any importer's."""
-        value, field = self.find(name)
+        value, field = self.given(name)
         return positive_int(
             default if value is None else _integer(value), field=field, file=self.file
         )
 
     def number(self, name: str, default: float) -> float:
-        value, field = self.find(name)
+        value, field = self.given(name)
         if value is None:
             return default
         value = _decimal(value)
@@ -340,7 +381,7 @@ class _Flags:
         raise InvalidValueError("must be one word", field=field, value=value, file=self.file)
 
     def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
-        value, field = self.find(name)
+        value, field = self.given(name)
         if value is None:
             return default
         if value not in choices:
@@ -351,7 +392,7 @@ class _Flags:
 
 
 def _zero_stage(f: _Flags) -> int:
-    value, field = f.find("ds.zero_stage")
+    value, field = f.given("ds.zero_stage")
     stage = 2 if value is None else _integer(value)
     if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
         raise InvalidValueError(
@@ -504,7 +545,7 @@ def _models(f: _Flags, estimator: str) -> dict[str, bool]:
 def _engines(f: _Flags) -> tuple[int, int]:
     """(engines, GPUs per engine); refused without engines, as OpenRLHF generates with none
     else (samples_generator.py dispatches to vLLM only)."""
-    value, field = f.find("vllm.num_engines")
+    value, field = f.given("vllm.num_engines")
     engines = _integer(value)
     if engines is None or engines == 0:
         raise ConfigError(
@@ -527,19 +568,24 @@ def _parallel(f: _Flags, role: str, tp: int) -> dict[str, Any] | None:
     trained = role in ("actor_train", "critic")
     offload = {"reference": "ref.offload", "reward": "reward.offload"}.get(role)
     ds_tp = f.gpus("ds.tensor_parallel_size", 1)
+    # Liger's kernels replace the causal LM's layers (openrlhf/models/actor.py): the actor's
+    # and the reference's; the critic and the reward model (a value head) keep Hugging Face's
+    liger = role in ("actor_train", "reference") and f.switch("ds.use_liger_kernel")
     return parallel(
         tp=ds_tp if ds_tp > 1 else None,
         sp=f.gpus("ds.ring_attn_size", 1),
         zero=zero if trained else (3 if zero == 3 else None),
         recompute=trained and f.switch("actor.gradient_checkpointing_enable"),
         cpu_optimizer=trained and f.switch("ds.adam_offload"),
-        offload_params=f.switch(offload) if offload else None,
-        kernels="fused" if f.switch("ds.use_liger_kernel") else "eager",
+        # DeepSpeed's offload_param works with ZeRO-3 only: below it the evaluation engine
+        # (stage 0) moves the whole model to the GPU and the flag changes nothing
+        offload_params=f.switch(offload) and zero == 3 if offload else None,
+        kernels="fused" if liger else "eager",
     )
 
 
 def _lora(f: _Flags) -> dict[str, Any] | None:
-    value, field = f.find("ds.lora.rank")
+    value, field = f.given("ds.lora.rank")
     rank = _integer(value)
     if rank is None or rank == 0:
         return None
@@ -551,9 +597,9 @@ def _lengths(f: _Flags) -> tuple[int, int, str, str]:
     """(prompt max, response max, and the flags they come from): see the module docstring;
     with neither ``--rollout.max_new_tokens`` nor the old bounds, ``--data.max_len`` is split
     in halves (rlplex's choice: OpenRLHF's own examples gave 1024 + 1024 for 2048)."""
-    old_prompt, prompt_field = f.find(_ERA1_PROMPT)
-    old_response, response_field = f.find(_ERA1_RESPONSE)
-    total, total_field = f.find("data.max_len")
+    old_prompt, prompt_field = f.given(_ERA1_PROMPT)
+    old_response, response_field = f.given(_ERA1_RESPONSE)
+    total, total_field = f.given("data.max_len")
     total = given_tokens(_integer(total), field=total_field, file=f.file)
     if old_prompt is not None or old_response is not None:
         prompt = given_tokens(_integer(old_prompt), field=prompt_field, file=f.file)
@@ -566,7 +612,7 @@ def _lengths(f: _Flags) -> tuple[int, int, str, str]:
             prompt = min(prompt, left or prompt)
         return prompt, response, prompt_field, response_field
     total = total or 2048
-    new, new_field = f.find("rollout.max_new_tokens")
+    new, new_field = f.given("rollout.max_new_tokens")
     response = given_tokens(_integer(new), field=new_field, file=f.file)
     if response is not None:
         prompt = remaining_tokens(
@@ -609,10 +655,10 @@ def _workload(f: _Flags, estimator: str) -> dict[str, Any] | None:
         samples=samples,
         prompt_max=prompt_max,
         response_max=response_max,
-        micro_batch=f.raw("train.micro_batch_size", 1),
+        micro_batch=f.raw("train.micro_batch_size", _FLAT_MICRO_TRAIN if f.flat else 1),
         packing=packing,
         micro_batch_tokens=train_tokens,
-        logprob_micro_batch=f.raw("rollout.micro_batch_size", 1),
+        logprob_micro_batch=f.raw("rollout.micro_batch_size", _FLAT_MICRO_ROLLOUT if f.flat else 1),
         logprob_micro_batch_tokens=rollout_tokens,
     )
     if load is None:  # every argument has a default: never
@@ -638,7 +684,7 @@ def _engine_settings(f: _Flags, sync: bool) -> dict[str, Any] | None:
             f"cannot be given with {f.field('train.async_enable')} (OpenRLHF asserts it)",
             field=f.field("vllm.enable_sleep"), value=True, file=f.file,
         )  # fmt: skip
-    share, share_field = f.find("vllm.gpu_memory_utilization")
+    share, share_field = f.given("vllm.gpu_memory_utilization")
     share = _decimal(share)  # a word that is no number is refused by rollout(), named
     return rollout(
         file=f.file,
