@@ -140,18 +140,20 @@ def test_the_misfit_table_shows_a_cpu_optimizers_host_state(tmp_path: Path) -> N
     assert result.exit_code == 2
     role = json.loads(result.stdout)["estimate"]["roles"]["actor_train"]
     assert "optimizer" not in role["states"] and role["host_states"]["optimizer"] > 0
-    # The table, on a console wide enough whatever the terminal (the CLI's follows it).
+    # The table, printed whole on an 80-column console (tables are never cut to its width).
+    import importlib
     import io
 
     from rich.console import Console
 
     import rlplex.cli.misfit as cli_misfit
 
-    wide = Console(file=io.StringIO(), width=200, force_terminal=False)
-    saved = cli_misfit.console
-    cli_misfit.console = wide
+    cli_app = importlib.import_module("rlplex.cli.app")  # rlplex.cli.app is also the Typer app
+    narrow = Console(file=io.StringIO(), width=80, force_terminal=False)
+    saved = cli_misfit.console, cli_app.console
+    cli_misfit.console = cli_app.console = narrow
     try:
         cli_misfit.print_misfit(misfit_report(path, err.value), json_=False)
     finally:
-        cli_misfit.console = saved
-    assert f"{host['optimizer']:.2f} host" in wide.file.getvalue()
+        cli_misfit.console, cli_app.console = saved
+    assert f"{host['optimizer']:.2f} host" in narrow.file.getvalue()
