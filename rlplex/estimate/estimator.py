@@ -13,8 +13,8 @@ Which formula a stage gets follows from its kind and name:
   params x tokens (8 x with recomputation), plus attention;
 - a name starting with ``generate`` / ``rollout``: prefill + decode;
 - ``*logprob*``, ``values``, and ``reward`` on a GPU role: one forward pass;
-- ``weight_sync``: the destination's weights over the copy speeds (the cost
-  model's own rule);
+- ``weight_sync``: the trainer's gather, the broadcast or device copy, the engine's
+  loads (:mod:`~rlplex.estimate.weight_sync`);
 - anything else (CPU and driver stages) cannot be estimated: give ``seconds``.
 
 The terms live by stage kind: :mod:`~rlplex.estimate.passes` (train and forward),

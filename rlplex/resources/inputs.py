@@ -459,8 +459,9 @@ class Lora(BaseModel):
     A trained role gives gradients and optimizer state to the adapters only, and its
     backward computes no weight gradients for the frozen matrices (input gradients only: a
     third fewer matmul FLOPs). A generating role applies the adapters at run time (vLLM's
-    ``enable_lora``): each adapted projection adds two small kernels to every decode step,
-    and a weight sync from a LoRA-trained role sends it the adapters only. An engine without
+    ``enable_lora``): every decode step runs vLLM's LoRA kernels beside each layer's own (a
+    buffer, a shrink and an expand per wrapped linear layer, four wrapped a layer), and a
+    weight sync from a LoRA-trained role sends it the adapters only. An engine without
     ``lora`` fed by a LoRA-trained role receives the merged weights (NeMo RL; verl's
     Megatron ``lora.merge``).
     """
@@ -491,7 +492,9 @@ class Lora(BaseModel):
 
 
 class Efficiency(BaseModel):
-    """Achieved fractions of the hardware's peak; unset ones take the published defaults.
+    """Achieved fractions of the hardware's peak, and the latencies and overheads the
+    estimator prices; unset ones take the defaults of ``rlplex/estimate/data/efficiency.yaml``
+    (each with its source in that file and in ``docs/cost-model.md``).
 
     ``rlplex calibrate`` fits them from a record and writes them to a costs file
     (``efficiency:``). A stage listed under ``stages`` uses its own factor instead
@@ -505,19 +508,24 @@ class Efficiency(BaseModel):
     forward: float | None = Field(None, gt=0, allow_inf_nan=False)
     """Log-prob, value and reward-model passes: fraction of peak FLOP/s."""
     prefill: float | None = Field(None, gt=0, allow_inf_nan=False)
-    """Generation's prompt processing: fraction of peak FLOP/s."""
+    """Generation's prompt processing and compute-bound decode steps: fraction of peak FLOP/s
+    (times the width factor of ``width_half``)."""
     decode: float | None = Field(None, gt=0, allow_inf_nan=False)
     """Generation's decode steps: fraction of peak memory bandwidth."""
     host_copy: float | None = Field(None, gt=0, allow_inf_nan=False)
     """Offload/reload: fraction of the host link (fills ``cluster.host_gb_per_s``)."""
     link: float | None = Field(None, gt=0, allow_inf_nan=False)
-    """Weight sync: fraction of NVLink/network (fills the cluster's copy speeds)."""
+    """Fraction of NVLink / network bandwidth that copies and collectives reach: fills
+    ``cluster.device_copy_gb_per_s`` and ``network_gb_per_s``, which weight syncs,
+    data-parallel traffic, tensor-parallel collectives and expert all-to-alls move at."""
     width_half: float | None = Field(None, ge=0, le=1e6, allow_inf_nan=False)
-    """Hidden size at which matmul efficiency is half its ceiling: a pass runs at
-    ``train`` (or ``forward``, ``prefill``) x ``h / (h + width_half)`` of peak."""
+    """Hidden size at which matmul efficiency is half its ceiling on an H100 (scaled by a
+    GPU's peak over an H100's): a pass runs at ``train`` (or ``forward``, ``prefill``) x
+    ``h / (h + width_half)`` of peak."""
     tokens_half: float | None = Field(None, ge=0, le=1e9, allow_inf_nan=False)
-    """Tokens per micro-batch at which a pass runs at half its efficiency (small micro-batches
-    cannot fill the GPU): efficiency x ``tokens / (tokens + tokens_half)``."""
+    """Tokens per micro-batch per GPU at which a train or log-prob pass runs at half its
+    efficiency on an H100 (scaled by a GPU's peak over an H100's; small micro-batches cannot
+    fill the GPU): efficiency x ``tokens / (tokens + tokens_half)``."""
     layer_s: float | None = Field(None, ge=0, le=10, allow_inf_nan=False)
     """Fixed seconds per layer per micro-batch of a train or log-prob pass (kernel launches,
     FSDP hooks, Python), forward only; a backward counts ``formulas.HOST_BACKWARD_PASSES``."""
