@@ -307,9 +307,11 @@ def _pass_terms(
     # Pipeline bubble: (pp - 1) idle slots per optimizer step of m micro-batches (1F1B), each
     # slot as long as one micro-batch's work on a stage: its matmuls (grouped expert GEMMs
     # included), its expert all-to-alls, tensor-parallel collectives and unfused operators.
+    # micro_batches counts every epoch's, so the optimizer steps do too.
     bubble_s = 0.0
     if est.pp > 1:
-        per_step = max(1.0, micro_batches / max(1, w.mini_batches if backward else 1))
+        steps = w.mini_batches * epochs if backward else 1
+        per_step = max(1.0, micro_batches / max(1, steps))
         bubble_s = (compute_s + a2a_s + tp_comm_s + eager_s) * (est.pp - 1) / per_step
     controller_s, controller_gb, padded_to = controller_transfer(ctx, role, est)
     if controller_s > 0.25 * compute_s and controller_s >= 1.0:

@@ -1867,6 +1867,23 @@ def test_pipeline_bubble_idles_a_whole_micro_batch_slot(base: dict[str, Any]) ->
     assert train.terms["latency"] == pytest.approx(work * (2 - 1) / 32)
 
 
+def test_every_epochs_optimizer_steps_have_their_pipeline_bubbles(base: dict[str, Any]) -> None:
+    """Found in review (2026-11-29): the bubble divided the micro-batches of every epoch by
+    one epoch's optimizer steps, so two epochs priced one epoch's bubbles. Two epochs double
+    the work and the optimizer steps, so they double the bubble."""
+    base["roles"]["actor_train"]["parallel"] = {"pp": 2}
+    bubbles = []
+    for epochs in (1, 2):
+        base["workload"]["epochs"] = epochs
+        train = estimate_config(config_from_dict(base, file="t.yaml")).stages["train"]
+        bubbles.append(train.terms["latency"])
+        d = train.detail
+        assert train.terms["latency"] == pytest.approx(
+            train.terms["compute"] * (2 - 1) / (d["micro_batches_per_rank"] / epochs)
+        )
+    assert bubbles[1] == pytest.approx(2 * bubbles[0])
+
+
 def test_tensor_parallel_must_divide_the_attention_heads(base: dict[str, Any]) -> None:
     """Found in review (2026-11-29): a rollout of tp 2 on a 3-head model was estimated;
     vLLM and Megatron refuse it (each rank takes whole heads)."""
