@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,6 +13,7 @@ from rich.table import Table
 
 from rlplex.cli.app import WRITTEN, app, console, err_console, print_table, user_errors
 from rlplex.cli.options import (
+    CONFIG_HELP,
     NO_OPTIONS,
     NO_RECORD_OPTIONS,
     ConfigOptions,
@@ -78,9 +80,7 @@ def _list_presets() -> None:
 @user_errors
 @config_options
 def estimate(
-    config: Annotated[
-        Path | None, typer.Argument(help="Config file: native, ROLL, RLinf, verl or NeMo RL YAML.")
-    ] = None,
+    config: Annotated[Path | None, typer.Argument(help=CONFIG_HELP)] = None,
     json_: JsonOpt = False,
     list_presets: Annotated[
         bool, typer.Option("--list-presets", help="List the model and GPU presets and exit.")
@@ -548,8 +548,15 @@ def calibrate(
     _warn(result.warnings)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
+        given = "".join(
+            f" {flag} {shlex.quote(str(v))}"
+            for flag, v in (("--format", options.record_format),
+                            ("--config-format", options.config_format),
+                            ("--costs", options.costs))
+            if v is not None
+        ) + "".join(f" --set {shlex.quote(o)}" for o in set_ or ())  # fmt: skip
         header = (
-            f"# written by: rlplex calibrate {record} --config {config}\n"
+            f"# written by: rlplex calibrate {record} --config {config}{given}\n"
             f"# fitted on steps {list(result.fit_steps)}, checked on {list(result.check_steps)}\n"
         )
         out.write_text(header + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
@@ -580,7 +587,8 @@ def calibrate(
         f"dispatch {result.dispatch_s:.4g} s/op"
         if result.overhead_ratio is None
         else f"overhead x{result.overhead_ratio:.3g}",
-        f"{result.measured_period_s:.3f} s",
+        # 0: the record has no step times (a summary without `step`), nothing measured.
+        f"{result.measured_period_s:.3f} s" if result.measured_period_s > 0 else "-",
         f"{result.period_before_s:.3f} s", _pct(result.period_error_before),
         f"{result.period_after_s:.3f} s", _pct(result.period_error_after), style="bold",
     )  # fmt: skip

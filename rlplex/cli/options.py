@@ -18,9 +18,11 @@ from rlplex.config.loading import check_format
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ConfigArg = Annotated[
-    Path, typer.Argument(help="Config file: native, ROLL, RLinf, verl or NeMo RL YAML.")
-]
+CONFIG_HELP = (
+    "Config file: native, ROLL, RLinf, verl or NeMo RL YAML, or a verl, RLinf or OpenRLHF"
+    " launch script (.sh)."
+)
+ConfigArg = Annotated[Path, typer.Argument(help=CONFIG_HELP)]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a config field: KEY=VALUE with a dotted key. Repeatable."),
@@ -76,7 +78,7 @@ RecordArg = Annotated[
     typer.Argument(
         help="A run's log: rlplex record, verl JSONL or console log, ROLL stdout, a per-step"
         " CSV history (wandb's export of a run); or a summary record of mean seconds and"
-        " lengths (YAML, JSON, CSV; docs/importers.md)."
+        " lengths (YAML, JSON, CSV; docs/record.md)."
     ),
 ]
 RecordConfigOpt = Annotated[

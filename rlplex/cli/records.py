@@ -124,6 +124,15 @@ def whatif(
     ] = None,
     json_: JsonOpt = False,
     gantt: GanttOpt = None,
+    config_set: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--config-set",
+            help="Override KEY=VALUE of --config itself, and so of every alternative derived"
+            " from it (e.g. cluster.gpu=h100 for a launch script, which names no GPU)."
+            " Repeatable.",
+        ),
+    ] = None,
     sweep: Annotated[
         list[str] | None,
         typer.Option(
@@ -139,7 +148,9 @@ def whatif(
 
     Each recorded stage's seconds scale from the GPUs its role had in --config (d0)
     to those it has in the alternative (d) as seconds * (d0/d)**S. Alternatives:
-    --set (one), --alt (repeatable), --alt-config (repeatable), --auto.
+    --set (one), --alt (repeatable), --alt-config (repeatable), --auto. Unlike
+    replay's and calibrate's, --set here is an alternative: --config-set changes the
+    recorded config (and every alternative but --alt-config files).
 
     Example: --alt "4/12 async: roles.actor_infer.devices=0-3 roles.actor_train.devices=4-15
     pipeline.mode=async pipeline.max_staleness=1"
@@ -149,7 +160,8 @@ def whatif(
 
     check_view_paths(gantt=gantt)  # before the alternatives are planned, not after
     source = RecordSource(record, config, options.record_format, options.skip_bad_lines,
-                          options.config_format, options.costs)  # fmt: skip
+                          options.config_format, options.costs,
+                          tuple(config_set or ()))  # fmt: skip
     spec = one_sweep(sweep)
     if spec is not None:
         from rlplex.cli.sweep import print_whatif_sweep, refuse_if_none_ran

@@ -71,7 +71,8 @@ def size(
 ) -> None:
     """Size a run: the fastest plan that fits on each GPU count and type, and the front.
 
-    Reads any config ``plan`` reads (native, ROLL, RLinf, verl, NeMo RL), with ``--set``.
+    Reads any config ``plan`` reads (native, ROLL, RLinf, verl, NeMo RL, a launch script),
+    with ``--set``.
     """
     from rlplex.config import load_config
     from rlplex.errors import ConfigError

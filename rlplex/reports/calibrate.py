@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlplex.config import Config, load_config
 from rlplex.errors import ConfigError
 from rlplex.timeline.importers import RecordedRun, import_record
+from rlplex.timeline.importers.base import require_stage_timings
 from rlplex.timeline.periods import period_over_steps, step_ends
 from rlplex.timeline.record import Timeline
 
@@ -370,6 +371,7 @@ def calibrate(
         base_doc = check_costs(load_yaml_file(costs), str(costs))
     cfg = load_config(config, overrides=overrides, format=config_format, costs=costs)
     run = import_record(record, format=record_format, skip_bad_lines=skip_bad_lines)
+    require_stage_timings(run)
     warnings = list(run.warnings)
     fit, check = split_steps(run.step_numbers, fit_steps, warmup)
     check_or_fit = check or fit

@@ -22,6 +22,7 @@ from rlplex.resources.importers.launch_script import is_launch_script
 from rlplex.sim.replay import ReplayResult, replay, replay_timeline, stage_warnings
 from rlplex.sim.whatif import Alternative, Outcome, WhatIfResult, parse_alt, parse_scaling, whatif
 from rlplex.timeline.importers import RecordedRun, import_record
+from rlplex.timeline.importers.base import require_stage_timings
 from rlplex.timeline.record import Timeline
 
 GANTT_STEPS = 8
@@ -47,15 +48,25 @@ class RecordSource:
     """native, roll, rlinf, verl or nemo_rl; None: detected."""
     costs: Path | None = None
     """A ``--costs`` file merged into every config read."""
+    config_overrides: tuple[str, ...] = ()
+    """``KEY=VALUE`` overrides of ``config`` itself (whatif's ``--config-set``: a GPU type a
+    launch script does not name), put before every config's own overrides, so that the
+    recorded config and every alternative derived from it have them."""
 
     def load_run(self) -> RecordedRun:
-        return import_record(
+        """The record, refused when no step of it has a stage's seconds."""
+        run = import_record(
             self.record, format=self.record_format, skip_bad_lines=self.skip_bad_lines
         )
+        require_stage_timings(run)
+        return run
 
     def load_config(self, overrides: Sequence[str] = ()) -> Config:
         return load_config(
-            self.config, overrides=overrides, format=self.config_format, costs=self.costs
+            self.config,
+            overrides=(*self.config_overrides, *overrides),
+            format=self.config_format,
+            costs=self.costs,
         )
 
 
@@ -209,6 +220,8 @@ def whatif_report(
     result = whatif(run, base, alternatives, scaling=parse_scaling(scaling, base),
                     fit_from=_fit_pairs(fit_from, source.config_format))  # fmt: skip
     notes: list[str] = []
+    if source.config_overrides:
+        notes.append(f"the recorded config with {' '.join(source.config_overrides)}")
     if auto and overrides:
         notes.append(f"auto searched with {' '.join(overrides)}")
     flagged = next((o.warning for o in result.alternatives if o.warning), None)

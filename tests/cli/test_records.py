@@ -185,3 +185,73 @@ def test_bad_histories_exit_2_with_one_line(
     assert result.exit_code == 2, result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output
+
+
+def test_whatif_config_set_changes_the_recorded_config_and_every_alternative() -> None:
+    """--set is an alternative in whatif; --config-set is what replay's --set is: the
+    recorded config changed (a launch script's GPU type), and the alternatives with it."""
+
+    def periods(*extra: str) -> dict[str, float]:
+        result = invoke("whatif", VERL, "-c", VERL_CONFIG, "--alt", f"split: {SPLIT}",
+                        *extra, "--json")  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return {a["label"]: a["period_s"] for a in json.loads(result.stdout)["alternatives"]}
+
+    plain = periods()
+    slower = periods("--config-set", "pipeline.stages.weight_sync.seconds=5")
+    assert set(slower) == set(plain) == {"as recorded", "split"}
+    for label in plain:  # the weight sync, not in the record, runs 5 s in every step
+        assert slower[label] == pytest.approx(plain[label] - plain_sync(label) + 5, abs=0.01)
+    as_alternative = periods("--set", "pipeline.stages.weight_sync.seconds=5")
+    assert as_alternative["as recorded"] == plain["as recorded"]
+    assert len(as_alternative) == 3
+    text = invoke("whatif", VERL, "-c", VERL_CONFIG, "--auto",
+                  "--config-set", "pipeline.stages.weight_sync.seconds=5")  # fmt: skip
+    assert "the recorded config with pipeline.stages.weight_sync.seconds=5" in text.stdout
+
+
+def plain_sync(label: str) -> float:
+    """The modelled weight sync of the quickstart's config (one GPU: a device copy) and of
+    its 4/12 split (over the network), in the what-if above."""
+    return {"as recorded": 0.005, "split": 0.04}[label]
+
+
+@pytest.mark.parametrize("command", ["replay", "whatif", "calibrate"])
+def test_a_record_of_no_stage_the_importer_maps_is_refused(tmp_path: Path, command: str) -> None:
+    """verl-style keys under rlplex's stage names read as unknown timings: no empty table."""
+    record = tmp_path / "renamed.jsonl"
+    record.write_text(
+        "".join(
+            json.dumps({"step": n, "data": {"timing_s/generate": 3.0, "timing_s/step": 5.0}}) + "\n"
+            for n in (1, 2)
+        )
+    )
+    extra = ("--auto",) if command == "whatif" else ()
+    result = invoke(command, record, "-c", VERL_CONFIG, *extra)
+    assert result.exit_code == 2, result.output
+    assert (
+        "renamed.jsonl: no step has a stage's seconds: its timing keys map to no stage"
+        " (timing_s/generate); docs/record.md lists the verl timing names" in result.stderr
+    )
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_calibrate_on_a_summary_without_step_time_measures_no_period(tmp_path: Path) -> None:
+    out = tmp_path / "costs.yaml"
+    result = invoke("calibrate", RECORDS / "verl_quickstart_summary.yaml", "-c",
+                    EXAMPLES / "estimate_verl_quickstart.yaml", "--set", "cluster.gpu=h100",
+                    "--out", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    period = next(line for line in result.stdout.splitlines() if "│ period" in line)
+    assert period.split("│")[3].strip() == "-"  # measured: nothing, not 0.000 s
+    assert (
+        out.read_text()
+        .splitlines()[0]
+        .endswith("estimate_verl_quickstart.yaml --set cluster.gpu=h100")
+    )
+
+
+@pytest.mark.parametrize("command", ["validate", "estimate", "plan", "size", "simulate"])
+def test_the_config_argument_names_launch_scripts(command: str) -> None:
+    help_text = " ".join(invoke(command, "--help").stdout.replace("│", " ").split())
+    assert "or a verl, RLinf or OpenRLHF launch script" in help_text, command

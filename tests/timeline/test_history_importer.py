@@ -169,6 +169,10 @@ H = "_step,timing_s/gen,timing_s/update_actor,samples\n"
          "runs-table export"),
         ("_step,timing_s/gen,timing_s/gen\n1,2,3\n", 1, "timing_s/gen", None, "again"),
         (H + "1,,,x\n2,,,x\n", None, None, None, "no row has a timing"),
+        # Another framework's timers (NeMo RL's wandb keys) are timings, just not verl's.
+        ("_step,timing/train/generation,timing/train/total_step_time\n1,50,90\n", None, None,
+         None, "no column is a stage or step time verl logs .*timing/train/generation,"
+         " timing/train/total_step_time name no rlplex stage .*summary record"),
     ],
 )  # fmt: skip
 def test_bad_cells_name_the_line_column_and_value(

@@ -84,7 +84,7 @@ class RecordedRun(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     format: str
-    """The log's format: ``rlplex``, ``verl`` or ``roll``."""
+    """The log's format: ``rlplex``, ``verl``, ``roll``, ``summary`` or ``history``."""
     source: str | None = None
     """The file it was read from."""
     steps: dict[int, dict[str, float]] = Field(default_factory=dict)
@@ -112,6 +112,31 @@ class RecordedRun(BaseModel):
             for name in stages:
                 seen.setdefault(name, None)
         return tuple(seen)
+
+
+def require_stage_timings(run: RecordedRun) -> None:
+    """Refuse a record in which no step has any stage's seconds: nothing to replay or fit.
+
+    A log whose timing keys are all names rlplex does not map (another framework's
+    timers, a stage named as rlplex names it in a verl-style log) reads without error
+    but holds no stage time; replaying it would print an empty table. An rlplex record
+    is let through: its ops' memory figures are checked against the plan even when its
+    events name no stage.
+
+    Raises:
+        ConfigError: naming the file and the timing keys it has.
+    """
+    if run.steps or run.format == "rlplex":  # an rlplex record's ops carry memory to check
+        return
+    keys = run.unknown_keys
+    shown = ", ".join(keys[:6]) + (f" and {len(keys) - 6} more" if len(keys) > 6 else "")
+    found = f"its timing keys map to no stage ({shown})" if keys else "it has no stage timing"
+    raise ConfigError(
+        f"no step has a stage's seconds: {found}; docs/record.md lists the {run.format}"
+        " timing names rlplex reads (another framework's timers: a summary record with a"
+        " stages: mapping)",
+        file=run.source,
+    )
 
 
 class Collector:

@@ -298,6 +298,17 @@ def import_history(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
             numeric.setdefault(index, number)
             add_metric(out, step, key, value)
     if not out.steps and not out.step_s:
+        if out.unknown:  # timings there are, under names that are not verl's
+            unknown = sorted(out.unknown)
+            raise ConfigError(
+                "no column is a stage or step time verl logs (timing_s/gen, timing_s/ref,"
+                " ... timing_s/step; docs/record.md): "
+                + ", ".join(unknown[:6])
+                + (f" and {len(unknown) - 6} more" if len(unknown) > 6 else "")
+                + " name no rlplex stage (another framework's timers: a summary record"
+                " with a stages: mapping)",
+                file=file,
+            )
         raise ConfigError(
             "no row has a timing value (every timing_s/ cell is empty)",
             file=file,
