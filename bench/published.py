@@ -22,7 +22,7 @@ published step (the quickstart: the sum of its published phases) lies inside
 the range of planned steps.
 
 Transfer: for each pair whose colocated member has a ``summary`` (a summary
-record of its published figures, docs/importers.md), ``rlplex calibrate`` fits
+record of its published figures, docs/record.md), ``rlplex calibrate`` fits
 the costs on it and the other member is planned with them; its step is
 compared with the published one (``--no-transfer`` skips it).
 
@@ -96,7 +96,7 @@ class Case:
     sweep: tuple[float, ...] = ()
     """Response-length means to sweep when the mean is not published (empty: published)."""
     summary: Mapping[str, Any] | None = None
-    """A summary record of the published figures (docs/importers.md): the pair's other member
+    """A summary record of the published figures (docs/record.md): the pair's other member
     is predicted with the costs ``rlplex calibrate`` fits on it (the transfer check)."""
     heldout: bool = False
     """A held-out run: not in the development corpus, reported in its own table and summary

@@ -76,7 +76,8 @@ CollapseOpt = Annotated[
 RecordArg = Annotated[
     Path,
     typer.Argument(
-        help="A run's log: rlplex record, verl JSONL or console log, ROLL stdout, a per-step"
+        help="A run's log: rlplex record, verl JSONL or console log, ROLL stdout or"
+        " log_history JSON, a per-step"
         " CSV history (wandb's export of a run); or a summary record of mean seconds and"
         " lengths (YAML, JSON, CSV; docs/record.md)."
     ),

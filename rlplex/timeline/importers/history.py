@@ -38,7 +38,8 @@ them (media, text) are ignored. Refused, with the file, the line, the column
 and the cell: a negative or non-finite time, a text cell in a column of numbers,
 a step that is not a whole number or appears twice; with the file: a header
 without a step column or without any ``timing_s/`` column, and a file where no
-row has a timing. A row shorter than the header on the last line is a crash
+row has a timing or whose timing columns all name something verl does not log (another
+framework's timers). A row shorter than the header on the last line is a crash
 mid-write, dropped with a warning (the rules of
 :class:`~rlplex.timeline.importers.base.Collector`, ``--skip-bad-lines`` too).
 """
