@@ -101,6 +101,8 @@ def pass_line(d: dict[str, Any]) -> str:
         f" micro-batches of {d['micro_batch_tokens']:,.0f} tokens per rank, {d['passes']:g}"
         f" pass(es) at efficiency {d['efficiency']:.2f}"
     )
+    if d.get("share"):
+        text = f"{d['share']:.0%} of the step's samples, " + text
     if d.get("optimizer_steps"):
         text += f", {d['optimizer_steps']} optimizer step(s)"
     parts = [fmt.format(d[key]) for key, fmt in _PASS_PARTS if d.get(key, 0.0) >= 0.05]

@@ -158,7 +158,7 @@ def _estimate_fields(spec: RoleSpec) -> dict[str, Any]:
     }
 
 
-_COST_FIELDS = ("seconds", "memory_gb", "at_devices", "scaling")
+_COST_FIELDS = ("seconds", "memory_gb", "at_devices", "scaling", "share")
 
 
 def _override_stage_costs(

@@ -142,6 +142,7 @@ class PipelineBuilder:
         at_devices: int | None = None,
         scaling: float = 1.0,
         memory_gb: float = 0.0,
+        share: float = 1.0,
         needs: str | Iterable[str] | None = None,
         fn: Callable[..., Any] | None = None,
     ) -> str:
@@ -160,6 +161,7 @@ class PipelineBuilder:
             "at_devices": at_devices,
             "scaling": scaling,
             "memory_gb": memory_gb,
+            "share": share,
             "needs": _names(needs, name, "needs") if needs is not None else None,
             "fn": fn,
         }
@@ -263,6 +265,7 @@ def stage(
     at_devices: int | None = None,
     scaling: float = 1.0,
     memory_gb: float = 0.0,
+    share: float = 1.0,
     needs: str | Iterable[str] | None = None,
     name: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -288,6 +291,7 @@ def stage(
             "at_devices": at_devices,
             "scaling": scaling,
             "memory_gb": memory_gb,
+            "share": share,
             "needs": _names(needs, stage_name, "needs") if needs is not None else None,
             "fn": fn,
         }

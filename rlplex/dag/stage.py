@@ -12,6 +12,7 @@ from pydantic import (
     Field,
     StrictFloat,
     StrictInt,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -33,6 +34,21 @@ empty name would break them."""
 
 TRAIN_STAGE_NAMES = frozenset({"train", "critic_train"})
 """Stages of kind ``train`` unless told otherwise: they dirty weights and optimizer."""
+
+GENERATION_PREFIXES = ("generate", "rollout", "gen")
+"""Name prefixes of the stages the estimator prices as generation (lower-cased)."""
+
+
+def whole_step_stage(name: str, kind: str) -> str | None:
+    """Why a stage cannot process a share of the step's samples (:attr:`Stage.share`), or
+    None for one that may (a reward, log-prob or values pass)."""
+    if kind == "train":
+        return "a train stage trains on the whole step's samples"
+    if kind == "weight_sync":
+        return "a weight sync sends the weights, not samples"
+    if name.lower().startswith(GENERATION_PREFIXES):
+        return "a generation stage generates the whole step's samples"
+    return None
 
 
 class Stage(BaseModel):
@@ -64,6 +80,13 @@ class Stage(BaseModel):
     """Exponent s: on d devices instead of d0 the stage takes ``seconds * (d0/d)**s``."""
     memory_gb: StrictFloat = Field(0.0, ge=0, le=1e6)
     """Transient memory per device while the stage runs, in GB."""
+    share: StrictFloat = 1.0
+    """The fraction of the step's samples the stage processes, in (0, 1]: a reward cluster
+    that scores one domain's samples (ROLL's ``domain_interleave_probs``), one of several
+    distillation teachers (NeMo RL routes each sample to one). The estimator prices the
+    stage's forward pass or rule reward over that share of the samples, micro-batches as
+    large as before; given ``seconds`` are taken as they are. Generation, train stages and
+    weight syncs process the whole step: 1 only."""
     needs: tuple[str, ...] | None = None
     """States that must be resident; ``None`` means all of the role's states."""
     from_role: str | None = Field(None, alias="from")
@@ -84,6 +107,19 @@ class Stage(BaseModel):
                 "must hold only letters, digits, '_', '-' and '.'",
             )
         return name
+
+    @field_validator("share")
+    @classmethod
+    def _share_in_range(cls, share: float, info: ValidationInfo) -> float:
+        if not 0.0 < share <= 1.0:
+            raise PydanticCustomError("share_range", "must be in (0, 1]")
+        # ``kind`` is set by the time ``share`` is checked (fields in declaration order, the
+        # default kind before them); a stage whose name or kind failed is refused for that.
+        name, kind = info.data.get("name"), info.data.get("kind")
+        why = whole_step_stage(name, kind) if name and kind else None
+        if share < 1.0 and why is not None:
+            raise PydanticCustomError("share_whole_step", f"must be 1: {why}")
+        return share
 
     @model_validator(mode="before")
     @classmethod

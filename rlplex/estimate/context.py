@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlplex.dag.pipeline import Pipeline
-from rlplex.dag.stage import Stage
+from rlplex.dag.stage import GENERATION_PREFIXES, Stage
 from rlplex.errors import ConfigError
 from rlplex.estimate import formulas as f
 from rlplex.estimate.lengths import LengthDistribution, response_lengths
@@ -220,7 +220,7 @@ def stage_kind(stage: Stage, role: Role | None) -> StageKind:
     if stage.kind == "train":
         return "train"
     name = stage.name.lower()
-    if name.startswith(("generate", "rollout", "gen")):
+    if name.startswith(GENERATION_PREFIXES):
         return "generate"
     if "logprob" in name or "log_prob" in name or name in ("values", "value", "reward", "ref"):
         return "forward"

@@ -17,6 +17,10 @@ Which formula a stage gets follows from its kind and name:
   loads (:mod:`~rlplex.estimate.weight_sync`);
 - anything else (CPU and driver stages) cannot be estimated: give ``seconds``.
 
+A stage with ``share`` s < 1 (a reward cluster of one domain, one of several teachers)
+passes over s of the step's samples: its forward pass's FLOPs, micro-batches and
+controller transfer, or its rule reward's per-sequence seconds, scale with them.
+
 The terms live by stage kind: :mod:`~rlplex.estimate.passes` (train and forward),
 :mod:`~rlplex.estimate.generation`, :mod:`~rlplex.estimate.weight_sync`; the role
 states in :mod:`~rlplex.estimate.states`; what they share in

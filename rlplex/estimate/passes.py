@@ -190,8 +190,12 @@ def _pass_terms(
     _, mean_len, longest = workload_tokens(w)
     tokens, _ = _sequence_tokens(ctx)
     matmul_flops, attention_flops = _pass_flops(ctx, spec, head)
+    # A stage that scores its share of the samples (one domain's reward model, one of several
+    # teachers) passes over that share of the step's sequences, in micro-batches as before.
+    scale = stage.share
     if _scores_generated(stage):  # a reward model scores dynamic sampling's dropped groups too
-        scale = w.scored() / max(1, workload_tokens(w)[0])
+        scale *= w.scored() / max(1, workload_tokens(w)[0])
+    if scale != 1.0:
         tokens, matmul_flops, attention_flops = (
             tokens * scale,
             matmul_flops * scale,
@@ -233,7 +237,7 @@ def _pass_terms(
     )
     peak = ctx.gpu.peak_tflops * 1e12
     n, _, _ = workload_tokens(w)
-    straggler = _straggler_factor(ctx, spec, head, groups, n / syncs)
+    straggler = _straggler_factor(ctx, spec, head, groups, n * stage.share / syncs)
     if _meets_every_micro_batch(par, backward) and w.packing and mb_budget is None:
         # Sharded ranks meet at every layer's gather (and a backward's reduce-scatter) of
         # every micro-batch: each micro-batch waits for the rank holding its most tokens.
@@ -313,7 +317,7 @@ def _pass_terms(
         steps = w.mini_batches * epochs if backward else 1
         per_step = max(1.0, micro_batches / max(1, steps))
         bubble_s = (compute_s + a2a_s + tp_comm_s + eager_s) * (est.pp - 1) / per_step
-    controller_s, controller_gb, padded_to = controller_transfer(ctx, role, est)
+    controller_s, controller_gb, padded_to = controller_transfer(ctx, role, est, stage.share)
     if controller_s > 0.25 * compute_s and controller_s >= 1.0:
         note = _controller_note(ctx, padded_to, mean_len)
         if note not in ctx.warnings:
@@ -337,6 +341,8 @@ def _pass_terms(
         "controller_padded_tokens": padded_to,
         "attention_flop_share": attention_flops / max(1.0, matmul_flops + attention_flops),
     }  # fmt: skip
+    if stage.share != 1.0:
+        detail["share"] = stage.share
     return terms, detail, micro_batches
 
 
@@ -365,9 +371,12 @@ def _controller_note(ctx: Context, padded_to: float, mean_len: float) -> str:
     )
 
 
-def controller_transfer(ctx: Context, role: Role, est: RoleEstimate) -> tuple[float, float, float]:
+def controller_transfer(
+    ctx: Context, role: Role, est: RoleEstimate, share: float = 1.0
+) -> tuple[float, float, float]:
     """(seconds, GB, padded tokens per sequence) of the single controller moving one GPU
-    pass's batch to the role's workers and their results back (``workload.controller``).
+    pass's batch (``share`` of the step's sequences) to the role's workers and their
+    results back (``workload.controller``).
 
     Every sequence is padded to the same length (verl: the prompt and response maxima;
     NeMo RL: the step's longest sequence, its mean prompt plus the expected longest of its
@@ -382,12 +391,14 @@ def controller_transfer(ctx: Context, role: Role, est: RoleEstimate) -> tuple[fl
     if c.padding == "none" or c.bytes_per_token + c.returned_bytes_per_token == 0:
         return 0.0, 0.0, 0.0
     n, mean, longest = workload_tokens(w)
+    n = n * share if share != 1.0 else n
     if c.padding == "max":
         padded = float(longest)
     elif c.padding == "packed":
         padded = mean
     else:
-        padded = min(float(longest), w.prompt_tokens.mean + sample_lengths(ctx).longest_of(n))
+        longest_of = sample_lengths(ctx).longest_of(max(1, int(n)))
+        padded = min(float(longest), w.prompt_tokens.mean + longest_of)
     ranks = est.tp * est.pp * (role.parallel.sp if role.parallel else 1)
     sent = c.bytes_per_token * (ranks if c.per_rank else 1)
     returned = c.returned_bytes_per_token * (ranks if c.returned_per_rank else 1)
@@ -492,12 +503,14 @@ def estimate_reward_cpu(ctx: Context, stage: Stage) -> StageEstimate:
     the pipeline draws that as its own stage (NeMo RL's async trajectory
     collector scores rollouts beside generation, off the trainer's path), its
     seconds are ``sequence_overhead_s`` per sequence, and the train stage keeps
-    only the fixed per-step overhead.
+    only the fixed per-step overhead. A stage with a ``share`` scores that share of
+    the sequences (ROLL's reward clusters, one per domain, side by side).
     """
-    seconds = _sequence_overhead_s(ctx, scored=True)
-    return combine_terms(
-        stage, "cpu", {"overhead": seconds}, detail={"sequence_overhead_s": seconds}
-    )
+    seconds = _sequence_overhead_s(ctx, scored=True) * stage.share
+    detail: dict[str, Any] = {"sequence_overhead_s": seconds}
+    if stage.share != 1.0:
+        detail["share"] = stage.share
+    return combine_terms(stage, "cpu", {"overhead": seconds}, detail=detail)
 
 
 def _step_overhead_stage(ctx: Context) -> str | None:

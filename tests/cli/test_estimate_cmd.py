@@ -114,3 +114,17 @@ def test_whatif_sweep_says_where_the_best_did_not_run() -> None:
     assert nothing.exit_code == 2, nothing.output
     assert "no swept value loads" in nothing.stderr
     assert "changes over the swept range" not in nothing.stdout
+
+
+def test_a_stage_of_a_share_says_so() -> None:
+    """A log-prob pass over a share of the step's samples prints the share before its
+    tokens; a whole-step pass prints none."""
+    result = invoke(
+        "estimate", EXAMPLES / "estimate_7b.yaml", "--set", "pipeline.stages.ref_logprob.share=0.25"
+    )
+    assert result.exit_code == 0, result.output
+    lines = {line.split(":", 1)[0]: line for line in result.output.splitlines() if ": " in line}
+    assert lines["ref_logprob"].startswith(
+        "ref_logprob: 25% of the step's samples, 983,040 tokens on 8 GPU(s)"
+    )
+    assert lines["old_logprob"].startswith("old_logprob: 3,932,160 tokens on 8 GPU(s)")

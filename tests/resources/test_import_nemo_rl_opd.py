@@ -163,6 +163,26 @@ def test_two_distinct_teachers_each_get_their_nodes_and_stage(tmp_path: Path) ->
     assert {"ref_logprob_teacher_math", "ref_logprob_teacher_chat"} <= set(stages["train"].after)
 
 
+def test_each_of_two_teachers_is_assumed_to_score_half_the_rollouts(tmp_path: Path) -> None:
+    """NeMo RL sends each rollout to one teacher, its agent's (trajectory_collector.py
+    ``_compute_teacher_logprobs``); with no split in the config, an even one: each teacher's
+    pass is priced over half the rollouts. One teacher scores them all."""
+    over = merge(teachers({"math": "Qwen/Qwen3-8B", "chat": "Qwen/Qwen3-4B"}),
+                 {"cluster": {"num_nodes": 4}})  # fmt: skip
+    lengths = ("cluster.gpu=h100", "workload.prompt_tokens.mean=300",
+               "workload.prompt_tokens.max=600")  # fmt: skip
+    cfg = load_config(recipe(tmp_path, over), overrides=lengths)
+    assert cfg.pipeline.stage("ref_logprob_teacher_math").share == 0.5
+    assert cfg.pipeline.stage("ref_logprob_teacher_chat").share == 0.5
+    assert cfg.pipeline.stage("old_logprob").share == 1.0
+    half = estimate_config(cfg).stages["ref_logprob_teacher_math"]
+    one = load_config(recipe(tmp_path, teachers({"math": "Qwen/Qwen3-8B"}), "one.yaml"),
+                      overrides=lengths)  # fmt: skip
+    assert one.pipeline.stage("ref_logprob_teacher_math").share == 1.0
+    whole = estimate_config(one).stages["ref_logprob_teacher_math"]
+    assert half.flops == pytest.approx(whole.flops / 2)
+
+
 def test_aliases_sharing_a_checkpoint_are_one_teacher_unless_told_not_to(
     tmp_path: Path,
 ) -> None:
@@ -173,6 +193,7 @@ def test_aliases_sharing_a_checkpoint_are_one_teacher_unless_told_not_to(
     assert [s.name for s in cfg.pipeline.stages if s.name.startswith("ref_")] == [
         "ref_logprob_teacher_math"
     ]
+    assert cfg.pipeline.stage("ref_logprob_teacher_math").share == 1.0  # every alias's
     apart = merge(shared, {"cluster": {"num_nodes": 4},
                            OPD: {"deduplicate_shared_teacher_checkpoints": False}})  # fmt: skip
     cfg = load_config(recipe(tmp_path, apart, "apart.yaml"))

@@ -5,7 +5,7 @@ The importers therefore build a *default pipeline* over the roles they found
 and fill in documented default stage costs and state sizes, which a
 ``--costs FILE`` overrides::
 
-    stages:                      # any stage field: seconds, memory_gb, at_devices, scaling
+    stages:                      # seconds, memory_gb, at_devices, scaling, share
       generate: {seconds: 95, memory_gb: 12}
       train: {seconds: 60}
     states:                      # GB per device, merged over the defaults
@@ -59,7 +59,8 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NoReturn, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from rlplex.errors import ConfigError, InvalidValueError, pydantic_message
 from rlplex.resources.cluster import STATE_KINDS
@@ -101,6 +102,15 @@ class StageCost(BaseModel):
     """Device count ``seconds`` was measured on."""
     scaling: float | None = Field(None, ge=0)
     """Exponent of the device-count scaling rule."""
+    share: float | None = None
+    """Fraction of the step's samples the stage processes (:attr:`Stage.share`)."""
+
+    @field_validator("share")
+    @classmethod
+    def _share_in_range(cls, share: float | None) -> float | None:
+        if share is not None and not 0.0 < share <= 1.0:
+            raise PydanticCustomError("share_range", "must be in (0, 1]")
+        return share
 
 
 class CostsFile(BaseModel):

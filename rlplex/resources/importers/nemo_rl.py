@@ -54,9 +54,10 @@ lm_policy.py, nemo_rl/models/generation/vllm/), as NeMo RL runs them today:
   score the finished rollouts, one forward pass for the sampled tokens' log-probs: a stage
   ``ref_logprob_teacher_ALIAS`` after the reward, before training, whose OPD advantage
   (``adv_estimator.name: opd``) is teacher minus student log-prob. NeMo RL routes each
-  sample to one teacher by its NeMo Gym agent; rlplex cannot know the split and prices
-  each teacher's pass over all the step's rollouts (an upper bound per teacher; the
-  teachers run side by side). Sync GRPO reserves the teachers but never calls them: roles
+  sample to one teacher by its NeMo Gym agent (trajectory_collector.py
+  ``_compute_teacher_logprobs``); the split is data, not config, so rlplex assumes an even
+  one: each of N teachers' passes has ``share`` 1/N of the step's rollouts (the teachers
+  run side by side). Sync GRPO reserves the teachers but never calls them: roles
   without a stage. Refused as NeMo RL refuses it: teachers without ``vllm_cfg.async_engine``,
   a DTensor policy, a teacher wider than a node or whose GPUs its tensor x pipeline x
   context parallel sizes do not tile, a ``default_teacher_alias`` that maps no checkpoint;
@@ -707,7 +708,9 @@ def _pipeline(
     own GPUs, a stage ``ref_logprob_ROLE``: async GRPO's trajectory collector calls it on
     each scored group before the group enters the replay buffer (trajectory_collector.py
     ``_enqueue_rollout_group``), and the OPD advantage subtracts the student's log-probs
-    from its (grpo.py ``async_grpo_train``), so training waits on both."""
+    from its (grpo.py ``async_grpo_train``), so training waits on both. The collector sends
+    each sample to one teacher group, its agent's (``_compute_teacher_logprobs``); which
+    agents a step's samples come from is data, so each of N teachers takes ``share`` 1/N."""
 
     def stage(name: str, role: str, after: list[str], **extra: Any) -> dict[str, Any]:
         return {"role": role, **DEFAULT_STAGES[name], "after": after, **extra}
@@ -721,7 +724,10 @@ def _pipeline(
     if reference is not None:
         stages["ref_logprob"] = stage("ref_logprob", reference, ["reward"])
     for role in teachers:
-        stages[f"ref_logprob_{role}"] = stage("ref_logprob", role, ["reward"])
+        # Each rollout goes to one teacher, its agent's; the split is not in the config:
+        # an even one (an assumption, docs/importers.md).
+        share = {"share": 1 / len(teachers)} if len(teachers) > 1 else {}
+        stages[f"ref_logprob_{role}"] = stage("ref_logprob", role, ["reward"], **share)
     if "critic" in roles:
         stages["values"] = stage("values", "critic", ["reward"], needs=["weights"])
     passes = ("old_logprob", "ref_logprob", *(f"ref_logprob_{t}" for t in teachers), "values")

@@ -39,6 +39,11 @@ ROLL's own rules, followed here, with their source:
   RewardConfig]``): each entry is its own cluster; rlplex keeps each as a role
   named as in the file (``rewards_NAME`` when the name is taken), scored by a
   stage ``reward_NAME``. An agentic file's single ``reward`` block is a role too.
+- Domains (rlvr_pipeline.py): ``actor_train.data_args.domain_interleave_probs`` names
+  reward clusters; each step draws ``int(p x rollout_batch_size)`` prompts of each domain
+  (the last what the others leave), and each cluster scores its domain's: its stage's
+  ``share``. A cluster without a domain scores nothing in a step (no stage); teachers with
+  ``tag_included`` take their domains' share (:func:`_route_samples`).
 - Async (``async_generation_ratio > 0``, base_config.py ``async_pipeline``):
   ``max_staleness = ceil(ratio)``. RLVR asserts the ratio is >= 1
   (rlvr_config.py). Roles may share GPUs in async mode: RLVR warns only;
@@ -610,6 +615,8 @@ def to_native(
         "roles": roles,
         "pipeline": default_pipeline(roles, mode, staleness, reward_roles or None, reference_roles),
     }
+    if not agentic:
+        _route_samples(native["pipeline"], data, parsed, file)
     model = _model(data)
     if model:
         native["model"] = model
@@ -617,3 +624,143 @@ def to_native(
     if load:
         native["workload"] = load
     return apply_costs(native, costs, costs_file)
+
+
+ROLLOUT_BATCH_SIZE = 128
+"""ROLL's ``rollout_batch_size`` when a file gives none (roll/configs/base_config.py)."""
+
+
+def _tags(block: Mapping[str, Any], field: str, file: str) -> frozenset[str]:
+    """A worker block's ``tag_included``: the data tags it takes (none: every tag)."""
+    tags = block.get("tag_included")
+    if tags is None:
+        return frozenset()
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ConfigError(
+            "must be a list of data tags", field=f"{field}.tag_included", value=tags, file=file
+        )
+    return frozenset(tags)
+
+
+def _domain_prompts(
+    data: Mapping[str, Any], rewards: Mapping[str, str], file: str
+) -> dict[str, int] | None:
+    """Each domain's prompts per step, by reward cluster (the file's key); None when the file
+    gives no ``domain_interleave_probs``.
+
+    ROLL's RLVR pipeline (roll/pipeline/rlvr/rlvr_pipeline.py ``__init__``, the VL pipeline
+    alike) keys ``actor_train.data_args.domain_interleave_probs`` by reward cluster: the
+    domain of a prompt is the reward cluster whose ``tag_included`` holds its tag
+    (rlvr_config.py ``tag_2_domain``), and each domain gets its own scheduler and its own
+    reward cluster (``reward_clusters={domain: self.rewards[domain]}``). Every step draws a
+    fixed quota from each domain, not a sample: ``int(p x rollout_batch_size)`` prompts, the
+    last domain of the mapping what the others leave (its own value is not read), so the
+    values need not sum to 1.
+
+    Raises:
+        ConfigError: what ROLL fails on: a mapping that is empty or not a mapping, a domain
+            that names no reward cluster (``self.rewards[domain]``: KeyError at setup), a
+            value it reads that is not a number, a domain left fewer than 1 prompt (a
+            negative quota fails its scheduler's ``assert expected_samples >= 0``, an empty
+            one its ``collect_items_as_batch``, which divides by the items it collected).
+    """
+    train = "actor_train" if isinstance(data.get("actor_train"), Mapping) else "student_train"
+    field = f"{train}.data_args.domain_interleave_probs"
+    probs = get_path(data, field)
+    if probs is None:
+        return None
+    if not isinstance(probs, Mapping) or not probs:
+        raise ConfigError(
+            "must map each domain (a reward cluster of 'rewards') to its share of"
+            " rollout_batch_size",
+            field=field, value=probs, file=file,
+        )  # fmt: skip
+    batch = (
+        given_count(data.get("rollout_batch_size"), field="rollout_batch_size", file=file)
+        or ROLLOUT_BATCH_SIZE
+    )
+    prompts: dict[str, int] = {}
+    for i, (key, value) in enumerate(probs.items()):
+        domain, where = str(key), f"{field}.{key}"
+        if domain not in rewards:
+            raise ConfigError(
+                f"names no reward cluster (rewards: {', '.join(rewards) or 'none'}); ROLL's"
+                " RLVR pipeline scores each domain on the reward cluster of its name",
+                field=where, value=value, file=file,
+            )  # fmt: skip
+        if i == len(probs) - 1:
+            quota = batch - sum(prompts.values())
+        else:
+            p = given_number(value, field=where, file=file)
+            if p is None:
+                raise InvalidValueError("must be a number", field=where, value=value, file=file)
+            quota = int(p * batch)
+        if quota < 1:
+            raise ConfigError(
+                f"leaves the domain {quota} of the step's {batch} prompts (ROLL draws"
+                " int(p x rollout_batch_size) from each domain, the last one what the others"
+                " leave), and ROLL fails on a domain without prompts",
+                field=where, value=value, file=file,
+            )  # fmt: skip
+        prompts[domain] = quota
+    return prompts
+
+
+def _route_samples(
+    pipeline: dict[str, Any],
+    data: Mapping[str, Any],
+    parsed: list[tuple[str, str, Mapping[str, Any], Any, int, bool]],
+    file: str,
+) -> None:
+    """Give each reward stage, and each routed teacher's log-prob stage, its share of the
+    step's samples (``share``), from the domains' quotas (:func:`_domain_prompts`).
+
+    A reward cluster scores its domain's samples; one with no domain scores none in a
+    training step (ROLL starts it for validation): its stage goes, its role stays. A teacher
+    with ``tag_included`` routes by domain (roll/utils/functionals.py
+    ``build_domain_to_teacher_names``: a teacher takes every domain one of whose reward's
+    tags it includes, a teacher without tags every domain, once any teacher has tags): its
+    share is its domains' quotas; one with none computes nothing, and its stage goes too.
+    """
+    rewards = {f.split(".", 1)[1]: name for name, f, *_ in parsed if f.startswith("rewards.")}
+    prompts = _domain_prompts(data, rewards, file)
+    if prompts is None:
+        return
+    batch = sum(prompts.values())
+    shares = {rewards[d]: n / batch for d, n in prompts.items()}
+    scorers = {name: name in shares for name in rewards.values()}
+    domain_tags = {
+        d: _tags(block, f, file)
+        for _, f, block, *_ in parsed
+        if f.startswith("rewards.") and (d := f.split(".", 1)[1]) in prompts
+    }
+    teachers = {
+        name: _tags(block, f, file)
+        for name, f, block, *_ in parsed
+        if f == "teacher" or f.startswith("teacher.")
+    }
+    if any(teachers.values()):
+        for name, tags in teachers.items():
+            taken = [d for d in prompts if not tags or tags & domain_tags[d]]
+            shares[name] = sum(prompts[d] for d in taken) / batch
+            scorers[name] = bool(taken)
+    stages = pipeline["stages"]
+    for stage_name, stage in list(stages.items()):
+        role = stage.get("role")
+        if not stage_name.startswith(("reward", "ref_logprob")) or role not in scorers:
+            continue
+        if not scorers[role]:
+            _drop_scorer(stages, stage_name)
+        elif shares[role] < 1.0:
+            stage["share"] = shares[role]
+
+
+def _drop_scorer(stages: dict[str, Any], name: str) -> None:
+    """Remove a scoring stage of the default step; the stages after it wait on the others
+    they wait on (every scorer runs after ``generate``, as ``old_logprob`` does), else on
+    what it waited on."""
+    gone = stages.pop(name)
+    for stage in stages.values():
+        after = stage.get("after")
+        if after and name in after:
+            stage["after"] = [a for a in after if a != name] or list(gone.get("after", []))
