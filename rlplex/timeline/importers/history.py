@@ -53,7 +53,7 @@ from pathlib import Path
 
 from rlplex.errors import ConfigError
 from rlplex.timeline.importers.base import Collector, RecordedRun, check_record_path
-from rlplex.timeline.importers.verl import TIMING_PREFIXES, add_metric
+from rlplex.timeline.importers.verl import TIMING_PREFIXES, add_metric, parse_number
 
 FORMAT = "history"
 STEP_COLUMNS = ("_step", "step", "global_step", "training/global_step")
@@ -212,21 +212,9 @@ def read_columns(header: list[str], file: str) -> Columns:
     return Columns(step=step, metrics=kept, names=names)
 
 
-def _value(text: str) -> int | float | None:
-    """The cell's number (an int when it is written as one), or None for text."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
 def _step_number(text: str) -> int | None:
     """A whole step number >= 0 (pandas writes ``3.0`` for a column with gaps), or None."""
-    value = _value(text)
+    value = parse_number(text)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return value if isinstance(value, int) and value >= 0 else None
@@ -276,7 +264,7 @@ def import_history(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
             if raw.lower() in MISSING:
                 continue  # not logged on this step
             out.at(number, raw, False, names[index])
-            value = _value(raw)
+            value = parse_number(raw)
             if value is None:
                 if index in numeric:
                     out.bad_line(

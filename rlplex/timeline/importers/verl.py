@@ -48,11 +48,8 @@ _STEP_LINE = re.compile(r"^(?:.*?\)\s*)?step:(\d+)\s+-\s+(.*)$")
 _WRAPPED = re.compile(r"^[A-Za-z_][\w.]*\((.*)\)$")  # np.float64(1.5) in newer numpy reprs
 
 
-def _value(text: str) -> Any:
-    text = text.strip()
-    wrapped = _WRAPPED.match(text)
-    if wrapped:
-        text = wrapped.group(1)
+def parse_number(text: str) -> int | float | None:
+    """The number ``text`` writes (an int when it is written as one), or None for text."""
     try:
         return int(text)
     except ValueError:
@@ -60,7 +57,16 @@ def _value(text: str) -> Any:
     try:
         return float(text)
     except ValueError:
-        return text
+        return None
+
+
+def _value(text: str) -> Any:
+    text = text.strip()
+    wrapped = _WRAPPED.match(text)
+    if wrapped:
+        text = wrapped.group(1)
+    number = parse_number(text)
+    return text if number is None else number
 
 
 def add_metric(out: Collector, step: int, key: str, value: Any) -> None:
