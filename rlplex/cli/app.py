@@ -56,11 +56,15 @@ def print_table(table: Table) -> None:
     if natural <= width:
         console.print(table)
         return
-    console.width = natural  # Console.print cannot render wider than the console itself
+    # Console.print cannot render wider than the console itself. Give back the width as it
+    # was set (None: read from the terminal, COLUMNS, at each print), not the one read now,
+    # which would pin every later print to it.
+    given = console._width
+    console.width = natural
     try:
         console.print(table)
     finally:
-        console.width = width
+        console._width = given
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -122,3 +122,27 @@ def test_a_table_wider_than_the_console_is_printed_whole() -> None:
     text = narrow.export_text()
     assert all(f"{100 + i}.{i:02d}" in text for i in range(12)), text
     assert "…" not in text and narrow.width == 80  # the console's width is given back
+
+
+def test_a_wide_table_does_not_pin_the_console_to_the_width_it_had(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The CLI's console reads the terminal's width (COLUMNS) at each print; a wide table
+    # must not pin it to the width it had then (a later run in the process, as CliRunner's,
+    # would wrap at the old width).
+    import importlib
+
+    from rich.console import Console
+    from rich.table import Table
+
+    cli_app = importlib.import_module("rlplex.cli.app")
+    monkeypatch.delenv("COLUMNS", raising=False)
+    following = Console(record=True)  # as the CLI's: no width given, COLUMNS read at each print
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.setattr(cli_app, "console", following)
+    table = Table()
+    for i in range(12):
+        table.add_column(f"stage_{i}_seconds")
+    cli_app.print_table(table)
+    monkeypatch.setenv("COLUMNS", "300")
+    assert following.width == 300
