@@ -192,6 +192,11 @@ PROBS = "actor_train.data_args.domain_interleave_probs"
             f"{PROBS}.ifeval: leaves the domain -10 of the step's 100 prompts (ROLL draws int(p x rollout_batch_size) from each domain, the last one what the others leave), and ROLL fails on a domain without prompts (got 0.1)",
         ),
         ({"math_rule": "0.4", "ifeval": 0.6}, f"{PROBS}.math_rule: must be a number (got '0.4')"),
+        # YAML's .inf: int(inf x rollout_batch_size) raised OverflowError, a traceback.
+        (
+            {"math_rule": float("inf"), "ifeval": 0.5},
+            f"{PROBS}.math_rule: must be a finite number (got inf)",
+        ),
         (
             {},
             f"{PROBS}: must map each domain (a reward cluster of 'rewards') to its share of rollout_batch_size (got {{}})",

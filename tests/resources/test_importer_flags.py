@@ -138,6 +138,9 @@ def test_counts_sizes_and_numbers() -> None:
             given_number(bad, field="c", file="f")
     with pytest.raises(InvalidValueError, match="must be a number >= 0"):
         given_number(-0.5, field="c", file="f", least=0)
+    for infinite in (float("inf"), float("-inf")):  # YAML's .inf: int() and ceil() overflow
+        with pytest.raises(InvalidValueError, match="must be a finite number"):
+            given_number(infinite, field="c", file="f", least=0)
 
 
 # -- verl -------------------------------------------------------------------------------------

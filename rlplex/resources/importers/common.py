@@ -55,6 +55,7 @@ quoted string ``"false"`` is true.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NoReturn, get_args
@@ -445,6 +446,10 @@ def given_number(
         return None
     _refuse_interpolation(value, field=field, file=file)
     number = isinstance(value, int | float) and not isinstance(value, bool) and value == value
+    if number and not math.isfinite(value):
+        # YAML's .inf: no framework's quota, threshold or coefficient (int(.inf x n) and
+        # math.ceil(.inf) raise OverflowError, in the framework and in rlplex's reading).
+        raise InvalidValueError("must be a finite number", field=field, value=value, file=file)
     if not number or (least is not None and value < least) or (most is not None and value > most):
         bounds = (
             f" from {least:g} to {most:g}" if least is not None and most is not None
