@@ -184,7 +184,8 @@ class Calibration(BaseModel):
             "dispatch_s": self.dispatch_s,
             "overhead_ratio": self.overhead_ratio,
             "period": {
-                "measured_s": self.measured_period_s,
+                # 0: the record has no step times (the table prints "-"): nothing measured.
+                "measured_s": self.measured_period_s if self.measured_period_s > 0 else None,
                 "before_s": self.period_before_s,
                 "after_s": self.period_after_s,
                 "error_before": self.period_error_before,

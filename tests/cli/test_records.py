@@ -255,3 +255,13 @@ def test_calibrate_on_a_summary_without_step_time_measures_no_period(tmp_path: P
 def test_the_config_argument_names_launch_scripts(command: str) -> None:
     help_text = " ".join(invoke(command, "--help").stdout.replace("│", " ").split())
     assert "or a verl, RLinf or OpenRLHF launch script" in help_text, command
+
+
+def test_calibrate_json_on_a_summary_without_step_time_measures_no_period() -> None:
+    # The table's "-", not a measured period of 0 s.
+    result = invoke("calibrate", RECORDS / "verl_quickstart_summary.yaml", "-c",
+                    EXAMPLES / "estimate_verl_quickstart.yaml", "--set", "cluster.gpu=h100",
+                    "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    period = json.loads(result.stdout)["period"]
+    assert period["measured_s"] is None and period["error_before"] is None
