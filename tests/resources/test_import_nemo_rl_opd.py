@@ -201,6 +201,22 @@ def test_aliases_sharing_a_checkpoint_are_one_teacher_unless_told_not_to(
     assert len(cfg.roles["actor_train"].devices) == 8
 
 
+def test_teacher_sizes_and_switches_read_as_nemo_rls_pydantic_config(tmp_path: Path) -> None:
+    """Found in review (2026-11-29): a teacher's "2" nodes were refused and a dedupe switch of
+    "no" read as on; NeMo RL's pydantic config converts both, as the importer does elsewhere."""
+    shared = teachers(
+        {"math": "Qwen/Qwen3-8B", "code": "Qwen/Qwen3-8B"},
+        default_teacher_cfg={"num_nodes": "1", "tensor_model_parallel_size": 2.0},
+    )
+    apart = merge(shared, {"cluster": {"num_nodes": 4},
+                           OPD: {"deduplicate_shared_teacher_checkpoints": "no"}})  # fmt: skip
+    cfg = load_config(recipe(tmp_path, apart))
+    assert [r for r in cfg.roles if r.startswith("teacher_")] == ["teacher_math", "teacher_code"]
+    assert cfg.roles["teacher_code"].devices == tuple(range(24, 32))
+    parallel = cfg.roles["teacher_math"].parallel
+    assert parallel is not None and parallel.tp == 2
+
+
 def test_overrides_sequence_parallel_fp8_and_the_reward_models_nodes(tmp_path: Path) -> None:
     """A teacher's Megatron overrides (its cfg's unknown keys and ``megatron_cfg_overrides``)
     go over the policy's ``megatron_cfg``; FP8 comes with it; the teachers' nodes lie after

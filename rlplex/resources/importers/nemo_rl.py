@@ -112,6 +112,7 @@ lm_policy.py, nemo_rl/models/generation/vllm/), as NeMo RL runs them today:
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -374,7 +375,7 @@ def _teachers(r: _Reader, algo: str, per_node: int) -> list[_Teacher]:
     overrides = r.get(f"{_TEACHERS}.teacher_overrides") or {}
     default = default if isinstance(default, Mapping) else {}
     overrides = overrides if isinstance(overrides, Mapping) else {}
-    dedupe = r.get(f"{_OPD}.deduplicate_shared_teacher_checkpoints", True) is not False
+    dedupe = r.flag(f"{_OPD}.deduplicate_shared_teacher_checkpoints", True)
     teachers: list[_Teacher] = []
     seen: set[str] = set()
     for alias, model in by_agent.items():
@@ -394,6 +395,9 @@ def _teachers(r: _Reader, algo: str, per_node: int) -> list[_Teacher]:
             # TeacherResourceConfig's defaults: 1 of each, 8 GPUs per node.
             fallback = 8 if key == "gpus_per_node" else 1
             value = own[key] if key in own else default.get(key, fallback)
+            if isinstance(value, str | float):  # as pydantic converts an int field: "2", 2.0
+                with contextlib.suppress(ValidationError):
+                    value = TypeAdapter(int).validate_python(value)
             return positive_int(value, field=_teacher_field(own, alias, key), file=r.file)
 
         nodes, width = size("num_nodes"), size("gpus_per_node")
