@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import io
 import logging
 import os
 import sys
@@ -45,26 +46,40 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-def print_table(table: Table) -> None:
-    """Print ``table`` whole, at its natural width even past the terminal's.
+def _ellipses(table: Table, width: int) -> int:
+    """How many ``…`` rich writes when it lays ``table`` out ``width`` columns wide."""
+    probe = Console(width=width, file=io.StringIO(), color_system=None, highlight=False)
+    probe.print(table)
+    return probe.file.getvalue().count("…")
 
-    A table wider than the console is shrunk by rich, which cuts what cannot wrap: a
-    number (``121.…`` for 121.11) or a stage name (``ref_logpr…``). A figure rlplex prints
-    is never cut; a line too long for a terminal wraps there instead."""
-    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+
+def print_table(table: Table) -> None:
+    """Print ``table`` whole: as narrow as the console when rich can wrap its text there,
+    else at the narrowest width where nothing is cut, even past the terminal's.
+
+    A table wider than the console is shrunk by rich, which wraps text at spaces but cuts
+    what cannot wrap: a number (``121.…`` for 121.11) or a stage name (``ref_logpr…``). A
+    figure rlplex prints is never cut; a line too long for a terminal wraps there."""
     width = console.width
-    if natural <= width:
-        console.print(table)
-        return
-    # Console.print cannot render wider than the console itself. Give back the width as it
-    # was set (None: read from the terminal, COLUMNS, at each print), not the one read now,
-    # which would pin every later print to it.
-    given = console._width
-    console.width = natural
-    try:
-        console.print(table)
-    finally:
-        console._width = given
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if natural > width:
+        whole = _ellipses(table, natural)  # any the cells hold themselves
+        if _ellipses(table, width) > whole:
+            low, high = width, natural  # cut at low, whole at high
+            while high - low > 1:
+                middle = (low + high) // 2
+                low, high = (middle, high) if _ellipses(table, middle) > whole else (low, middle)
+            # Console.print cannot render wider than the console itself. Give back the
+            # width as it was set (None: read from the terminal, COLUMNS, at each print),
+            # not the one read now, which would pin every later print to it.
+            given = console._width
+            console.width = high
+            try:
+                console.print(table)
+            finally:
+                console._width = given
+            return
+    console.print(table)
 
 
 F = TypeVar("F", bound=Callable[..., Any])

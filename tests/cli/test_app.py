@@ -146,3 +146,30 @@ def test_a_wide_table_does_not_pin_the_console_to_the_width_it_had(
     cli_app.print_table(table)
     monkeypatch.setenv("COLUMNS", "300")
     assert following.width == 300
+
+
+def test_a_table_whose_text_can_wrap_stays_within_the_console() -> None:
+    # Widening every wide table to its natural width put a memory table's long list of
+    # states on one 144-column line; rich wraps text at spaces without cutting anything.
+    import importlib
+
+    from rich.console import Console
+    from rich.table import Table
+
+    cli_app = importlib.import_module("rlplex.cli.app")
+    table = Table()
+    table.add_column("GPUs")
+    table.add_column("peak")
+    table.add_column("resident at the peak")
+    table.add_row("0-31", "81.51", " + ".join(f"role_{i}.weights {i}.25" for i in range(12)))
+    narrow = Console(width=80, record=True)
+    was = cli_app.console
+    cli_app.console = narrow
+    try:
+        cli_app.print_table(table)
+    finally:
+        cli_app.console = was
+    lines = narrow.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    text = " ".join(" ".join(lines).split())
+    assert "…" not in text and "81.51" in text and "role_11.weights" in text
