@@ -1,5 +1,5 @@
-"""One line per estimated stage saying how it runs: where a generate, train or log-prob
-stage's time goes (its replicas and decode steps, its micro-batches and the terms beyond
+"""One line per estimated stage saying how it runs: where a generate, judge, train or
+log-prob stage's time goes (its replicas and decode steps, its micro-batches and the terms beyond
 compute), shared by ``rlplex estimate`` and its view of a config that does not fit."""
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ def print_stage_lines(result: Any, *, kv_room: bool = True) -> None:
             line = generation_line(est.detail, kv_room=kv_room)
         elif est.kind in ("train", "forward") and "micro_batches_per_rank" in est.detail:
             line = pass_line(est.detail)
+        elif est.kind == "judge" and "samples_per_replica" in est.detail:
+            line = judge_line(est.detail)
         if line:
             console.print(f"{escape(name)}: {line}", highlight=False, soft_wrap=True)
 
@@ -77,6 +79,22 @@ def generation_line(d: dict[str, Any], *, kv_room: bool = True) -> str:
             f" {d['loop_period_s']:,.1f} s, idle {d['idle_s']:,.1f} s of it"
         )
     return text
+
+
+def judge_line(d: dict[str, Any]) -> str:
+    """How one judge stage runs, from its estimate's detail: its prompts and answers."""
+    text = (
+        f"{d['replicas']} replica(s) of tp {d['tp']} x pp {d['pp']}; "
+        f"{d['samples_per_replica']:,} samples each per step"
+    )
+    if d.get("share"):
+        text += f" ({d['share']:.0%} of the step's)"
+    return text + (
+        f", judged {d['slots']:,} at a time; prompts of {d['judge_prompt_tokens']:,.0f} tokens"
+        f" (prefill {d['prefill_s']:,.1f} s), answers of {d['answer_tokens']:,} tokens"
+        f" ({d['decode_steps']:,.0f} decode steps, {d['decode_s']:,.1f} s; floor"
+        f" {d['step_floor_s'] * 1000:.1f} ms per step)"
+    )
 
 
 _PASS_PARTS = (

@@ -158,7 +158,7 @@ def _estimate_fields(spec: RoleSpec) -> dict[str, Any]:
     }
 
 
-_COST_FIELDS = ("seconds", "memory_gb", "at_devices", "scaling", "share")
+_COST_FIELDS = ("seconds", "memory_gb", "at_devices", "scaling", "share", "judge")
 
 
 def _override_stage_costs(

@@ -17,12 +17,13 @@ from rlplex.dag.pipeline import (
     UnknownRoleError,
     WeightSyncError,
 )
-from rlplex.dag.stage import Stage
+from rlplex.dag.stage import Judge, Stage
 
 __all__ = [
     "CrossStepEdge",
     "CycleError",
     "DuplicateStageError",
+    "Judge",
     "Pipeline",
     "PipelineBuilder",
     "PipelineError",

@@ -42,14 +42,14 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
 from pydantic import ValidationError
 
 from rlplex.dag.pipeline import Mode, Pipeline, PipelineError
-from rlplex.dag.stage import Stage
+from rlplex.dag.stage import Judge, Stage
 from rlplex.errors import InvalidValueError, pydantic_message
 
 CONTEXT_PARAMETER = "ctx"
@@ -143,6 +143,7 @@ class PipelineBuilder:
         scaling: float = 1.0,
         memory_gb: float = 0.0,
         share: float = 1.0,
+        judge: Judge | Mapping[str, int] | None = None,
         needs: str | Iterable[str] | None = None,
         fn: Callable[..., Any] | None = None,
     ) -> str:
@@ -162,6 +163,7 @@ class PipelineBuilder:
             "scaling": scaling,
             "memory_gb": memory_gb,
             "share": share,
+            "judge": judge,
             "needs": _names(needs, name, "needs") if needs is not None else None,
             "fn": fn,
         }
@@ -266,6 +268,7 @@ def stage(
     scaling: float = 1.0,
     memory_gb: float = 0.0,
     share: float = 1.0,
+    judge: Judge | Mapping[str, int] | None = None,
     needs: str | Iterable[str] | None = None,
     name: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -292,6 +295,7 @@ def stage(
             "scaling": scaling,
             "memory_gb": memory_gb,
             "share": share,
+            "judge": judge,
             "needs": _names(needs, stage_name, "needs") if needs is not None else None,
             "fn": fn,
         }

@@ -39,6 +39,25 @@ GENERATION_PREFIXES = ("generate", "rollout", "gen")
 """Name prefixes of the stages the estimator prices as generation (lower-cased)."""
 
 
+class Judge(BaseModel):
+    """A generative judge (an LLM as a judge): the stage asks its role's model about each
+    sample and reads a short answer, instead of scoring it in one forward pass.
+
+    The judge's prompt is the sample (its prompt and response) inside a template; its
+    answer is ``response_tokens`` long. The role's engine (``rollout``) says how many
+    samples it judges at once (``max_num_seqs``; ROLL's local judge generates one sample at
+    a time) and whether it replays CUDA graphs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    response_tokens: StrictInt = Field(ge=1, le=1_000_000)
+    """Tokens of the judge's answer per sample (a verdict such as ``YES``: a token or two
+    and the end-of-sequence token); at most the judge's ``max_new_tokens``."""
+    template_tokens: StrictInt = Field(0, ge=0, le=1_000_000)
+    """Tokens the judge's prompt adds around each sample (instructions, the reference
+    answer's labels); 0 when the sample is given as it is."""
+
+
 def whole_step_stage(name: str, kind: str) -> str | None:
     """Why a stage cannot process a share of the step's samples (:attr:`Stage.share`), or
     None for one that may (a reward, log-prob or values pass)."""
@@ -87,6 +106,10 @@ class Stage(BaseModel):
     stage's forward pass or rule reward over that share of the samples, micro-batches as
     large as before; given ``seconds`` are taken as they are. Generation, train stages and
     weight syncs process the whole step: 1 only."""
+    judge: Judge | None = None
+    """A generative judge's stage: the estimator prices it as generation over the samples
+    (prefill of each judge prompt, decode of its answer) on the role's engine, not as a
+    forward pass (:class:`Judge`). GPU roles only."""
     needs: tuple[str, ...] | None = None
     """States that must be resident; ``None`` means all of the role's states."""
     from_role: str | None = Field(None, alias="from")
@@ -120,6 +143,17 @@ class Stage(BaseModel):
         if share < 1.0 and why is not None:
             raise PydanticCustomError("share_whole_step", f"must be 1: {why}")
         return share
+
+    @field_validator("judge")
+    @classmethod
+    def _judge_scores_samples(cls, judge: Judge | None, info: ValidationInfo) -> Judge | None:
+        name, kind = info.data.get("name"), info.data.get("kind")
+        why = whole_step_stage(name, kind) if name and kind and judge is not None else None
+        if why is not None:
+            raise PydanticCustomError(
+                "judge_stage", f"must be absent: a judge scores samples, and {why}"
+            )
+        return judge
 
     @model_validator(mode="before")
     @classmethod

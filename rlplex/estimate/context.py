@@ -29,7 +29,13 @@ from rlplex.resources.cluster import Cluster, Role
 from rlplex.resources.inputs import Efficiency, Rollout, Workload
 from rlplex.resources.placement import parallel_layout_problem, role_parallel_sizes
 
-StageKind = Literal["train", "forward", "generate", "weight_sync", "cpu"]
+StageKind = Literal["train", "forward", "generate", "judge", "weight_sync", "cpu"]
+ESTIMATED_KINDS: tuple[StageKind, ...] = ("train", "forward", "generate", "judge")
+"""The kinds priced from the model and the GPUs (the rest: a weight sync's own rule, a CPU
+stage's given seconds or a rule reward's overhead)."""
+ENGINE_KINDS: tuple[StageKind, ...] = ("generate", "judge")
+"""The kinds that run on an inference engine: its tensor parallel defaults to the worker's
+GPUs, and it holds a KV cache."""
 Bound = Literal["compute", "memory", "latency", "communication", "overhead", "given"]
 """The named cost terms of an estimated stage (see docs/cost-model.md, "Terms")."""
 
@@ -46,7 +52,8 @@ class StageEstimate(BaseModel):
     """The stage's name in the pipeline."""
     kind: StageKind
     """Which formula priced it (:func:`stage_kind`): ``train``, ``forward`` (log-prob, value
-    and GPU reward passes), ``generate``, ``weight_sync``, or ``cpu`` (a CPU or driver stage,
+    and GPU reward passes), ``generate``, ``judge`` (a generative judge's answers),
+    ``weight_sync``, or ``cpu`` (a CPU or driver stage,
     or a GPU stage whose name the estimator does not know: its given seconds, or a rule
     reward's per-sequence overhead)."""
     seconds: float | None
@@ -212,23 +219,34 @@ def efficiency_value(eff: Efficiency | None, key: str) -> float:
 
 
 def stage_kind(stage: Stage, role: Role | None) -> StageKind:
-    """Which formula estimates ``stage`` (see the module docstring)."""
+    """Which formula estimates ``stage``: a weight sync's; on a CPU role (or none) ``cpu``;
+    on a GPU role ``train`` for a train stage, ``judge`` for a stage with a ``judge``,
+    ``generate`` for a name starting with generate/rollout/gen, ``forward`` for a log-prob,
+    reward, values or ref pass, and ``cpu`` (not estimated) for any other name."""
     if stage.is_weight_sync:
         return "weight_sync"
     if role is None or not role.is_gpu:
         return "cpu"
     if stage.kind == "train":
         return "train"
+    if stage.judge is not None:
+        return "judge"
     name = stage.name.lower()
     if name.startswith(GENERATION_PREFIXES):
         return "generate"
-    if "logprob" in name or "log_prob" in name or name in ("values", "value", "reward", "ref"):
+    # A reward on GPUs is a reward model's pass, one per domain as well (ROLL's
+    # ``reward_NAME`` clusters): its name said it, whatever the suffix.
+    if "logprob" in name or "log_prob" in name or name.startswith("reward"):
+        return "forward"
+    if name in ("values", "value", "ref"):
         return "forward"
     return "cpu"
 
 
 def role_head(name: str, role_stages: list[Stage]) -> f.Head:
     names = {s.name for s in role_stages}
+    if any(s.judge is not None for s in role_stages):
+        return "lm"  # a generative judge writes its answer with the LM head
     if "critic" in name or names & {"values", "critic_train"}:
         return "value"
     if "reward" in name or "reward" in names:
@@ -280,7 +298,7 @@ class Context:
         """(tp, pp, dp) of the role."""
         par = role.parallel
         generates = any(
-            stage_kind(s, role) == "generate" for s in self.stages_of.get(role.name, [])
+            stage_kind(s, role) in ENGINE_KINDS for s in self.stages_of.get(role.name, [])
         )
         tp, pp, _ = role_parallel_sizes(role, generates)
         d = self.devices(role)
@@ -501,8 +519,13 @@ def optimizer_kernel(role: Role) -> str:
 
 
 def is_rule_reward(stage: Stage, role: Role | None) -> bool:
-    """A rule-based reward stage: named ``reward*`` on a CPU role (or the driver)."""
-    return (role is None or not role.is_gpu) and stage.name.lower().startswith("reward")
+    """A rule-based reward stage: named ``reward*`` on a CPU role (or the driver), not a
+    judge (a judge on a CPU role asks a remote model: its seconds are the file's)."""
+    return (
+        (role is None or not role.is_gpu)
+        and stage.judge is None
+        and stage.name.lower().startswith("reward")
+    )
 
 
 def combine_terms(

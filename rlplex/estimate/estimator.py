@@ -50,6 +50,7 @@ from rlplex.estimate.context import (
     stage_kind,
 )
 from rlplex.estimate.generation import estimate_generate, in_flight_turn, streams_in_flight
+from rlplex.estimate.judge import estimate_judge
 from rlplex.estimate.passes import estimate_forward, estimate_reward_cpu, estimate_train
 from rlplex.estimate.states import role_states
 from rlplex.estimate.weight_sync import estimate_weight_sync
@@ -151,7 +152,10 @@ def estimate(inputs: Inputs) -> Estimate:
             continue
         if kind == "generate" and streams_in_flight(ctx, role):
             continue  # priced below, with the trainer's turn
-        fn = {"train": estimate_train, "forward": estimate_forward, "generate": estimate_generate}
+        fn = {
+            "train": estimate_train, "forward": estimate_forward,
+            "generate": estimate_generate, "judge": estimate_judge,
+        }  # fmt: skip
         stages[stage.name] = fn[kind](ctx, stage, role, roles[role.name])
 
     def used(s: Stage) -> float | None:

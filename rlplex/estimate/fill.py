@@ -122,7 +122,7 @@ def fill_estimates(
         ConfigError: a stage without seconds cannot be estimated (a CPU stage),
             or the estimator rejects an input.
     """
-    from rlplex.estimate.context import Inputs
+    from rlplex.estimate.context import ESTIMATED_KINDS, Inputs
     from rlplex.estimate.estimator import estimate
 
     needs_seconds = [s for s in pipeline.stages if s.seconds is None and not s.is_weight_sync]
@@ -183,7 +183,7 @@ def fill_estimates(
             given_memory is not None
             and stage.name not in given_memory
             and est is not None
-            and est.kind in ("train", "forward", "generate")
+            and est.kind in ESTIMATED_KINDS
             and (stage in needs_seconds or stage.role in needs_states)
         ):
             update["memory_gb"] = floor_to(est.memory_gb, 4)
@@ -327,7 +327,7 @@ def _estimable(name: str, body: Mapping[str, Any], roles: Mapping[str, Any]) -> 
     """Whether the estimator computes stage ``name``: train, log-prob, value and generate on
     GPUs, and a rule reward on CPUs or the driver (its per-sequence controller work)."""
     from rlplex.dag.stage import Stage
-    from rlplex.estimate.context import is_rule_reward, stage_kind
+    from rlplex.estimate.context import ESTIMATED_KINDS, is_rule_reward, stage_kind
     from rlplex.resources.cluster import Role
 
     role_body = roles.get(body.get("role") or "")
@@ -337,9 +337,7 @@ def _estimable(name: str, body: Mapping[str, Any], roles: Mapping[str, Any]) -> 
     except ValueError:
         return False  # reported by the config check with its field
     role = Role(name=str(body.get("role")), devices=(0,)) if on_gpu else None
-    return stage_kind(stage, role) in ("train", "forward", "generate") or is_rule_reward(
-        stage, role
-    )
+    return stage_kind(stage, role) in ESTIMATED_KINDS or is_rule_reward(stage, role)
 
 
 def at_staleness(config: Any, k: int) -> Any:

@@ -133,6 +133,49 @@ def _weight_reader(
     return read
 
 
+def engine_step_costs(
+    ctx: Context, stage: Stage, role: Role, est: RoleEstimate, running_context: float
+) -> tuple[StepCosts, int]:
+    """What one decode step of the role's engine costs (:class:`StepCosts`), and how many
+    sequences of ``running_context`` tokens on average its KV cache holds at once."""
+    spec = ctx.spec(role)
+    eff_in = ctx.inputs.efficiency
+    rollout = role.rollout or Rollout()
+    factor = stage_factor(eff_in, stage.name)
+    eff_prefill = efficiency_value(eff_in, "prefill") * factor * width_factor(ctx, spec)
+    eff_decode = efficiency_value(eff_in, "decode") * factor
+    tp, pp = est.tp, est.pp
+    group = tp * pp
+    per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
+    state = f.linear_state_bytes(spec, stored_precision(role.precision), tp, pp)
+    kv_gb = role.states.get("kv_cache", est.states.get("kv_cache", 0.0))
+    # A windowed layer's cache and attention stop growing at its window: per running
+    # sequence a fixed read (at the mean running context, at most the window), like a
+    # linear-attention state.
+    window_kv = f.window_kv_bytes(spec, running_context, kv_precision(role), tp, pp)
+    window_keys = spec.sliding_window_layers * min(running_context, spec.sliding_window)
+    kv_slots = int(kv_gb * f.GB // max(running_context * per_token + state + window_kv, 1.0))
+    costs = StepCosts(
+        # A pipeline-parallel engine's step passes every stage: each device reads its
+        # 1/(tp x pp) of the weights once per micro-batch in flight (pp of them), so a
+        # step's weight reads cost W / tp per device, as without pp (KV and FLOPs split).
+        weight_bytes=_weight_reader(spec, weight_precision(ctx, role), tp, state, window_kv),
+        kv_bytes_per_token=per_token,
+        flops_per_token=(f.token_flops(spec) + 2.0 * f.decode_attention_width(spec) * window_keys)
+        / group,
+        attention_flops_per_context=(
+            2.0 * f.decode_attention_width(spec) * spec.full_attention_layers / group
+        ),
+        bandwidth=ctx.gpu.memory_gb_per_s * 1e9 * eff_decode,
+        flop_rate=ctx.gpu.peak_tflops * 1e12 * eff_prefill,
+        floor_s=_decode_floor(ctx, spec, role, tp, pp),
+        per_sequence_s=efficiency_value(
+            eff_in, "decode_sequence_v0_s" if rollout.vllm_v0 else "decode_sequence_s"
+        ),
+    )
+    return costs, kv_slots
+
+
 def in_flight_turn(
     pipeline: Pipeline, stage: Stage, seconds_of: Callable[[Stage], float | None]
 ) -> tuple[float, float]:
@@ -275,7 +318,6 @@ def estimate_generate(
     generated_prompts = w.generated_prompts()
     per_replica = math.ceil(n / replicas)
     peak = ctx.gpu.peak_tflops * 1e12
-    bandwidth = ctx.gpu.memory_gb_per_s * 1e9
     prompt = w.prompt_tokens
     dist = trajectory_lengths(ctx)
     turns = multi_turn(w)
@@ -300,38 +342,12 @@ def estimate_generate(
     longest = decoded.longest_of(n * depth)
     if lengths and longest > max(lengths):
         lengths[lengths.index(max(lengths))] = longest
-    per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
-    state = f.linear_state_bytes(spec, stored_precision(role.precision), tp, pp)
-    kv_gb = role.states.get("kv_cache", est.states.get("kv_cache", 0.0))
     running_context = prompt.mean + dist.mean_square() / (2 * max(dist.mean, 1.0))
-    # A windowed layer's cache and attention stop growing at its window: per running
-    # sequence a fixed read (at the mean running context, at most the window), like a
-    # linear-attention state.
-    window_kv = f.window_kv_bytes(spec, running_context, kv_precision(role), tp, pp)
-    window_keys = spec.sliding_window_layers * min(running_context, spec.sliding_window)
-    kv_slots = int(kv_gb * f.GB // max(running_context * per_token + state + window_kv, 1.0))
     # What a decoding sequence holds besides its own answers: its prompt, and a trajectory's
     # observations so far (half of them on average over its turns).
     base_context = prompt.mean + turns.observation_context
+    costs, kv_slots = engine_step_costs(ctx, stage, role, est, running_context)
     slots = max(1, min(rollout.max_num_seqs, kv_slots))
-    costs = StepCosts(
-        # A pipeline-parallel engine's step passes every stage: each device reads its
-        # 1/(tp x pp) of the weights once per micro-batch in flight (pp of them), so a
-        # step's weight reads cost W / tp per device, as without pp (KV and FLOPs split).
-        weight_bytes=_weight_reader(spec, weight_precision(ctx, role), tp, state, window_kv),
-        kv_bytes_per_token=per_token,
-        flops_per_token=(f.token_flops(spec) + 2.0 * f.decode_attention_width(spec) * window_keys)
-        / group,
-        attention_flops_per_context=(
-            2.0 * f.decode_attention_width(spec) * spec.full_attention_layers / group
-        ),
-        bandwidth=bandwidth * eff_decode,
-        flop_rate=peak * eff_prefill,
-        floor_s=_decode_floor(ctx, spec, role, tp, pp),
-        per_sequence_s=efficiency_value(
-            eff_in, "decode_sequence_v0_s" if rollout.vllm_v0 else "decode_sequence_s"
-        ),
-    )
     resumed_s = 0.0
     loop_detail: dict[str, Any] = {}
     held = 0.0  # trajectories an engine that streams holds at once (its steady state)

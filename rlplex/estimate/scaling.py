@@ -24,6 +24,7 @@ def estimator_exponents(config: object, stages: Iterable[str] | None = None) -> 
     Empty when the config lacks the estimator's inputs or the estimate fails
     (then the caller keeps its own default).
     """
+    from rlplex.estimate.context import ESTIMATED_KINDS
     from rlplex.estimate.estimator import estimate
 
     base = _inputs(config)
@@ -47,7 +48,7 @@ def estimator_exponents(config: object, stages: Iterable[str] | None = None) -> 
     for name, est in at_d0.stages.items():
         if wanted is not None and name not in wanted:
             continue
-        if est.kind not in ("train", "forward", "generate"):
+        if est.kind not in ESTIMATED_KINDS:
             continue
         t0, t1 = est.seconds, at_2d0.stages[name].seconds
         if t0 and t1 and t0 > 0 and t1 > 0:
@@ -75,8 +76,10 @@ def estimator_ratios(
     ``parallel.tp``) or the model is priced by the estimator, which a device-count
     exponent cannot do. Empty when either config lacks the estimator's inputs,
     has roles still to be placed, or cannot be estimated; only stages the
-    estimator computes (train, log-prob and value passes, generation) are given.
+    estimator computes (train, log-prob, value and reward passes, generation, judges) are
+    given.
     """
+    from rlplex.estimate.context import ESTIMATED_KINDS
     from rlplex.estimate.estimator import estimate
 
     before, after = _inputs(recorded), _inputs(alternative)
@@ -89,7 +92,7 @@ def estimator_ratios(
     ratios: dict[str, float] = {}
     for name in stages:
         a, b = at_recorded.stages.get(name), at_alternative.stages.get(name)
-        if a is None or b is None or a.kind not in ("train", "forward", "generate"):
+        if a is None or b is None or a.kind not in ESTIMATED_KINDS:
             continue
         if a.seconds and b.seconds and a.seconds > 0 and b.seconds > 0:
             ratios[name] = b.seconds / a.seconds

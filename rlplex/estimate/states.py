@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 
+from rlplex.dag.stage import Stage
 from rlplex.errors import ConfigError
 from rlplex.estimate import formulas as f
 from rlplex.estimate.context import (
+    ENGINE_KINDS,
     PREFILL_CHUNK_TOKENS,
     Context,
     RoleEstimate,
@@ -75,11 +77,16 @@ def role_states(ctx: Context, role: Role) -> RoleEstimate:
         states["grads"] = per_device(2) * trained * b / f.GB
     for state in role.host_states:  # the file keeps it in host memory: not on a GPU
         states.pop(state, None)
-    if "generate" in kinds:
+    if kinds & set(ENGINE_KINDS):
         given = role.states.get("kv_cache")
-        states["kv_cache"] = (
-            float(given) if given is not None else kv_cache_gb(ctx, role, spec, states["weights"])
-        )
+        if given is not None:
+            states["kv_cache"] = float(given)
+        else:
+            weights = states["weights"]
+            needs = [judge_kv_gb(ctx, role, spec, weights, s) for s in stages if s.judge]
+            if "generate" in kinds:
+                needs.append(kv_cache_gb(ctx, role, spec, weights))
+            states["kv_cache"] = max(needs)
     return RoleEstimate(
         role=role.name,
         model=spec.name,
@@ -106,9 +113,38 @@ def kv_cache_gb(ctx: Context, role: Role, spec: ModelSpec, weights_gb: float) ->
     """
     w = ctx.inputs.workload
     assert w is not None
+    per_replica = math.ceil(w.generated() / engine_replicas(ctx, role))
+    longest = w.prompt_tokens.max + w.trajectory_max()
+    return _engine_kv_gb(ctx, role, spec, weights_gb, per_replica * steps_held(ctx, role), longest)
+
+
+def judge_kv_gb(
+    ctx: Context, role: Role, spec: ModelSpec, weights_gb: float, stage: Stage
+) -> float:
+    """The KV cache a judge's engine allocates, GB per device: its judge prompts of the
+    longest sample that run at once (``rollout.max_num_seqs``, at most its share of the
+    samples), as :func:`kv_cache_gb` within the engine's memory share.
+
+    Raises:
+        ConfigError: the weights leave no room for any KV cache.
+    """
+    w = ctx.inputs.workload
+    assert w is not None and stage.judge is not None
+    per_replica = math.ceil(w.generated() * stage.share / engine_replicas(ctx, role))
+    running = min(per_replica, (role.rollout or Rollout()).max_num_seqs)
+    longest = (
+        stage.judge.template_tokens + w.prompt_tokens.max + w.trajectory_max()
+        + stage.judge.response_tokens
+    )  # fmt: skip
+    return _engine_kv_gb(ctx, role, spec, weights_gb, running, longest)
+
+
+def _engine_kv_gb(
+    ctx: Context, role: Role, spec: ModelSpec, weights_gb: float, sequences: int, longest: int
+) -> float:
+    """The smaller of what ``sequences`` sequences of ``longest`` tokens need and what the
+    engine's memory share leaves after weights and the prefill chunk's activations."""
     tp, pp, _ = ctx.layout(role)
-    n, longest = w.generated(), w.prompt_tokens.max + w.trajectory_max()
-    per_replica = math.ceil(n / engine_replicas(ctx, role))
     per_token = f.kv_bytes_per_token(spec, kv_precision(role), tp, pp)
     # A hybrid model's linear-attention layers hold a fixed state per sequence instead.
     # vLLM keeps it in the model's dtype (mamba_cache_dtype "auto"), whatever kv_cache_dtype says.
@@ -116,7 +152,7 @@ def kv_cache_gb(ctx: Context, role: Role, spec: ModelSpec, weights_gb: float) ->
     # Windowed layers keep at most their window of each sequence.
     window = f.window_kv_bytes(spec, longest, kv_precision(role), tp, pp)
     one_gb = (longest * per_token + state + window) / f.GB
-    need = per_replica * steps_held(ctx, role) * one_gb
+    need = sequences * one_gb
     transient = generate_transient_gb(spec, stored_precision(role.precision), tp, pp)
     fraction = (role.rollout or Rollout()).gpu_memory_utilization
     room = fraction * ctx.inputs.cluster.gpu_memory_gb - weights_gb - transient

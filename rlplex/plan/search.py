@@ -288,14 +288,14 @@ def gpu_unit(config: Config, role: str) -> int:
 
 
 def _generating_roles(config: Config) -> frozenset[str]:
-    """Roles that run a generation stage (an inference engine: tensor parallel defaults to its
-    worker's GPUs)."""
-    from rlplex.estimate.context import stage_kind
+    """Roles that run a generation or judge stage (an inference engine: tensor parallel
+    defaults to its worker's GPUs)."""
+    from rlplex.estimate.context import ENGINE_KINDS, stage_kind
 
     return frozenset(
         s.role
         for s in config.pipeline.stages
-        if s.role in config.roles and stage_kind(s, config.roles[s.role]) == "generate"
+        if s.role in config.roles and stage_kind(s, config.roles[s.role]) in ENGINE_KINDS
     )
 
 

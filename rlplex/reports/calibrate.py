@@ -404,6 +404,9 @@ def calibrate(
     for stage in cfg.pipeline.stages:
         if cfg.is_estimated(f"pipeline.stages.{stage.name}.seconds") and measured[stage.name]:
             kind = stage_kind(stage, cfg.roles.get(stage.role or ""))
+            # A judge generates on its engine: the same physical parameters as generation,
+            # one ratio for both.
+            kind = "generate" if kind == "judge" else kind
             if kind in _KIND_KEYS:
                 by_kind.setdefault(kind, []).append(stage.name)
     efficiency: dict[str, Any] = {}

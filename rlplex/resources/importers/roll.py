@@ -518,9 +518,16 @@ def to_native(
     roles: dict[str, dict[str, Any]] = {}
     reward_roles: list[str] = []
     teachers = [p[0] for p in parsed if p[1].startswith("teacher.")]
+    judges: dict[str, dict[str, int]] = {}
     for name, field, block, devices, count, is_reward in parsed:
         if is_reward:
             reward_roles.append(name)
+        judged = _judge(block, field, file) if is_reward else None
+        if judged is not None:
+            judges[name] = judged[1]
+            if devices is not None and judged[0] is None:
+                # A judge behind an API holds no model: its workers are clients.
+                devices, count = None, len(devices) // count
         if devices is None:
             roles[name] = {"world_size": count}
             continue
@@ -570,6 +577,8 @@ def to_native(
             )
             if settings:
                 role["rollout"] = settings
+        if judged is not None and judged[0] is not None:
+            role["rollout"] = judged[0]
         adapters = _lora(block, field, file)
         if adapters:
             role["lora"] = adapters
@@ -615,6 +624,9 @@ def to_native(
         "roles": roles,
         "pipeline": default_pipeline(roles, mode, staleness, reward_roles or None, reference_roles),
     }
+    for stage in native["pipeline"]["stages"].values():
+        if stage.get("role") in judges:
+            stage["judge"] = judges[stage["role"]]
     if not agentic:
         _route_samples(native["pipeline"], data, parsed, file)
     model = _model(data)
@@ -624,6 +636,77 @@ def to_native(
     if load:
         native["workload"] = load
     return apply_costs(native, costs, costs_file)
+
+
+JUDGE_TEMPLATES = {"Qwen2.5-7B-Instruct-RLVR-prompt": (263, 2)}
+"""(template tokens, answer tokens) of the judge prompts ROLL knows (roll/utils/prompt.py
+``prompt_maps``): the RLVR prompt's 933 characters at 4 a token, and 30 for Qwen2.5's chat
+template (its default system message and role markers); it asks for ``YES`` or ``NO``
+alone (a token, and the end-of-sequence token)."""
+JUDGE_DEFAULT_TEMPLATE = (144, 5)
+"""The judge prompt ROLL writes when ``judge_prompt`` names none it knows
+(llm_judge_reward_worker.py ``_format_judge_prompt``): 407 characters and 12 runs of
+indentation, the chat template's 30; it asks for ``Score: N`` (four tokens and the
+end-of-sequence token)."""
+
+
+def _judge(
+    block: Mapping[str, Any], field: str, file: str
+) -> tuple[dict[str, Any] | None, dict[str, int]] | None:
+    """A reward block's LLM judge, as (its engine's ``rollout`` settings, its ``judge``), or
+    None for another reward worker. ROLL's ``LLMJudgeRewardWorker`` judges each sample in a
+    call of its own (``_run_local_inference``: one sample a generate call, so one sequence
+    at a time), on its vLLM or SGLang engine or Hugging Face's eager ``generate``
+    (``hf_infer``); a judge behind an API (``judge_model_type: api``) has no engine: None
+    settings.
+
+    Raises:
+        ConfigError: ``judge_model_type`` is neither ``inference`` nor ``api`` (the worker
+            raises "Unsupported model type" at setup).
+    """
+    worker = block.get("worker_cls")
+    if not isinstance(worker, str) or not worker.endswith("LLMJudgeRewardWorker"):
+        return None
+    mode = block.get("judge_model_type")
+    if mode not in ("inference", "api"):
+        # ROLL v0.2 had a third mode, "cluster" (clients of a shared reward_model engine);
+        # v0.3.0 removed it, but not from examples/ (rlvr_config_8gpus_llm_as_judge_server).
+        gone = " (v0.3.0 removed 'cluster')" if mode == "cluster" else ""
+        raise ConfigError(
+            "must be 'inference' (the judge's model on its own GPUs) or 'api': ROLL's"
+            f" LLMJudgeRewardWorker raises 'Unsupported model type' for any other{gone}",
+            field=f"{field}.judge_model_type",
+            value=mode,
+            file=file,
+        )
+    prompt = block.get("judge_prompt")
+    template, answer = JUDGE_TEMPLATES.get(prompt, JUDGE_DEFAULT_TEMPLATE)  # type: ignore[arg-type]
+    where = f"{field}.generating_args.max_new_tokens"
+    cap = given_count(get_path(block, "generating_args.max_new_tokens"), field=where, file=file)
+    answer = min(answer, cap) if cap is not None else answer
+    judge = {"template_tokens": template, "response_tokens": answer}
+    if mode == "api":
+        return None, judge
+    strategy = get_path(block, "strategy_args.strategy_name")
+    engine = get_path(block, "strategy_args.strategy_config")
+    engine = engine if isinstance(engine, Mapping) and strategy in ("vllm", "sglang") else {}
+    sglang = strategy == "sglang"
+    where = f"{field}.strategy_args.strategy_config"
+    share = "mem_fraction_static" if sglang else "gpu_memory_utilization"
+    eager = "disable_cuda_graph" if sglang else "enforce_eager"
+    settings = rollout(
+        file=file,
+        fields={
+            "max_num_seqs": f"{field}.worker_cls",
+            "gpu_memory_utilization": f"{where}.{share}",
+            "enforce_eager": f"{where}.{eager}",
+        },
+        max_num_seqs=1,
+        gpu_memory_utilization=engine.get(share),
+        # Hugging Face's generate runs eagerly; a vLLM or SGLang engine as configured.
+        enforce_eager=engine.get(eager, False) if engine else True,
+    )
+    return settings or {}, judge
 
 
 ROLLOUT_BATCH_SIZE = 128

@@ -1,0 +1,86 @@
+"""A generative judge: the seconds of an LLM-as-a-judge reward on its engine.
+
+A judge does not score a sample in one forward pass as a reward model does: it reads each
+sample (its prompt and response) inside a template and writes a short answer (ROLL's
+``LLMJudgeRewardWorker`` asks for ``YES`` or ``NO``). :func:`estimate_judge` prices that as
+generation over the judge prompts on the role's engine: every judge prompt prefilled
+(compute-bound, at the efficiency of a prefill chunk of the prompts running together), then
+the answers decoded under continuous batching, at most ``rollout.max_num_seqs`` at a time
+(ROLL's local judge generates one sample per call: 1), each step at least the engine's
+per-step floor (CUDA graphs or eager). Every answer is ``judge.response_tokens`` long, so
+there is no length tail; the replicas split the samples evenly.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rlplex.dag.stage import Stage
+from rlplex.estimate import formulas as f
+from rlplex.estimate.context import (
+    PREFILL_CHUNK_TOKENS,
+    Context,
+    RoleEstimate,
+    StageEstimate,
+    combine_terms,
+    engine_replicas,
+    fp8_speedup,
+    stored_precision,
+    tokens_factor,
+    trajectory_lengths,
+)
+from rlplex.estimate.decode import simulate_decode
+from rlplex.estimate.generation import engine_step_costs
+from rlplex.estimate.states import generate_transient_gb
+from rlplex.resources.cluster import Role
+from rlplex.resources.inputs import Rollout
+
+
+def estimate_judge(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) -> StageEstimate:
+    """Prefill of every judge prompt plus the decode of every answer, on the busiest
+    replica (see the module docstring). Terms: compute (prefill, and decode steps bound by
+    FLOPs), memory (decode steps bound by reading weights and KV cache), latency (the
+    per-step floor over every decode step), overhead (host time per running sequence)."""
+    w = ctx.inputs.workload
+    judge = stage.judge
+    assert w is not None and judge is not None
+    spec = ctx.spec(role)
+    rollout = role.rollout or Rollout()
+    # The judge reads the whole sample: its prompt and everything after it (a trajectory's
+    # answers and observations).
+    context = judge.template_tokens + w.prompt_tokens.mean + trajectory_lengths(ctx).mean
+    replicas = engine_replicas(ctx, role)
+    per_replica = math.ceil(w.generated() * stage.share / replicas)
+    costs, kv_slots = engine_step_costs(ctx, stage, role, est, context + judge.response_tokens / 2)
+    slots = max(1, min(rollout.max_num_seqs, kv_slots, per_replica))
+    group = est.tp * est.pp
+    # A prefill chunk holds the prompts that start together: one judge prompt at a time
+    # runs matmuls of its own tokens only (tokens_factor), as a small micro-batch does.
+    chunk = min(PREFILL_CHUNK_TOKENS, slots * context)
+    flops = f.forward_flops(spec, context) * per_replica
+    matmul = f.token_flops(spec) * context * per_replica
+    prefill_s = (flops - matmul * (1 - 1 / fp8_speedup(ctx, role))) / (
+        group * costs.flop_rate * tokens_factor(ctx, chunk)
+    )
+    dec = simulate_decode([float(judge.response_tokens)] * per_replica, context, slots, costs)
+    terms = {
+        "compute": prefill_s + dec.compute_s,
+        "memory": dec.memory_s,
+        "latency": dec.floor_s,
+        "overhead": dec.host_s,
+    }
+    answers = judge.response_tokens * per_replica
+    return combine_terms(
+        stage, "judge", terms,
+        flops=(flops + answers * costs.flops_per_token * group) * replicas,
+        bytes=dec.steps * costs.weight_bytes(dec.mean_batch) * group * replicas,
+        memory_gb=generate_transient_gb(spec, stored_precision(role.precision), est.tp, est.pp),
+        detail={
+            "replicas": replicas, "tp": est.tp, "pp": est.pp,
+            "samples_per_replica": per_replica, "judge_prompt_tokens": round(context, 1),
+            "answer_tokens": judge.response_tokens, "slots": dec.slots,
+            "kv_slots": kv_slots, "decode_steps": dec.steps, "prefill_s": prefill_s,
+            "decode_s": dec.total_s, "step_floor_s": costs.floor_s,
+            **({"share": stage.share} if stage.share != 1.0 else {}),
+        },
+    )  # fmt: skip

@@ -1,0 +1,159 @@
+"""A generative judge's stage (``pipeline.stages.S.judge``) against values computed by hand.
+
+The ``base`` fixture (tests/estimate/conftest.py) is llama-3.1-8b on one node of 8 H100 with
+64 prompts x 4 samples a step (prompts of 100 tokens on average, responses of 300). Here a
+``judge`` role of 2 GPUs (tp 1: two replicas of 128 samples each) judges every sample in a
+200-token template and answers in 3 tokens: each judge prompt is 200 + 100 + 300 = 600
+tokens. Llama-3.1-8B: 32 layers, hidden 4,096, 32 query heads and 8 KV heads of 128, a
+vocabulary of 128,256 (untied).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rlplex.cli import app
+from rlplex.cli.stage_lines import judge_line
+from rlplex.config import config_from_dict
+from rlplex.errors import ConfigError
+from rlplex.estimate.decode import StepCosts, simulate_decode
+from rlplex.estimate.estimator import Estimate, estimate_config
+
+P = 8_030_261_248  # llama-3.1-8b parameters (tests/estimate/test_formulas.py)
+ACTIVE = P - 128_256 * 4096 - 4096  # weights a token multiplies
+LAYERS = 32
+ATTENTION_WIDTH = 2 * 32 * 128
+KV_PER_TOKEN = 2 * LAYERS * 8 * 128 * 2  # K and V, 8 KV heads at tp 1, bf16
+H100 = 989.5e12
+HBM = 3350e9
+PREFILL, DECODE, WIDTH_HALF, TOKENS_HALF = 0.6, 0.6, 1024, 512  # efficiency.yaml
+DECODE_STEP_S, DECODE_LAYER_S, DECODE_SEQUENCE_S = 0.0041, 3e-5, 5e-6
+EFF_PREFILL = PREFILL * 4096 / (4096 + WIDTH_HALF)
+CONTEXT = 200 + 100 + 300
+PER_REPLICA = 128
+JUDGE_FLOPS = 2 * ACTIVE * CONTEXT + ATTENTION_WIDTH * LAYERS * CONTEXT**2
+
+
+def _with_judge(base: dict[str, Any], **rollout: Any) -> dict[str, Any]:
+    base["cluster"]["nodes"] = 2
+    base["roles"]["judge"] = {"devices": "8-9", "rollout": {"max_num_seqs": 1, **rollout}}
+    base["pipeline"]["stages"]["reward"] = {
+        "role": "judge", "after": ["generate"],
+        "judge": {"template_tokens": 200, "response_tokens": 3},
+    }  # fmt: skip
+    return base
+
+
+def _estimate(config: dict[str, Any]) -> Estimate:
+    return estimate_config(config_from_dict(copy.deepcopy(config), file="t.yaml"))
+
+
+def _costs() -> StepCosts:
+    """One decode step of a tp-1 judge replica by hand: the bf16 weights but the embedding
+    table (a lookup of the batch's rows), 8 KV heads' cache a token, the matmul and attention
+    FLOPs, 60% of HBM, and the floor of a step and every layer's small kernels."""
+    return StepCosts(
+        weight_bytes=lambda b: 2 * (P - 128_256 * 4096 + b * 4096),
+        kv_bytes_per_token=KV_PER_TOKEN,
+        flops_per_token=2 * ACTIVE,
+        attention_flops_per_context=2 * ATTENTION_WIDTH * LAYERS,
+        bandwidth=HBM * DECODE,
+        flop_rate=H100 * EFF_PREFILL,
+        floor_s=DECODE_STEP_S + LAYERS * DECODE_LAYER_S,
+        per_sequence_s=DECODE_SEQUENCE_S,
+    )
+
+
+def test_a_judge_prefills_each_prompt_alone_and_decodes_its_answer(base: dict[str, Any]) -> None:
+    """One sample at a time (``max_num_seqs: 1``): each replica prefills its 128 judge
+    prompts one by one (matmuls of 600 tokens: the tokens factor 600 / (600 + 512)) and
+    decodes 3 tokens for each, 384 decode steps at batch 1."""
+    est = _estimate(_with_judge(base)).stages["reward"]
+    assert est.kind == "judge"
+    rate = H100 * EFF_PREFILL * CONTEXT / (CONTEXT + TOKENS_HALF)
+    prefill = PER_REPLICA * JUDGE_FLOPS / rate
+    dec = simulate_decode([3.0] * PER_REPLICA, CONTEXT, 1, _costs())
+    assert dec.steps == pytest.approx(3 * PER_REPLICA)
+    assert est.detail["prefill_s"] == pytest.approx(prefill)
+    assert est.terms["compute"] == pytest.approx(prefill + dec.compute_s)
+    assert est.terms["memory"] == pytest.approx(dec.memory_s)
+    assert est.terms["latency"] == pytest.approx(384 * (DECODE_STEP_S + LAYERS * DECODE_LAYER_S))
+    assert est.terms["overhead"] == pytest.approx(384 * DECODE_SEQUENCE_S)
+    assert est.seconds == pytest.approx(prefill + dec.total_s)
+    assert "128 samples each per step, judged 1 at a time" in judge_line(est.detail)
+    assert "prompts of 600 tokens" in judge_line(est.detail)
+
+
+def test_a_batching_judge_prefills_together_and_decodes_in_waves(base: dict[str, Any]) -> None:
+    """``max_num_seqs: 8``: a prefill chunk holds 8 prompts (4,800 tokens: a larger tokens
+    factor), and the answers decode 8 at a time: 16 waves of 3 steps."""
+    one = _estimate(_with_judge(base)).stages["reward"]
+    est = _estimate(_with_judge(base, max_num_seqs=8)).stages["reward"]
+    rate = H100 * EFF_PREFILL * 4800 / (4800 + TOKENS_HALF)
+    assert est.detail["prefill_s"] == pytest.approx(PER_REPLICA * JUDGE_FLOPS / rate)
+    assert est.detail["decode_steps"] == pytest.approx(48)
+    assert est.detail["slots"] == 8
+    assert est.seconds < one.seconds
+
+
+def test_a_judge_over_a_share_judges_that_share(base: dict[str, Any]) -> None:
+    """``share: 0.25`` (one domain of ROLL's): 32 samples a replica."""
+    config = _with_judge(base)
+    config["pipeline"]["stages"]["reward"]["share"] = 0.25
+    est = _estimate(config).stages["reward"]
+    assert est.detail["samples_per_replica"] == 32
+    assert est.detail["decode_steps"] == pytest.approx(96)
+
+
+def test_a_judge_role_sizes_its_kv_cache_for_the_prompts_it_runs(base: dict[str, Any]) -> None:
+    """The judge's engine holds the judge prompts running at once, each at the longest
+    sample: 200 + 200 + 600 + 3 tokens of KV cache, one at a time here; it writes with its
+    language-model head (all 8.03 B parameters, not a reward model's score head)."""
+    est = _estimate(_with_judge(base))
+    states = est.roles["judge"].states
+    assert states["kv_cache"] == pytest.approx(1003 * KV_PER_TOKEN / 1e9)
+    assert est.roles["judge"].params == P
+
+
+def test_a_judge_on_a_cpu_role_is_a_remote_model_and_not_estimated(base: dict[str, Any]) -> None:
+    """A judge whose role has no GPUs asks a remote model (an API): not a rule reward's
+    per-sequence overhead; its seconds are the file's."""
+    config = _with_judge(base)
+    config["roles"]["judge"] = {"world_size": 4}
+    config["pipeline"]["stages"]["reward"]["seconds"] = 30.0
+    est = _estimate(config).stages["reward"]
+    assert (est.kind, est.bound, est.seconds) == ("cpu", "given", 30.0)
+
+
+@pytest.mark.parametrize(
+    ("stage", "body", "field", "words"),
+    [
+        ("reward", {"response_tokens": 0}, "pipeline.stages.reward.judge.response_tokens",
+         "greater than or equal to 1"),
+        ("reward", {"response_tokens": 2, "template_tokens": -1},
+         "pipeline.stages.reward.judge.template_tokens", "greater than or equal to 0"),
+        ("reward", {"template_tokens": 5}, "pipeline.stages.reward.judge.response_tokens",
+         "required"),
+        ("generate", {"response_tokens": 2}, "pipeline.stages.generate.judge",
+         "a judge scores samples"),
+    ],
+)  # fmt: skip
+def test_bad_judges_name_the_field(
+    base: dict[str, Any], tmp_path: Path, stage: str, body: dict[str, Any], field: str, words: str
+) -> None:
+    config = _with_judge(base)
+    config["pipeline"]["stages"][stage]["judge"] = body
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(copy.deepcopy(config), file="bad.yaml")
+    assert info.value.field == field and words in info.value.message
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = CliRunner().invoke(app, ["estimate", str(path)])
+    assert result.exit_code == 2
+    assert field in result.output and "Traceback" not in result.output
