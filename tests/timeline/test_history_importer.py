@@ -165,8 +165,6 @@ H = "_step,timing_s/gen,timing_s/update_actor,samples\n"
         ("_step,loss,acc\n1,0.5,0.9\n", 1, None, "_step,loss,acc", "no timing column"),
         ("_runtime,timing_s/gen,loss\n1,2,3\n", 1, None, "_runtime,timing_s/gen,loss",
          "needs a step column"),
-        ("Name,State,timing_s/gen\nrun-a,finished,2\n", 1, None, "Name,State,timing_s/gen",
-         "runs-table export"),
         ("_step,timing_s/gen,timing_s/gen\n1,2,3\n", 1, "timing_s/gen", None, "again"),
         (H + "1,,,x\n2,,,x\n", None, None, None, "no row has a timing"),
         # Another framework's timers (NeMo RL's wandb keys) are timings, just not verl's.
@@ -235,3 +233,12 @@ def test_the_example_history_is_the_example_verl_log() -> None:
     assert run.format == "history" and len(run.steps) == 10
     assert run.steps == verl.steps and run.step_s == verl.step_s
     assert run.unknown_keys == verl.unknown_keys == ("timing_s/save_checkpoint",)
+
+
+def test_a_runs_table_forced_as_a_history_says_what_it_is(tmp_path: Path) -> None:
+    """Read as it is, a wandb runs table is a summary record (tests/timeline/
+    test_summary_importer.py); ``--format history`` on one names what it holds instead."""
+    path = write(tmp_path, "Name,State,timing_s/gen\nrun-a,finished,2\n")
+    with pytest.raises(ConfigError, match="runs-table export is one row per run") as info:
+        import_record(path, format="history")
+    assert info.value.line == 1

@@ -164,3 +164,61 @@ def test_calibrating_on_the_summary_is_calibrating_on_one_verl_step(tmp_path: Pa
 def test_the_example_summary_holds_the_published_means() -> None:
     run = import_record(ROOT / "examples" / "records" / "verl_quickstart_summary.yaml")
     assert run.steps[1] == pytest.approx({VERL_TO_RLPLEX[k]: v for k, v in MEAN.items()})
+
+
+RUNS_TABLE = (
+    "Name,State,Notes,User,Tags,Created,Runtime,Sweep,actor_rollout_ref.rollout.n,"
+    + ",".join(f"timing_s/{k}" for k in MEAN)
+    + ",timing_s/step,response_length/mean,response_length/max,response_length/clip_ratio\n"
+)
+"""A wandb runs table's CSV export: run columns, a config column, summary metrics."""
+
+
+def _runs_table(tmp_path: Path, *rows: str) -> Path:
+    path = tmp_path / "runs.csv"
+    path.write_text(RUNS_TABLE + "".join(rows), encoding="utf-8")
+    return path
+
+
+def _row(name: str, **figures: Any) -> str:
+    values = [*(str(figures.get(k, MEAN[k])) for k in MEAN), "70.0", "210", "512", "0.02"]
+    return f"{name},finished,,me,,2024-12-01T00:00:00,140,,1," + ",".join(values) + "\n"
+
+
+def test_a_wandb_runs_table_of_one_run_is_its_summary(tmp_path: Path) -> None:
+    """One row per run, each metric's summary value: the run's figures, as the YAML summary
+    of the same figures gives them, with a warning that wandb's summary is the last step's."""
+    run = import_record(_runs_table(tmp_path, _row("qs-run")))
+    record = {**RECORD, "timing_s": {**MEAN, "step": 70.0}}
+    same = import_record(_write(tmp_path, "qs.yaml", record))
+    assert run.format == "summary"
+    assert run.steps == same.steps and run.step_s == same.step_s == {1: 70.0}
+    metrics = run.metrics[1]
+    assert metrics["run/name"] == "qs-run" and metrics["response_length/mean"] == 210
+    assert "Notes" not in metrics  # an empty cell is no value
+    assert any("last step's" in w for w in run.warnings)
+
+
+def test_a_runs_table_of_several_runs_names_them(tmp_path: Path) -> None:
+    path = _runs_table(tmp_path, _row("run-a"), _row("run-b"))
+    with pytest.raises(ConfigError, match=r"of 2 runs \('run-a', 'run-b'\).*filter the table"):
+        import_record(path)
+
+
+def test_a_runs_tables_bad_time_names_its_column(tmp_path: Path) -> None:
+    path = _runs_table(tmp_path, _row("run-a", gen="-"))
+    with pytest.raises(ConfigError) as info:
+        import_record(path)
+    assert (info.value.field, info.value.value) == ("timing_s/gen", "-")
+
+
+def test_the_example_runs_table_is_the_last_step_of_the_example_run() -> None:
+    """examples/records/verl_quickstart_runs.csv is the JSONL's run as wandb's runs table
+    shows it: each timing is the last step's (wandb's default summary)."""
+    records = ROOT / "examples" / "records"
+    table = import_record(records / "verl_quickstart_runs.csv")
+    jsonl = import_record(records / "verl_quickstart.jsonl")
+    last = max(jsonl.steps)
+    assert table.format == "summary"
+    assert table.steps[1] == pytest.approx(jsonl.steps[last])
+    assert table.step_s[1] == pytest.approx(jsonl.step_s[last])

@@ -109,14 +109,27 @@ def _is_number(text: str) -> bool:
     return True
 
 
+RUN_NAME_COLUMN = "name"
+"""A wandb runs table's column of run names (``Name``, compared in lower case)."""
+
+
+def is_runs_table_header(cells: list[str]) -> bool:
+    """Whether a CSV's first row is a wandb runs table's header: ``Name`` beside metric
+    columns and no step column (one row per run, each metric's summary value)."""
+    names = [c.strip().lower() for c in cells]
+    return len(names) > 2 and RUN_NAME_COLUMN in names and not any(n in STEP_COLUMNS for n in names)
+
+
 def is_history_header(cells: list[str]) -> bool:
     """Whether a CSV's first row is a per-step history's header, not a summary's row.
 
     A summary is two columns (``metric,value``, or a first figure such as
-    ``timing_s/gen,22.1``); a history has more columns, or a step column beside a
-    name (``_step,timing_s/gen``).
+    ``timing_s/gen,22.1``) or a wandb runs table (:func:`is_runs_table_header`); a history
+    has more columns, or a step column beside a name (``_step,timing_s/gen``).
     """
     names = [c.strip() for c in cells]
+    if is_runs_table_header(names):
+        return False
     if len(names) > 2:
         return True
     return any(n.lower() in STEP_COLUMNS for n in names) and not any(map(_is_number, names))
@@ -164,7 +177,8 @@ def read_columns(header: list[str], file: str) -> Columns:
         if "name" in lowered:
             hint = (
                 "; a runs-table export is one row per run (its last values), not a history:"
-                " export the run's history or a line plot panel"
+                " give it without --format history (a summary record of one run), or export"
+                " the run's history or a line plot panel"
             )
         raise ConfigError(
             f"a per-step CSV history needs a step column ({', '.join(STEP_COLUMNS)}){hint}",

@@ -36,14 +36,19 @@ import csv
 import io
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from rlplex.errors import ConfigError
 from rlplex.resources.yaml_io import load_yaml_text, read_text_bounded
 from rlplex.timeline.importers.base import RecordedRun, check_record_path, max_record_bytes
-from rlplex.timeline.importers.history import looks_like_history
+from rlplex.timeline.importers.history import (
+    MISSING,
+    RUN_NAME_COLUMN,
+    is_runs_table_header,
+    looks_like_history,
+)
 from rlplex.timeline.importers.verl import STAGES as VERL_STAGES
 from rlplex.timeline.importers.verl import TIMING_PREFIXES
 
@@ -92,6 +97,10 @@ def looks_like_summary(path: str | Path) -> bool:
 
 
 def _read_csv(text: str, file: str) -> dict[str, Any]:
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, None)
+    if header is not None and is_runs_table_header(header):
+        return _read_runs_table(header, rows, file)
     data: dict[str, Any] = {}
     for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
         if not row or not "".join(row).strip():
@@ -110,6 +119,57 @@ def _read_csv(text: str, file: str) -> dict[str, Any]:
             continue
         if key in data:
             raise ConfigError(f"metric {key!r} appears twice", file=file, line=number)
+        value: Any = raw
+        for cast in (int, float):
+            try:
+                value = cast(raw)
+                break
+            except ValueError:
+                continue
+        data[key] = value
+    return data
+
+
+def _read_runs_table(header: list[str], rows: Iterator[list[str]], file: str) -> dict[str, Any]:
+    """The one run of a wandb runs table's CSV export as flat keys: each metric column's
+    value (wandb's run summary: the metric's last logged value unless the project defines
+    another), ``run/name`` its ``Name``; empty cells (not logged) left out.
+
+    Raises:
+        ConfigError: no run, or several (naming them: filter the table to one), a row wider
+            than the header, or a column named twice.
+    """
+    names = [c.strip() for c in header]
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name and name in seen:
+            raise ConfigError(
+                f"names the column {name!r} of column {seen[name] + 1} again",
+                file=file, line=1,
+            )  # fmt: skip
+        seen[name] = i
+    runs = [(n, r) for n, r in enumerate(rows, start=2) if r and "".join(r).strip()]
+    column = [n.lower() for n in names].index(RUN_NAME_COLUMN)
+    if len(runs) != 1:
+        listed = ", ".join(repr(r[column]) for _, r in runs[:5] if len(r) > column)
+        more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
+        raise ConfigError(
+            f"a wandb runs table of {len(runs)} runs"
+            + (f" ({listed}{more})" if runs else "")
+            + ": rlplex reads one run's figures; filter the table to one run before exporting",
+            file=file,
+        )
+    line, row = runs[0]
+    if len(row) > len(names):
+        raise ConfigError(f"has {len(row)} cells, the header {len(names)}", file=file, line=line)
+    data: dict[str, Any] = {}
+    for i, cell in enumerate(row):
+        key, raw = names[i], cell.strip()
+        if i == column:
+            data["run/name"] = raw
+            continue
+        if not key or raw.lower() in MISSING:
+            continue
         value: Any = raw
         for cast in (int, float):
             try:
@@ -254,6 +314,11 @@ def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
             file=file,
         )
     warnings = []
+    if "run/name" in metrics:
+        warnings.append(
+            f"a wandb runs table (run {metrics['run/name']!r}): each figure is the run's"
+            " summary value, by wandb's default the last step's, not a mean over steps"
+        )
     if unknown:
         warnings.append(
             "timing keys with no rlplex stage (kept in metrics; map them with stages:): "
