@@ -527,6 +527,34 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
         "heldout_areal_v01_r1distill_qwen7b_64gen64train_h800.yaml", 2260.19, {}, {}, None,
         heldout=True,
     ),
+    # Twenty-ninth pass (added 2026-11-29, configs written from the sources before any was
+    # planned). The verl team's run logs (eric-haibin-lin/verl-data, branch experiments, linked
+    # from verl's docs/algo/baseline.md), two the project had not used: the mean of steps 1-4
+    # and 6-9 (the first eight without validation); each GPU inferred from the log (header).
+    Case(
+        "heldout-verldata-qwen2-7b-fsdp2-grpo-8xH20",
+        "heldout_verldata_qwen2_7b_fsdp2_grpo_8xh20.yaml", 170.244,
+        {"gen": 42.871, "reward": 0.970, "old_log_prob": 25.422, "ref": 24.848,
+         "update_actor": 75.903},
+        {**_VERL_COLOCATED, "reward": ("reward",), "ref": ("ref_logprob",)}, None, heldout=True,
+    ),
+    Case(
+        "heldout-verldata-deepseek-llm-7b-megatron-ppo-4xH20",
+        "heldout_verldata_deepseek7b_megatron_ppo_4xh20.yaml", 161.211,
+        {"gen": 45.644, "old_log_prob": 11.956, "ref": 11.707, "values": 16.455,
+         "update_critic": 41.447, "update_actor": 33.811},
+        {"gen": ("generate", "weight_sync"), "old_log_prob": ("old_logprob",),
+         "ref": ("ref_logprob",), "values": ("values",), "update_critic": ("critic_train",),
+         "update_actor": ("train",)},
+        None, heldout=True,
+    ),
+    # AReaL v0.1's 7B recipe on 4 nodes (examples/README.md @ 2963a6731, "Total Time (Hours)"
+    # 410 for 10 epochs of about 20 steps): a DERIVED step of 7,380 s, +-5 % (header).
+    Case(
+        "heldout-areal-v0.1-r1distill-qwen7b-16gen16train-H800",
+        "heldout_areal_v01_r1distill_qwen7b_16gen16train_h800.yaml", 7380.0, {}, {}, None,
+        heldout=True,
+    ),
 )  # fmt: skip
 
 CASES: tuple[Case, ...] = (*CORPUS_CASES, *HELDOUT_CASES)
