@@ -89,11 +89,19 @@ def judge_line(d: dict[str, Any]) -> str:
     )
     if d.get("share"):
         text += f" ({d['share']:.0%} of the step's)"
-    return text + (
-        f", judged {d['slots']:,} at a time; prompts of {d['judge_prompt_tokens']:,.0f} tokens"
-        f" (prefill {d['prefill_s']:,.1f} s), answers of {d['answer_tokens']:,} tokens"
-        f" ({d['decode_steps']:,.0f} decode steps, {d['decode_s']:,.1f} s; floor"
-        f" {d['step_floor_s'] * 1000:.1f} ms per step)"
+    return (
+        text
+        + (
+            f", judged {d['slots']:,} at a time; prompts of {d['judge_prompt_tokens']:,.0f} tokens"
+            f" (prefill {d['prefill_s']:,.1f} s), answers of {d['answer_tokens']:,} tokens"
+            f" ({d['decode_steps']:,.0f} decode steps, {d['decode_s']:,.1f} s; floor"
+            f" {d['step_floor_s'] * 1000:.1f} ms per step)"
+        )
+        + (
+            f"; woken and put back to sleep {d['reloads']:,} times ({d['reload_s']:,.1f} s)"
+            if d.get("reloads")
+            else ""
+        )
     )
 
 

@@ -56,6 +56,13 @@ class Judge(BaseModel):
     template_tokens: StrictInt = Field(0, ge=0, le=1_000_000)
     """Tokens the judge's prompt adds around each sample (instructions, the reference
     answer's labels); 0 when the sample is given as it is."""
+    reload_every: StrictInt | None = Field(None, ge=1, le=1_000_000)
+    """Samples the judge's engine judges between a wake and a sleep: it is woken (its
+    weights copied back from host memory) before and put back to sleep (copied to host
+    memory) after every this many, within the stage (ROLL's judge sleeps after each
+    ``compute_rewards`` call, one prompt's samples, when actor_infer shares GPUs with
+    another role or on Hugging Face's ``hf_infer``); None: it stays awake through the
+    stage."""
 
 
 def whole_step_stage(name: str, kind: str) -> str | None:

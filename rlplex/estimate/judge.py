@@ -7,8 +7,10 @@ generation over the judge prompts on the role's engine: every judge prompt prefi
 (compute-bound, at the efficiency of a prefill chunk of the prompts running together), then
 the answers decoded under continuous batching, at most ``rollout.max_num_seqs`` at a time
 (ROLL's local judge generates one sample per call: 1), each step at least the engine's
-per-step floor (CUDA graphs or eager). Every answer is ``judge.response_tokens`` long, so
-there is no length tail; the replicas split the samples evenly.
+per-step floor (CUDA graphs or eager). The prefill writes an answer's first token, so an
+answer of ``judge.response_tokens`` takes one decode step fewer; every answer is as long, so
+there is no length tail; the replicas split the samples evenly. A judge that sleeps between
+calls (``judge.reload_every``) copies its weights back and out again around each call.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from rlplex.estimate.context import (
     RoleEstimate,
     StageEstimate,
     combine_terms,
+    efficiency_value,
     engine_replicas,
     fp8_speedup,
     stored_precision,
@@ -40,7 +43,8 @@ def estimate_judge(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) ->
     """Prefill of every judge prompt plus the decode of every answer, on the busiest
     replica (see the module docstring). Terms: compute (prefill, and decode steps bound by
     FLOPs), memory (decode steps bound by reading weights and KV cache), latency (the
-    per-step floor over every decode step), overhead (host time per running sequence)."""
+    per-step floor over every prefill and decode step), overhead (host time per running
+    sequence; waking the engine and copying its weights in and out around each call)."""
     w = ctx.inputs.workload
     judge = stage.judge
     assert w is not None and judge is not None
@@ -62,14 +66,28 @@ def estimate_judge(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) ->
     prefill_s = (flops - matmul * (1 - 1 / fp8_speedup(ctx, role))) / (
         group * costs.flop_rate * tokens_factor(ctx, chunk)
     )
-    dec = simulate_decode([float(judge.response_tokens)] * per_replica, context, slots, costs)
+    # The prefill's forward pass writes the answer's first token: the rest are decode steps
+    # (a YES and its end-of-sequence token: one). Each prefill is an engine step of its own
+    # and pays the step's floor too (scheduling, launches, sampling).
+    decoded = judge.response_tokens - 1
+    lengths = [float(decoded)] * per_replica if decoded else []
+    dec = simulate_decode(lengths, context + 1, slots, costs)
+    prefill_steps = math.ceil(per_replica * context / chunk)
+    # A judge that sleeps between calls (ROLL's, after each prompt's samples) wakes its
+    # engine and copies its weights back before every call, and out again after it.
+    reloads = math.ceil(per_replica / judge.reload_every) if judge.reload_every else 0
+    weights_gb = role.states.get("weights", est.states.get("weights", 0.0))
+    reload_s = reloads * (
+        efficiency_value(ctx.inputs.efficiency, "engine_switch_s")
+        + 2.0 * weights_gb / ctx.inputs.cluster.host_gb_per_s
+    )
     terms = {
         "compute": prefill_s + dec.compute_s,
         "memory": dec.memory_s,
-        "latency": dec.floor_s,
-        "overhead": dec.host_s,
+        "latency": dec.floor_s + prefill_steps * costs.floor_s,
+        "overhead": dec.host_s + reload_s,
     }
-    answers = judge.response_tokens * per_replica
+    answers = decoded * per_replica
     return combine_terms(
         stage, "judge", terms,
         flops=(flops + answers * costs.flops_per_token * group) * replicas,
@@ -78,9 +96,10 @@ def estimate_judge(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) ->
         detail={
             "replicas": replicas, "tp": est.tp, "pp": est.pp,
             "samples_per_replica": per_replica, "judge_prompt_tokens": round(context, 1),
-            "answer_tokens": judge.response_tokens, "slots": dec.slots,
+            "answer_tokens": judge.response_tokens, "slots": slots,
             "kv_slots": kv_slots, "decode_steps": dec.steps, "prefill_s": prefill_s,
-            "decode_s": dec.total_s, "step_floor_s": costs.floor_s,
+            "prefill_steps": prefill_steps, "decode_s": dec.total_s,
+            "step_floor_s": costs.floor_s, "reloads": reloads, "reload_s": reload_s,
             **({"share": stage.share} if stage.share != 1.0 else {}),
         },
     )  # fmt: skip

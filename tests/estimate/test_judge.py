@@ -72,32 +72,38 @@ def _costs() -> StepCosts:
 
 def test_a_judge_prefills_each_prompt_alone_and_decodes_its_answer(base: dict[str, Any]) -> None:
     """One sample at a time (``max_num_seqs: 1``): each replica prefills its 128 judge
-    prompts one by one (matmuls of 600 tokens: the tokens factor 600 / (600 + 512)) and
-    decodes 3 tokens for each, 384 decode steps at batch 1."""
+    prompts one by one (matmuls of 600 tokens: the tokens factor 600 / (600 + 512)), each
+    prefill an engine step of its own that writes the answer's first token, then decodes the
+    other 2 tokens of each: 256 decode steps at batch 1, and 128 + 256 step floors."""
     est = _estimate(_with_judge(base)).stages["reward"]
     assert est.kind == "judge"
     rate = H100 * EFF_PREFILL * CONTEXT / (CONTEXT + TOKENS_HALF)
     prefill = PER_REPLICA * JUDGE_FLOPS / rate
-    dec = simulate_decode([3.0] * PER_REPLICA, CONTEXT, 1, _costs())
-    assert dec.steps == pytest.approx(3 * PER_REPLICA)
+    dec = simulate_decode([2.0] * PER_REPLICA, CONTEXT + 1, 1, _costs())
+    floor = DECODE_STEP_S + LAYERS * DECODE_LAYER_S
+    assert dec.steps == pytest.approx(2 * PER_REPLICA)
+    assert est.detail["decode_steps"] == pytest.approx(256)
+    assert est.detail["prefill_steps"] == 128
     assert est.detail["prefill_s"] == pytest.approx(prefill)
     assert est.terms["compute"] == pytest.approx(prefill + dec.compute_s)
     assert est.terms["memory"] == pytest.approx(dec.memory_s)
-    assert est.terms["latency"] == pytest.approx(384 * (DECODE_STEP_S + LAYERS * DECODE_LAYER_S))
-    assert est.terms["overhead"] == pytest.approx(384 * DECODE_SEQUENCE_S)
-    assert est.seconds == pytest.approx(prefill + dec.total_s)
+    assert est.terms["latency"] == pytest.approx((128 + 256) * floor)
+    assert est.terms["overhead"] == pytest.approx(256 * DECODE_SEQUENCE_S)
+    assert est.seconds == pytest.approx(prefill + dec.total_s + 128 * floor)
     assert "128 samples each per step, judged 1 at a time" in judge_line(est.detail)
     assert "prompts of 600 tokens" in judge_line(est.detail)
 
 
 def test_a_batching_judge_prefills_together_and_decodes_in_waves(base: dict[str, Any]) -> None:
     """``max_num_seqs: 8``: a prefill chunk holds 8 prompts (4,800 tokens: a larger tokens
-    factor), and the answers decode 8 at a time: 16 waves of 3 steps."""
+    factor), and the answers decode 8 at a time: 16 waves of the 2 steps after the
+    prefill's token."""
     one = _estimate(_with_judge(base)).stages["reward"]
     est = _estimate(_with_judge(base, max_num_seqs=8)).stages["reward"]
     rate = H100 * EFF_PREFILL * 4800 / (4800 + TOKENS_HALF)
     assert est.detail["prefill_s"] == pytest.approx(PER_REPLICA * JUDGE_FLOPS / rate)
-    assert est.detail["decode_steps"] == pytest.approx(48)
+    assert est.detail["decode_steps"] == pytest.approx(32)  # 16 waves of 2 steps
+    assert est.detail["prefill_steps"] == 16  # chunks of 8 prompts
     assert est.detail["slots"] == 8
     assert est.seconds < one.seconds
 
@@ -108,7 +114,38 @@ def test_a_judge_over_a_share_judges_that_share(base: dict[str, Any]) -> None:
     config["pipeline"]["stages"]["reward"]["share"] = 0.25
     est = _estimate(config).stages["reward"]
     assert est.detail["samples_per_replica"] == 32
-    assert est.detail["decode_steps"] == pytest.approx(96)
+    assert est.detail["decode_steps"] == pytest.approx(64)
+
+
+def test_a_one_token_answer_is_written_by_the_prefill_alone(base: dict[str, Any]) -> None:
+    """``response_tokens: 1`` (a verdict with no end-of-sequence token of its own): the
+    prefill's forward pass writes it; no decode step, one step floor per prompt."""
+    config = _with_judge(base)
+    config["pipeline"]["stages"]["reward"]["judge"]["response_tokens"] = 1
+    est = _estimate(config).stages["reward"]
+    assert est.detail["decode_steps"] == 0
+    assert est.terms.get("memory", 0.0) == 0.0  # zero terms are left out
+    assert est.terms["latency"] == pytest.approx(128 * (DECODE_STEP_S + LAYERS * DECODE_LAYER_S))
+
+
+def test_a_judge_that_sleeps_between_calls_copies_its_weights_each_time(
+    base: dict[str, Any],
+) -> None:
+    """``reload_every: 8`` (ROLL's judge asleep after each prompt's 8 samples): 128 samples
+    a replica are 16 calls, each waking the engine (engine_switch_s, 0.3 s) and copying its
+    16.06 GB of bf16 weights a GPU in and out over the host link (64 GB/s x host_copy 0.8)."""
+    plain = _estimate(_with_judge(base)).stages["reward"]
+    config = _with_judge(base)
+    config["pipeline"]["stages"]["reward"]["judge"]["reload_every"] = 8
+    result = _estimate(config)
+    est = result.stages["reward"]
+    weights = result.roles["judge"].states["weights"]
+    assert weights == pytest.approx(2 * P / 1e9)
+    reload_s = 16 * (0.3 + 2 * weights / (64 * 0.8))
+    assert (est.detail["reloads"], est.detail["reload_s"]) == (16, pytest.approx(reload_s))
+    assert est.terms["overhead"] == pytest.approx(plain.terms["overhead"] + reload_s)
+    assert est.seconds == pytest.approx(plain.seconds + reload_s)
+    assert "woken and put back to sleep 16 times" in judge_line(est.detail)
 
 
 def test_a_judge_role_sizes_its_kv_cache_for_the_prompts_it_runs(base: dict[str, Any]) -> None:
@@ -142,6 +179,8 @@ def test_a_judge_on_a_cpu_role_is_a_remote_model_and_not_estimated(base: dict[st
          "required"),
         ("generate", {"response_tokens": 2}, "pipeline.stages.generate.judge",
          "a judge scores samples"),
+        ("reward", {"response_tokens": 2, "reload_every": 0},
+         "pipeline.stages.reward.judge.reload_every", "greater than or equal to 1"),
     ],
 )  # fmt: skip
 def test_bad_judges_name_the_field(

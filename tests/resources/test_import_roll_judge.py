@@ -57,9 +57,10 @@ RLVR: dict[str, Any] = {
 }
 
 
-def _load(tmp_path: Path, **judge: Any) -> Any:
+def _load(tmp_path: Path, top: dict[str, Any] | None = None, **judge: Any) -> Any:
     data = copy.deepcopy(RLVR)
     data["rewards"]["llm_judge"] = {**JUDGE, **judge}
+    data.update(top or {})
     path = tmp_path / "rlvr.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return load_config(path, overrides=["cluster.gpu=h100"])
@@ -70,11 +71,12 @@ def _stage(config: Any, name: str = "reward_llm_judge") -> Any:
 
 
 def test_an_hf_judge_runs_one_eager_sample_at_a_time(tmp_path: Path) -> None:
-    """The RLVR prompt: 263 template tokens, a YES or NO answer (2 tokens); Hugging Face's
-    generate has no CUDA graphs; a quarter of the step's samples (its domain)."""
+    """The RLVR prompt: 240 template tokens (bench/roll_judge_prompt_tokens.py), a YES or NO
+    answer (2 tokens); Hugging Face's generate has no CUDA graphs; a quarter of the step's
+    samples (its domain)."""
     config = _load(tmp_path)
     stage = _stage(config)
-    assert (stage.judge.template_tokens, stage.judge.response_tokens) == (263, 2)
+    assert (stage.judge.template_tokens, stage.judge.response_tokens) == (240, 2)
     assert stage.share == 0.25
     rollout = config.roles["llm_judge"].rollout
     assert (rollout.max_num_seqs, rollout.cuda_graphs) == (1, False)
@@ -82,7 +84,7 @@ def test_an_hf_judge_runs_one_eager_sample_at_a_time(tmp_path: Path) -> None:
     assert est.kind == "judge"
     assert est.detail["samples_per_replica"] == 32  # 128 of the 512 samples over 4 GPUs
     # The importer's lengths: half the maxima on average.
-    assert est.detail["judge_prompt_tokens"] == pytest.approx(263 + 512 + 1024)
+    assert est.detail["judge_prompt_tokens"] == pytest.approx(240 + 512 + 1024)
 
 
 def test_a_vllm_judge_keeps_its_engine_settings(tmp_path: Path) -> None:
@@ -99,10 +101,10 @@ def test_a_vllm_judge_keeps_its_engine_settings(tmp_path: Path) -> None:
 
 
 def test_rolls_own_prompt_asks_for_a_score_capped_by_max_new_tokens(tmp_path: Path) -> None:
-    """No known ``judge_prompt``: ROLL's own prompt (144 tokens) asks for ``Score: N`` (5
+    """No known ``judge_prompt``: ROLL's own prompt (124 tokens) asks for ``Score: N`` (5
     tokens); ``max_new_tokens: 3`` cuts it to 3."""
     judge = _stage(_load(tmp_path, judge_prompt=None)).judge
-    assert (judge.template_tokens, judge.response_tokens) == (144, 5)
+    assert (judge.template_tokens, judge.response_tokens) == (124, 5)
     capped = _stage(_load(tmp_path, judge_prompt=None, generating_args={"max_new_tokens": 3}))
     assert capped.judge.response_tokens == 3
 
@@ -135,3 +137,62 @@ def test_a_gpu_reward_cluster_that_is_not_a_judge_is_a_reward_models_pass(
     config = _load(tmp_path, worker_cls=None)
     assert _stage(config).judge is None
     assert estimate_config(config).stages["reward_llm_judge"].kind == "forward"
+
+
+VLLM = {"strategy_name": "vllm", "strategy_config": {"enforce_eager": False}}
+SEPARATE = {
+    "actor_infer": {**RLVR["actor_infer"], "device_mapping": "list(range(8,12))"},
+    "actor_train": {**RLVR["actor_train"], "device_mapping": "list(range(0,8))"},
+    "reference": {**RLVR["reference"], "device_mapping": "list(range(0,8))"},
+}
+"""actor_infer on GPUs of its own (ROLL's ``is_actor_infer_colocated`` false)."""
+
+
+@pytest.mark.parametrize(
+    ("top", "strategy", "every"),
+    [
+        # Per prompt (generate_opt_level 1, the default): each prompt's 8 samples a call,
+        # offloaded after it; Hugging Face's strategy always, vLLM's when actor_infer is
+        # colocated.
+        ({}, None, 8),
+        ({}, VLLM, 8),
+        (SEPARATE, VLLM, None),
+        (SEPARATE, None, 8),
+        # A call per sample with is_num_return_sequences_expand.
+        ({"is_num_return_sequences_expand": True}, None, 1),
+        # generate_opt_level 0: one batched call per worker a step.
+        ({"generate_opt_level": 0}, None, None),
+    ],
+)  # fmt: skip
+def test_a_judge_sleeps_after_each_call_where_roll_offloads_it(
+    tmp_path: Path, top: dict[str, Any], strategy: dict[str, Any] | None, every: int | None
+) -> None:
+    """ROLL's RLVR scheduler scores each prompt's samples in a ``compute_rewards`` call of
+    their own (generate_scheduler.py ``RolloutContext.compute_rewards``) whose meta_info has
+    no ``is_offload_states``: the judge's ``state_offload_manger`` reloads its engine before
+    and offloads it after every call, where its strategy does offload
+    (vllm_strategy.py: only with ``is_actor_infer_colocated``; hf_strategy.py: always)."""
+    judge = {"strategy_args": strategy} if strategy else {}
+    assert _stage(_load(tmp_path, top, **judge)).judge.reload_every == every
+
+
+def test_a_judge_asleep_between_calls_pays_a_reload_per_prompt(tmp_path: Path) -> None:
+    """32 samples a replica in calls of 8: 4 wakes, each copying the 7B judge's weights in
+    and out."""
+    est = estimate_config(_load(tmp_path)).stages["reward_llm_judge"]
+    assert est.detail["reloads"] == 4 and est.detail["reload_s"] > 0
+
+
+@pytest.mark.parametrize(
+    ("top", "field"),
+    [
+        ({"generate_opt_level": "fast"}, "generate_opt_level"),
+        ({"is_num_return_sequences_expand": "yes"}, "is_num_return_sequences_expand"),
+    ],
+)
+def test_a_bad_call_setting_of_a_judged_file_names_its_field(
+    tmp_path: Path, top: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, top)
+    assert info.value.field == field

@@ -3,6 +3,7 @@ and calibration on one, which is calibration on verl's JSONL of the same figures
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from rlplex.errors import ConfigError
 from rlplex.reports.calibrate import calibrate
 from rlplex.timeline.importers import detect_record_format, import_record
+from rlplex.timeline.importers.history import is_history_header, is_runs_table_header
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "examples" / "records"
@@ -239,6 +241,44 @@ def test_a_runs_table_forced_as_a_history_says_what_it_is(tmp_path: Path) -> Non
     """Read as it is, a wandb runs table is a summary record (tests/timeline/
     test_summary_importer.py); ``--format history`` on one names what it holds instead."""
     path = write(tmp_path, "Name,State,timing_s/gen\nrun-a,finished,2\n")
-    with pytest.raises(ConfigError, match="runs-table export is one row per run") as info:
+    with pytest.raises(ConfigError, match="is a wandb runs table") as info:
         import_record(path, format="history")
     assert info.value.line == 1
+
+
+def test_a_runs_table_with_a_step_counter_is_never_a_history(tmp_path: Path) -> None:
+    """A run's summary holds its step counters (verl logs ``training/global_step``): the
+    runs table shows them as columns. Bug: such a table was read as a history, each run a
+    step; ``--format history`` now refuses it as what it is."""
+    path = write(
+        tmp_path,
+        '"Name","State","Notes","Runtime","timing_s/gen","training/global_step"\n'
+        '"run-a","finished","-","726","22.7","10"\n"run-b","finished","-","700","21.1","20"\n',
+    )
+    assert detect_record_format(path) == "summary"
+    with pytest.raises(ConfigError, match="is a wandb runs table"):
+        import_record(path, format="history")
+
+
+@pytest.mark.parametrize(
+    ("header", "table"),
+    [
+        # wandb's default columns, and a run table with ID, End Time and Updated shown.
+        ('"Name","State","Notes","User","Tags","Created","Runtime","Sweep","lr","_step"', True),
+        ('"Name","Created","Runtime","End Time","ID","Notes","Updated","Tags","loss"', True),
+        # Name first and a metric: a runs table with its run columns hidden.
+        ("Name,timing_s/gen", True),
+        ("Name,timing_s/gen,training/global_step", True),
+        # Histories: a run's history (pandas' index column first), a panel's export.
+        (",_step,_runtime,timing_s/gen", False),
+        ('"Step","qs-run - timing_s/gen","qs-run - timing_s/gen__MIN"', False),
+        # A metric named name beside a step column, not first: a history's.
+        ("_step,timing_s/gen,name", False),
+    ],
+)  # fmt: skip
+def test_runs_tables_and_histories_are_told_apart_by_their_headers(
+    header: str, table: bool
+) -> None:
+    cells = next(csv.reader([header]))
+    assert is_runs_table_header(cells) is table
+    assert is_history_header(cells) is (not table)

@@ -222,3 +222,24 @@ def test_the_example_runs_table_is_the_last_step_of_the_example_run() -> None:
     assert table.format == "summary"
     assert table.steps[1] == pytest.approx(jsonl.steps[last])
     assert table.step_s[1] == pytest.approx(jsonl.step_s[last])
+
+
+def test_a_runs_table_as_wandb_writes_it_is_one_runs_summary(tmp_path: Path) -> None:
+    """wandb's Export CSV quotes every cell, writes ``-`` for no notes, shows a summary's
+    step counter (verl's ``training/global_step``) and a dict value as its JSON: still the
+    run's summary, its timings as given (bug: the step counter made it a history, each run
+    a step)."""
+    path = tmp_path / "wandb_export.csv"
+    path.write_text(
+        '"Name","State","Notes","ID","Runtime","timing_s/gen","timing_s/step",'
+        '"training/global_step","val/hist"\n'
+        '"qs-run","finished","-","3p0donj4","726","22.769","70.969","10",'
+        '"{""_type"":""histogram""}"\n',
+        encoding="utf-8",
+    )
+    run = import_record(path)
+    assert run.format == "summary"
+    assert run.steps[1] == {"generate": pytest.approx(22.769)}
+    assert run.step_s == {1: pytest.approx(70.969)}
+    assert run.metrics[1]["run/name"] == "qs-run"
+    assert run.metrics[1]["training/global_step"] == 10

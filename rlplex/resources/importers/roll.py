@@ -519,10 +519,16 @@ def to_native(
     reward_roles: list[str] = []
     teachers = [p[0] for p in parsed if p[1].startswith("teacher.")]
     judges: dict[str, dict[str, int]] = {}
+    # Read only for a file with a judge: a bad value elsewhere is not this importer's to refuse.
+    calls = (
+        _judge_calls(data, by_name, file)
+        if not agentic and any(p[5] and _is_judge(p[2]) for p in parsed)
+        else None
+    )
     for name, field, block, devices, count, is_reward in parsed:
         if is_reward:
             reward_roles.append(name)
-        judged = _judge(block, field, file) if is_reward else None
+        judged = _judge(block, field, file, calls) if is_reward else None
         if judged is not None:
             judges[name] = judged[1]
             if devices is not None and judged[0] is None:
@@ -638,34 +644,76 @@ def to_native(
     return apply_costs(native, costs, costs_file)
 
 
-JUDGE_TEMPLATES = {"Qwen2.5-7B-Instruct-RLVR-prompt": (263, 2)}
+JUDGE_TEMPLATES = {"Qwen2.5-7B-Instruct-RLVR-prompt": (240, 2)}
 """(template tokens, answer tokens) of the judge prompts ROLL knows (roll/utils/prompt.py
-``prompt_maps``): the RLVR prompt's 933 characters at 4 a token, and 30 for Qwen2.5's chat
-template (its default system message and role markers); it asks for ``YES`` or ``NO``
-alone (a token, and the end-of-sequence token)."""
-JUDGE_DEFAULT_TEMPLATE = (144, 5)
+``prompt_maps``), counted with Qwen2.5's tokenizer (bench/roll_judge_prompt_tokens.py): the
+RLVR prompt's 212 tokens inside Qwen2.5's chat template (its default system message, the
+role markers and the generation prompt: 28 more); it asks for ``YES`` or ``NO`` alone (a
+token, and the end-of-sequence token)."""
+JUDGE_DEFAULT_TEMPLATE = (124, 5)
 """The judge prompt ROLL writes when ``judge_prompt`` names none it knows
-(llm_judge_reward_worker.py ``_format_judge_prompt``): 407 characters and 12 runs of
-indentation, the chat template's 30; it asks for ``Score: N`` (four tokens and the
-end-of-sequence token)."""
+(llm_judge_reward_worker.py ``_format_judge_prompt``): its 96 tokens (indentation
+included) in the chat template, as :data:`JUDGE_TEMPLATES`; it asks for ``Score: N``
+(four tokens, and the end-of-sequence token)."""
+
+
+def _is_judge(block: Mapping[str, Any]) -> bool:
+    """Whether a reward block's worker is ROLL's ``LLMJudgeRewardWorker``."""
+    worker = block.get("worker_cls")
+    return isinstance(worker, str) and worker.endswith("LLMJudgeRewardWorker")
+
+
+def _judge_calls(
+    data: Mapping[str, Any], by_name: Mapping[str, tuple[Any, ...]], file: str
+) -> tuple[int, bool] | None:
+    """How ROLL's RLVR pipeline calls a reward cluster, as (samples per ``compute_rewards``
+    call, whether actor_infer shares a GPU with actor_train, reference or critic), or None
+    where it calls each worker once a step with its whole share (``generate_opt_level: 0``).
+
+    By default (``generate_opt_level: 1``, generate_scheduler.py) each prompt's samples are
+    scored by one call as soon as they are generated (``RolloutContext.compute_rewards``),
+    one sample a call with ``is_num_return_sequences_expand``. The call's meta_info carries
+    no ``is_offload_states``, so the judge's ``state_offload_manger`` offloads its engine
+    after every call; the vLLM and SGLang strategies do so only when actor_infer is
+    colocated (``is_actor_infer_colocated``), Hugging Face's always.
+    """
+    level = given_count(
+        data.get("generate_opt_level"), field="generate_opt_level", file=file, least=0
+    )
+    if level == 0:
+        return None
+    expand = flag(
+        data.get("is_num_return_sequences_expand"),
+        field="is_num_return_sequences_expand", file=file, default=False, reading="typed",
+    )  # fmt: skip
+    samples = given_count(
+        data.get("num_return_sequences_in_group"), field="num_return_sequences_in_group", file=file
+    )
+    infer = set(by_name["actor_infer"][3] or ())
+    shared = any(
+        infer & set(by_name[other][3] or ())
+        for other in ("actor_train", "reference", "critic")
+        if other in by_name
+    )
+    return (1 if expand else samples or 1), shared
 
 
 def _judge(
-    block: Mapping[str, Any], field: str, file: str
+    block: Mapping[str, Any], field: str, file: str, calls: tuple[int, bool] | None = None
 ) -> tuple[dict[str, Any] | None, dict[str, int]] | None:
     """A reward block's LLM judge, as (its engine's ``rollout`` settings, its ``judge``), or
     None for another reward worker. ROLL's ``LLMJudgeRewardWorker`` judges each sample in a
     call of its own (``_run_local_inference``: one sample a generate call, so one sequence
     at a time), on its vLLM or SGLang engine or Hugging Face's eager ``generate``
     (``hf_infer``); a judge behind an API (``judge_model_type: api``) has no engine: None
-    settings.
+    settings. ``calls`` (:func:`_judge_calls`): where the engine sleeps after each
+    ``compute_rewards`` call, its samples are the judge's ``reload_every``.
 
     Raises:
         ConfigError: ``judge_model_type`` is neither ``inference`` nor ``api`` (the worker
             raises "Unsupported model type" at setup).
     """
-    worker = block.get("worker_cls")
-    if not isinstance(worker, str) or not worker.endswith("LLMJudgeRewardWorker"):
+    if not _is_judge(block):
         return None
     mode = block.get("judge_model_type")
     if mode not in ("inference", "api"):
@@ -690,6 +738,8 @@ def _judge(
     strategy = get_path(block, "strategy_args.strategy_name")
     engine = get_path(block, "strategy_args.strategy_config")
     engine = engine if isinstance(engine, Mapping) and strategy in ("vllm", "sglang") else {}
+    if calls is not None and (calls[1] or strategy not in ("vllm", "sglang")):
+        judge["reload_every"] = calls[0]
     sglang = strategy == "sglang"
     where = f"{field}.strategy_args.strategy_config"
     share = "mem_fraction_static" if sglang else "gpu_memory_utilization"

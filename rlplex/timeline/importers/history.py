@@ -113,11 +113,30 @@ RUN_NAME_COLUMN = "name"
 """A wandb runs table's column of run names (``Name``, compared in lower case)."""
 
 
+RUN_COLUMNS = frozenset(
+    {"state", "notes", "user", "tags", "created", "runtime", "sweep", "id", "end time", "updated"}
+)
+"""A wandb runs table's columns about each run (lower case), beside ``Name``: its export
+starts ``"Name","State","Notes","User","Tags","Created","Runtime","Sweep"`` by default (or
+with ``ID``, ``End Time``, ``Updated`` shown), then the config and summary columns."""
+
+
 def is_runs_table_header(cells: list[str]) -> bool:
-    """Whether a CSV's first row is a wandb runs table's header: ``Name`` beside metric
-    columns and no step column (one row per run, each metric's summary value)."""
+    """Whether a CSV's first row is a wandb runs table's header (one row per run, each
+    metric's summary value): ``Name`` first or beside a run column (:data:`RUN_COLUMNS`), or
+    beside metric columns and no step column.
+
+    A run's summary holds its step counters too (verl logs ``training/global_step``; a
+    summary's ``_step``): a step column among the run columns does not make a runs table a
+    history, whose exports have no ``Name`` (``_step`` and the metrics; a panel's ``Step``
+    and ``<run> - <metric>``).
+    """
     names = [c.strip().lower() for c in cells]
-    return len(names) > 2 and RUN_NAME_COLUMN in names and not any(n in STEP_COLUMNS for n in names)
+    if len(names) < 2 or RUN_NAME_COLUMN not in names:
+        return False
+    if names[0] == RUN_NAME_COLUMN or RUN_COLUMNS.intersection(names):
+        return True
+    return len(names) > 2 and not any(n in STEP_COLUMNS for n in names)
 
 
 def is_history_header(cells: list[str]) -> bool:
@@ -171,17 +190,20 @@ def read_columns(header: list[str], file: str) -> Columns:
     """
     names = tuple(c.strip() for c in header)
     lowered = [n.lower() for n in names]
+    if is_runs_table_header(list(names)):
+        # Its step columns are each run's last step: read as a history, each run a step.
+        raise ConfigError(
+            "is a wandb runs table (a 'Name' column: one row per run, each metric's summary"
+            " value), not a per-step history: give it without --format history (a summary"
+            " record of one run), or export the run's history or a line plot panel",
+            file=file,
+            line=1,
+            value=",".join(names)[:120],
+        )
     step = next((lowered.index(s) for s in STEP_COLUMNS if s in lowered), None)
     if step is None:
-        hint = ""
-        if "name" in lowered:
-            hint = (
-                "; a runs-table export is one row per run (its last values), not a history:"
-                " give it without --format history (a summary record of one run), or export"
-                " the run's history or a line plot panel"
-            )
         raise ConfigError(
-            f"a per-step CSV history needs a step column ({', '.join(STEP_COLUMNS)}){hint}",
+            f"a per-step CSV history needs a step column ({', '.join(STEP_COLUMNS)})",
             file=file,
             line=1,
             value=",".join(names)[:120],
