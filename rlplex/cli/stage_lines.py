@@ -102,6 +102,13 @@ def judge_line(d: dict[str, Any]) -> str:
             if d.get("reloads")
             else ""
         )
+        + (
+            f"; scores each prompt's samples as {d['streams_beside']} produces them:"
+            f" {d['hidden_s']:,.1f} s of its {d['judge_total_s']:,.1f} s hidden behind"
+            f" {d['streams_beside']}'s {d['beside_s']:,.1f} s"
+            if "streams_beside" in d
+            else ""
+        )
     )
 
 

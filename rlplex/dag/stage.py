@@ -63,6 +63,13 @@ class Judge(BaseModel):
     ``compute_rewards`` call, one prompt's samples, when actor_infer shares GPUs with
     another role or on Hugging Face's ``hf_infer``); None: it stays awake through the
     stage."""
+    streams: bool = False
+    """Whether the judge scores each prompt's samples as soon as they are generated, beside
+    the generation it runs after (ROLL's default ``generate_opt_level: 1``: each prompt's
+    samples go to a reward worker when they are done): the stage then holds only what the
+    judge cannot finish while the rollout runs, at least one call (``reload_every``
+    samples, or one). Only on GPUs the generation does not use; False: it starts when the
+    generation has ended."""
 
 
 def whole_step_stage(name: str, kind: str) -> str | None:

@@ -50,10 +50,11 @@ from rlplex.estimate.context import (
     stage_kind,
 )
 from rlplex.estimate.generation import estimate_generate, in_flight_turn, streams_in_flight
-from rlplex.estimate.judge import estimate_judge
+from rlplex.estimate.judge import estimate_judge, streamed_judge
 from rlplex.estimate.passes import estimate_forward, estimate_reward_cpu, estimate_train
 from rlplex.estimate.states import role_states
 from rlplex.estimate.weight_sync import estimate_weight_sync
+from rlplex.resources.cluster import Role
 
 
 class Estimate(BaseModel):
@@ -173,6 +174,12 @@ def estimate(inputs: Inputs) -> Estimate:
             continue
         turn = in_flight_turn(inputs.pipeline, stage, used)
         stages[stage.name] = estimate_generate(ctx, stage, role, roles[role.name], turn)
+    for stage in inputs.pipeline.stages:
+        beside = _streamed_beside(inputs, stage, effective)
+        if beside is not None and stages[stage.name].kind == "judge":
+            generate_s = used(beside)
+            if generate_s is not None:
+                stages[stage.name] = streamed_judge(stages[stage.name], generate_s, beside.name)
     stages = {s.name: stages[s.name] for s in inputs.pipeline.stages}
     for name, est in roles.items():
         transient = max(
@@ -185,6 +192,25 @@ def estimate(inputs: Inputs) -> Estimate:
         stages=stages, roles=roles, assumptions=assumptions(ctx, roles, stages),
         warnings=tuple(ctx.warnings),
     )  # fmt: skip
+
+
+def _streamed_beside(inputs: Inputs, stage: Stage, roles: Mapping[str, Role]) -> Stage | None:
+    """The generation a streaming judge (``judge.streams``) works beside: the generation
+    stage it runs after, on GPUs the judge's role does not use; None for any other stage,
+    or when the two share a GPU (or either is still to be placed)."""
+    if stage.judge is None or not stage.judge.streams:
+        return None
+    role = roles.get(stage.role or "")
+    by_name = {s.name: s for s in inputs.pipeline.stages}
+    for name in stage.after:
+        upstream = by_name.get(name)
+        source = roles.get(upstream.role or "") if upstream is not None else None
+        if upstream is None or stage_kind(upstream, source) != "generate":
+            continue
+        if role is None or source is None or not role.devices or not source.devices:
+            return None
+        return None if set(role.devices) & set(source.devices) else upstream
+    return None
 
 
 def _check_fits(inputs: Inputs, roles: Mapping[str, RoleEstimate]) -> None:

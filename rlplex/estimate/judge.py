@@ -11,6 +11,11 @@ per-step floor (CUDA graphs or eager). The prefill writes an answer's first toke
 answer of ``judge.response_tokens`` takes one decode step fewer; every answer is as long, so
 there is no length tail; the replicas split the samples evenly. A judge that sleeps between
 calls (``judge.reload_every``) copies its weights back and out again around each call.
+
+A judge that streams (``judge.streams``: ROLL scores each prompt's samples as soon as they
+are generated) works while the rollout runs on other GPUs: :func:`streamed_judge` keeps of
+its seconds what the rollout's do not cover, and at least its last call (a queue fed
+throughout the generation: the backlog at its end, or the last arrival's own service).
 """
 
 from __future__ import annotations
@@ -88,6 +93,9 @@ def estimate_judge(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) ->
         "overhead": dec.host_s + reload_s,
     }
     answers = decoded * per_replica
+    # One call: the samples between a wake and a sleep (or one), on one replica.
+    call = judge.reload_every or 1
+    call_s = sum(terms.values()) * min(call, per_replica) / max(per_replica, 1)
     return combine_terms(
         stage, "judge", terms,
         flops=(flops + answers * costs.flops_per_token * group) * replicas,
@@ -100,6 +108,23 @@ def estimate_judge(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) ->
             "kv_slots": kv_slots, "decode_steps": dec.steps, "prefill_s": prefill_s,
             "prefill_steps": prefill_steps, "decode_s": dec.total_s,
             "step_floor_s": costs.floor_s, "reloads": reloads, "reload_s": reload_s,
+            "call_s": call_s,
             **({"share": stage.share} if stage.share != 1.0 else {}),
         },
     )  # fmt: skip
+
+
+def streamed_judge(est: StageEstimate, generate_s: float, generate: str) -> StageEstimate:
+    """``est`` (a streaming judge's whole work) as the step sees it after a rollout of
+    ``generate_s`` seconds on other GPUs (stage ``generate``): the judge's backlog when the
+    rollout ends, ``seconds - generate_s``, but never less than its last call
+    (``call_s``). Every term is scaled alike; the detail says what was hidden."""
+    total = est.seconds or 0.0
+    kept = min(total, max(float(est.detail.get("call_s", 0.0)), total - generate_s))
+    scale = kept / total if total > 0 else 1.0
+    terms = {k: v * scale for k, v in est.terms.items()}
+    detail = {
+        **est.detail, "streams_beside": generate, "beside_s": generate_s,
+        "judge_total_s": total, "hidden_s": total - kept,
+    }  # fmt: skip
+    return est.model_copy(update={"seconds": kept, "terms": terms, "detail": detail})

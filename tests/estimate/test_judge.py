@@ -196,3 +196,35 @@ def test_bad_judges_name_the_field(
     result = CliRunner().invoke(app, ["estimate", str(path)])
     assert result.exit_code == 2
     assert field in result.output and "Traceback" not in result.output
+
+
+def _streaming(base: dict[str, Any], generate_s: float | None, devices: str = "8-9") -> Any:
+    config = _with_judge(base)
+    config["roles"]["judge"]["devices"] = devices
+    config["pipeline"]["stages"]["reward"]["judge"]["streams"] = True
+    if generate_s is not None:
+        config["pipeline"]["stages"]["generate"]["seconds"] = generate_s
+    return _estimate(config).stages["reward"]
+
+
+def test_a_streaming_judge_keeps_what_the_rollout_does_not_hide(base: dict[str, Any]) -> None:
+    """``streams``: the judge scores samples as the rollout produces them, on other GPUs. A
+    rollout longer than the judge's work leaves only the last call (one sample here, its
+    1/128 of a replica's work); a shorter one leaves the backlog, total - rollout."""
+    whole = _estimate(_with_judge(base)).stages["reward"]
+    total = whole.seconds
+    long = _streaming(base, 10 * total)
+    assert long.seconds == pytest.approx(total / PER_REPLICA)
+    assert long.detail["hidden_s"] == pytest.approx(total - total / PER_REPLICA)
+    assert sum(long.terms.values()) == pytest.approx(long.seconds)
+    short = _streaming(base, total / 4)
+    assert short.seconds == pytest.approx(total - total / 4)
+    assert "hidden behind generate's" in judge_line(short.detail)
+
+
+def test_a_streaming_judge_on_the_rollouts_gpus_cannot_hide(base: dict[str, Any]) -> None:
+    """A judge on GPUs the rollout uses (actor_infer's 0-7) waits for it: its whole work."""
+    whole = _estimate(_with_judge(base)).stages["reward"]
+    shared = _streaming(base, 1000.0, devices="6-7")
+    assert shared.seconds == pytest.approx(whole.seconds)
+    assert "streams_beside" not in shared.detail

@@ -196,3 +196,20 @@ def test_a_bad_call_setting_of_a_judged_file_names_its_field(
     with pytest.raises(ConfigError) as info:
         _load(tmp_path, top)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize(("top", "streams"), [({}, True), ({"generate_opt_level": 0}, False)])
+def test_a_judge_scores_each_prompt_as_it_is_generated(
+    tmp_path: Path, top: dict[str, Any], streams: bool
+) -> None:
+    """ROLL's default (``generate_opt_level: 1``) scores each prompt's samples as soon as
+    they are generated (generate_scheduler.py ``generate_and_reward``): the judge streams
+    beside the rollout on its own GPUs, and the step waits only for what it has left when
+    the rollout ends; level 0 scores the whole batch after it."""
+    config = _load(tmp_path, top)
+    assert _stage(config).judge.streams is streams
+    est = estimate_config(config).stages["reward_llm_judge"]
+    assert ("streams_beside" in est.detail) is streams
+    if streams:
+        assert est.detail["streams_beside"] == "generate"
+        assert est.seconds < est.detail["judge_total_s"]

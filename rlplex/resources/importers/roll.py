@@ -518,7 +518,7 @@ def to_native(
     roles: dict[str, dict[str, Any]] = {}
     reward_roles: list[str] = []
     teachers = [p[0] for p in parsed if p[1].startswith("teacher.")]
-    judges: dict[str, dict[str, int]] = {}
+    judges: dict[str, dict[str, Any]] = {}
     # Read only for a file with a judge: a bad value elsewhere is not this importer's to refuse.
     calls = (
         _judge_calls(data, by_name, file)
@@ -700,7 +700,7 @@ def _judge_calls(
 
 def _judge(
     block: Mapping[str, Any], field: str, file: str, calls: tuple[int, bool] | None = None
-) -> tuple[dict[str, Any] | None, dict[str, int]] | None:
+) -> tuple[dict[str, Any] | None, dict[str, Any]] | None:
     """A reward block's LLM judge, as (its engine's ``rollout`` settings, its ``judge``), or
     None for another reward worker. ROLL's ``LLMJudgeRewardWorker`` judges each sample in a
     call of its own (``_run_local_inference``: one sample a generate call, so one sequence
@@ -740,6 +740,10 @@ def _judge(
     engine = engine if isinstance(engine, Mapping) and strategy in ("vllm", "sglang") else {}
     if calls is not None and (calls[1] or strategy not in ("vllm", "sglang")):
         judge["reload_every"] = calls[0]
+    if calls is not None:
+        # Each prompt's samples are scored as soon as they are generated (generate_and_reward
+        # in generate_scheduler.py), on the judge's own GPUs.
+        judge["streams"] = True
     sglang = strategy == "sglang"
     where = f"{field}.strategy_args.strategy_config"
     share = "mem_fraction_static" if sglang else "gpu_memory_utilization"
