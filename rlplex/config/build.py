@@ -158,7 +158,10 @@ def _estimate_fields(spec: RoleSpec) -> dict[str, Any]:
     }
 
 
-_COST_FIELDS = ("seconds", "memory_gb", "at_devices", "scaling", "share", "judge")
+_COST_FIELDS = (
+    "seconds", "memory_gb", "at_devices", "scaling", "share", "judge",
+    "micro_batch_size", "micro_batch_tokens",
+)  # fmt: skip
 
 
 def _override_stage_costs(

@@ -143,7 +143,9 @@ class PipelineBuilder:
         scaling: float = 1.0,
         memory_gb: float = 0.0,
         share: float = 1.0,
-        judge: Judge | Mapping[str, int] | None = None,
+        judge: Judge | Mapping[str, Any] | None = None,
+        micro_batch_size: int | None = None,
+        micro_batch_tokens: int | None = None,
         needs: str | Iterable[str] | None = None,
         fn: Callable[..., Any] | None = None,
     ) -> str:
@@ -164,6 +166,8 @@ class PipelineBuilder:
             "memory_gb": memory_gb,
             "share": share,
             "judge": judge,
+            "micro_batch_size": micro_batch_size,
+            "micro_batch_tokens": micro_batch_tokens,
             "needs": _names(needs, name, "needs") if needs is not None else None,
             "fn": fn,
         }
@@ -268,7 +272,9 @@ def stage(
     scaling: float = 1.0,
     memory_gb: float = 0.0,
     share: float = 1.0,
-    judge: Judge | Mapping[str, int] | None = None,
+    judge: Judge | Mapping[str, Any] | None = None,
+    micro_batch_size: int | None = None,
+    micro_batch_tokens: int | None = None,
     needs: str | Iterable[str] | None = None,
     name: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -296,6 +302,8 @@ def stage(
             "memory_gb": memory_gb,
             "share": share,
             "judge": judge,
+            "micro_batch_size": micro_batch_size,
+            "micro_batch_tokens": micro_batch_tokens,
             "needs": _names(needs, stage_name, "needs") if needs is not None else None,
             "fn": fn,
         }

@@ -124,6 +124,14 @@ class Stage(BaseModel):
     """A generative judge's stage: the estimator prices it as generation over the samples
     (prefill of each judge prompt, decode of its answer) on the role's engine, not as a
     forward pass (:class:`Judge`). GPU roles only."""
+    micro_batch_size: StrictInt | None = Field(None, ge=1, le=1_000_000)
+    """Sequences per micro-batch of this stage's train or forward pass on each rank, where
+    it differs from the workload's (``workload.micro_batch_size`` for train stages,
+    ``logprob_micro_batch_size`` for forward passes): verl's critic, reference and rollout
+    log-prob passes each take their own. None: the workload's."""
+    micro_batch_tokens: StrictInt | None = Field(None, ge=1, le=100_000_000)
+    """Token budget per packed micro-batch of this stage's pass on each rank (a role's own
+    dynamic batches: verl's ``critic.ppo_max_token_len_per_gpu``). None: the workload's."""
     needs: tuple[str, ...] | None = None
     """States that must be resident; ``None`` means all of the role's states."""
     from_role: str | None = Field(None, alias="from")

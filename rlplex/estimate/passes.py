@@ -165,15 +165,16 @@ def _scores_generated(stage: Stage) -> bool:
     return stage.name == "reward" or stage.name.startswith("reward_")
 
 
-def _micro_batch(w: Workload, backward: bool) -> tuple[int, int | None]:
-    """(sequences, packed token budget) of one micro-batch: a forward-only pass takes the
-    log-prob settings where the config gives them, and the training ones otherwise."""
+def _micro_batch(w: Workload, backward: bool, stage: Stage) -> tuple[int, int | None]:
+    """(sequences, packed token budget) of one micro-batch of ``stage``'s pass: the stage's
+    own where it gives them; else a forward-only pass takes the log-prob settings where the
+    config gives them, and the training ones otherwise."""
     if backward:
-        return w.micro_batch_size, w.micro_batch_tokens
-    return (
-        w.logprob_micro_batch_size or w.micro_batch_size,
-        w.logprob_micro_batch_tokens or w.micro_batch_tokens,
-    )
+        size, budget = w.micro_batch_size, w.micro_batch_tokens
+    else:
+        size = w.logprob_micro_batch_size or w.micro_batch_size
+        budget = w.logprob_micro_batch_tokens or w.micro_batch_tokens
+    return stage.micro_batch_size or size, stage.micro_batch_tokens or budget
 
 
 def _pass_terms(
@@ -221,7 +222,7 @@ def _pass_terms(
     syncs = max(1, w.mini_batches) if backward else 1
     # A data-parallel group's tokens per optimizer step: no micro-batch spans two steps.
     per_sync = tokens / groups / syncs
-    mb_size, mb_budget = _micro_batch(w, backward)
+    mb_size, mb_budget = _micro_batch(w, backward, stage)
     if mb_budget is not None and w.packing:
         # Balanced micro-batches under the budget (verl's rearrange_micro_batches: as few as
         # the budget allows, the tokens spread evenly over them).
@@ -665,7 +666,7 @@ def estimate_train(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) ->
         detail["step_overhead_s"] = step_s
     # 1F1B: the first pipeline stage holds up to pp micro-batches' activations at once.
     per_step = micro_batches / max(1, steps)
-    micro_tokens = _micro_batch_tokens_per_rank(w, role, detail, backward=True)
+    micro_tokens = _micro_batch_tokens_per_rank(w, role, stage, detail, backward=True)
     scores = _scores_sequence(spec, role, w, micro_tokens)
     act = f.activation_bytes(
         spec, micro_tokens,
@@ -724,7 +725,7 @@ def _logits_bytes(role: Role, *, backward: bool) -> float:
 
 
 def _micro_batch_tokens_per_rank(
-    w: Workload, role: Role, detail: Mapping[str, Any], *, backward: bool
+    w: Workload, role: Role, stage: Stage, detail: Mapping[str, Any], *, backward: bool
 ) -> float:
     """Tokens whose activations one rank holds at its largest micro-batch: padded, every
     sequence at the longest; packed with a token budget (verl's dynamic batches, NeMo RL's
@@ -734,7 +735,7 @@ def _micro_batch_tokens_per_rank(
     step's longest sequence beside mean ones. Split
     over the sequence / context-parallel ranks, which each hold a slice of every sequence
     (Ulysses, Megatron's context parallel)."""
-    size, budget = _micro_batch(w, backward)
+    size, budget = _micro_batch(w, backward, stage)
     _, mean, longest = workload_tokens(w)
     if not w.packing:
         tokens = size * longest
@@ -762,7 +763,7 @@ def estimate_forward(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) 
     comm_s = comm / (link_gb_per_s(ctx, role) * f.GB)
     exposed_s = _overlap_communication(terms, detail, comm_s, packed=w.packing)
     detail.update({"comm_s": comm_s, "comm_exposed_s": exposed_s})
-    micro_tokens = _micro_batch_tokens_per_rank(w, role, detail, backward=False)
+    micro_tokens = _micro_batch_tokens_per_rank(w, role, stage, detail, backward=False)
     scores = _scores_sequence(spec, role, w, micro_tokens)
     act = f.activation_bytes(
         spec, micro_tokens,

@@ -630,17 +630,19 @@ def to_native(
         "roles": roles,
         "pipeline": default_pipeline(roles, mode, staleness, reward_roles or None, reference_roles),
     }
+    load = _workload(data, agentic, file)
+    if load:
+        native["workload"] = load
     for stage in native["pipeline"]["stages"].values():
         if stage.get("role") in judges:
             stage["judge"] = judges[stage["role"]]
     if not agentic:
         _route_samples(native["pipeline"], data, parsed, file)
+    if load:
+        _stage_micro_batches(native["pipeline"]["stages"], roles, by_name, load, file)
     model = _model(data)
     if model:
         native["model"] = model
-    load = _workload(data, agentic, file)
-    if load:
-        native["workload"] = load
     return apply_costs(native, costs, costs_file)
 
 
@@ -761,6 +763,75 @@ def _judge(
         enforce_eager=engine.get(eager, False) if engine else True,
     )
     return settings or {}, judge
+
+
+INFER_BATCH_SIZE = 16
+"""A worker's ``infer_batch_size`` when its block gives none (roll/configs/worker_config.py):
+the micro-batch of its log-prob, values and reward passes (base_worker.py)."""
+_TRAINED = ("train", "critic_train")
+
+
+def _stage_micro_batches(
+    stages: dict[str, dict[str, Any]],
+    roles: Mapping[str, Mapping[str, Any]],
+    by_name: Mapping[str, tuple[str, str, Mapping[str, Any], Any, int, bool]],
+    load: Mapping[str, Any],
+    file: str,
+) -> None:
+    """Each pass's own micro-batch where its worker's differs from the workload's: ROLL's
+    forward passes (log-probs, values, a reward model's scores) run micro-batches of the
+    worker's ``infer_batch_size`` (base_worker.py sets ``micro_batch_size`` from it), a
+    critic trains on its own ``training_args.per_device_train_batch_size``; a worker with
+    sequence packing (``use_sequence_packing``) packs micro-batches of up to
+    ``sequence_packing_args.max_packed_sequence_length_train`` / ``_forward`` tokens, one
+    with dynamic batching (``use_dynamic_batching_in_train`` / ``_in_infer``) of up to
+    ``max_tokens_per_microbatch_in_train`` / ``_in_infer``."""
+    for name, stage in stages.items():
+        role = stage.get("role")
+        if role not in by_name or "devices" not in roles.get(role, {}) or "judge" in stage:
+            continue
+        if name.startswith(("generate", "rollout")) or stage.get("kind") == "weight_sync":
+            continue
+        _, field, block, *_ = by_name[role]
+        phase = "train" if name in _TRAINED else "infer"
+        switch = f"use_dynamic_batching_in_{phase}"
+        budget_key = f"max_tokens_per_microbatch_in_{phase}"
+        if phase == "train":
+            key = f"{field}.training_args.per_device_train_batch_size"
+            size = given_count(get_path(block, "training_args.per_device_train_batch_size"),
+                               field=key, file=file)  # fmt: skip
+        else:
+            key = f"{field}.infer_batch_size"
+            size = given_count(block.get("infer_batch_size"), field=key, file=file)
+            size = INFER_BATCH_SIZE if size is None else size
+        if size is not None and size != load.get("micro_batch_size"):
+            stage["micro_batch_size"] = size
+        packs = flag(block.get("use_sequence_packing"), field=f"{field}.use_sequence_packing",
+                     file=file, default=False, reading="typed")  # fmt: skip
+        if packs:
+            # roll/utils/sequence_packing.py: micro-batches of up to this many tokens over the
+            # rank's share (load_balance); ROLL asserts it is set.
+            length = "train" if phase == "train" else "forward"
+            key = f"sequence_packing_args.max_packed_sequence_length_{length}"
+            tokens = given_count(get_path(block, key), field=f"{field}.{key}", file=file)
+            if tokens is None:
+                raise ConfigError(
+                    "must be set with use_sequence_packing (ROLL asserts"
+                    " 'max_packed_sequence_length is None')", field=f"{field}.{key}", file=file,
+                )  # fmt: skip
+            stage["micro_batch_tokens"] = tokens
+            continue
+        dynamic = flag(block.get(switch), field=f"{field}.{switch}", file=file,
+                       default=False, reading="typed")  # fmt: skip
+        if dynamic:
+            where = f"{field}.{budget_key}"
+            tokens = given_count(block.get(budget_key), field=where, file=file)
+            if tokens is None:
+                raise ConfigError(
+                    f"must be set with {switch} (ROLL: 'This config must be set when using"
+                    " dynamic batching')", field=where, file=file,
+                )  # fmt: skip
+            stage["micro_batch_tokens"] = tokens
 
 
 ROLLOUT_BATCH_SIZE = 128

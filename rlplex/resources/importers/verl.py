@@ -884,4 +884,80 @@ def to_native(
         if controller:
             load["controller"] = controller
         native["workload"] = load
+        _stage_micro_batches(r, roles, load, native["pipeline"]["stages"])
     return apply_costs(native, costs, costs_file)
+
+
+def _stage_micro_batches(
+    r: _Reader,
+    roles: Mapping[str, Mapping[str, Any]],
+    load: Mapping[str, Any],
+    stages: dict[str, dict[str, Any]],
+) -> None:
+    """Each pass's own micro-batch (``pipeline.stages.S.micro_batch_size`` and
+    ``micro_batch_tokens``) where verl gives its role one that differs from the workload's:
+    the critic's update and values (``critic.ppo_micro_batch_size_per_gpu``,
+    ``forward_micro_batch_size_per_gpu``), the reference's and the rollout's log-prob passes
+    (the workload holds the reference's when given), the reward model's; the token budgets
+    of a role with dynamic batches likewise."""
+    actor_train = roles.get("actor_train", {})
+    train = (load.get("micro_batch_size"), load.get("micro_batch_tokens"))
+    forward = (
+        load.get("logprob_micro_batch_size") or train[0],
+        load.get("logprob_micro_batch_tokens") or train[1],
+    )
+    critic, ref = roles.get("critic", actor_train), roles.get("reference", actor_train)
+
+    actor_dynamic = r.flag("actor_rollout_ref.actor.use_dynamic_bsz")
+
+    def budget(section: str, switch: str, key: str, sp: str, fallback: str | None = None) -> Any:
+        # Every role's switch defaults to the actor's in verl's configs (critic.yaml,
+        # ref.yaml, rollout.yaml: ${actor_rollout_ref.actor.use_dynamic_bsz}).
+        if not r.flag(f"{section}.{switch}", default=actor_dynamic):
+            return None
+        field = f"{section}.{key}"
+        if r.get(field) is None and fallback is not None:
+            field = f"{section}.{fallback}"
+        tokens = given_count(r.get(field), field=field, file=r.file)
+        return tokens * (r.size(sp) or 1) if tokens else None
+
+    critic_mb = _per_gpu(r, "critic", "ppo_micro_batch_size", critic)
+    forward_mb = _per_gpu(r, "critic", "forward_micro_batch_size", critic)
+    wanted = {
+        "critic_train": (
+            critic_mb, train,
+            budget("critic", "use_dynamic_bsz", "ppo_max_token_len_per_gpu",
+                   "critic.ulysses_sequence_parallel_size"),
+        ),
+        "values": (
+            forward_mb if forward_mb[0] is not None else critic_mb, forward,
+            budget("critic", "use_dynamic_bsz", "forward_max_token_len_per_gpu",
+                   "critic.ulysses_sequence_parallel_size", "ppo_max_token_len_per_gpu"),
+        ),
+        "ref_logprob": (
+            _per_gpu(r, "actor_rollout_ref.ref", "log_prob_micro_batch_size", ref), forward,
+            budget("actor_rollout_ref.ref", "log_prob_use_dynamic_bsz",
+                   "log_prob_max_token_len_per_gpu",
+                   "actor_rollout_ref.ref.ulysses_sequence_parallel_size"),
+        ),
+        "old_logprob": (
+            _per_gpu(r, _ROLLOUT, "log_prob_micro_batch_size", actor_train), forward,
+            budget(_ROLLOUT, "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
+                   "actor_rollout_ref.actor.ulysses_sequence_parallel_size"),
+        ),
+        "reward": (
+            _per_gpu(r, "reward_model", "micro_batch_size", roles.get("reward", actor_train)),
+            forward,
+            budget("reward_model", "use_dynamic_bsz", "forward_max_token_len_per_gpu",
+                   "reward_model.ulysses_sequence_parallel_size"),
+        ),
+    }  # fmt: skip
+    for name, ((size, field), (default_size, default_tokens), tokens) in wanted.items():
+        # A pass on a GPU role only: a rule reward on the driver has no micro-batches.
+        if name not in stages or stages[name].get("role") not in roles:
+            continue
+        size = given_count(size, field=field, file=r.file)
+        if size is not None and size != default_size:
+            stages[name]["micro_batch_size"] = size
+        if tokens is not None and tokens != default_tokens:
+            stages[name]["micro_batch_tokens"] = tokens

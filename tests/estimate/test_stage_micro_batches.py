@@ -1,0 +1,58 @@
+"""A stage's own micro-batch (``pipeline.stages.S.micro_batch_size`` / ``micro_batch_tokens``)
+replaces the workload's for that pass alone.
+
+The ``base`` fixture (tests/estimate/conftest.py): 64 prompts x 4 samples of 100 + 300 tokens
+on average, packed (the workload's default) in micro-batches of 2 sequences; the reference on
+8 GPUs (FSDP, data parallel 8): 32 sequences a rank.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from rlplex.config import config_from_dict
+from rlplex.estimate.estimator import estimate_config
+
+
+def _stages(config: dict[str, Any]) -> dict[str, Any]:
+    return estimate_config(config_from_dict(copy.deepcopy(config), file="t.yaml")).stages
+
+
+def test_a_stage_micro_batch_sets_that_pass_alone(base: dict[str, Any]) -> None:
+    """ref_logprob at 8 sequences: 32 / 8 = 4 micro-batches a rank, of 8 x 400 tokens;
+    old_logprob keeps the workload's 2 (16 of 2 x 400)."""
+    base["pipeline"]["stages"]["ref_logprob"]["micro_batch_size"] = 8
+    stages = _stages(base)
+    ref, old = stages["ref_logprob"].detail, stages["old_logprob"].detail
+    assert (ref["micro_batches_per_rank"], ref["micro_batch_tokens"]) == (4, 8 * 400)
+    assert (old["micro_batches_per_rank"], old["micro_batch_tokens"]) == (16, 2 * 400)
+    # Fewer, larger micro-batches: fewer host launches and larger matmuls.
+    plain = copy.deepcopy(base)
+    del plain["pipeline"]["stages"]["ref_logprob"]["micro_batch_size"]
+    assert stages["ref_logprob"].seconds < _stages(plain)["ref_logprob"].seconds
+
+
+def test_a_stage_token_budget_packs_that_pass_alone(base: dict[str, Any]) -> None:
+    """Packed, the train stage with its own budget of 4,000 tokens: a rank's 32 sequences
+    of 400 mean tokens over 4 optimizer steps (3,200 tokens each) fit one micro-batch a
+    step; old_logprob keeps 2 sequences a micro-batch (16 of them)."""
+    base["workload"]["mini_batches"] = 4
+    base["pipeline"]["stages"]["train"]["micro_batch_tokens"] = 4000
+    stages = _stages(base)
+    train, old = stages["train"].detail, stages["old_logprob"].detail
+    assert train["micro_batches_per_rank"] == 4
+    assert train["micro_batch_tokens"] == pytest.approx(3200)
+    assert old["micro_batches_per_rank"] == 16
+
+
+@pytest.mark.parametrize("field", ["micro_batch_size", "micro_batch_tokens"])
+def test_a_stage_micro_batch_below_one_is_refused(base: dict[str, Any], field: str) -> None:
+    from rlplex.errors import ConfigError
+
+    base["pipeline"]["stages"]["train"][field] = 0
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(base, file="bad.yaml")
+    assert info.value.field == f"pipeline.stages.train.{field}"

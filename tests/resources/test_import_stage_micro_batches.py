@@ -1,0 +1,146 @@
+"""Each pass's own micro-batch, as verl gives each role one: the critic's update and values,
+the reference's and the rollout's log-prob passes, each with its own count or token budget
+(``pipeline.stages.S.micro_batch_size`` / ``micro_batch_tokens`` where it differs from the
+workload's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlplex.config import load_config
+from rlplex.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+VERL = ROOT / "examples" / "verl.yaml"
+WORKLOAD = (
+    "data.train_batch_size=256",
+    "data.max_prompt_length=512",
+    "data.max_response_length=1024",
+)
+"""examples/verl.yaml's workload (tests/resources/test_importer_values.py)."""
+
+
+def _stages(*overrides: str) -> dict[str, tuple[int | None, int | None]]:
+    config = load_config(VERL, overrides=[*WORKLOAD, *overrides])
+    return {s.name: (s.micro_batch_size, s.micro_batch_tokens) for s in config.pipeline.stages}
+
+
+def test_the_critic_and_old_log_probs_keep_their_own_micro_batches() -> None:
+    """verl's run_deepseek7b_llm.sh: actor 16, rollout log-probs 32, critic 32 (its values
+    pass takes the critic's, as critic.yaml's forward_micro_batch_size_per_gpu defaults);
+    the workload holds the actor's (train) and the rollout's (log-probs, no reference's)."""
+    stages = _stages(
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
+        "critic.ppo_micro_batch_size_per_gpu=32",
+    )
+    assert stages["critic_train"] == (32, None)
+    assert stages["values"] == (None, None)  # 32: the workload's log-prob micro-batch
+    assert stages["train"] == (None, None)
+    assert stages["old_logprob"] == (None, None)
+
+
+def test_a_reference_micro_batch_leaves_the_rollouts_on_old_log_probs() -> None:
+    stages = _stages(
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+        "critic.forward_micro_batch_size_per_gpu=16",
+    )
+    assert stages["ref_logprob"] == (None, None)  # the workload's: the reference's 8
+    assert stages["old_logprob"] == (32, None)
+    assert stages["critic_train"] == (4, None)
+    assert stages["values"] == (16, None)
+
+
+def test_a_critics_own_token_budget() -> None:
+    """verl's run_qwen2-7b_seq_balance.sh: dynamic batches, the actor's 24,000 tokens, the
+    critic's 98,304 (its forward budget defaults to its update's)."""
+    stages = _stages(
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24000",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=24000",
+        "critic.ppo_max_token_len_per_gpu=98304",
+    )
+    assert stages["critic_train"] == (None, 98304)
+    assert stages["values"] == (None, 98304)
+    assert stages["train"] == (None, None)
+
+
+def test_a_bad_critic_micro_batch_is_refused_naming_it() -> None:
+    with pytest.raises(ConfigError) as info:
+        _stages("critic.ppo_micro_batch_size_per_gpu=-4")
+    assert info.value.field == "critic.ppo_micro_batch_size_per_gpu"
+
+
+ROLL: dict[str, object] = {
+    "pretrain": "Qwen/Qwen2.5-7B",
+    "rollout_batch_size": 64,
+    "num_return_sequences_in_group": 8,
+    "prompt_length": 1024,
+    "response_length": 2048,
+    "actor_train": {
+        "training_args": {"per_device_train_batch_size": 2},
+        "infer_batch_size": 4,
+        "strategy_args": {"strategy_name": "megatron_train",
+                          "strategy_config": {"use_distributed_optimizer": True}},
+        "device_mapping": "list(range(0,8))",
+    },
+    "actor_infer": {"strategy_args": {"strategy_name": "vllm"},
+                    "device_mapping": "list(range(0,8))"},
+    "reference": {"strategy_args": {"strategy_name": "megatron_infer"},
+                  "device_mapping": "list(range(0,8))"},
+}  # fmt: skip
+"""A ROLL RLVR file: the actor trains 2 sequences a micro-batch, computes old log-probs 4 at
+a time; the reference gives no infer_batch_size (ROLL's default, 16)."""
+
+
+def _roll(tmp_path: Path, **blocks: dict[str, object]) -> dict[str, tuple[int | None, int | None]]:
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(ROLL)
+    for name, extra in blocks.items():
+        data[name] = {**data[name], **extra}  # type: ignore[dict-item]
+    path = tmp_path / "rlvr.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    config = load_config(path)
+    return {s.name: (s.micro_batch_size, s.micro_batch_tokens) for s in config.pipeline.stages}
+
+
+def test_roll_forward_passes_run_each_workers_infer_batch_size(tmp_path: Path) -> None:
+    """base_worker.py sets each forward pass's micro-batch from its worker's
+    ``infer_batch_size`` (16 when absent): old log-probs 4, reference 16; training keeps the
+    workload's 2."""
+    stages = _roll(tmp_path)
+    assert stages["old_logprob"] == (4, None)
+    assert stages["ref_logprob"] == (16, None)
+    assert stages["train"] == (None, None)
+
+
+def test_roll_sequence_packing_and_dynamic_batches_are_token_budgets(tmp_path: Path) -> None:
+    """``use_sequence_packing``: micro-batches of up to ``max_packed_sequence_length_train``
+    / ``_forward`` tokens; ``use_dynamic_batching_in_infer``: up to
+    ``max_tokens_per_microbatch_in_infer``."""
+    packing = {
+        "use_sequence_packing": True,
+        "sequence_packing_args": {
+            "max_packed_sequence_length_train": 16384,
+            "max_packed_sequence_length_forward": 32768,
+        },
+    }
+    dynamic = {"use_dynamic_batching_in_infer": True, "max_tokens_per_microbatch_in_infer": 24576}
+    stages = _roll(tmp_path, actor_train=packing, reference=dynamic)
+    assert stages["train"] == (None, 16384)
+    assert stages["old_logprob"] == (4, 32768)
+    assert stages["ref_logprob"] == (16, 24576)
+
+
+def test_roll_dynamic_batches_without_a_budget_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        _roll(tmp_path, reference={"use_dynamic_batching_in_infer": True})
+    assert info.value.field == "reference.max_tokens_per_microbatch_in_infer"
