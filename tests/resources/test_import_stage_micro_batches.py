@@ -144,3 +144,33 @@ def test_roll_dynamic_batches_without_a_budget_are_refused(tmp_path: Path) -> No
     with pytest.raises(ConfigError) as info:
         _roll(tmp_path, reference={"use_dynamic_batching_in_infer": True})
     assert info.value.field == "reference.max_tokens_per_microbatch_in_infer"
+
+
+def test_roll_distillation_trains_the_students_micro_batch(tmp_path: Path) -> None:
+    """On-policy distillation's trainer is ``student_train`` (ROLL maps it onto actor_train):
+    its ``per_device_train_batch_size`` is the workload's micro-batch (it was read from an
+    ``actor_train`` block the file does not have: 1), its ``infer_batch_size`` the old
+    log-probs', a teacher's its own."""
+    import yaml
+
+    data = {
+        "pretrain": "Qwen/Qwen2.5-7B",
+        "rollout_batch_size": 16,
+        "num_return_sequences_in_group": 4,
+        "prompt_length": 1024,
+        "response_length": 2048,
+        "student_train": {
+            **ROLL["actor_train"],
+            "training_args": {"per_device_train_batch_size": 8},
+        },  # type: ignore[dict-item]
+        "student_infer": ROLL["actor_infer"],
+        "teacher": {**ROLL["reference"], "infer_batch_size": 2},  # type: ignore[dict-item]
+    }
+    path = tmp_path / "opd.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    config = load_config(path)
+    assert config.workload is not None and config.workload.micro_batch_size == 8
+    stages = {s.name: s.micro_batch_size for s in config.pipeline.stages}
+    assert stages["old_logprob"] == 4
+    assert stages["ref_logprob"] == 2
+    assert stages["train"] is None

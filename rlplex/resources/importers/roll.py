@@ -428,6 +428,10 @@ def _rlvr_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | None:
     prompt_length``)."""
     prompt = data.get("prompt_length")
     response, response_field = data.get("response_length"), "response_length"
+    # On-policy distillation trains a student_train block (base_config.py maps it onto
+    # actor_train).
+    trainer = "student_train" if "student_train" in data else "actor_train"
+    micro_field = f"{trainer}.training_args.per_device_train_batch_size"
     if response is None:
         response_field = "sequence_length"
         response = remaining_tokens(
@@ -441,13 +445,13 @@ def _rlvr_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | None:
             "samples": "num_return_sequences_in_group",
             "prompt_max": "prompt_length",
             "response_max": response_field,
-            "micro_batch": _MICRO_BATCH,
+            "micro_batch": micro_field,
         },
         prompts=data.get("rollout_batch_size"),
         samples=data.get("num_return_sequences_in_group"),
         prompt_max=prompt,
         response_max=response,
-        micro_batch=get_path(data, _MICRO_BATCH),
+        micro_batch=get_path(data, micro_field),
     )
 
 
