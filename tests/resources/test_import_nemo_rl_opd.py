@@ -332,3 +332,25 @@ def test_cli_refuses_in_one_line(tmp_path: Path) -> None:
     assert out.exit_code == 2 and isinstance(out.exception, SystemExit)
     lines = [line for line in out.output.splitlines() if line.strip()]
     assert len(lines) == 1 and f"{TEACHERS}.enabled" in lines[0] and "Traceback" not in out.output
+
+
+def test_a_teacher_runs_its_own_log_prob_micro_batch(tmp_path: Path) -> None:
+    """teacher_worker_group.py ``get_logprobs`` runs the teacher's ``micro_batch_size``
+    (TeacherResourceConfig's default 4): the recipe's 1 is the policy's log-prob
+    micro-batch here too (nothing to say); an alias's override is that teacher's pass
+    alone, the default cfg's every other teacher's."""
+    lengths = {"data": {"max_input_seq_length": 256}}  # a whole workload: prompts too
+    config = load_config(recipe(tmp_path, lengths))
+    assert config.workload is not None and config.workload.logprob_micro_batch_size == 1
+    stages = {s.name: s.micro_batch_size for s in config.pipeline.stages}
+    assert stages["ref_logprob_teacher_default_teacher"] is None
+    cfg = teachers(
+        {"math": "Qwen/Qwen3-4B", "code": "Qwen/Qwen3-8B"},
+        default_teacher_cfg={"tensor_model_parallel_size": 2, "num_nodes": 1,
+                             "gpus_per_node": 8, "micro_batch_size": 8},
+        teacher_overrides={"math": {"micro_batch_size": 2}},
+    )  # fmt: skip
+    path = recipe(tmp_path, {"cluster": {"num_nodes": 4}, **lengths, **cfg}, name="two.yaml")
+    stages = {s.name: s.micro_batch_size for s in load_config(path).pipeline.stages}
+    assert stages["ref_logprob_teacher_math"] == 2
+    assert stages["ref_logprob_teacher_code"] == 8

@@ -64,9 +64,9 @@ lm_policy.py, nemo_rl/models/generation/vllm/), as NeMo RL runs them today:
   ``adv_estimator.name: opd`` without non-colocated teachers in async GRPO (NeMo RL has no
   colocated teacher: its first step raises "OPD requires teacher_logprobs") or without the
   student's log-probs (``force_on_policy_ratio`` and no ``seq_logprob_error_threshold``).
-  A teacher's ``micro_batch_size`` is not read: rlplex's forward passes share the policy's
-  log-prob micro-batch, which with sequence packing is the teacher's too (its
-  ``logprob_mb_tokens``).
+  A teacher's pass runs its own ``micro_batch_size`` (4 by default: the stage's
+  ``micro_batch_size``), with sequence packing the policy's ``logprob_mb_tokens`` as the
+  workload's.
 - Old log-probs: a pass of the trainer every step, except with
   ``loss_fn.force_on_policy_ratio`` and no ``grpo.seq_logprob_error_threshold`` (the ratio is
   1 by construction; NeMo RL skips the pass).
@@ -322,6 +322,8 @@ class _Teacher(NamedTuple):
     nodes: int
     gpus_per_node: int
     parallel: dict[str, Any] | None
+    micro_batch_size: int = 4
+    """Sequences per micro-batch of its log-prob pass (``get_logprobs``' default)."""
 
 
 def _teacher_field(own: Mapping[str, Any], alias: str, key: str) -> str:
@@ -392,8 +394,8 @@ def _teachers(r: _Reader, algo: str, per_node: int) -> list[_Teacher]:
         own = own if isinstance(own, Mapping) else {}
 
         def size(key: str, own: Mapping[str, Any] = own, alias: str = alias) -> int:
-            # TeacherResourceConfig's defaults: 1 of each, 8 GPUs per node.
-            fallback = 8 if key == "gpus_per_node" else 1
+            # TeacherResourceConfig's defaults: 1 of each, 8 GPUs per node, micro-batches of 4.
+            fallback = {"gpus_per_node": 8, "micro_batch_size": 4}.get(key, 1)
             value = own[key] if key in own else default.get(key, fallback)
             if isinstance(value, str | float):  # as pydantic converts an int field: "2", 2.0
                 with contextlib.suppress(ValidationError):
@@ -431,7 +433,7 @@ def _teachers(r: _Reader, algo: str, per_node: int) -> list[_Teacher]:
             tp=tp, pp=pp, sp=cp, ep=size("expert_model_parallel_size"),
             sequence_parallel=sequence_parallel if isinstance(sequence_parallel, bool) else None,
         )  # fmt: skip
-        teachers.append(_Teacher(alias, model, nodes, width, spec))
+        teachers.append(_Teacher(alias, model, nodes, width, spec, size("micro_batch_size")))
     if teachers and r.flag("policy.dtensor_cfg.enabled"):
         raise ConfigError(
             "must be false with non-colocated distillation teachers: they run the policy's"
@@ -751,11 +753,13 @@ def _teacher_roles(
     devices: list[list[int]],
     fp8: bool,
     taken: set[str],
+    micro_batches: dict[str, int],
 ) -> dict[str, dict[str, Any]]:
     """A GPU role ``teacher_ALIAS`` per teacher on its own GPUs, one Megatron worker per GPU:
     its checkpoint (``model`` where it is not the policy's), its parallel sizes, FP8 when
     the policy's Megatron runs it (the teacher takes the policy's ``megatron_cfg``; NeMo RL
-    reads no teacher's ``precision``)."""
+    reads no teacher's ``precision``). ``micro_batches`` gets each role's log-prob
+    micro-batch (its ``micro_batch_size``)."""
     roles: dict[str, dict[str, Any]] = {}
     for teacher, gpus in zip(teachers, devices, strict=True):
         name = "teacher_" + re.sub(r"[^\w.-]", "_", teacher.alias)  # a stage name's characters
@@ -769,6 +773,7 @@ def _teacher_roles(
         if teacher.model != r.get("policy.model_name"):
             role["model"] = teacher.model
         roles[name] = role
+        micro_batches[name] = teacher.micro_batch_size
     return roles
 
 
@@ -939,7 +944,10 @@ def to_native(
         if isinstance(value_model, str) and value_model != r.get("policy.model_name"):
             critic["model"] = value_model
         roles["critic"] = critic
-    teacher_roles = _teacher_roles(r, teachers, teacher_gpus, fp8, taken=set(roles))
+    teacher_micro_batches: dict[str, int] = {}
+    teacher_roles = _teacher_roles(
+        r, teachers, teacher_gpus, fp8, taken=set(roles), micro_batches=teacher_micro_batches
+    )
     roles |= teacher_roles
     if rm:
         scorer = gpu_role(tuple(rm_gpus), 1, "reward")
@@ -973,4 +981,11 @@ def to_native(
     load = _workload(r, algo)
     if load:
         native["workload"] = load
+        # A teacher's pass runs its own micro-batch (teacher_worker_group.py get_logprobs);
+        # under sequence packing the policy's logprob_mb_tokens, as the workload's.
+        forward = load.get("logprob_micro_batch_size") or load.get("micro_batch_size")
+        for role, size in teacher_micro_batches.items():
+            stage = native["pipeline"]["stages"].get(f"ref_logprob_{role}")
+            if stage is not None and size != forward:
+                stage["micro_batch_size"] = size
     return apply_costs(native, costs, costs_file)
