@@ -564,13 +564,7 @@ def to_native(
             # strategy_config.sleep_level says 2, and exports strategy_config.VLLM_USE_V1
             # (default 1) before vLLM starts (roll/distributed/strategy/vllm_strategy.py).
             is_vllm = get_path(block, "strategy_args.strategy_name") == "vllm"
-            # SGLang names them its own way (roll/distributed/strategy/sglang_strategy.py
-            # passes strategy_config to sglang.Engine): mem_fraction_static is the share of
-            # the GPU for weights and KV cache, as vLLM's gpu_memory_utilization.
-            sglang = get_path(block, "strategy_args.strategy_name") == "sglang"
-            seqs = "max_running_requests" if sglang else "max_num_seqs"
-            share = "mem_fraction_static" if sglang else "gpu_memory_utilization"
-            eager = "disable_cuda_graph" if sglang else "enforce_eager"
+            seqs, share, eager = _engine_keys(get_path(block, "strategy_args.strategy_name"))
             settings = rollout(
                 file=file,
                 fields={
@@ -704,6 +698,16 @@ def _judge_calls(
     return (1 if expand else samples or 1), shared
 
 
+def _engine_keys(strategy: Any) -> tuple[str, str, str]:
+    """The names a strategy's ``strategy_config`` gives the engine's batch cap, memory share
+    and eager switch: vLLM's, or SGLang's (roll/distributed/strategy/sglang_strategy.py passes
+    them to sglang.Engine: ``mem_fraction_static`` is the share for weights and KV cache, as
+    vLLM's ``gpu_memory_utilization``)."""
+    if strategy == "sglang":
+        return "max_running_requests", "mem_fraction_static", "disable_cuda_graph"
+    return "max_num_seqs", "gpu_memory_utilization", "enforce_eager"
+
+
 def _judge(
     block: Mapping[str, Any], field: str, file: str, calls: tuple[int, bool] | None = None
 ) -> tuple[dict[str, Any] | None, dict[str, Any]] | None:
@@ -750,10 +754,8 @@ def _judge(
         # Each prompt's samples are scored as soon as they are generated (generate_and_reward
         # in generate_scheduler.py), on the judge's own GPUs.
         judge["streams"] = True
-    sglang = strategy == "sglang"
     where = f"{field}.strategy_args.strategy_config"
-    share = "mem_fraction_static" if sglang else "gpu_memory_utilization"
-    eager = "disable_cuda_graph" if sglang else "enforce_eager"
+    _, share, eager = _engine_keys(strategy)
     settings = rollout(
         file=file,
         fields={

@@ -119,15 +119,18 @@ def _read_csv(text: str, file: str) -> dict[str, Any]:
             continue
         if key in data:
             raise ConfigError(f"metric {key!r} appears twice", file=file, line=number)
-        value: Any = raw
-        for cast in (int, float):
-            try:
-                value = cast(raw)
-                break
-            except ValueError:
-                continue
-        data[key] = value
+        data[key] = _cell_value(raw)
     return data
+
+
+def _cell_value(raw: str) -> Any:
+    """A CSV cell as the number it spells (an int, else a float), else the text."""
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            continue
+    return raw
 
 
 def _read_runs_table(header: list[str], rows: Iterator[list[str]], file: str) -> dict[str, Any]:
@@ -170,14 +173,7 @@ def _read_runs_table(header: list[str], rows: Iterator[list[str]], file: str) ->
             continue
         if not key or raw.lower() in MISSING:
             continue
-        value: Any = raw
-        for cast in (int, float):
-            try:
-                value = cast(raw)
-                break
-            except ValueError:
-                continue
-        data[key] = value
+        data[key] = _cell_value(raw)
     return data
 
 
