@@ -123,12 +123,13 @@ def test_roll_forward_passes_run_each_workers_infer_batch_size(tmp_path: Path) -
 
 
 def test_roll_sequence_packing_and_dynamic_batches_are_token_budgets(tmp_path: Path) -> None:
-    """``use_sequence_packing``: micro-batches of up to ``max_packed_sequence_length_train``
-    / ``_forward`` tokens; ``use_dynamic_batching_in_infer``: up to
-    ``max_tokens_per_microbatch_in_infer``."""
+    """``use_sequence_packing`` with ``algorithm: load_balance``: micro-batches of up to
+    ``max_packed_sequence_length_train`` / ``_forward`` tokens; ``use_dynamic_batching_in_infer``:
+    up to ``max_tokens_per_microbatch_in_infer``."""
     packing = {
         "use_sequence_packing": True,
         "sequence_packing_args": {
+            "algorithm": "load_balance",
             "max_packed_sequence_length_train": 16384,
             "max_packed_sequence_length_forward": 32768,
         },
@@ -138,6 +139,69 @@ def test_roll_sequence_packing_and_dynamic_batches_are_token_budgets(tmp_path: P
     assert stages["train"] == (None, 16384)
     assert stages["old_logprob"] == (4, 32768)
     assert stages["ref_logprob"] == (16, 24576)
+
+
+def test_roll_sequence_packing_by_default_packs_count_micro_batches(tmp_path: Path) -> None:
+    """ROLL's default packing algorithm ``none`` (SequencePackingPacker) chunks each batch
+    into micro-batches of the count and packs each: no token budget, and none needed (only
+    ``load_balance`` asserts ``max_packed_sequence_length``)."""
+    packing = {
+        "use_sequence_packing": True,
+        "sequence_packing_args": {"max_packed_sequence_length_forward": 32768},
+    }
+    stages = _roll(tmp_path, actor_train=packing, reference={"use_sequence_packing": True})
+    assert stages["train"] == (None, None)
+    assert stages["old_logprob"] == (4, None)
+    assert stages["ref_logprob"] == (16, None)
+
+
+def test_roll_dynamic_batching_wins_over_sequence_packing(tmp_path: Path) -> None:
+    """megatron_strategy.py ``forward_step`` / ``train_step``: ``if
+    use_dynamic_batching_in_*: ... elif use_sequence_packing``."""
+    both = {
+        "use_dynamic_batching_in_train": True,
+        "max_tokens_per_microbatch_in_train": 12288,
+        "use_dynamic_batching_in_infer": True,
+        "max_tokens_per_microbatch_in_infer": 24576,
+        "use_sequence_packing": True,
+        "sequence_packing_args": {
+            "algorithm": "load_balance",
+            "max_packed_sequence_length_train": 8192,
+            "max_packed_sequence_length_forward": 8192,
+        },
+    }
+    stages = _roll(tmp_path, actor_train=both)
+    assert stages["train"] == (None, 12288)
+    assert stages["old_logprob"] == (4, 24576)
+
+
+def test_roll_only_megatron_batches_by_tokens(tmp_path: Path) -> None:
+    """FSDP2, DeepSpeed and HF strategies chunk every batch by the count (their
+    ``forward_step`` / ``train_step`` read neither switch): their budgets are not theirs."""
+    fsdp2 = {
+        "strategy_args": {"strategy_name": "fsdp2_infer", "strategy_config": {}},
+        "use_dynamic_batching_in_infer": True,
+        "max_tokens_per_microbatch_in_infer": 24576,
+        "use_sequence_packing": True,
+        "sequence_packing_args": {"algorithm": "load_balance",
+                                  "max_packed_sequence_length_forward": 8192},
+    }  # fmt: skip
+    stages = _roll(tmp_path, reference=fsdp2)
+    assert stages["ref_logprob"] == (16, None)
+
+
+def test_roll_a_bad_packing_algorithm_is_refused_naming_it(tmp_path: Path) -> None:
+    packing = {"use_sequence_packing": True, "sequence_packing_args": {"algorithm": "greedy"}}
+    with pytest.raises(ConfigError) as info:
+        _roll(tmp_path, reference=packing)
+    assert info.value.field == "reference.sequence_packing_args.algorithm"
+
+
+def test_roll_load_balance_packing_without_a_budget_is_refused(tmp_path: Path) -> None:
+    packing = {"use_sequence_packing": True, "sequence_packing_args": {"algorithm": "load_balance"}}
+    with pytest.raises(ConfigError) as info:
+        _roll(tmp_path, reference=packing)
+    assert info.value.field == "reference.sequence_packing_args.max_packed_sequence_length_forward"
 
 
 def test_roll_dynamic_batches_without_a_budget_are_refused(tmp_path: Path) -> None:
@@ -174,3 +238,40 @@ def test_roll_distillation_trains_the_students_micro_batch(tmp_path: Path) -> No
     assert stages["old_logprob"] == 4
     assert stages["ref_logprob"] == 2
     assert stages["train"] is None
+
+
+def _agentic(tmp_path: Path, **blocks: dict[str, object] | None) -> Path:
+    """A ROLL agentic file: ROLL's RLVR blocks and one Sokoban environment, with ``blocks``
+    added (None: that block removed)."""
+    import copy
+
+    import yaml
+
+    data: dict[str, object] = copy.deepcopy(ROLL)
+    data["custom_envs"] = {"SimpleSokoban": {"max_steps": 5, "max_tokens_per_step": 64}}
+    for name, block in blocks.items():
+        if block is None:
+            data.pop(name, None)
+        else:
+            data[name] = block
+    path = tmp_path / "agentic.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_roll_an_engine_on_vllm_has_no_micro_batches(tmp_path: Path) -> None:
+    """An agentic file's reward worker on vLLM (ROLL's deepeyes example) is an engine that
+    batches its own requests: its ``infer_batch_size`` is no forward pass's micro-batch."""
+    reward = {"strategy_args": {"strategy_name": "vllm"}, "infer_batch_size": 4,
+              "device_mapping": "list(range(0,8))"}  # fmt: skip
+    config = load_config(_agentic(tmp_path, reward=reward))
+    stages = {s.name: (s.micro_batch_size, s.micro_batch_tokens) for s in config.pipeline.stages}
+    assert stages["reward"] == (None, None)
+    assert stages["old_logprob"] == (4, None)
+
+
+def test_roll_agentic_distillation_trains_the_students_micro_batch(tmp_path: Path) -> None:
+    """agentic_config.py maps ``student_train`` onto actor_train as the RLVR config does."""
+    student = {**ROLL["actor_train"], "training_args": {"per_device_train_batch_size": 8}}  # type: ignore[dict-item]
+    config = load_config(_agentic(tmp_path, actor_train=None, student_train=student))
+    assert config.workload is not None and config.workload.micro_batch_size == 8
