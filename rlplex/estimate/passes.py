@@ -167,14 +167,16 @@ def _scores_generated(stage: Stage) -> bool:
 
 def _micro_batch(w: Workload, backward: bool, stage: Stage) -> tuple[int, int | None]:
     """(sequences, packed token budget) of one micro-batch of ``stage``'s pass: the stage's
-    own where it gives them; else a forward-only pass takes the log-prob settings where the
-    config gives them, and the training ones otherwise."""
+    own where it gives them (a budget of 0: none); else a forward-only pass takes the
+    log-prob settings where the config gives them, and the training ones otherwise."""
     if backward:
         size, budget = w.micro_batch_size, w.micro_batch_tokens
     else:
         size = w.logprob_micro_batch_size or w.micro_batch_size
         budget = w.logprob_micro_batch_tokens or w.micro_batch_tokens
-    return stage.micro_batch_size or size, stage.micro_batch_tokens or budget
+    if stage.micro_batch_tokens is not None:
+        budget = stage.micro_batch_tokens or None
+    return stage.micro_batch_size or size, budget
 
 
 def _pass_terms(

@@ -48,11 +48,27 @@ def test_a_stage_token_budget_packs_that_pass_alone(base: dict[str, Any]) -> Non
     assert old["micro_batches_per_rank"] == 16
 
 
-@pytest.mark.parametrize("field", ["micro_batch_size", "micro_batch_tokens"])
-def test_a_stage_micro_batch_below_one_is_refused(base: dict[str, Any], field: str) -> None:
+@pytest.mark.parametrize(("field", "value"), [("micro_batch_size", 0), ("micro_batch_tokens", -1)])
+def test_a_stage_micro_batch_below_one_is_refused(
+    base: dict[str, Any], field: str, value: int
+) -> None:
     from rlplex.errors import ConfigError
 
-    base["pipeline"]["stages"]["train"][field] = 0
+    base["pipeline"]["stages"]["train"][field] = value
     with pytest.raises(ConfigError) as info:
         config_from_dict(base, file="bad.yaml")
     assert info.value.field == f"pipeline.stages.train.{field}"
+
+
+def test_a_stage_budget_of_zero_counts_where_the_workload_packs_by_tokens(
+    base: dict[str, Any],
+) -> None:
+    """A workload budget of 4,000 tokens (the actor's dynamic batches) and old_logprob's 0
+    (its role's dynamic batches off): old_logprob counts 2 sequences a micro-batch (16 of
+    them a rank), ref_logprob takes the budget (32 x 400 tokens in 4 micro-batches)."""
+    base["workload"]["micro_batch_tokens"] = 4000
+    base["pipeline"]["stages"]["old_logprob"]["micro_batch_tokens"] = 0
+    stages = _stages(base)
+    ref, old = stages["ref_logprob"].detail, stages["old_logprob"].detail
+    assert (old["micro_batches_per_rank"], old["micro_batch_tokens"]) == (16, 2 * 400)
+    assert ref["micro_batches_per_rank"] == 4

@@ -70,6 +70,95 @@ def test_a_critics_own_token_budget() -> None:
     assert stages["train"] == (None, None)
 
 
+def test_megatron_budgets_are_per_gpu_times_context_parallel() -> None:
+    """verl's Megatron passes multiply a per-GPU budget by the context-parallel size
+    (megatron_actor.py, megatron_critic.py): verl's run_ppo_trainer_megatron.sh, CP 2, the
+    actor's 2,400 tokens and the critic's 4,800."""
+    megatron = (
+        "actor_rollout_ref.actor.strategy=megatron",
+        "actor_rollout_ref.ref.strategy=megatron",
+        "critic.strategy=megatron",
+        "actor_rollout_ref.actor.megatron.context_parallel_size=2",
+        "actor_rollout_ref.ref.megatron.context_parallel_size=2",
+        "critic.megatron.context_parallel_size=2",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=2400",
+        "critic.ppo_max_token_len_per_gpu=4800",
+    )
+    config = load_config(VERL, overrides=[*WORKLOAD, *megatron])
+    assert config.workload is not None
+    assert config.workload.micro_batch_tokens == 4800
+    assert config.workload.logprob_micro_batch_tokens == 4800  # the actor's, by default
+    stages = {s.name: (s.micro_batch_size, s.micro_batch_tokens) for s in config.pipeline.stages}
+    assert stages["critic_train"] == (None, 9600)
+    assert stages["values"] == (None, 9600)
+    assert stages["old_logprob"] == (None, None)
+
+
+def test_a_megatron_critics_values_run_its_update_micro_batch() -> None:
+    """megatron_workers.py ``compute_values`` reads ``ppo_micro_batch_size_per_gpu``: a
+    ``forward_micro_batch_size_per_gpu`` (an FSDP critic's key) is not the Megatron one's."""
+    stages = _stages(
+        "critic.strategy=megatron",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+        "critic.forward_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+    )
+    assert stages["values"] == (4, None)
+
+
+def test_a_pass_without_dynamic_batches_counts_beside_an_actor_with_them() -> None:
+    """The actor's dynamic batches on, the critic's off (``critic.use_dynamic_bsz=False``):
+    the critic counts its micro-batches (budget 0), the rest take theirs."""
+    stages = _stages(
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24000",
+        "critic.use_dynamic_bsz=False",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+    )
+    assert stages["critic_train"] == (4, 0)
+    assert stages["values"] == (4, 0)
+    assert stages["old_logprob"] == (None, None)
+
+
+def test_the_new_worker_implementations_critic_always_packs_by_tokens() -> None:
+    """``trainer.use_legacy_worker_impl: disable``: the critic is a TrainingWorker whose
+    engine batches by tokens (EngineConfig ``use_dynamic_bsz`` true): its update at
+    ``ppo_max_token_len_per_gpu``, its values at ``ppo_infer_max_token_len_per_gpu``
+    (32,768 by default: CriticConfig)."""
+    stages = _stages(
+        "trainer.use_legacy_worker_impl=disable",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+        "critic.ppo_max_token_len_per_gpu=16000",
+    )
+    assert stages["critic_train"] == (4, 16000)
+    assert stages["values"] == (4, 32768)
+
+
+def test_a_reward_model_follows_the_critics_dynamic_batches() -> None:
+    """reward_model.yaml: ``use_dynamic_bsz: ${critic.use_dynamic_bsz}``,
+    ``forward_max_token_len_per_gpu: ${critic.forward_max_token_len_per_gpu}``."""
+    rm = ("reward_model.enable=True", "reward_model.model.path=Qwen/Qwen2.5-7B-Instruct")
+    stages = _stages(
+        *rm,
+        "critic.use_dynamic_bsz=True",
+        "critic.ppo_max_token_len_per_gpu=65536",
+    )
+    assert stages["reward"] == (None, 65536)
+
+
+def test_a_reward_loop_has_no_micro_batches() -> None:
+    """``reward_model.use_reward_loop`` (verl's default now) serves the reward model on an
+    inference engine: the legacy worker's micro-batch keys are not read."""
+    stages = _stages(
+        "reward_model.enable=True",
+        "reward_model.model.path=Qwen/Qwen2.5-7B-Instruct",
+        "reward_model.use_reward_loop=True",
+        "reward_model.micro_batch_size_per_gpu=32",
+    )
+    assert stages["reward"] == (None, None)
+
+
 def test_a_bad_critic_micro_batch_is_refused_naming_it() -> None:
     with pytest.raises(ConfigError) as info:
         _stages("critic.ppo_micro_batch_size_per_gpu=-4")
