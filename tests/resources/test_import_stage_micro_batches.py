@@ -364,3 +364,17 @@ def test_roll_agentic_distillation_trains_the_students_micro_batch(tmp_path: Pat
     student = {**ROLL["actor_train"], "training_args": {"per_device_train_batch_size": 8}}  # type: ignore[dict-item]
     config = load_config(_agentic(tmp_path, actor_train=None, student_train=student))
     assert config.workload is not None and config.workload.micro_batch_size == 8
+
+
+def test_a_megatron_actor_packs_unless_its_own_switch_says_not() -> None:
+    """verl's Megatron passes run ``thd`` (packed) unless ``actor.megatron.use_remove_padding``
+    is false (megatron_actor.py); ``model.use_remove_padding`` (false in
+    ppo_megatron_trainer.yaml) is the FSDP passes' switch, and the dynamic batches' budgets
+    count only packed."""
+    megatron = ("actor_rollout_ref.actor.strategy=megatron",
+                "actor_rollout_ref.model.use_remove_padding=false")  # fmt: skip
+    config = load_config(VERL, overrides=[*WORKLOAD, *megatron])
+    assert config.workload is not None and config.workload.packing is True
+    padded = "actor_rollout_ref.actor.megatron.use_remove_padding=false"
+    config = load_config(VERL, overrides=[*WORKLOAD, *megatron, padded])
+    assert config.workload is not None and config.workload.packing is False

@@ -522,7 +522,13 @@ def _per_gpu(r: _Reader, section: str, key: str, role: Mapping[str, Any]) -> tup
 
 def _packing(r: _Reader) -> bool | None:
     """``use_remove_padding`` (None when not given); a legacy config without the key padded
-    every row."""
+    every row. A Megatron actor reads its own ``megatron.use_remove_padding`` (megatron_actor.py:
+    ``thd``, packed, unless it is false; true in engine/megatron.yaml, and before the key
+    (9f3199f58, 2025-12-02) Megatron always unpadded): the model's key, false in
+    ppo_megatron_trainer.yaml, is the FSDP passes'."""
+    if r.get(f"{_ACTOR}.strategy") == "megatron":
+        field = f"{_ACTOR}.megatron.use_remove_padding"
+        return flag(r.get(field), field=field, file=r.file)
     model = r.get("actor_rollout_ref.model")
     if _legacy(r) and isinstance(model, Mapping) and "use_remove_padding" not in model:
         return False
