@@ -134,6 +134,14 @@ def pass_line(d: dict[str, Any]) -> str:
         f" micro-batches of {d['micro_batch_tokens']:,.0f} tokens per rank, {d['passes']:g}"
         f" pass(es) at efficiency {d['efficiency']:.2f}"
     )
+    own = []
+    if d.get("own_micro_batch_size") is not None:
+        own.append(f"{d['own_micro_batch_size']} sequences")
+    if d.get("own_micro_batch_tokens") is not None:
+        budget = d["own_micro_batch_tokens"]
+        own.append(f"{budget:,} tokens" if budget else "no token budget")
+    if own:
+        text += f" (its own micro-batch: {', '.join(own)})"
     if d.get("share"):
         text = f"{d['share']:.0%} of the step's samples, " + text
     if d.get("optimizer_steps"):

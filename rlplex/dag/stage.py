@@ -129,9 +129,13 @@ class Stage(BaseModel):
     it differs from the workload's (``workload.micro_batch_size`` for train stages,
     ``logprob_micro_batch_size`` for forward passes): verl's critic, reference and rollout
     log-prob passes each take their own. None: the workload's."""
-    micro_batch_tokens: StrictInt | None = Field(None, ge=1, le=100_000_000)
-    """Token budget per packed micro-batch of this stage's pass on each rank (a role's own
-    dynamic batches: verl's ``critic.ppo_max_token_len_per_gpu``). None: the workload's."""
+    micro_batch_tokens: StrictInt | None = Field(None, ge=0, le=100_000_000)
+    """Token budget of one packed micro-batch of this stage's pass in a data-parallel group,
+    as ``workload.micro_batch_tokens`` (per GPU times the sequence / context-parallel size: a
+    role's own dynamic batches, verl's ``critic.ppo_max_token_len_per_gpu``), where it
+    differs from the workload's. ``0``: no budget, micro-batches of ``micro_batch_size``
+    sequences where the workload has one (a role whose dynamic batches are off while the
+    actor's are on). None: the workload's."""
     needs: tuple[str, ...] | None = None
     """States that must be resident; ``None`` means all of the role's states."""
     from_role: str | None = Field(None, alias="from")

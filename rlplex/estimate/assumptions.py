@@ -38,15 +38,28 @@ ACTIVATION_KNOBS = (
 """What lowers a pass's activations, for the remedies that name them."""
 
 
-def activation_remedy(role: Role) -> str:
+def activation_remedy(role: Role, stage: Stage | None = None) -> str:
     """What would make a stage's activations fit on its role's GPUs (recomputation only
-    where it is off). A micro-batch holds at least its longest sequence, so a budget alone
-    cannot shrink a long one: splitting each sequence (``sp``) or the model (``tp``) can."""
+    where it is off; the micro-batch that sets them: ``stage``'s own where it gives one, a
+    forward pass's log-prob settings, else the workload's). A micro-batch holds at least its
+    longest sequence, so a budget alone cannot shrink a long one: splitting each sequence
+    (``sp``) or the model (``tp``) can."""
     recompute = role.parallel is not None and role.parallel.recompute
     first = "" if recompute else f"turn on roles.{role.name}.parallel.recompute, "
+    if stage is not None and (
+        stage.micro_batch_size is not None or stage.micro_batch_tokens is not None
+    ):
+        own = f"pipeline.stages.{stage.name}"
+        knob = f"{own}.micro_batch_size (or its token budget, {own}.micro_batch_tokens)"
+    elif stage is not None and stage.kind != "train":
+        knob = (
+            "workload.logprob_micro_batch_size (or its token budget,"
+            " workload.logprob_micro_batch_tokens; unset, the training ones)"
+        )
+    else:
+        knob = "workload.micro_batch_size (or its token budget, workload.micro_batch_tokens)"
     return (
-        f"{first}lower workload.micro_batch_size (or its token budget,"
-        " workload.micro_batch_tokens), split each sequence over sequence-parallel ranks"
+        f"{first}lower {knob}, split each sequence over sequence-parallel ranks"
         f" (roles.{role.name}.parallel.sp), or split the model (tp)"
     )
 

@@ -231,7 +231,7 @@ def check_stages_fit(
         detail += f" + activations {stage.memory_gb:.2f}"
         if stage.memory_gb >= max(parts.values(), default=0.0):
             field = memory_path
-            remedy = activation_remedy(role)
+            remedy = activation_remedy(role, stage)
         else:
             field = states_path
             par = role.parallel

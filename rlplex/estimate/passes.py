@@ -167,14 +167,16 @@ def _scores_generated(stage: Stage) -> bool:
 
 def _micro_batch(w: Workload, backward: bool, stage: Stage) -> tuple[int, int | None]:
     """(sequences, packed token budget) of one micro-batch of ``stage``'s pass: the stage's
-    own where it gives them; else a forward-only pass takes the log-prob settings where the
-    config gives them, and the training ones otherwise."""
+    own where it gives them (a budget of 0: none); else a forward-only pass takes the
+    log-prob settings where the config gives them, and the training ones otherwise."""
     if backward:
         size, budget = w.micro_batch_size, w.micro_batch_tokens
     else:
         size = w.logprob_micro_batch_size or w.micro_batch_size
         budget = w.logprob_micro_batch_tokens or w.micro_batch_tokens
-    return stage.micro_batch_size or size, stage.micro_batch_tokens or budget
+    if stage.micro_batch_tokens is not None:
+        budget = stage.micro_batch_tokens or None
+    return stage.micro_batch_size or size, budget
 
 
 def _pass_terms(
@@ -223,6 +225,14 @@ def _pass_terms(
     # A data-parallel group's tokens per optimizer step: no micro-batch spans two steps.
     per_sync = tokens / groups / syncs
     mb_size, mb_budget = _micro_batch(w, backward, stage)
+    if mb_budget is not None and not w.packing:
+        note = (
+            f"{stage.name}: its token budget ({mb_budget:,} tokens a micro-batch) is not"
+            " priced: padded micro-batches (workload.packing false) are counted at"
+            f" {mb_size} sequence(s) of the longest"
+        )
+        if note not in ctx.warnings:
+            ctx.warnings.append(note)
     if mb_budget is not None and w.packing:
         # Balanced micro-batches under the budget (verl's rearrange_micro_batches: as few as
         # the budget allows, the tokens spread evenly over them).
@@ -342,6 +352,11 @@ def _pass_terms(
         "controller_padded_tokens": padded_to,
         "attention_flop_share": attention_flops / max(1.0, matmul_flops + attention_flops),
     }  # fmt: skip
+    # A stage's own micro-batch, said where it replaces the workload's (the pass line).
+    if stage.micro_batch_size is not None:
+        detail["own_micro_batch_size"] = stage.micro_batch_size
+    if stage.micro_batch_tokens is not None:
+        detail["own_micro_batch_tokens"] = stage.micro_batch_tokens
     if stage.share != 1.0:
         detail["share"] = stage.share
     return terms, detail, micro_batches

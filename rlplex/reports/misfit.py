@@ -153,7 +153,7 @@ def shortfalls(
         if total <= cap + 1e-9:
             continue
         if est.memory_gb >= max((states[k] for k in needs if k in states), default=0.0):
-            remedy = activation_remedy(roles[r.role])
+            remedy = activation_remedy(roles[r.role], stage)
         else:
             remedy = (
                 f"give roles.{r.role} {total / cap:.1f}x the GPUs if its states are sharded,"

@@ -48,11 +48,69 @@ def test_a_stage_token_budget_packs_that_pass_alone(base: dict[str, Any]) -> Non
     assert old["micro_batches_per_rank"] == 16
 
 
-@pytest.mark.parametrize("field", ["micro_batch_size", "micro_batch_tokens"])
-def test_a_stage_micro_batch_below_one_is_refused(base: dict[str, Any], field: str) -> None:
+@pytest.mark.parametrize(("field", "value"), [("micro_batch_size", 0), ("micro_batch_tokens", -1)])
+def test_a_stage_micro_batch_below_one_is_refused(
+    base: dict[str, Any], field: str, value: int
+) -> None:
     from rlplex.errors import ConfigError
 
-    base["pipeline"]["stages"]["train"][field] = 0
+    base["pipeline"]["stages"]["train"][field] = value
     with pytest.raises(ConfigError) as info:
         config_from_dict(base, file="bad.yaml")
     assert info.value.field == f"pipeline.stages.train.{field}"
+
+
+def test_a_stage_budget_of_zero_counts_where_the_workload_packs_by_tokens(
+    base: dict[str, Any],
+) -> None:
+    """A workload budget of 4,000 tokens (the actor's dynamic batches) and old_logprob's 0
+    (its role's dynamic batches off): old_logprob counts 2 sequences a micro-batch (16 of
+    them a rank), ref_logprob takes the budget (32 x 400 tokens in 4 micro-batches)."""
+    base["workload"]["micro_batch_tokens"] = 4000
+    base["pipeline"]["stages"]["old_logprob"]["micro_batch_tokens"] = 0
+    stages = _stages(base)
+    ref, old = stages["ref_logprob"].detail, stages["old_logprob"].detail
+    assert (old["micro_batches_per_rank"], old["micro_batch_tokens"]) == (16, 2 * 400)
+    assert ref["micro_batches_per_rank"] == 4
+
+
+def test_a_stages_own_micro_batch_is_said_with_its_pass(base: dict[str, Any]) -> None:
+    """``rlplex estimate`` prints every input: a stage's own micro-batch beside the workload's
+    (the pass line), a budget of 0 as no budget."""
+    from rlplex.cli.stage_lines import pass_line
+
+    base["workload"]["micro_batch_tokens"] = 4000
+    base["pipeline"]["stages"]["ref_logprob"]["micro_batch_size"] = 8
+    base["pipeline"]["stages"]["old_logprob"]["micro_batch_tokens"] = 0
+    stages = _stages(base)
+    assert "(its own micro-batch: 8 sequences)" in pass_line(stages["ref_logprob"].detail)
+    assert "(its own micro-batch: no token budget)" in pass_line(stages["old_logprob"].detail)
+    assert "its own" not in pass_line(stages["train"].detail)
+
+
+def test_a_token_budget_a_padded_pass_cannot_use_is_said(base: dict[str, Any]) -> None:
+    """Padded micro-batches (``workload.packing: false``) are priced by their count: a budget
+    there is not priced, and the estimate says so rather than drop it silently."""
+    base["workload"]["packing"] = False
+    base["pipeline"]["stages"]["ref_logprob"]["micro_batch_tokens"] = 4000
+    config = config_from_dict(copy.deepcopy(base), file="t.yaml")
+    warnings = estimate_config(config).warnings
+    assert any(w.startswith("ref_logprob: its token budget (4,000 tokens") for w in warnings)
+
+
+def test_the_remedy_names_the_micro_batch_that_sets_the_activations(
+    base: dict[str, Any],
+) -> None:
+    """A stage with its own micro-batch is shrunk by its own knob; a forward pass without
+    one by the log-prob settings; a train stage by the workload's."""
+    from rlplex.estimate.assumptions import activation_remedy
+
+    base["pipeline"]["stages"]["ref_logprob"]["micro_batch_size"] = 8
+    config = config_from_dict(copy.deepcopy(base), file="t.yaml")
+    role = config.roles["reference"]
+    own = activation_remedy(role, config.pipeline.stage("ref_logprob"))
+    assert "pipeline.stages.ref_logprob.micro_batch_size" in own
+    forward = activation_remedy(config.roles["actor_train"], config.pipeline.stage("old_logprob"))
+    assert "workload.logprob_micro_batch_size" in forward
+    train = activation_remedy(config.roles["actor_train"], config.pipeline.stage("train"))
+    assert "lower workload.micro_batch_size" in train

@@ -122,7 +122,9 @@ def test_verl_run_settings_reach_the_estimator() -> None:
     assert cfg.workload is not None
     assert cfg.workload.micro_batch_tokens == 16384 * 2
     assert cfg.workload.logprob_micro_batch_size == 16
-    assert cfg.workload.logprob_micro_batch_tokens == 32768
+    # The reference's Ulysses size defaults to the actor's (dp_ref.yaml), which multiplies its
+    # budget (dp_actor.py) as the actor's does.
+    assert cfg.workload.logprob_micro_batch_tokens == 32768 * 2
     assert cfg.workload.packing is True
     # verl's DataProto, padded to max_prompt_length + max_response_length: the default layout.
     assert cfg.workload.controller.padding == "max"

@@ -70,6 +70,95 @@ def test_a_critics_own_token_budget() -> None:
     assert stages["train"] == (None, None)
 
 
+def test_megatron_budgets_are_per_gpu_times_context_parallel() -> None:
+    """verl's Megatron passes multiply a per-GPU budget by the context-parallel size
+    (megatron_actor.py, megatron_critic.py): verl's run_ppo_trainer_megatron.sh, CP 2, the
+    actor's 2,400 tokens and the critic's 4,800."""
+    megatron = (
+        "actor_rollout_ref.actor.strategy=megatron",
+        "actor_rollout_ref.ref.strategy=megatron",
+        "critic.strategy=megatron",
+        "actor_rollout_ref.actor.megatron.context_parallel_size=2",
+        "actor_rollout_ref.ref.megatron.context_parallel_size=2",
+        "critic.megatron.context_parallel_size=2",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=2400",
+        "critic.ppo_max_token_len_per_gpu=4800",
+    )
+    config = load_config(VERL, overrides=[*WORKLOAD, *megatron])
+    assert config.workload is not None
+    assert config.workload.micro_batch_tokens == 4800
+    assert config.workload.logprob_micro_batch_tokens == 4800  # the actor's, by default
+    stages = {s.name: (s.micro_batch_size, s.micro_batch_tokens) for s in config.pipeline.stages}
+    assert stages["critic_train"] == (None, 9600)
+    assert stages["values"] == (None, 9600)
+    assert stages["old_logprob"] == (None, None)
+
+
+def test_a_megatron_critics_values_run_its_update_micro_batch() -> None:
+    """megatron_workers.py ``compute_values`` reads ``ppo_micro_batch_size_per_gpu``: a
+    ``forward_micro_batch_size_per_gpu`` (an FSDP critic's key) is not the Megatron one's."""
+    stages = _stages(
+        "critic.strategy=megatron",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+        "critic.forward_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+    )
+    assert stages["values"] == (4, None)
+
+
+def test_a_pass_without_dynamic_batches_counts_beside_an_actor_with_them() -> None:
+    """The actor's dynamic batches on, the critic's off (``critic.use_dynamic_bsz=False``):
+    the critic counts its micro-batches (budget 0), the rest take theirs."""
+    stages = _stages(
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24000",
+        "critic.use_dynamic_bsz=False",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+    )
+    assert stages["critic_train"] == (4, 0)
+    assert stages["values"] == (4, 0)
+    assert stages["old_logprob"] == (None, None)
+
+
+def test_the_new_worker_implementations_critic_always_packs_by_tokens() -> None:
+    """``trainer.use_legacy_worker_impl: disable``: the critic is a TrainingWorker whose
+    engine batches by tokens (EngineConfig ``use_dynamic_bsz`` true): its update at
+    ``ppo_max_token_len_per_gpu``, its values at ``ppo_infer_max_token_len_per_gpu``
+    (32,768 by default: CriticConfig)."""
+    stages = _stages(
+        "trainer.use_legacy_worker_impl=disable",
+        "critic.ppo_micro_batch_size_per_gpu=4",
+        "critic.ppo_max_token_len_per_gpu=16000",
+    )
+    assert stages["critic_train"] == (4, 16000)
+    assert stages["values"] == (4, 32768)
+
+
+def test_a_reward_model_follows_the_critics_dynamic_batches() -> None:
+    """reward_model.yaml: ``use_dynamic_bsz: ${critic.use_dynamic_bsz}``,
+    ``forward_max_token_len_per_gpu: ${critic.forward_max_token_len_per_gpu}``."""
+    rm = ("reward_model.enable=True", "reward_model.model.path=Qwen/Qwen2.5-7B-Instruct")
+    stages = _stages(
+        *rm,
+        "critic.use_dynamic_bsz=True",
+        "critic.ppo_max_token_len_per_gpu=65536",
+    )
+    assert stages["reward"] == (None, 65536)
+
+
+def test_a_reward_loop_has_no_micro_batches() -> None:
+    """``reward_model.use_reward_loop`` (verl's default now) serves the reward model on an
+    inference engine: the legacy worker's micro-batch keys are not read."""
+    stages = _stages(
+        "reward_model.enable=True",
+        "reward_model.model.path=Qwen/Qwen2.5-7B-Instruct",
+        "reward_model.use_reward_loop=True",
+        "reward_model.micro_batch_size_per_gpu=32",
+    )
+    assert stages["reward"] == (None, None)
+
+
 def test_a_bad_critic_micro_batch_is_refused_naming_it() -> None:
     with pytest.raises(ConfigError) as info:
         _stages("critic.ppo_micro_batch_size_per_gpu=-4")
@@ -123,12 +212,13 @@ def test_roll_forward_passes_run_each_workers_infer_batch_size(tmp_path: Path) -
 
 
 def test_roll_sequence_packing_and_dynamic_batches_are_token_budgets(tmp_path: Path) -> None:
-    """``use_sequence_packing``: micro-batches of up to ``max_packed_sequence_length_train``
-    / ``_forward`` tokens; ``use_dynamic_batching_in_infer``: up to
-    ``max_tokens_per_microbatch_in_infer``."""
+    """``use_sequence_packing`` with ``algorithm: load_balance``: micro-batches of up to
+    ``max_packed_sequence_length_train`` / ``_forward`` tokens; ``use_dynamic_batching_in_infer``:
+    up to ``max_tokens_per_microbatch_in_infer``."""
     packing = {
         "use_sequence_packing": True,
         "sequence_packing_args": {
+            "algorithm": "load_balance",
             "max_packed_sequence_length_train": 16384,
             "max_packed_sequence_length_forward": 32768,
         },
@@ -138,6 +228,69 @@ def test_roll_sequence_packing_and_dynamic_batches_are_token_budgets(tmp_path: P
     assert stages["train"] == (None, 16384)
     assert stages["old_logprob"] == (4, 32768)
     assert stages["ref_logprob"] == (16, 24576)
+
+
+def test_roll_sequence_packing_by_default_packs_count_micro_batches(tmp_path: Path) -> None:
+    """ROLL's default packing algorithm ``none`` (SequencePackingPacker) chunks each batch
+    into micro-batches of the count and packs each: no token budget, and none needed (only
+    ``load_balance`` asserts ``max_packed_sequence_length``)."""
+    packing = {
+        "use_sequence_packing": True,
+        "sequence_packing_args": {"max_packed_sequence_length_forward": 32768},
+    }
+    stages = _roll(tmp_path, actor_train=packing, reference={"use_sequence_packing": True})
+    assert stages["train"] == (None, None)
+    assert stages["old_logprob"] == (4, None)
+    assert stages["ref_logprob"] == (16, None)
+
+
+def test_roll_dynamic_batching_wins_over_sequence_packing(tmp_path: Path) -> None:
+    """megatron_strategy.py ``forward_step`` / ``train_step``: ``if
+    use_dynamic_batching_in_*: ... elif use_sequence_packing``."""
+    both = {
+        "use_dynamic_batching_in_train": True,
+        "max_tokens_per_microbatch_in_train": 12288,
+        "use_dynamic_batching_in_infer": True,
+        "max_tokens_per_microbatch_in_infer": 24576,
+        "use_sequence_packing": True,
+        "sequence_packing_args": {
+            "algorithm": "load_balance",
+            "max_packed_sequence_length_train": 8192,
+            "max_packed_sequence_length_forward": 8192,
+        },
+    }
+    stages = _roll(tmp_path, actor_train=both)
+    assert stages["train"] == (None, 12288)
+    assert stages["old_logprob"] == (4, 24576)
+
+
+def test_roll_only_megatron_batches_by_tokens(tmp_path: Path) -> None:
+    """FSDP2, DeepSpeed and HF strategies chunk every batch by the count (their
+    ``forward_step`` / ``train_step`` read neither switch): their budgets are not theirs."""
+    fsdp2 = {
+        "strategy_args": {"strategy_name": "fsdp2_infer", "strategy_config": {}},
+        "use_dynamic_batching_in_infer": True,
+        "max_tokens_per_microbatch_in_infer": 24576,
+        "use_sequence_packing": True,
+        "sequence_packing_args": {"algorithm": "load_balance",
+                                  "max_packed_sequence_length_forward": 8192},
+    }  # fmt: skip
+    stages = _roll(tmp_path, reference=fsdp2)
+    assert stages["ref_logprob"] == (16, None)
+
+
+def test_roll_a_bad_packing_algorithm_is_refused_naming_it(tmp_path: Path) -> None:
+    packing = {"use_sequence_packing": True, "sequence_packing_args": {"algorithm": "greedy"}}
+    with pytest.raises(ConfigError) as info:
+        _roll(tmp_path, reference=packing)
+    assert info.value.field == "reference.sequence_packing_args.algorithm"
+
+
+def test_roll_load_balance_packing_without_a_budget_is_refused(tmp_path: Path) -> None:
+    packing = {"use_sequence_packing": True, "sequence_packing_args": {"algorithm": "load_balance"}}
+    with pytest.raises(ConfigError) as info:
+        _roll(tmp_path, reference=packing)
+    assert info.value.field == "reference.sequence_packing_args.max_packed_sequence_length_forward"
 
 
 def test_roll_dynamic_batches_without_a_budget_are_refused(tmp_path: Path) -> None:
@@ -174,3 +327,54 @@ def test_roll_distillation_trains_the_students_micro_batch(tmp_path: Path) -> No
     assert stages["old_logprob"] == 4
     assert stages["ref_logprob"] == 2
     assert stages["train"] is None
+
+
+def _agentic(tmp_path: Path, **blocks: dict[str, object] | None) -> Path:
+    """A ROLL agentic file: ROLL's RLVR blocks and one Sokoban environment, with ``blocks``
+    added (None: that block removed)."""
+    import copy
+
+    import yaml
+
+    data: dict[str, object] = copy.deepcopy(ROLL)
+    data["custom_envs"] = {"SimpleSokoban": {"max_steps": 5, "max_tokens_per_step": 64}}
+    for name, block in blocks.items():
+        if block is None:
+            data.pop(name, None)
+        else:
+            data[name] = block
+    path = tmp_path / "agentic.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_roll_an_engine_on_vllm_has_no_micro_batches(tmp_path: Path) -> None:
+    """An agentic file's reward worker on vLLM (ROLL's deepeyes example) is an engine that
+    batches its own requests: its ``infer_batch_size`` is no forward pass's micro-batch."""
+    reward = {"strategy_args": {"strategy_name": "vllm"}, "infer_batch_size": 4,
+              "device_mapping": "list(range(0,8))"}  # fmt: skip
+    config = load_config(_agentic(tmp_path, reward=reward))
+    stages = {s.name: (s.micro_batch_size, s.micro_batch_tokens) for s in config.pipeline.stages}
+    assert stages["reward"] == (None, None)
+    assert stages["old_logprob"] == (4, None)
+
+
+def test_roll_agentic_distillation_trains_the_students_micro_batch(tmp_path: Path) -> None:
+    """agentic_config.py maps ``student_train`` onto actor_train as the RLVR config does."""
+    student = {**ROLL["actor_train"], "training_args": {"per_device_train_batch_size": 8}}  # type: ignore[dict-item]
+    config = load_config(_agentic(tmp_path, actor_train=None, student_train=student))
+    assert config.workload is not None and config.workload.micro_batch_size == 8
+
+
+def test_a_megatron_actor_packs_unless_its_own_switch_says_not() -> None:
+    """verl's Megatron passes run ``thd`` (packed) unless ``actor.megatron.use_remove_padding``
+    is false (megatron_actor.py); ``model.use_remove_padding`` (false in
+    ppo_megatron_trainer.yaml) is the FSDP passes' switch, and the dynamic batches' budgets
+    count only packed."""
+    megatron = ("actor_rollout_ref.actor.strategy=megatron",
+                "actor_rollout_ref.model.use_remove_padding=false")  # fmt: skip
+    config = load_config(VERL, overrides=[*WORKLOAD, *megatron])
+    assert config.workload is not None and config.workload.packing is True
+    padded = "actor_rollout_ref.actor.megatron.use_remove_padding=false"
+    config = load_config(VERL, overrides=[*WORKLOAD, *megatron, padded])
+    assert config.workload is not None and config.workload.packing is False

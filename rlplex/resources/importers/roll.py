@@ -358,13 +358,14 @@ def _agentic_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | No
     max_turns, answer = _env_limits(data, bodies, file)
     if not (trajectories and max_turns and answer):
         return None
+    micro_field = _micro_batch_field(data)
     load: dict[str, Any] = {
         "prompts_per_step": trajectories // group,
         "samples_per_prompt": group,
         "response_tokens": {"mean": answer / 2, "max": answer},
         "turns": {"mean": (1 + max_turns) / 2, "max": max_turns}
         | ({"samples": "turn"} if step_wise else {}),
-        "micro_batch_size": given_count(get_path(data, _MICRO_BATCH), field=_MICRO_BATCH, file=file)
+        "micro_batch_size": given_count(get_path(data, micro_field), field=micro_field, file=file)
         or 1,
     }
     sequence = given_tokens(data.get("sequence_length"), field="sequence_length", file=file)
@@ -381,7 +382,14 @@ def _agentic_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | No
     return load
 
 
-_MICRO_BATCH = "actor_train.training_args.per_device_train_batch_size"
+def _micro_batch_field(data: Mapping[str, Any]) -> str:
+    """Where the trainer's micro-batch lives: on-policy distillation (RLVR or agentic: both
+    configs call base_config.py ``_handle_opd_mapping``) trains a ``student_train`` block,
+    which ROLL maps onto actor_train."""
+    trainer = "student_train" if "student_train" in data else "actor_train"
+    return f"{trainer}.training_args.per_device_train_batch_size"
+
+
 _ANSWER = "max_tokens_per_step"
 
 
@@ -428,10 +436,7 @@ def _rlvr_workload(data: Mapping[str, Any], file: str) -> dict[str, Any] | None:
     prompt_length``)."""
     prompt = data.get("prompt_length")
     response, response_field = data.get("response_length"), "response_length"
-    # On-policy distillation trains a student_train block (base_config.py maps it onto
-    # actor_train).
-    trainer = "student_train" if "student_train" in data else "actor_train"
-    micro_field = f"{trainer}.training_args.per_device_train_batch_size"
+    micro_field = _micro_batch_field(data)
     if response is None:
         response_field = "sequence_length"
         response = remaining_tokens(
@@ -775,6 +780,8 @@ INFER_BATCH_SIZE = 16
 """A worker's ``infer_batch_size`` when its block gives none (roll/configs/worker_config.py):
 the micro-batch of its log-prob, values and reward passes (base_worker.py)."""
 _TRAINED = ("train", "critic_train")
+_PACKING_ALGORITHMS = ("none", "load_balance")
+"""ROLL's ``sequence_packing_args.algorithm`` values (roll/utils/sequence_packing.py)."""
 
 
 def _stage_micro_batches(
@@ -787,11 +794,14 @@ def _stage_micro_batches(
     """Each pass's own micro-batch where its worker's differs from the workload's: ROLL's
     forward passes (log-probs, values, a reward model's scores) run micro-batches of the
     worker's ``infer_batch_size`` (base_worker.py sets ``micro_batch_size`` from it), a
-    critic trains on its own ``training_args.per_device_train_batch_size``; a worker with
-    sequence packing (``use_sequence_packing``) packs micro-batches of up to
-    ``sequence_packing_args.max_packed_sequence_length_train`` / ``_forward`` tokens, one
-    with dynamic batching (``use_dynamic_batching_in_train`` / ``_in_infer``) of up to
-    ``max_tokens_per_microbatch_in_train`` / ``_in_infer``."""
+    critic trains on its own ``training_args.per_device_train_batch_size``. Only Megatron
+    strategies batch by tokens (megatron_strategy.py ``forward_step`` / ``train_step``;
+    DeepSpeed, FSDP2 and HF chunk every batch by the count): dynamic batching
+    (``use_dynamic_batching_in_train`` / ``_in_infer``) first, micro-batches of up to
+    ``max_tokens_per_microbatch_in_train`` / ``_in_infer``; else sequence packing
+    (``use_sequence_packing``) with ``sequence_packing_args.algorithm: load_balance``, as
+    few micro-batches as ``max_packed_sequence_length_train`` / ``_forward`` allows (its
+    default algorithm ``none`` packs each count-sized micro-batch: the count)."""
     for name, stage in stages.items():
         role = stage.get("role")
         if role not in by_name or "devices" not in roles.get(role, {}) or "judge" in stage:
@@ -799,9 +809,10 @@ def _stage_micro_batches(
         if name.startswith(("generate", "rollout")) or stage.get("kind") == "weight_sync":
             continue
         _, field, block, *_ = by_name[role]
+        strategy, _ = _strategy(block)
+        if strategy in ("vllm", "sglang"):
+            continue  # an inference engine batches its own requests: no micro-batches
         phase = "train" if name in _TRAINED else "infer"
-        switch = f"use_dynamic_batching_in_{phase}"
-        budget_key = f"max_tokens_per_microbatch_in_{phase}"
         if phase == "train":
             key = f"{field}.training_args.per_device_train_batch_size"
             size = given_count(get_path(block, "training_args.per_device_train_batch_size"),
@@ -812,32 +823,55 @@ def _stage_micro_batches(
             size = INFER_BATCH_SIZE if size is None else size
         if size is not None and size != load.get("micro_batch_size"):
             stage["micro_batch_size"] = size
-        packs = flag(block.get("use_sequence_packing"), field=f"{field}.use_sequence_packing",
-                     file=file, default=False, reading="typed")  # fmt: skip
-        if packs:
-            # roll/utils/sequence_packing.py: micro-batches of up to this many tokens over the
-            # rank's share (load_balance); ROLL asserts it is set.
-            length = "train" if phase == "train" else "forward"
-            key = f"sequence_packing_args.max_packed_sequence_length_{length}"
-            tokens = given_count(get_path(block, key), field=f"{field}.{key}", file=file)
-            if tokens is None:
-                raise ConfigError(
-                    "must be set with use_sequence_packing (ROLL asserts"
-                    " 'max_packed_sequence_length is None')", field=f"{field}.{key}", file=file,
-                )  # fmt: skip
+        megatron = isinstance(strategy, str) and strategy.startswith("megatron")
+        tokens = _token_budget(block, field, phase, file, megatron=megatron)
+        if tokens is not None:
             stage["micro_batch_tokens"] = tokens
-            continue
-        dynamic = flag(block.get(switch), field=f"{field}.{switch}", file=file,
-                       default=False, reading="typed")  # fmt: skip
-        if dynamic:
-            where = f"{field}.{budget_key}"
-            tokens = given_count(block.get(budget_key), field=where, file=file)
-            if tokens is None:
-                raise ConfigError(
-                    f"must be set with {switch} (ROLL: 'This config must be set when using"
-                    " dynamic batching')", field=where, file=file,
-                )  # fmt: skip
-            stage["micro_batch_tokens"] = tokens
+
+
+def _token_budget(
+    block: Mapping[str, Any], field: str, phase: str, file: str, *, megatron: bool
+) -> int | None:
+    """A worker's token budget per micro-batch of its ``phase`` (train or infer) passes, or
+    None where it batches by count (:func:`_stage_micro_batches`). Dynamic batching without
+    its budget is refused for every strategy: the pipeline shards the batch by it
+    (dynamic_batching.py) whatever the worker then does."""
+    switch = f"use_dynamic_batching_in_{phase}"
+    if flag(block.get(switch), field=f"{field}.{switch}", file=file, default=False,
+            reading="typed"):  # fmt: skip
+        budget_key = f"max_tokens_per_microbatch_in_{phase}"
+        where = f"{field}.{budget_key}"
+        tokens = given_count(block.get(budget_key), field=where, file=file)
+        if tokens is None:
+            raise ConfigError(
+                f"must be set with {switch} (ROLL: 'This config must be set when using"
+                " dynamic batching')", field=where, file=file,
+            )  # fmt: skip
+        return tokens if megatron else None
+    packs = flag(block.get("use_sequence_packing"), field=f"{field}.use_sequence_packing",
+                 file=file, default=False, reading="typed")  # fmt: skip
+    if not (packs and megatron):
+        return None
+    key = "sequence_packing_args.algorithm"
+    algorithm = get_path(block, key, "none")
+    if algorithm not in _PACKING_ALGORITHMS:
+        raise ConfigError(
+            f"must be one of {', '.join(_PACKING_ALGORITHMS)} (ROLL: 'Illegal sequence packing"
+            " algorithm')", field=f"{field}.{key}", value=algorithm, file=file,
+        )  # fmt: skip
+    if algorithm == "none":
+        return None
+    # roll/utils/sequence_packing.py LoadBalancePacker: ceil(tokens / budget) micro-batches
+    # over the rank's share, balanced; it asserts the budget is set.
+    length = "train" if phase == "train" else "forward"
+    key = f"sequence_packing_args.max_packed_sequence_length_{length}"
+    tokens = given_count(get_path(block, key), field=f"{field}.{key}", file=file)
+    if tokens is None:
+        raise ConfigError(
+            "must be set with use_sequence_packing and algorithm load_balance (ROLL asserts"
+            " 'max_packed_sequence_length is None')", field=f"{field}.{key}", file=file,
+        )  # fmt: skip
+    return tokens
 
 
 ROLLOUT_BATCH_SIZE = 128

@@ -126,6 +126,15 @@ _ROLLOUT = "actor_rollout_ref.rollout"
 _TP_FIELD = f"{_ROLLOUT}.tensor_model_parallel_size"
 _DEFAULT_NODE_GPUS = 8
 """GPUs per machine assumed when a file splits machines between pools."""
+_ACTOR = "actor_rollout_ref.actor"
+_REF = "actor_rollout_ref.ref"
+ACTOR_TOKENS = 16384
+"""The actor's tokens per GPU in a dynamic batch when a file says none (actor.yaml
+``ppo_max_token_len_per_gpu``), and so its log-prob passes' (ref.yaml, rollout.yaml:
+``${oc.select:actor_rollout_ref.actor.ppo_max_token_len_per_gpu,16384}``)."""
+CRITIC_TOKENS = 32768
+"""The critic's tokens per GPU when a file says none (critic.yaml ``ppo_max_token_len_per_gpu``;
+the new worker implementation's ``ppo_infer_max_token_len_per_gpu``, CriticConfig)."""
 
 
 class _Reader:
@@ -513,7 +522,13 @@ def _per_gpu(r: _Reader, section: str, key: str, role: Mapping[str, Any]) -> tup
 
 def _packing(r: _Reader) -> bool | None:
     """``use_remove_padding`` (None when not given); a legacy config without the key padded
-    every row."""
+    every row. A Megatron actor reads its own ``megatron.use_remove_padding`` (megatron_actor.py:
+    ``thd``, packed, unless it is false; true in engine/megatron.yaml, and before the key
+    (9f3199f58, 2025-12-02) Megatron always unpadded): the model's key, false in
+    ppo_megatron_trainer.yaml, is the FSDP passes'."""
+    if r.get(f"{_ACTOR}.strategy") == "megatron":
+        field = f"{_ACTOR}.megatron.use_remove_padding"
+        return flag(r.get(field), field=field, file=r.file)
     model = r.get("actor_rollout_ref.model")
     if _legacy(r) and isinstance(model, Mapping) and "use_remove_padding" not in model:
         return False
@@ -529,25 +544,33 @@ def _logprob_field(r: _Reader, key: str) -> str:
 
 
 def _logprob_token_budget(r: _Reader) -> int | None:
-    """Tokens per dynamic-batch log-prob micro-batch (verl ``log_prob_max_token_len_per_gpu``)."""
-    if not r.flag(_logprob_field(r, "log_prob_use_dynamic_bsz")):
+    """Tokens per dynamic-batch log-prob micro-batch (verl ``log_prob_max_token_len_per_gpu``,
+    the reference's else the rollout's; by default the actor's ``ppo_max_token_len_per_gpu``,
+    as ref.yaml and rollout.yaml default it) times its pass's sequence split."""
+    if not r.flag(_logprob_field(r, "log_prob_use_dynamic_bsz"), default=_actor_dynamic(r)):
         return None
     field = _logprob_field(r, "log_prob_max_token_len_per_gpu")
-    tokens = given_count(r.get(field), field=field, file=r.file)
-    sp = r.size("actor_rollout_ref.ref.ulysses_sequence_parallel_size") or 1
-    return tokens * sp if tokens else None
+    tokens = given_count(r.get(field), field=field, file=r.file) or _actor_tokens(r)
+    ref = field.startswith(_REF)
+    return tokens * _sequence_split(r, _REF if ref else _ACTOR, fallback=_ACTOR)
 
 
 def _token_budget(r: _Reader) -> int | None:
-    """Tokens per micro-batch of a dynamic-batch actor: the per-GPU budget times Ulysses SP."""
-    actor = "actor_rollout_ref.actor"
-    if not r.flag(f"{actor}.use_dynamic_bsz"):
+    """Tokens per micro-batch of a dynamic-batch actor: the per-GPU budget times its
+    sequence split (:func:`_sequence_split`)."""
+    if not _actor_dynamic(r):
         return None
-    field = f"{actor}.ppo_max_token_len_per_gpu"
-    budget = given_count(r.get(field), field=field, file=r.file)
-    if not budget:
-        return None
-    return budget * (r.size(f"{actor}.ulysses_sequence_parallel_size") or 1)
+    return _actor_tokens(r) * _sequence_split(r, _ACTOR)
+
+
+def _actor_dynamic(r: _Reader) -> bool:
+    return r.flag(f"{_ACTOR}.use_dynamic_bsz")
+
+
+def _actor_tokens(r: _Reader) -> int:
+    """The actor's ``ppo_max_token_len_per_gpu`` (actor.yaml: 16384 when a file says none)."""
+    field = f"{_ACTOR}.ppo_max_token_len_per_gpu"
+    return given_count(r.get(field), field=field, file=r.file) or ACTOR_TOKENS
 
 
 def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
@@ -888,6 +911,38 @@ def to_native(
     return apply_costs(native, costs, costs_file)
 
 
+def _sequence_split(r: _Reader, section: str, fallback: str | None = None) -> int:
+    """The ranks that split each sequence of ``section``'s passes, by which verl multiplies
+    a per-GPU token budget: Megatron's context-parallel size (megatron_actor.py,
+    megatron_critic.py, the Megatron reward model: ``max_token_len * context_parallel_size``)
+    or FSDP's Ulysses size (dp_actor.py, dp_critic.py, fsdp_workers.py's reward model);
+    ``fallback``'s where ``section`` gives none (the reference's default the actor's:
+    dp_ref.yaml, megatron_ref.yaml)."""
+    for base in (section, fallback):
+        if base is None:
+            continue
+        key = (
+            f"{base}.megatron.context_parallel_size"
+            if r.get(f"{base}.strategy") == "megatron"
+            else f"{base}.ulysses_sequence_parallel_size"
+        )
+        size = r.size(key)
+        if size is not None:
+            return size
+    return 1
+
+
+def _new_critic(r: _Reader) -> bool:
+    """The new worker implementation's critic (``trainer.use_legacy_worker_impl: disable``,
+    FSDP only: main_ppo.py keeps Megatron's CriticWorker): a TrainingWorker whose engine
+    batches by tokens always (EngineConfig ``use_dynamic_bsz`` defaults to true and
+    ray_trainer.py sets only the budgets: ``ppo_max_token_len_per_gpu`` to train,
+    ``ppo_infer_max_token_len_per_gpu`` for values)."""
+    return r.get("trainer.use_legacy_worker_impl") == "disable" and r.get(
+        "critic.strategy", "fsdp"
+    ) in ("fsdp", "fsdp2")
+
+
 def _stage_micro_batches(
     r: _Reader,
     roles: Mapping[str, Mapping[str, Any]],
@@ -896,10 +951,15 @@ def _stage_micro_batches(
 ) -> None:
     """Each pass's own micro-batch (``pipeline.stages.S.micro_batch_size`` and
     ``micro_batch_tokens``) where verl gives its role one that differs from the workload's:
-    the critic's update and values (``critic.ppo_micro_batch_size_per_gpu``,
-    ``forward_micro_batch_size_per_gpu``), the reference's and the rollout's log-prob passes
-    (the workload holds the reference's when given), the reward model's; the token budgets
-    of a role with dynamic batches likewise."""
+    the critic's update and values (``critic.ppo_micro_batch_size_per_gpu``; values
+    ``forward_micro_batch_size_per_gpu`` under FSDP, the update's under Megatron, whose
+    ``compute_values`` reads ``ppo_micro_batch_size_per_gpu``), the reference's and the
+    rollout's log-prob passes (the workload holds the reference's when given), the reward
+    model's (not under the reward loop, ``reward_model.use_reward_loop``: a served engine
+    with no micro-batches). A pass with dynamic batches takes its token budget (its switch
+    and budget defaulting as verl's config files default them, times
+    :func:`_sequence_split`); one without, where the workload has a budget, ``0`` (count
+    micro-batches)."""
     actor_train = roles.get("actor_train", {})
     train = (load.get("micro_batch_size"), load.get("micro_batch_tokens"))
     forward = (
@@ -908,56 +968,70 @@ def _stage_micro_batches(
     )
     critic, ref = roles.get("critic", actor_train), roles.get("reference", actor_train)
 
-    actor_dynamic = r.flag("actor_rollout_ref.actor.use_dynamic_bsz")
+    def tokens(*fields: str, default: int, split: int) -> int:
+        # The first of ``fields`` given (verl's interpolation chain), else ``default``.
+        for field in fields:
+            value = given_count(r.get(field), field=field, file=r.file)
+            if value is not None:
+                return value * split
+        return default * split
 
-    def budget(section: str, switch: str, key: str, sp: str, fallback: str | None = None) -> Any:
-        # Every role's switch defaults to the actor's in verl's configs (critic.yaml,
-        # ref.yaml, rollout.yaml: ${actor_rollout_ref.actor.use_dynamic_bsz}).
-        if not r.flag(f"{section}.{switch}", default=actor_dynamic):
-            return None
-        field = f"{section}.{key}"
-        if r.get(field) is None and fallback is not None:
-            field = f"{section}.{fallback}"
-        tokens = given_count(r.get(field), field=field, file=r.file)
-        return tokens * (r.size(sp) or 1) if tokens else None
-
+    actor_dynamic, actor_tokens = _actor_dynamic(r), _actor_tokens(r)
+    # Every role's switch defaults to the actor's in verl's configs (critic.yaml, ref.yaml,
+    # rollout.yaml: ${actor_rollout_ref.actor.use_dynamic_bsz}); the reward model's to the
+    # critic's (reward_model.yaml: ${critic.use_dynamic_bsz}), as its budget.
+    new_critic = _new_critic(r)
+    critic_dynamic = new_critic or r.flag("critic.use_dynamic_bsz", default=actor_dynamic)
+    critic_split = _sequence_split(r, "critic")
+    critic_train_tokens = tokens("critic.ppo_max_token_len_per_gpu",
+                                 default=CRITIC_TOKENS, split=critic_split)  # fmt: skip
+    values_fields = (
+        ("critic.ppo_infer_max_token_len_per_gpu",)
+        if new_critic
+        else ("critic.forward_max_token_len_per_gpu", "critic.ppo_max_token_len_per_gpu")
+    )
     critic_mb = _per_gpu(r, "critic", "ppo_micro_batch_size", critic)
     forward_mb = _per_gpu(r, "critic", "forward_micro_batch_size", critic)
-    wanted = {
-        "critic_train": (
-            critic_mb, train,
-            budget("critic", "use_dynamic_bsz", "ppo_max_token_len_per_gpu",
-                   "critic.ulysses_sequence_parallel_size"),
-        ),
+    if r.get("critic.strategy") == "megatron" or forward_mb[0] is None:
+        forward_mb = critic_mb
+    reward_role = roles.get("reward", actor_train)
+    wanted: dict[str, tuple[tuple[Any, str], tuple[Any, Any], bool, int]] = {
+        "critic_train": (critic_mb, train, critic_dynamic, critic_train_tokens),
         "values": (
-            forward_mb if forward_mb[0] is not None else critic_mb, forward,
-            budget("critic", "use_dynamic_bsz", "forward_max_token_len_per_gpu",
-                   "critic.ulysses_sequence_parallel_size", "ppo_max_token_len_per_gpu"),
+            forward_mb, forward, critic_dynamic,
+            tokens(*values_fields, default=CRITIC_TOKENS, split=critic_split),
         ),
         "ref_logprob": (
-            _per_gpu(r, "actor_rollout_ref.ref", "log_prob_micro_batch_size", ref), forward,
-            budget("actor_rollout_ref.ref", "log_prob_use_dynamic_bsz",
-                   "log_prob_max_token_len_per_gpu",
-                   "actor_rollout_ref.ref.ulysses_sequence_parallel_size"),
+            _per_gpu(r, _REF, "log_prob_micro_batch_size", ref), forward,
+            r.flag(f"{_REF}.log_prob_use_dynamic_bsz", default=actor_dynamic),
+            tokens(f"{_REF}.log_prob_max_token_len_per_gpu", default=actor_tokens,
+                   split=_sequence_split(r, _REF, fallback=_ACTOR)),
         ),
         "old_logprob": (
             _per_gpu(r, _ROLLOUT, "log_prob_micro_batch_size", actor_train), forward,
-            budget(_ROLLOUT, "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
-                   "actor_rollout_ref.actor.ulysses_sequence_parallel_size"),
+            r.flag(f"{_ROLLOUT}.log_prob_use_dynamic_bsz", default=actor_dynamic),
+            tokens(f"{_ROLLOUT}.log_prob_max_token_len_per_gpu", default=actor_tokens,
+                   split=_sequence_split(r, _ACTOR)),
         ),
         "reward": (
-            _per_gpu(r, "reward_model", "micro_batch_size", roles.get("reward", actor_train)),
-            forward,
-            budget("reward_model", "use_dynamic_bsz", "forward_max_token_len_per_gpu",
-                   "reward_model.ulysses_sequence_parallel_size"),
+            _per_gpu(r, "reward_model", "micro_batch_size", reward_role), forward,
+            r.flag("reward_model.use_dynamic_bsz",
+                   default=r.flag("critic.use_dynamic_bsz", default=actor_dynamic)),
+            tokens("reward_model.forward_max_token_len_per_gpu",
+                   "critic.forward_max_token_len_per_gpu", "critic.ppo_max_token_len_per_gpu",
+                   default=CRITIC_TOKENS, split=_sequence_split(r, "reward_model")),
         ),
     }  # fmt: skip
-    for name, ((size, field), (default_size, default_tokens), tokens) in wanted.items():
+    if r.flag("reward_model.use_reward_loop"):
+        del wanted["reward"]
+    for name, ((size, field), (default_size, default_tokens), dynamic, budget) in wanted.items():
         # A pass on a GPU role only: a rule reward on the driver has no micro-batches.
         if name not in stages or stages[name].get("role") not in roles:
             continue
         size = given_count(size, field=field, file=r.file)
         if size is not None and size != default_size:
             stages[name]["micro_batch_size"] = size
-        if tokens is not None and tokens != default_tokens:
-            stages[name]["micro_batch_tokens"] = tokens
+        if dynamic and budget != default_tokens:
+            stages[name]["micro_batch_tokens"] = budget
+        elif not dynamic and default_tokens is not None:
+            stages[name]["micro_batch_tokens"] = 0
