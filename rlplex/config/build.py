@@ -160,7 +160,7 @@ def _estimate_fields(spec: RoleSpec) -> dict[str, Any]:
 
 _COST_FIELDS = (
     "seconds", "memory_gb", "at_devices", "scaling", "share", "judge",
-    "micro_batch_size", "micro_batch_tokens",
+    "micro_batch_size", "micro_batch_tokens", "packing",
 )  # fmt: skip
 
 

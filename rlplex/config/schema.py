@@ -165,7 +165,7 @@ class PipelineSpec(BaseModel):
     """The step's stages by name, each a :class:`~rlplex.dag.stage.Stage` body (a null body is
     an empty one); required without ``python``. Next to ``python``, it may only set the cost
     fields (``seconds``, ``memory_gb``, ``at_devices``, ``scaling``, ``share``, ``judge``,
-    ``micro_batch_size``, ``micro_batch_tokens``) of the function's stages."""
+    ``micro_batch_size``, ``micro_batch_tokens``, ``packing``) of the function's stages."""
     python: str | None = None
     """``"module:function"`` or ``"file.py:function"`` (read relative to the config's folder):
     a function returning the :class:`~rlplex.dag.pipeline.Pipeline`, first run in a child

@@ -146,6 +146,7 @@ class PipelineBuilder:
         judge: Judge | Mapping[str, Any] | None = None,
         micro_batch_size: int | None = None,
         micro_batch_tokens: int | None = None,
+        packing: bool | None = None,
         needs: str | Iterable[str] | None = None,
         fn: Callable[..., Any] | None = None,
     ) -> str:
@@ -168,6 +169,7 @@ class PipelineBuilder:
             "judge": judge,
             "micro_batch_size": micro_batch_size,
             "micro_batch_tokens": micro_batch_tokens,
+            "packing": packing,
             "needs": _names(needs, name, "needs") if needs is not None else None,
             "fn": fn,
         }
@@ -275,6 +277,7 @@ def stage(
     judge: Judge | Mapping[str, Any] | None = None,
     micro_batch_size: int | None = None,
     micro_batch_tokens: int | None = None,
+    packing: bool | None = None,
     needs: str | Iterable[str] | None = None,
     name: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -304,6 +307,7 @@ def stage(
             "judge": judge,
             "micro_batch_size": micro_batch_size,
             "micro_batch_tokens": micro_batch_tokens,
+            "packing": packing,
             "needs": _names(needs, stage_name, "needs") if needs is not None else None,
             "fn": fn,
         }

@@ -136,6 +136,11 @@ class Stage(BaseModel):
     differs from the workload's. ``0``: no budget, micro-batches of ``micro_batch_size``
     sequences where the workload has one (a role whose dynamic batches are off while the
     actor's are on). None: the workload's."""
+    packing: bool | None = None
+    """Whether this stage's pass packs its sequences (each costs its own length) or pads
+    each to the longest prompt and response, where it differs from ``workload.packing``
+    (ROLL pads every pass but a Megatron worker's dynamic batches and sequence packing).
+    None: the workload's."""
     needs: tuple[str, ...] | None = None
     """States that must be resident; ``None`` means all of the role's states."""
     from_role: str | None = Field(None, alias="from")

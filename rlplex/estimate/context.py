@@ -13,6 +13,7 @@ they return.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -244,12 +245,15 @@ def stage_kind(stage: Stage, role: Role | None) -> StageKind:
 
 
 def role_head(name: str, role_stages: list[Stage]) -> f.Head:
+    """The head a role's model ends in: the LM head (a policy, a reference, a generative
+    judge), a critic's value head, or a reward model's score head."""
     names = {s.name for s in role_stages}
     if any(s.judge is not None for s in role_stages):
         return "lm"  # a generative judge writes its answer with the LM head
     if "critic" in name or names & {"values", "critic_train"}:
         return "value"
-    if "reward" in name or "reward" in names:
+    # A reward model's pass, ROLL's per-domain ``reward_NAME`` clusters' too.
+    if "reward" in name or any(n.startswith("reward") for n in names):
         return "score"
     return "lm"
 
@@ -266,6 +270,17 @@ class Context:
         for stage in inputs.pipeline.stages:
             for r in stage.roles:
                 self.stages_of.setdefault(r, []).append(stage)
+
+    def for_stage(self, stage: Stage) -> Context:
+        """This context as ``stage``'s pass sees it: its own ``packing`` over the
+        workload's where it gives one (the caches shared)."""
+        w = self.inputs.workload
+        if stage.packing is None or w is None or stage.packing == w.packing:
+            return self
+        own = copy.copy(self)
+        workload = w.model_copy(update={"packing": stage.packing})
+        own.inputs = self.inputs.model_copy(update={"workload": workload})
+        return own
 
     def spec(self, role: Role) -> ModelSpec:
         name = role.model or self.inputs.model

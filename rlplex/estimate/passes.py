@@ -587,6 +587,7 @@ def estimate_train(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) ->
     overhead (host launches beyond compute, parameter/optimizer offload, a CPU
     optimizer, the per-step framework overhead).
     """
+    ctx = ctx.for_stage(stage)
     w = ctx.inputs.workload
     assert w is not None
     spec = ctx.spec(role)
@@ -764,6 +765,7 @@ def _micro_batch_tokens_per_rank(
 
 def estimate_forward(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) -> StageEstimate:
     """One forward pass over the step's tokens (log-probs, values, reward scores)."""
+    ctx = ctx.for_stage(stage)
     w = ctx.inputs.workload
     assert w is not None
     spec = ctx.spec(role)

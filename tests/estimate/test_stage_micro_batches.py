@@ -114,3 +114,16 @@ def test_the_remedy_names_the_micro_batch_that_sets_the_activations(
     assert "workload.logprob_micro_batch_size" in forward
     train = activation_remedy(config.roles["actor_train"], config.pipeline.stage("train"))
     assert "lower workload.micro_batch_size" in train
+
+
+def test_a_stage_that_pads_costs_every_sequence_at_the_longest(base: dict[str, Any]) -> None:
+    """``packing: false`` on ref_logprob alone (the workload packs): its micro-batches of 2
+    sequences hold 2 x (200 + 600) tokens, its matmul FLOPs are every sequence's at 800
+    tokens, twice the packed mean's 400 in the ratio of the tokens; old_logprob stays
+    packed."""
+    base["pipeline"]["stages"]["ref_logprob"]["packing"] = False
+    stages = _stages(base)
+    ref, old = stages["ref_logprob"], stages["old_logprob"]
+    assert ref.detail["micro_batch_tokens"] == 2 * 800
+    assert old.detail["micro_batch_tokens"] == 2 * 400
+    assert ref.flops > 1.9 * old.flops

@@ -136,7 +136,11 @@ def test_a_gpu_reward_cluster_that_is_not_a_judge_is_a_reward_models_pass(
     pass, whatever its name's suffix (it was left unestimated as ``reward_NAME``)."""
     config = _load(tmp_path, worker_cls=None)
     assert _stage(config).judge is None
-    assert estimate_config(config).stages["reward_llm_judge"].kind == "forward"
+    est = estimate_config(config)
+    assert est.stages["reward_llm_judge"].kind == "forward"
+    # A reward model's score head, not the LM head (same checkpoint as the actor here): its
+    # pass holds no vocabulary-wide logits.
+    assert est.roles["llm_judge"].params < est.roles["actor_train"].params
 
 
 VLLM = {"strategy_name": "vllm", "strategy_config": {"enforce_eager": False}}

@@ -378,3 +378,29 @@ def test_a_megatron_actor_packs_unless_its_own_switch_says_not() -> None:
     padded = "actor_rollout_ref.actor.megatron.use_remove_padding=false"
     config = load_config(VERL, overrides=[*WORKLOAD, *megatron, padded])
     assert config.workload is not None and config.workload.packing is False
+
+
+def test_roll_pads_but_where_a_megatron_worker_packs(tmp_path: Path) -> None:
+    """ROLL pads every sample to ``sequence_length`` (functionals.py ``pad_to_length``) and
+    runs the padded rows: the workload is padded. A Megatron worker's dynamic batches or
+    sequence packing run each sequence at its length: that worker's stages pack; an FSDP2
+    worker's dynamic batching leaves its rows padded."""
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(ROLL)
+    data["actor_train"] = {**data["actor_train"], "use_sequence_packing": True}  # type: ignore[dict-item]
+    data["reference"] = {  # type: ignore[assignment]
+        "strategy_args": {"strategy_name": "fsdp2_infer"},
+        "use_dynamic_batching_in_infer": True,
+        "max_tokens_per_microbatch_in_infer": 8192,
+        "device_mapping": "list(range(0,8))",
+    }
+    path = tmp_path / "rlvr.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    config = load_config(path)
+    assert config.workload is not None and config.workload.packing is False
+    packing = {s.name: s.packing for s in config.pipeline.stages}
+    assert packing["train"] is True and packing["old_logprob"] is True
+    assert packing["ref_logprob"] is None

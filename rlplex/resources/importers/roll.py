@@ -423,6 +423,11 @@ def _env_limits(
 
 def _workload(data: Mapping[str, Any], agentic: bool, file: str) -> dict[str, Any] | None:
     load = _agentic_workload(data, file) if agentic else _rlvr_workload(data, file)
+    if load is not None:
+        # ROLL pads every sample to sequence_length (functionals.py pad_to_length) and its
+        # strategies run the padded rows, but where a stage says otherwise
+        # (_stage_micro_batches: a Megatron worker's dynamic batches or sequence packing).
+        load["packing"] = False
     if load is not None and get_path(data, "transfer_backend.backend_name") == "TransferQueue":
         # RemoteBatch: the pipeline passes keys; workers fetch the tensors from the store.
         load["controller"] = {"padding": "none"}
@@ -827,6 +832,15 @@ def _stage_micro_batches(
         tokens = _token_budget(block, field, phase, file, megatron=megatron)
         if tokens is not None:
             stage["micro_batch_tokens"] = tokens
+        # The workload pads (ROLL pads every sequence to sequence_length); a Megatron worker's
+        # dynamic batches (each micro-batch cut to its longest) and sequence packing do not.
+        packs = any(
+            flag(block.get(key), field=f"{field}.{key}", file=file, default=False,
+                 reading="typed")
+            for key in (f"use_dynamic_batching_in_{phase}", "use_sequence_packing")
+        )  # fmt: skip
+        if megatron and packs:
+            stage["packing"] = True
 
 
 def _token_budget(
