@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlplex.config import Config, load_config
 from rlplex.errors import ConfigError
+from rlplex.reports.lengths import load_with_lengths
 from rlplex.timeline.importers import RecordedRun, import_record
 from rlplex.timeline.importers.base import require_stage_timings
 from rlplex.timeline.periods import period_over_steps, step_ends
@@ -370,11 +371,23 @@ def calibrate(
     base_doc: dict[str, Any] = {}
     if costs is not None:
         base_doc = check_costs(load_yaml_file(costs), str(costs))
-    cfg = load_config(config, overrides=overrides, format=config_format, costs=costs)
     run = import_record(record, format=record_format, skip_bad_lines=skip_bad_lines)
     require_stage_timings(run)
     warnings = list(run.warnings)
     fit, check = split_steps(run.step_numbers, fit_steps, warmup)
+    # Fitted with the lengths the run had: with the config's guess instead, the physical
+    # parameters would absorb the difference and carry it to every other run.
+    cfg, measured_lengths, lengths_note = load_with_lengths(
+        lambda extra: load_config(
+            config, overrides=(*extra, *overrides), format=config_format, costs=costs
+        ),
+        run,
+        overrides,
+        fit,
+    )
+    overrides = (*measured_lengths, *overrides)
+    if lengths_note:
+        warnings.append(lengths_note)
     check_or_fit = check or fit
     if not check:
         warnings.append("no held-out steps: the errors are measured on the fitting steps")

@@ -10,13 +10,14 @@ steps), so the picture and the table cannot disagree.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rlplex.config import Config, load_config
 from rlplex.errors import ConfigError
 from rlplex.plan.model import Plan
+from rlplex.reports.lengths import load_with_lengths
 from rlplex.reports.memory import MemoryCheck, memory_check
 from rlplex.resources.importers.launch_script import is_launch_script
 from rlplex.sim.replay import ReplayResult, replay, replay_timeline, stage_warnings
@@ -61,13 +62,31 @@ class RecordSource:
         require_stage_timings(run)
         return run
 
+    recorded_lengths: tuple[str, ...] = ()
+    """Overrides that put the lengths the record measured into every config read, before
+    ``config_overrides`` (:meth:`with_recorded_lengths`)."""
+
     def load_config(self, overrides: Sequence[str] = ()) -> Config:
         return load_config(
             self.config,
-            overrides=(*self.config_overrides, *overrides),
+            overrides=(*self.recorded_lengths, *self.config_overrides, *overrides),
             format=self.config_format,
             costs=self.costs,
         )
+
+    def with_recorded_lengths(
+        self, run: RecordedRun, overrides: Sequence[str] = ()
+    ) -> tuple[RecordSource, str | None]:
+        """This source with ``run``'s measured lengths in every config it reads (unless the
+        user's ``config_overrides`` or ``overrides`` set them), and the note saying so
+        (:mod:`rlplex.reports.lengths`)."""
+        user = (*self.config_overrides, *overrides)
+        _, extra, note = load_with_lengths(
+            lambda more: replace(self, recorded_lengths=tuple(more)).load_config(overrides),
+            run,
+            user,
+        )
+        return replace(self, recorded_lengths=extra), note
 
 
 def _without_bound(timeline: Timeline, period_s: float | None) -> Timeline:
@@ -115,11 +134,15 @@ def replay_report(source: RecordSource, overrides: Sequence[str] = ()) -> Replay
     from rlplex.plan import make_plan
 
     run = source.load_run()
+    source, lengths_note = source.with_recorded_lengths(run, overrides)
     cfg = source.load_config(overrides)
     plan = make_plan(cfg)
     result = replay(run, cfg, plan)
     memory = _recorded_memory(source, run, plan)
-    return ReplayReport(source, run, cfg, plan, result, (*run.warnings, *result.warnings), memory)
+    notes = (lengths_note,) if lengths_note else ()
+    return ReplayReport(
+        source, run, cfg, plan, result, (*run.warnings, *notes, *result.warnings), memory
+    )
 
 
 def _recorded_memory(source: RecordSource, run: RecordedRun, plan: Plan) -> MemoryCheck | None:
@@ -175,7 +198,11 @@ def _fit_pairs(items: Sequence[str], config_format: str | None) -> list[tuple[Re
         rec, sep, cfg = item.partition("=")
         if not sep or not rec or not cfg:
             raise ConfigError("must be RECORD=CONFIG", field="--fit-from", value=item)
-        pairs.append((import_record(rec), load_config(cfg, format=config_format)))
+        run = import_record(rec)
+        config, _, _ = load_with_lengths(
+            lambda extra, cfg=cfg: load_config(cfg, overrides=extra, format=config_format), run
+        )
+        pairs.append((run, config))
     return pairs
 
 
@@ -200,6 +227,7 @@ def whatif_report(
         ConfigError: no alternative, or a malformed one.
     """
     run = source.load_run()
+    source, lengths_note = source.with_recorded_lengths(run)
     base = source.load_config()
     alternatives = []
     if overrides and not auto:
@@ -219,7 +247,7 @@ def whatif_report(
         )
     result = whatif(run, base, alternatives, scaling=parse_scaling(scaling, base),
                     fit_from=_fit_pairs(fit_from, source.config_format))  # fmt: skip
-    notes: list[str] = []
+    notes: list[str] = [lengths_note] if lengths_note else []
     if source.config_overrides:
         notes.append(f"the recorded config with {' '.join(source.config_overrides)}")
     if auto and overrides:

@@ -1,0 +1,115 @@
+"""The response and prompt lengths a record measured, under each framework's metric names.
+
+A config can only guess the mean response length (frameworks set maxima only, and an
+imported file's mean is half its maximum); a run's log says what the run produced. verl
+logs ``response_length/mean``, ``/max`` and ``/clip_ratio`` (and ``prompt_length/``) per
+step; ROLL's RLVR pipeline ``token/response_length/mean`` and ``/max`` and the *count* of
+responses cut at the maximum, ``token/total_response_length/clip``
+(``roll/utils/metrics/metrics_manager.py`` ``add_token_metrics``); NeMo RL
+``mean_gen_tokens_per_sample`` (under ``train/`` in wandb); rlplex's own pipelines and
+summary records use verl's names. :func:`recorded_lengths` averages them over the steps a
+workflow uses, so that ``calibrate`` fits, and ``replay`` and ``whatif`` re-estimate, with
+the lengths the run had (``rlplex.reports.lengths``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlplex.timeline.importers.base import RecordedRun
+
+RESPONSE_MEAN_KEYS = (
+    "response_length/mean",
+    "token/response_length/mean",
+    "mean_gen_tokens_per_sample",
+    "train/mean_gen_tokens_per_sample",
+)
+"""A step's mean response length in tokens, by framework (verl and rlplex, ROLL, NeMo RL)."""
+RESPONSE_MAX_KEYS = ("response_length/max", "token/response_length/max")
+"""A step's longest response in tokens."""
+CLIP_RATIO_KEYS = ("response_length/clip_ratio",)
+"""The share of a step's responses cut at the maximum (verl)."""
+CLIP_COUNT_KEYS = ("token/total_response_length/clip",)
+"""How many of a step's responses were cut at the maximum (ROLL): a count, not a share."""
+PROMPT_MEAN_KEYS = ("prompt_length/mean", "token/prompt_length/mean")
+"""A step's mean prompt length in tokens."""
+PROMPT_MAX_KEYS = ("prompt_length/max", "token/prompt_length/max")
+"""A step's longest prompt in tokens."""
+
+
+@dataclass(frozen=True)
+class RecordedLengths:
+    """What a record measured of its sequences' lengths, over some of its steps.
+
+    Means and shares are averaged over the steps that give them (each step weighs the same:
+    frameworks log each step's mean), maxima are the largest of any step; None where no
+    step gives the figure.
+    """
+
+    steps: tuple[int, ...]
+    """The steps whose metrics were read."""
+    response_mean: float | None = None
+    """Mean response tokens."""
+    response_max: float | None = None
+    """Longest response of any step, in tokens."""
+    clip_ratio: float | None = None
+    """Share of responses cut at the maximum."""
+    clip_count: float | None = None
+    """Responses cut at the maximum per step (ROLL logs a count; the config's batch makes it a
+    share)."""
+    prompt_mean: float | None = None
+    """Mean prompt tokens."""
+    prompt_max: float | None = None
+    """Longest prompt of any step, in tokens."""
+    keys: tuple[str, ...] = ()
+    """The metric names read, in the order above."""
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _per_step(
+    metrics: Mapping[int, Mapping[str, Any]], steps: Sequence[int], keys: Sequence[str]
+) -> tuple[list[float], str | None]:
+    """Each step's figure under the first of ``keys`` that any of ``steps`` holds."""
+    for key in keys:
+        values = [v for s in steps if (v := _number(metrics.get(s, {}).get(key))) is not None]
+        if values:
+            return values, key
+    return [], None
+
+
+def recorded_lengths(
+    run: RecordedRun, steps: Sequence[int] | None = None
+) -> RecordedLengths | None:
+    """The lengths ``run`` measured over ``steps`` (default: all its steps); None when no step
+    gives a mean response length (nothing to use: a maximum or a share alone does not say
+    how long the responses were)."""
+    chosen = tuple(run.step_numbers if steps is None else steps)
+    metrics = run.metrics
+    found: dict[str, float | None] = {}
+    keys: list[str] = []
+    for name, names, pick in (
+        ("response_mean", RESPONSE_MEAN_KEYS, "mean"),
+        ("response_max", RESPONSE_MAX_KEYS, "max"),
+        ("clip_ratio", CLIP_RATIO_KEYS, "mean"),
+        ("clip_count", CLIP_COUNT_KEYS, "mean"),
+        ("prompt_mean", PROMPT_MEAN_KEYS, "mean"),
+        ("prompt_max", PROMPT_MAX_KEYS, "max"),
+    ):
+        values, key = _per_step(metrics, chosen, names)
+        if key is None:
+            found[name] = None
+            continue
+        keys.append(key)
+        found[name] = max(values) if pick == "max" else sum(values) / len(values)
+    if found["response_mean"] is None or found["response_mean"] <= 0:
+        return None
+    return RecordedLengths(steps=chosen, keys=tuple(keys), **found)

@@ -1,0 +1,148 @@
+"""calibrate, replay and whatif use the lengths a record measured, not the config's guess."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rlplex.cli import app
+from rlplex.reports.calibrate import calibrate
+from rlplex.reports.records import RecordSource, replay_report, whatif_report
+
+CONFIG: dict[str, Any] = {
+    "model": "qwen2.5-7b",
+    "workload": {"prompts_per_step": 256, "samples_per_prompt": 16,
+                 "prompt_tokens": {"mean": 200, "max": 400},
+                 "response_tokens": {"mean": 500, "max": 1000},
+                 "micro_batch_tokens": 16384},
+    "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "h100"},
+    "roles": {"actor_infer": {"devices": "0-7", "num_gpus_per_worker": 2},
+              "actor_train": {"devices": "0-7", "parallel": {"fsdp": True, "recompute": True}},
+              "rewards": {"world_size": 4}},
+    "pipeline": {"stages": {
+        "generate": {"role": "actor_infer"},
+        "reward": {"role": "rewards", "after": ["generate"]},
+        "train": {"role": "actor_train", "after": ["reward"]},
+    }},
+}  # fmt: skip
+"""An estimated 7B step on 8 H100s whose config expects 500-token responses."""
+TIMINGS = {"generate": 40.0, "reward": 8.0, "train": 30.0, "step": 80.0}
+
+
+def _write(tmp_path: Path, name: str, data: dict[str, Any]) -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _config(tmp_path: Path, name: str = "run.yaml", **workload: Any) -> Path:
+    data = copy.deepcopy(CONFIG)
+    for key, value in workload.items():
+        data["workload"][key] = value
+    return _write(tmp_path, name, data)
+
+
+def _summary(tmp_path: Path, **lengths: Any) -> Path:
+    return _write(tmp_path, "summary.yaml", {"framework": "rlplex", "timing_s": TIMINGS, **lengths})
+
+
+def test_calibrate_fits_with_the_measured_lengths(tmp_path: Path) -> None:
+    """A record of 250-token responses fits the same parameters as a config that says 250:
+    with the config's 500 the decode parameters would come out twice as fast."""
+    record = _summary(tmp_path, response_length={"mean": 250, "max": 1000, "clip_ratio": 0.01},
+                      prompt_length={"mean": 150, "max": 380})  # fmt: skip
+    guessed = _config(tmp_path)
+    stated = _config(
+        tmp_path, "stated.yaml",
+        prompt_tokens={"mean": 150, "max": 400},
+        response_tokens={"mean": 250, "max": 1000, "clip_ratio": 0.01},
+    )  # fmt: skip
+    result, doc = calibrate(record, guessed)
+    _, stated_doc = calibrate(record, stated)
+    assert doc == stated_doc
+    note = next(w for w in result.warnings if w.startswith("the record's lengths"))
+    assert "response mean 250 tokens (the config: 500)" in note
+    assert "cut at the max 1.00% (the config: the default shape)" in note
+    assert "prompt mean 150 tokens (the config: 200)" in note
+    # Without the record's lengths the fit differs (the test can fail).
+    _, no_lengths = calibrate(_summary(tmp_path), guessed)
+    assert no_lengths["efficiency"]["decode"] != pytest.approx(doc["efficiency"]["decode"])
+
+
+def test_a_length_the_user_sets_wins(tmp_path: Path) -> None:
+    record = _summary(tmp_path, response_length={"mean": 250})
+    config = _config(tmp_path)
+    result, doc = calibrate(record, config, overrides=["workload.response_tokens.mean=400"])
+    _, stated = calibrate(_summary(tmp_path), _config(
+        tmp_path, "stated.yaml", response_tokens={"mean": 400, "max": 1000}))  # fmt: skip
+    assert doc == stated
+    assert not any(w.startswith("the record's lengths") for w in result.warnings)
+
+
+def test_lengths_of_another_config_or_a_multi_turn_run_are_not_used(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    longer = _summary(tmp_path, response_length={"mean": 700, "max": 2048})
+    result, doc = calibrate(longer, config)
+    note = next(w for w in result.warnings if w.startswith("the record's lengths"))
+    assert "not used" in note and "workload.response_tokens.max (1000)" in note
+    _, plain = calibrate(_summary(tmp_path), config)
+    assert doc == plain
+    turns = _config(tmp_path, "turns.yaml", turns={"mean": 2, "max": 3})
+    result, _ = calibrate(_summary(tmp_path, response_length={"mean": 300}), turns)
+    note = next(w for w in result.warnings if w.startswith("the record's lengths"))
+    assert "not used: the workload is multi-turn" in note
+
+
+def test_a_measured_share_no_distribution_of_that_mean_has_is_dropped(tmp_path: Path) -> None:
+    # Half the responses at 1,000 tokens cannot average 250: the config stays as it was.
+    record = _summary(tmp_path, response_length={"mean": 250, "clip_ratio": 0.5})
+    result, doc = calibrate(record, _config(tmp_path))
+    note = next(w for w in result.warnings if w.startswith("the record's lengths"))
+    assert "not used" in note and "clip_ratio" in note
+    _, plain = calibrate(_summary(tmp_path), _config(tmp_path))
+    assert doc == plain
+
+
+def test_roll_clip_count_is_a_share_of_the_steps_responses(tmp_path: Path) -> None:
+    record = _write(tmp_path, "roll.yaml", {
+        "framework": "rlplex", "timing_s": TIMINGS,
+        "token": {"response_length": {"mean": 300}, "total_response_length": {"clip": 41}},
+    })  # fmt: skip
+    result, _ = calibrate(record, _config(tmp_path))
+    note = next(w for w in result.warnings if w.startswith("the record's lengths"))
+    # 41 of 256 x 16 = 4,096 responses.
+    assert "cut at the max 1.00%" in note
+
+
+def test_replay_and_whatif_use_the_measured_lengths(tmp_path: Path) -> None:
+    record = _summary(tmp_path, response_length={"mean": 250})
+    source = RecordSource(record=record, config=_config(tmp_path))
+    report = replay_report(source)
+    assert report.config.workload is not None
+    assert report.config.workload.response_tokens.mean == 250
+    assert any("response mean 250 tokens (the config: 500)" in w for w in report.warnings)
+    what = whatif_report(source, alts=["tp4: roles.actor_infer.num_gpus_per_worker=4"])
+    assert what.config.workload is not None and what.config.workload.response_tokens.mean == 250
+    alt = what.result.alternatives[0].config
+    assert alt is not None and alt.workload is not None
+    assert alt.workload.response_tokens.mean == 250
+    assert any("response mean 250" in n for n in what.notes)
+    # --config-set of the mean is the user's and wins.
+    mine = RecordSource(record=record, config=source.config,
+                        config_overrides=("workload.response_tokens.mean=600",))  # fmt: skip
+    assert replay_report(mine).config.workload.response_tokens.mean == 600  # type: ignore[union-attr]
+
+
+def test_the_cli_says_which_lengths_calibrate_used(tmp_path: Path) -> None:
+    record = _summary(tmp_path, response_length={"mean": 250})
+    out = CliRunner().invoke(
+        app, ["calibrate", str(record), "--config", str(_config(tmp_path)),
+              "--out", str(tmp_path / "costs.yaml")],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert "response mean 250 tokens (the config: 500)" in out.output
