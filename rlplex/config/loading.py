@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +70,17 @@ class NativeForm:
     base_dir: str | None = None
     """Where the config's relative paths start: the file's folder, or the folder a launch
     script runs from (its ``$(pwd)``)."""
+    assumed: tuple[str, ...] = ()
+    """What rlplex assumed where an imported file is silent and the guess moves the estimate
+    most (the mean response length, :func:`assumed_length_note`)."""
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """The warnings reading the file gave: unread overrides, then the defaults note."""
-        return (*self.unread, *([self.defaults_note] if self.defaults_note else []))
+        """The warnings reading the file gave: unread overrides, the assumptions, then the
+        defaults note."""
+        return (
+            *self.unread, *self.assumed, *([self.defaults_note] if self.defaults_note else [])
+        )  # fmt: skip
 
 
 def raw_file(path: str | Path, overrides: Sequence[str] = ()) -> Any:
@@ -194,10 +200,7 @@ def _load_launch_script(
         ) from None  # fmt: skip
     from rlplex.resources.importers.launch_script import launch_root
 
-    return NativeForm(
-        form.data, str(script), form.fmt, form.file_devices, form.defaults_note, form.unread,
-        base_dir=launch_root(script),
-    )  # fmt: skip
+    return replace(form, file=str(script), base_dir=launch_root(script))
 
 
 def _openrlhf_flags(script: Path) -> tuple[str | None, dict[str, Any]] | None:
@@ -236,10 +239,7 @@ def _load_openrlhf(
         )  # fmt: skip
     root, data = flags
     form = _load_file(script, overrides=overrides, format="openrlhf", costs=costs, data=data)
-    return NativeForm(
-        form.data, form.file, form.fmt, form.file_devices, form.defaults_note, form.unread,
-        base_dir=root,
-    )  # fmt: skip
+    return replace(form, base_dir=root)
 
 
 def check_format(format: str | None, option: str = "--format") -> str | None:
@@ -336,13 +336,65 @@ def _load_file(
                 to_native(format or detect_format(written), written, file, cost_data, costs_file)
             )
     check_override_targets(native, native_overrides, file)
+    assumed = assumed_length_note(fmt, native, native_overrides) if imported else None
     native = apply_overrides(native, native_overrides)
     defaults_note = None
     if fmt != "native" and not (native.get("pipeline") or {}).get("python"):
         from rlplex.estimate.fill import use_estimates
 
         native, defaults_note = use_estimates(native, cost_data)
-    return NativeForm(native, file, fmt, file_devices, defaults_note, unread)
+    return NativeForm(
+        native, file, fmt, file_devices, defaults_note, unread,
+        assumed=(assumed,) if assumed else (),
+    )  # fmt: skip
+
+
+ASSUMED_MEAN = "workload.response_tokens.mean"
+"""What :func:`assumed_length_note`'s warning starts with (then a colon)."""
+
+
+def _overrides_key(key: str, overrides: Sequence[str]) -> bool:
+    """Whether one of ``overrides`` sets ``key`` or a mapping above it."""
+    for item in overrides:
+        target = item.partition("=")[0].strip()
+        if key == target or key.startswith(target + "."):
+            return True
+    return False
+
+
+def assumed_length_note(
+    fmt: str, native: Mapping[str, Any], overrides: Sequence[str]
+) -> str | None:
+    """The warning that an imported file's mean response length is rlplex's guess, or None
+    (no workload, or ``overrides`` give the mean).
+
+    Frameworks set maximum lengths only, so the importers take half of each maximum as the
+    mean (docs/importers.md); a step's time follows the mean response length more than any
+    other input, and a real run's is often a small fraction of its budget. The warning
+    names the value and how to give or sweep it.
+    """
+    workload = native.get("workload")
+    if not isinstance(workload, Mapping) or _overrides_key(
+        "workload.response_tokens.mean", overrides
+    ):
+        return None
+    response = workload.get("response_tokens")
+    if not isinstance(response, Mapping) or "mean" not in response or "max" not in response:
+        return None
+    mean, most = response["mean"], response["max"]
+    per = " per answer" if workload.get("turns") else ""
+    return (
+        f"{ASSUMED_MEAN}: the {fmt} file sets only the maximum ({most:g}"
+        f" tokens); rlplex assumes a mean of {mean:g}{per}, and the step's time follows it:"
+        f" give your run's (--set workload.response_tokens.mean=N) or see the range"
+        f" (rlplex estimate --sweep workload.response_tokens.mean={_sweep_values(most)})"
+    )
+
+
+def _sweep_values(most: float) -> str:
+    """A few plausible means under a maximum of ``most`` tokens, for the warning's example."""
+    values = sorted({max(1, round(most * share)) for share in (0.125, 0.25, 0.5)})
+    return ",".join(str(v) for v in values)
 
 
 def _unread_overrides(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rlplex.config import Config
+from rlplex.config.loading import ASSUMED_MEAN
 from rlplex.errors import ConfigError
 from rlplex.timeline.importers.base import RecordedRun
 from rlplex.timeline.lengths import RecordedLengths, recorded_lengths
@@ -146,6 +147,11 @@ def load_with_lengths(
     config = load(())
     found = length_overrides(run, config, user, steps)
     if not found.overrides:
+        if found.note is None:
+            # Nothing measured: say so where the config's mean is rlplex's guess.
+            guess = next((w for w in config.warnings if w.startswith(ASSUMED_MEAN + ":")), None)
+            if guess is not None:
+                return config, (), f"the record gives no response length: {guess}"
         return config, (), found.note
     try:
         return load(found.overrides), found.overrides, found.note

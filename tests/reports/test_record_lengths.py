@@ -146,3 +146,15 @@ def test_the_cli_says_which_lengths_calibrate_used(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.exit_code == 0, out.output
     assert "response mean 250 tokens (the config: 500)" in out.output
+
+
+def test_a_record_without_lengths_says_the_fit_uses_the_guess(tmp_path: Path) -> None:
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "importers" / "verl" / "grpo.yaml"
+    record = _write(tmp_path, "verl.yaml", {"framework": "verl", "timing_s": {
+        "gen": 60.0, "old_log_prob": 20.0, "update_actor": 90.0, "step": 180.0}})  # fmt: skip
+    result, _ = calibrate(record, fixture, overrides=["cluster.gpu=h100"])
+    note = next(w for w in result.warnings if w.startswith("the record gives no response length"))
+    assert "rlplex assumes a mean of" in note
+    # A native config states its mean: nothing to say.
+    result, _ = calibrate(_summary(tmp_path), _config(tmp_path))
+    assert not any("no response length" in w for w in result.warnings)
