@@ -343,6 +343,10 @@ def _load_file(
         from rlplex.estimate.fill import use_estimates
 
         native, defaults_note = use_estimates(native, cost_data)
+    if assumed and not _estimates_a_stage(native):
+        # Every stage's seconds are rlplex's defaults or the --costs file's: the mean moves
+        # no figure, and the warning's sweep would show nothing.
+        assumed = None
     return NativeForm(
         native, file, fmt, file_devices, defaults_note, unread,
         assumed=(assumed,) if assumed else (),
@@ -362,6 +366,21 @@ def _overrides_key(key: str, overrides: Sequence[str]) -> bool:
     return False
 
 
+def _estimates_a_stage(native: Mapping[str, Any]) -> bool:
+    """Whether the estimator prices a stage of ``native`` (one without ``seconds``, a weight
+    sync aside), or a Python pipeline's stages, which the file does not show."""
+    pipeline = native.get("pipeline")
+    if not isinstance(pipeline, Mapping):
+        return False
+    if pipeline.get("python"):
+        return True
+    stages = pipeline.get("stages")
+    return isinstance(stages, Mapping) and any(
+        isinstance(body, Mapping) and "seconds" not in body and body.get("kind") != "weight_sync"
+        for body in stages.values()
+    )
+
+
 def assumed_length_note(
     fmt: str, native: Mapping[str, Any], overrides: Sequence[str]
 ) -> str | None:
@@ -371,7 +390,8 @@ def assumed_length_note(
     Frameworks set maximum lengths only, so the importers take half of each maximum as the
     mean (docs/importers.md); a step's time follows the mean response length more than any
     other input, and a real run's is often a small fraction of its budget. The warning
-    names the value and how to give or sweep it.
+    names the value and how to give or sweep it (a range of means that load: a multi-turn
+    answer's is bounded by the trajectory's budget over its turns).
     """
     workload = native.get("workload")
     if not isinstance(workload, Mapping) or _overrides_key(
@@ -382,17 +402,45 @@ def assumed_length_note(
     if not isinstance(response, Mapping) or "mean" not in response or "max" not in response:
         return None
     mean, most = response["mean"], response["max"]
-    per = " per answer" if workload.get("turns") else ""
+    turns = workload.get("turns")
+    per = " per answer" if turns else ""
+    values = _sweep_values(_largest_mean(most, turns))
+    sweep = (
+        f" or see the range (rlplex estimate --sweep workload.response_tokens.mean={values})"
+        if "," in values
+        else ""
+    )
     return (
-        f"{ASSUMED_MEAN}: the {fmt} file sets only the maximum ({most:g}"
-        f" tokens); rlplex assumes a mean of {mean:g}{per}, and the step's time follows it:"
-        f" give your run's (--set workload.response_tokens.mean=N) or see the range"
-        f" (rlplex estimate --sweep workload.response_tokens.mean={_sweep_values(most)})"
+        f"{ASSUMED_MEAN}: the {fmt} file sets only the maximum ({_tokens(most)}"
+        f" tokens); rlplex assumes a mean of {_tokens(mean)}{per}, and the step's time follows"
+        f" it: give your run's (--set workload.response_tokens.mean=N){sweep}"
     )
 
 
+def _tokens(value: float) -> str:
+    """A token count as written: whole, never in exponent form (2000000, not 2e+06)."""
+    return format(round(float(value), 3), ",.10g").replace(",", "")
+
+
+def _largest_mean(most: float, turns: Any) -> float:
+    """The largest mean answer that loads: the response max, or with ``turns`` what the
+    trajectory's cap leaves each of its mean turns after the observations between them."""
+    if not isinstance(turns, Mapping):
+        return float(most)
+    from rlplex.resources.inputs import TokenLength, Turns, continuation
+
+    try:
+        parsed = Turns.model_validate(turns)
+        cap = continuation(TokenLength(mean=1, max=int(most)), parsed)[1]
+    except (ValidationError, TypeError, ValueError):
+        return float(most)
+    room = (cap - (parsed.mean - 1) * parsed.observation_tokens) / parsed.mean
+    return max(0.0, min(float(most), room))
+
+
 def _sweep_values(most: float) -> str:
-    """A few plausible means under a maximum of ``most`` tokens, for the warning's example."""
+    """A few plausible means up to ``most`` tokens, for the warning's example (one value
+    where ``most`` leaves no range)."""
     values = sorted({max(1, round(most * share)) for share in (0.125, 0.25, 0.5)})
     return ",".join(str(v) for v in values)
 

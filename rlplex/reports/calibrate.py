@@ -385,6 +385,7 @@ def calibrate(
         overrides,
         fit,
     )
+    user_overrides = tuple(overrides)
     overrides = (*measured_lengths, *overrides)
     if lengths_note:
         warnings.append(lengths_note)
@@ -552,7 +553,34 @@ def calibrate(
         warnings.append("the record has no step times: dispatch_s not fitted (0)")
     final = draft.model_copy(update={"dispatch_s": dispatch})
     doc = final.costs_document(base_doc)
-    cfg_after = _with_costs(config, doc, overrides, config_format)
+    cfg_fitted = _with_costs(config, doc, overrides, config_format)
+    # The held-out steps are predicted with the lengths they had (responses grow over a run):
+    # with the fitting steps' instead, the check would count the growth as the model's error.
+    cfg_after, check_note = cfg_fitted, None
+    if measured_lengths and check:
+        cfg_after, check_lengths, note = load_with_lengths(
+            lambda extra: _with_costs(config, doc, (*extra, *user_overrides), config_format),
+            run,
+            user_overrides,
+            check,
+        )
+        if check_lengths and check_lengths != measured_lengths:
+            check_note = note
+            # The estimate before the fit is checked on the same lengths as after it.
+            cfg_before = load_config(
+                config, overrides=(*check_lengths, *user_overrides), format=config_format,
+                costs=costs,
+            )  # fmt: skip
+            before = {
+                s.name: stage_work_seconds(cfg_before, s, placement)
+                for s in cfg_before.pipeline.stages
+            }
+            outside = _estimated_terms(cfg_before)[1] if by_kind else {}
+            period_before = _plan_period(cfg_before)
+        else:  # nothing of their own to predict them with: the fitting steps' lengths
+            cfg_after = cfg_fitted
+    if check_note:
+        warnings.append(check_note.replace("the record's", "the held-out steps' own", 1))
     # A recorded stage holds none of the time outside every stage that the estimate carries
     # on it (the per-step overhead on the policy's train stage): the errors compare the
     # rest with what was measured.
@@ -577,14 +605,16 @@ def calibrate(
         for n in cfg.pipeline.names
     )
     period_after = _plan_period(cfg_after)
-    if target is not None and period_after > target * 1.01:
+    period_fitted = period_after if cfg_after is cfg_fitted else _plan_period(cfg_fitted)
+    if target is not None and period_fitted > target * 1.01:
         warnings.append(
-            f"the plan stays {period_after / target - 1:.1%} longer than the record's step"
-            f" ({period_after:.3f} s against {target:.3f} s): no fitted parameter moves the"
+            f"the plan stays {period_fitted / target - 1:.1%} longer than the record's step"
+            f" ({period_fitted:.3f} s against {target:.3f} s): no fitted parameter moves the"
             " rest (a stage's terms that are not fitted, or a given seconds)"
         )
     result = final.model_copy(
         update={
+            "period_before_s": period_before,
             "stages": fits,
             "measured_period_s": recorded_period(run, check_or_fit) or 0.0,
             "period_after_s": period_after,

@@ -22,6 +22,11 @@ from rlplex.errors import ConfigError
 from rlplex.timeline.importers.base import RecordedRun
 from rlplex.timeline.lengths import RecordedLengths, recorded_lengths
 
+KEPT_BATCH_MEANS = ("response_length/mean", "token/response_length/mean")
+"""Mean response lengths logged over the trained batch only (verl, ROLL), after dynamic
+sampling dropped its groups; NeMo RL's ``mean_gen_tokens_per_sample`` is its rollout's, over
+the samples generated before the filter."""
+
 RESPONSE_MEAN = "workload.response_tokens.mean"
 CLIP_RATIO = "workload.response_tokens.clip_ratio"
 PROMPT_MEAN = "workload.prompt_tokens.mean"
@@ -69,9 +74,11 @@ def length_overrides(
 ) -> LengthOverrides:
     """The overrides that give ``config`` (read without them) the lengths ``run`` measured
     over ``steps`` (default: all): the mean response length, the share cut at the maximum
-    and the mean prompt length, each unless one of ``user``'s overrides sets it. The
+    and the mean prompt length, each unless one of ``user``'s overrides sets it (the share
+    goes with the mean it was measured with: not where the user gives the mean). The
     maxima stay the config's: they are settings (the cap), and a record's longest
-    response is only the longest that happened.
+    response is only the longest that happened. Under dynamic sampling the note says that
+    verl's and ROLL's lengths are the trained samples'.
 
     Nothing is applied, with a note saying why, when the config has no workload, when its
     workload is multi-turn (a record's response length counts a trajectory's observations
@@ -97,14 +104,22 @@ def length_overrides(
                 note=f"{where} are not used: the record's longest is {measured:g} tokens,"
                 f" above the config's {key} ({cap}); is this the config of the recorded run?"
             )
-    if lengths.response_mean is not None and lengths.response_mean > w.response_tokens.max:
+    # The share cut at the maximum belongs to the distribution of the mean it was measured
+    # with: where the user gives the mean, the record's share does not go with it.
+    users_mean = _set_by_user(RESPONSE_MEAN, user)
+    if (
+        not users_mean
+        and lengths.response_mean is not None
+        and lengths.response_mean > w.response_tokens.max
+    ):
         return LengthOverrides(
             note=f"{where} are not used: the record's mean response, {lengths.response_mean:g}"
             f" tokens, is above the config's workload.response_tokens.max"
             f" ({w.response_tokens.max}); is this the config of the recorded run?"
         )
-    clip = lengths.clip_ratio
-    if clip is None and lengths.clip_count is not None:
+    clip = None if users_mean else lengths.clip_ratio
+    if clip is None and lengths.clip_count is not None and not users_mean:
+        # ROLL counts the responses cut over the step's whole batch: its prompts x samples.
         clip = min(1.0, lengths.clip_count / w.trajectories())
     wanted: list[tuple[str, float | None, float | None, str]] = [
         (RESPONSE_MEAN, lengths.response_mean, w.response_tokens.mean, "response mean"),
@@ -118,7 +133,8 @@ def length_overrides(
             continue
         if key == PROMPT_MEAN:
             measured = min(measured, float(w.prompt_tokens.max))
-        value = round(measured, 4) if key == CLIP_RATIO else round(max(measured, 1e-3), 1)
+        # A length rounded to a tenth of a token, but never to 0 (the workload needs > 0).
+        value = round(measured, 4) if key == CLIP_RATIO else max(round(measured, 1), 0.1)
         overrides.append(f"{key}={value:g}")
         if key == CLIP_RATIO:
             before = "the default shape" if had is None else f"{had:.2%}"
@@ -129,6 +145,19 @@ def length_overrides(
     if not overrides:
         return LengthOverrides()
     note = f"{where} are used: " + ("; ".join(changes) if changes else "as the config has them")
+    if (
+        w.generated_per_trained > 1
+        and any(o.startswith(RESPONSE_MEAN + "=") for o in overrides)
+        and lengths.keys[0] in KEPT_BATCH_MEANS
+    ):
+        # verl's compute_data_metrics and ROLL's add_token_metrics run on the batch that is
+        # trained, after dynamic sampling dropped its groups: the dropped groups, which the
+        # rollout also generated, are in no length the record holds.
+        note += (
+            f" (measured on the trained samples: the {w.generated_per_trained:g}x prompts"
+            " generated per trained prompt include groups dynamic sampling dropped, whose"
+            " lengths are not logged)"
+        )
     return LengthOverrides(overrides=tuple(overrides), note=note)
 
 

@@ -63,8 +63,8 @@ class RecordSource:
         return run
 
     recorded_lengths: tuple[str, ...] = ()
-    """Overrides that put the lengths the record measured into every config read, before
-    ``config_overrides`` (:meth:`with_recorded_lengths`)."""
+    """Overrides that put the lengths the record measured into the config read, before
+    ``config_overrides`` (:meth:`load_measured` sets them for each config it reads)."""
 
     def load_config(self, overrides: Sequence[str] = ()) -> Config:
         return load_config(
@@ -74,19 +74,24 @@ class RecordSource:
             costs=self.costs,
         )
 
-    def with_recorded_lengths(
+    def load_measured(
         self, run: RecordedRun, overrides: Sequence[str] = ()
-    ) -> tuple[RecordSource, str | None]:
-        """This source with ``run``'s measured lengths in every config it reads (unless the
-        user's ``config_overrides`` or ``overrides`` set them), and the note saying so
-        (:mod:`rlplex.reports.lengths`)."""
-        user = (*self.config_overrides, *overrides)
-        _, extra, note = load_with_lengths(
+    ) -> tuple[Config, str | None]:
+        """The config read with ``overrides`` and ``run``'s measured lengths in place of its
+        own (unless ``config_overrides`` or ``overrides`` set them), and the note saying so
+        (:mod:`rlplex.reports.lengths`). Each config is checked on its own: an alternative
+        whose maximum the record's lengths exceed is read without them, with the note."""
+        config, _, note = load_with_lengths(
             lambda more: replace(self, recorded_lengths=tuple(more)).load_config(overrides),
             run,
-            user,
+            (*self.users_overrides(), *overrides),
         )
-        return replace(self, recorded_lengths=extra), note
+        return config, note
+
+    def users_overrides(self) -> tuple[str, ...]:
+        """The user's overrides that every config read has (``config_overrides``): a length
+        they set is the user's, not the record's to replace."""
+        return self.config_overrides
 
 
 def _without_bound(timeline: Timeline, period_s: float | None) -> Timeline:
@@ -134,8 +139,7 @@ def replay_report(source: RecordSource, overrides: Sequence[str] = ()) -> Replay
     from rlplex.plan import make_plan
 
     run = source.load_run()
-    source, lengths_note = source.with_recorded_lengths(run, overrides)
-    cfg = source.load_config(overrides)
+    cfg, lengths_note = source.load_measured(run, overrides)
     plan = make_plan(cfg)
     result = replay(run, cfg, plan)
     memory = _recorded_memory(source, run, plan)
@@ -227,18 +231,34 @@ def whatif_report(
         ConfigError: no alternative, or a malformed one.
     """
     run = source.load_run()
-    source, lengths_note = source.with_recorded_lengths(run)
-    base = source.load_config()
+    base, lengths_note = source.load_measured(run)
+    # Every alternative replays the recorded work, so each is read with the record's lengths
+    # too (the estimator's ratio of an alternative over the recorded config must not hold a
+    # length the one has and the other lacks); where they do not apply, a note says so.
+    alt_notes: list[str] = []
+
+    def measured(label: str, loaded: tuple[Config, str | None]) -> Config:
+        config, note = loaded
+        if note and note != lengths_note:
+            alt_notes.append(f"{label}: {note}")
+        return config
+
     alternatives = []
     if overrides and not auto:
-        alternatives.append(Alternative(" ".join(overrides), source.load_config(overrides)))
+        label = " ".join(overrides)
+        alt = measured(label, source.load_measured(run, overrides))
+        alternatives.append(Alternative(label, alt))
     for text in alts:
         label, extra = parse_alt(text)
-        alternatives.append(Alternative(label, source.load_config(extra)))
+        alternatives.append(Alternative(label, measured(label, source.load_measured(run, extra))))
     for path in alt_configs:
-        alternatives.append(Alternative(path.name, load_config(path, costs=source.costs)))
+        whole, _, note = load_with_lengths(
+            lambda extra, path=path: load_config(path, overrides=extra, costs=source.costs), run
+        )
+        alternatives.append(Alternative(path.name, measured(path.name, (whole, note))))
     if auto:
-        alternatives.append(Alternative("auto", source.load_config(overrides), search=AUTO_TOP))
+        auto_config = measured("auto", source.load_measured(run, overrides))
+        alternatives.append(Alternative("auto", auto_config, search=AUTO_TOP))
     if not alternatives:
         raise ConfigError(
             "give at least one alternative: --set KEY=VALUE, --alt 'LABEL: KEY=VALUE ...',"
@@ -247,7 +267,7 @@ def whatif_report(
         )
     result = whatif(run, base, alternatives, scaling=parse_scaling(scaling, base),
                     fit_from=_fit_pairs(fit_from, source.config_format))  # fmt: skip
-    notes: list[str] = [lengths_note] if lengths_note else []
+    notes: list[str] = [*([lengths_note] if lengths_note else []), *alt_notes]
     if source.config_overrides:
         notes.append(f"the recorded config with {' '.join(source.config_overrides)}")
     if auto and overrides:

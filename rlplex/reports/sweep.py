@@ -59,6 +59,9 @@ class Sweep(BaseModel):
     points: tuple[SweepPoint, ...]
     """One plan per value, in the order given (a value where the config does not load keeps
     its error)."""
+    warnings: tuple[str, ...] = ()
+    """The config's warnings that every point that loads gives (an imported file's guessed
+    mean response length, unless the sweep sets it), for stderr."""
 
     @property
     def stage_names(self) -> tuple[str, ...]:
@@ -260,6 +263,7 @@ def sweep_config(
         raise
     numeric = is_numeric(values)
     points = []
+    shared: list[str] | None = None
     for text in values:
         value: float | str = float(text) if numeric else text
         try:
@@ -271,8 +275,11 @@ def sweep_config(
             _refuse_invalid(exc, key)
             points.append(SweepPoint(value=value, error=str(exc)))
             continue
+        # What holds at every value holds for the sweep; what one value alone says is that
+        # point's business (its figures show it).
+        shared = list(cfg.warnings) if shared is None else [w for w in shared if w in cfg.warnings]
         points.append(SweepPoint(value=value, period_s=period, stages=stages))
-    return Sweep(config=str(path), key=key, points=tuple(points))
+    return Sweep(config=str(path), key=key, points=tuple(points), warnings=tuple(shared or ()))
 
 
 class WhatIfPoint(BaseModel):
@@ -347,6 +354,11 @@ def whatif_sweep(source: Any, key: str, values: Sequence[str], **whatif_args: An
 
         def load_config(self, overrides: Sequence[str] = ()) -> Config:
             return super().load_config((*self.swept, *overrides))
+
+        def users_overrides(self) -> tuple[str, ...]:
+            # A swept length is the user's, as a --config-set one is: the record's does not
+            # replace it, nor does its share cut at the maximum go with it.
+            return (*super().users_overrides(), *self.swept)
 
     fields = {f.name: getattr(source, f.name) for f in dataclasses.fields(RecordSource)}
     numeric = is_numeric(values)

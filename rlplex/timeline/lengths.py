@@ -15,7 +15,7 @@ the lengths the run had (``rlplex.reports.lengths``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,12 +75,31 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _positive(value: float) -> bool:
+    return value > 0
+
+
+def _share(value: float) -> bool:
+    return 0.0 <= value <= 1.0
+
+
+def _count(value: float) -> bool:
+    return value >= 0
+
+
 def _per_step(
-    metrics: Mapping[int, Mapping[str, Any]], steps: Sequence[int], keys: Sequence[str]
+    metrics: Mapping[int, Mapping[str, Any]],
+    steps: Sequence[int],
+    keys: Sequence[str],
+    valid: Callable[[float], bool],
 ) -> tuple[list[float], str | None]:
-    """Each step's figure under the first of ``keys`` that any of ``steps`` holds."""
+    """Each step's figure under the first of ``keys`` that any of ``steps`` holds, leaving out
+    a value no such figure can have (a length <= 0, a share outside [0, 1], a negative
+    count): a corrupt figure is no measurement, and it must not take the others with it."""
     for key in keys:
-        values = [v for s in steps if (v := _number(metrics.get(s, {}).get(key))) is not None]
+        values = [
+            v for s in steps if (v := _number(metrics.get(s, {}).get(key))) is not None and valid(v)
+        ]
         if values:
             return values, key
     return [], None
@@ -96,20 +115,20 @@ def recorded_lengths(
     metrics = run.metrics
     found: dict[str, float | None] = {}
     keys: list[str] = []
-    for name, names, pick in (
-        ("response_mean", RESPONSE_MEAN_KEYS, "mean"),
-        ("response_max", RESPONSE_MAX_KEYS, "max"),
-        ("clip_ratio", CLIP_RATIO_KEYS, "mean"),
-        ("clip_count", CLIP_COUNT_KEYS, "mean"),
-        ("prompt_mean", PROMPT_MEAN_KEYS, "mean"),
-        ("prompt_max", PROMPT_MAX_KEYS, "max"),
+    for name, names, pick, valid in (
+        ("response_mean", RESPONSE_MEAN_KEYS, "mean", _positive),
+        ("response_max", RESPONSE_MAX_KEYS, "max", _positive),
+        ("clip_ratio", CLIP_RATIO_KEYS, "mean", _share),
+        ("clip_count", CLIP_COUNT_KEYS, "mean", _count),
+        ("prompt_mean", PROMPT_MEAN_KEYS, "mean", _positive),
+        ("prompt_max", PROMPT_MAX_KEYS, "max", _positive),
     ):
-        values, key = _per_step(metrics, chosen, names)
+        values, key = _per_step(metrics, chosen, names, valid)
         if key is None:
             found[name] = None
             continue
         keys.append(key)
         found[name] = max(values) if pick == "max" else sum(values) / len(values)
-    if found["response_mean"] is None or found["response_mean"] <= 0:
+    if found["response_mean"] is None:
         return None
     return RecordedLengths(steps=chosen, keys=tuple(keys), **found)

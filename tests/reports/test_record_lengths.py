@@ -158,3 +158,122 @@ def test_a_record_without_lengths_says_the_fit_uses_the_guess(tmp_path: Path) ->
     # A native config states its mean: nothing to say.
     result, _ = calibrate(_summary(tmp_path), _config(tmp_path))
     assert not any("no response length" in w for w in result.warnings)
+
+
+def test_a_whole_alternative_config_is_priced_with_the_recorded_lengths(tmp_path: Path) -> None:
+    """--alt-config of the recorded config itself changes nothing: the estimator's ratio of
+    the alternative over the recorded config must not hold the record's lengths against the
+    config's guess (it made the same config 34 % slower)."""
+    record = _summary(tmp_path, response_length={"mean": 250})
+    config = _config(tmp_path)
+    same = _config(tmp_path, "same.yaml")
+    what = whatif_report(RecordSource(record=record, config=config), alt_configs=[same])
+    baseline = what.result.baseline
+    alt = next(o for o in what.result.alternatives if o.label == "same.yaml")
+    assert alt.config is not None and alt.config.workload is not None
+    assert alt.config.workload.response_tokens.mean == 250
+    assert alt.period_s == pytest.approx(baseline.period_s)
+
+
+def test_an_alternative_the_recorded_lengths_do_not_fit_is_read_without_them(
+    tmp_path: Path,
+) -> None:
+    """An alternative that caps responses below the record's mean is read with its own
+    lengths and a note, not refused with a mean the user never wrote."""
+    record = _summary(tmp_path, response_length={"mean": 250})
+    config = _config(tmp_path, response_tokens={"mean": 100, "max": 1000})
+    what = whatif_report(
+        RecordSource(record=record, config=config),
+        alts=["cap: workload.response_tokens.max=200"],
+    )
+    cap = next(o for o in what.result.alternatives if o.label == "cap")
+    assert cap.error is None and cap.config is not None and cap.config.workload is not None
+    assert cap.config.workload.response_tokens.mean == 100
+    assert any(n.startswith("cap: the record's lengths") and "not used" in n for n in what.notes)
+    assert what.config.workload is not None and what.config.workload.response_tokens.mean == 250
+
+
+def test_the_recorded_share_cut_goes_with_the_recorded_mean(tmp_path: Path) -> None:
+    """A share cut at the maximum belongs to the distribution of the mean it was measured
+    with: where the user gives the mean, the record's share is not put with it."""
+    record = _summary(tmp_path, response_length={"mean": 250, "clip_ratio": 0.2})
+    _, doc = calibrate(record, _config(tmp_path), overrides=["workload.response_tokens.mean=400"])
+    _, stated = calibrate(_summary(tmp_path), _config(
+        tmp_path, "stated.yaml", response_tokens={"mean": 400, "max": 1000}))  # fmt: skip
+    assert doc == stated
+
+
+def _verl_log(tmp_path: Path, name: str, means: dict[int, float]) -> Path:
+    import json
+
+    path = tmp_path / name
+    lines = [
+        json.dumps({"step": s, "data": {
+            "timing_s/gen": 40.0, "timing_s/reward": 8.0, "timing_s/update_actor": 30.0,
+            "timing_s/step": 80.0, "response_length/mean": m}})
+        for s, m in means.items()
+    ]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_held_out_steps_are_predicted_with_their_own_lengths(tmp_path: Path) -> None:
+    """Responses grow over a run: the steps held out are predicted with the lengths they
+    had, not the fitting steps' (else the check reports the growth as the model's error)."""
+    fit = {s: 200.0 for s in range(5)}
+    grown = _verl_log(tmp_path, "grown.jsonl", {**fit, **{s: 400.0 for s in range(5, 9)}})
+    flat = _verl_log(tmp_path, "flat.jsonl", {**fit, **{s: 200.0 for s in range(5, 9)}})
+    config = _config(tmp_path)
+    grown_fit, grown_doc = calibrate(grown, config)
+    flat_fit, flat_doc = calibrate(flat, config)
+    assert grown_fit.check_steps == (5, 6, 7, 8)
+    assert grown_doc == flat_doc  # the same fitting steps, the same fit
+    after = {s.stage: s.after_s for s in grown_fit.stages}
+    flat_after = {s.stage: s.after_s for s in flat_fit.stages}
+    assert after["generate"] > 1.2 * flat_after["generate"]
+    assert grown_fit.period_after_s > flat_fit.period_after_s
+    # The estimate before the fit is checked on the same lengths.
+    before = {s.stage: s.before_s for s in grown_fit.stages}
+    assert before["generate"] > 1.2 * {s.stage: s.before_s for s in flat_fit.stages}["generate"]
+    assert grown_fit.period_before_s > flat_fit.period_before_s
+    assert any(
+        w.startswith("the held-out steps' own lengths (steps 5-8;") and "mean 400 tokens" in w
+        for w in grown_fit.warnings
+    )
+    assert not any("held-out" in w for w in flat_fit.warnings)
+
+
+def test_under_dynamic_sampling_the_note_says_whose_lengths_they_are(tmp_path: Path) -> None:
+    """verl and ROLL log lengths over the trained batch, after dynamic sampling dropped groups
+    the rollout also generated; NeMo RL's mean is its rollout's."""
+    config = _config(tmp_path, generated_per_trained=2.0)
+    verl = _summary(tmp_path, response_length={"mean": 250})
+    result, _ = calibrate(verl, config)
+    note = next(w for w in result.warnings if w.startswith("the record's lengths"))
+    assert "measured on the trained samples" in note and "2x prompts" in note
+    nemo = _write(tmp_path, "nemo.yaml", {"framework": "rlplex", "timing_s": TIMINGS,
+                                          "train/mean_gen_tokens_per_sample": 250})  # fmt: skip
+    result, _ = calibrate(nemo, config)
+    note = next(w for w in result.warnings if w.startswith("the record's lengths"))
+    assert "response mean 250" in note and "trained samples" not in note
+
+
+def test_a_swept_length_is_the_users_as_a_config_set_one_is(tmp_path: Path) -> None:
+    """``whatif --sweep workload.response_tokens.mean=...`` sets the mean as ``--config-set``
+    does: the record's share cut at the maximum, measured with the record's mean, does not go
+    with it (at 100 tokens a 20 % share at 1,000 would make the config refuse every recorded
+    length, the prompt's too)."""
+    from rlplex.reports.sweep import whatif_sweep
+
+    record = _summary(tmp_path, response_length={"mean": 250, "clip_ratio": 0.2},
+                      prompt_length={"mean": 100})  # fmt: skip
+    source = RecordSource(record=record, config=_config(tmp_path))
+    alts = ["tp4: roles.actor_infer.num_gpus_per_worker=4"]
+    swept = whatif_sweep(source, "workload.response_tokens.mean", ["100", "400"], alts=alts)
+    for point in swept.points:
+        text = f"workload.response_tokens.mean={point.value:g}"
+        set_ = whatif_report(
+            RecordSource(record=record, config=source.config, config_overrides=(text,)),
+            alts=alts,
+        )  # fmt: skip
+        assert point.periods == {o.label: o.period_s for o in set_.result.alternatives}

@@ -59,3 +59,20 @@ def test_no_mean_response_length_is_nothing_to_use() -> None:
     assert recorded_lengths(_run({0: {"response_length/mean": True}})) is None
     assert recorded_lengths(_run({0: {"response_length/mean": float("nan")}})) is None
     assert recorded_lengths(_run({0: {"response_length/mean": 300.0}}), steps=[5]) is None
+
+
+def test_a_figure_no_length_can_have_is_left_out_alone() -> None:
+    """A prompt mean of 0, a negative maximum, a share above 1 or a negative count is no
+    measurement: it is skipped, and the other figures of the record still count."""
+    lengths = recorded_lengths(_run({0: {
+        "response_length/mean": 300.0, "response_length/max": -1,
+        "response_length/clip_ratio": 1.5, "prompt_length/mean": 0.0,
+        "prompt_length/max": 180,
+    }, 1: {"response_length/mean": 200.0, "prompt_length/mean": 100.0}}))  # fmt: skip
+    assert lengths is not None
+    assert lengths.response_mean == pytest.approx(250.0)
+    assert lengths.response_max is None and lengths.clip_ratio is None
+    assert lengths.prompt_mean == pytest.approx(100.0) and lengths.prompt_max == 180
+    roll = recorded_lengths(_run({0: {"token/response_length/mean": 300.0,
+                                      "token/total_response_length/clip": -3}}))  # fmt: skip
+    assert roll is not None and roll.clip_count is None
