@@ -224,6 +224,7 @@ def _sweep(config: Path, spec: str, png: Path | None, json_: bool, options: Conf
         config, key, values, overrides=options.overrides, format=options.format,
         costs=options.costs,
     )  # fmt: skip
+    _warn(result.warnings)
     if json_:
         print(json.dumps(result.to_json(), indent=2))
     else:

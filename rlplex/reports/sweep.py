@@ -59,6 +59,10 @@ class Sweep(BaseModel):
     points: tuple[SweepPoint, ...]
     """One plan per value, in the order given (a value where the config does not load keeps
     its error)."""
+    warnings: tuple[str, ...] = ()
+    """What the swept configs read as, once each (an imported file's default stage costs, a
+    model matched to a preset): a sweep of a key that the defaults do not read would
+    otherwise be a flat line with nothing saying why."""
 
     @property
     def stage_names(self) -> tuple[str, ...]:
@@ -77,6 +81,7 @@ class Sweep(BaseModel):
             "config": self.config,
             "key": self.key,
             "points": [p.model_dump() for p in self.points],
+            "warnings": list(self.warnings),
         }
 
 
@@ -260,19 +265,23 @@ def sweep_config(
         raise
     numeric = is_numeric(values)
     points = []
+    # The points' own warnings, not the config's as written: a swept GPU preset gives a file
+    # without one its estimates, and the defaults warning would then be wrong.
+    warnings: dict[str, None] = {}
     for text in values:
         value: float | str = float(text) if numeric else text
         try:
             cfg = load_config(
                 path, overrides=(*overrides, f"{key}={text}"), format=format, costs=costs
             )
+            warnings.update(dict.fromkeys(cfg.warnings))
             period, stages = plan_point(cfg)
         except ConfigError as exc:
             _refuse_invalid(exc, key)
             points.append(SweepPoint(value=value, error=str(exc)))
             continue
         points.append(SweepPoint(value=value, period_s=period, stages=stages))
-    return Sweep(config=str(path), key=key, points=tuple(points))
+    return Sweep(config=str(path), key=key, points=tuple(points), warnings=tuple(warnings))
 
 
 class WhatIfPoint(BaseModel):
