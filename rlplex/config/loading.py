@@ -70,6 +70,10 @@ class NativeForm:
     base_dir: str | None = None
     """Where the config's relative paths start: the file's folder, or the folder a launch
     script runs from (its ``$(pwd)``)."""
+    lacking: tuple[str, ...] = ()
+    """What an imported file leaves the estimator short of (``workload.prompt_tokens`` ...),
+    as :attr:`defaults_note` names it: a workload without its prompt is held back whole, so
+    the built config alone would say the whole workload is missing."""
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -130,8 +134,10 @@ def load_config(
         fmt=form.fmt,
         file_devices=form.file_devices,
     )
-    if form.notes:
-        return config.model_copy(update={"warnings": (*config.warnings, *form.notes)})
+    if form.notes or form.lacking:
+        return config.model_copy(
+            update={"warnings": (*config.warnings, *form.notes), "lacking": form.lacking}
+        )
     return config
 
 
@@ -196,7 +202,7 @@ def _load_launch_script(
 
     return NativeForm(
         form.data, str(script), form.fmt, form.file_devices, form.defaults_note, form.unread,
-        base_dir=launch_root(script),
+        base_dir=launch_root(script), lacking=form.lacking,
     )  # fmt: skip
 
 
@@ -238,7 +244,7 @@ def _load_openrlhf(
     form = _load_file(script, overrides=overrides, format="openrlhf", costs=costs, data=data)
     return NativeForm(
         form.data, form.file, form.fmt, form.file_devices, form.defaults_note, form.unread,
-        base_dir=root,
+        base_dir=root, lacking=form.lacking,
     )  # fmt: skip
 
 
@@ -338,11 +344,13 @@ def _load_file(
     check_override_targets(native, native_overrides, file)
     native = apply_overrides(native, native_overrides)
     defaults_note = None
+    lacking: tuple[str, ...] = ()
     if fmt != "native" and not (native.get("pipeline") or {}).get("python"):
-        from rlplex.estimate.fill import use_estimates
+        from rlplex.estimate.fill import estimator_lacks, use_estimates
 
+        lacking = tuple(estimator_lacks(native))
         native, defaults_note = use_estimates(native, cost_data)
-    return NativeForm(native, file, fmt, file_devices, defaults_note, unread)
+    return NativeForm(native, file, fmt, file_devices, defaults_note, unread, lacking=lacking)
 
 
 def _unread_overrides(

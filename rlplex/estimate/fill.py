@@ -259,6 +259,23 @@ def floor_to(value: float, digits: int) -> float:
     return math.floor(value * scale + 1e-9) / scale
 
 
+def estimator_lacks(native: Mapping[str, Any]) -> list[str]:
+    """Of ``model``, ``workload``, ``workload.prompt_tokens`` and ``cluster.gpu``, those an
+    imported file's native form does not give (empty: the estimator can price it)."""
+    cluster = native.get("cluster") if isinstance(native.get("cluster"), dict) else {}
+    load = native.get("workload")
+    return [
+        name
+        for name, present in (
+            ("model", native.get("model")),
+            ("workload", load),
+            ("workload.prompt_tokens", not isinstance(load, dict) or load.get("prompt_tokens")),
+            ("cluster.gpu", cluster.get("gpu")),
+        )
+        if not present
+    ]
+
+
 def use_estimates(
     native: dict[str, Any], costs: Mapping[str, Any] | None
 ) -> tuple[dict, str | None]:
@@ -275,18 +292,7 @@ def use_estimates(
     from rlplex.estimate.context import MISSING_HINTS
 
     costs = costs or {}
-    cluster = native.get("cluster") if isinstance(native.get("cluster"), dict) else {}
-    load = native.get("workload")
-    missing = [
-        name
-        for name, present in (
-            ("model", native.get("model")),
-            ("workload", load),
-            ("workload.prompt_tokens", not isinstance(load, dict) or load.get("prompt_tokens")),
-            ("cluster.gpu", cluster.get("gpu")),
-        )
-        if not present
-    ]
+    missing = estimator_lacks(native)
     if "workload.prompt_tokens" in missing:
         # What the file gave of its trajectories waits for the rest (--set); a workload
         # without its prompt cannot be checked, so the plan goes on without it.
