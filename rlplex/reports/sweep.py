@@ -310,6 +310,9 @@ class WhatIfSweep(BaseModel):
     """The recorded config's label."""
     points: tuple[WhatIfPoint, ...]
     """One what-if per value, in the order given (a value where it fails keeps its error)."""
+    warnings: tuple[str, ...] = ()
+    """The what-ifs' warnings, once each (recorded stages the config lacks, and the
+    config's the record lacks), as ``whatif`` without a sweep prints them."""
 
     @property
     def bests(self) -> tuple[str, ...]:
@@ -328,6 +331,7 @@ class WhatIfSweep(BaseModel):
             "stays_best": self.stays_best,
             "bests": list(self.bests),
             "points": [p.model_dump() for p in self.points],
+            "warnings": list(self.warnings),
         }
 
 
@@ -360,6 +364,7 @@ def whatif_sweep(source: Any, key: str, values: Sequence[str], **whatif_args: An
     fields = {f.name: getattr(source, f.name) for f in dataclasses.fields(RecordSource)}
     numeric = is_numeric(values)
     points = []
+    warnings: dict[str, None] = {}
     for text in values:
         value: float | str = float(text) if numeric else text
         swept = _Swept(**fields, swept=(f"{key}={text}",))
@@ -369,8 +374,11 @@ def whatif_sweep(source: Any, key: str, values: Sequence[str], **whatif_args: An
             _refuse_invalid(exc, key)
             points.append(WhatIfPoint(value=value, error=str(exc)))
             continue
+        warnings.update(dict.fromkeys(report.warnings))
         outcomes = report.result.alternatives
         periods = {o.label: o.period_s for o in outcomes}
         best = report.best.label if report.best is not None else None
         points.append(WhatIfPoint(value=value, periods=periods, best=best))
-    return WhatIfSweep(key=key, baseline=BASELINE_LABEL, points=tuple(points))
+    return WhatIfSweep(
+        key=key, baseline=BASELINE_LABEL, points=tuple(points), warnings=tuple(warnings)
+    )

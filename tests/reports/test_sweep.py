@@ -300,3 +300,23 @@ def test_a_sweep_says_when_its_configs_keep_the_default_costs() -> None:
                                 env={"COLUMNS": "200"})  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "warning: stage times and state sizes are rlplex's defaults" in result.output
+
+
+def test_a_whatif_sweep_keeps_the_whatif_warnings() -> None:
+    """``whatif --sweep`` dropped what ``whatif`` warns of: a record of stages the config
+    lacks (here the ROLL example's GRPO config under verl's PPO record) swept silently."""
+    from rlplex.reports.records import RecordSource
+    from rlplex.reports.sweep import whatif_sweep
+
+    source = RecordSource(RECORD, ROOT / "examples" / "roll.yaml")
+    sweep = whatif_sweep(source, "cluster.host_gb_per_s", ("10", "20"),
+                         alts=("a: pipeline.mode=async pipeline.max_staleness=1",))  # fmt: skip
+    assert any("not in the config" in w and "critic_train" in w for w in sweep.warnings)
+    assert sweep.to_json()["warnings"] == list(sweep.warnings)
+    result = CliRunner().invoke(
+        app, ["whatif", str(RECORD), "--config", str(ROOT / "examples" / "roll.yaml"), "--alt",
+              "a: pipeline.mode=async pipeline.max_staleness=1", "--sweep",
+              "cluster.host_gb_per_s=10,20"], env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "warning: recorded stage(s) not in the config" in result.output
