@@ -29,7 +29,10 @@ from dataclasses import dataclass, field, replace
 from rlplex.config import Config
 from rlplex.errors import RlplexError
 from rlplex.estimate.fill import at_placement, at_staleness
+from rlplex.plan.bound import lower_bound
 from rlplex.plan.costs import config_placement
+from rlplex.plan.policy import plan_options
+from rlplex.plan.schedule import schedule
 from rlplex.plan.search import PlacementCandidate, SearchProgress, search_placements
 
 AUTO_MAX_STALENESS = 2
@@ -152,8 +155,6 @@ def estimated_again(
     disagreed with ``plan`` of that same placement. A candidate that no longer fits once
     estimated again is dropped; if none fits, the search's own ranking is kept.
     """
-    from rlplex.plan.planner import plan_for_placement
-
     again: list[tuple[PlacementCandidate, Config]] = []
     changed = False
     for candidate in scored:
@@ -165,15 +166,14 @@ def estimated_again(
         if moved is config:
             again.append((candidate, config))
             continue
-        try:
-            plan = plan_for_placement(moved, candidate.placement)
-        except RlplexError:
-            changed = True
-            continue
         changed = True
-        again.append(
-            (replace(candidate, period_s=plan.period_s, lower_bound_s=plan.lower_bound_s), moved)
-        )
+        placement = candidate.placement
+        try:  # scored as the search scores a candidate (search._score)
+            period = schedule(moved, placement, plan_options(moved, placement)).period()
+        except RlplexError:
+            continue
+        bound = lower_bound(moved, placement).value
+        again.append((replace(candidate, period_s=period, lower_bound_s=bound), moved))
     if not again:
         return [(c, config) for c in scored]
     if changed and RE_ESTIMATED not in notes:
