@@ -171,6 +171,7 @@ def whatif(
         swept = whatif_sweep(source, key, values, overrides=set_ or (), alts=alt or (),
                              alt_configs=alt_config or (), auto=auto, scaling=scaling or (),
                              fit_from=fit_from or ())  # fmt: skip
+        warn(swept.warnings)
         print_whatif_sweep(swept, json_)
         refuse_if_none_ran(bool(swept.bests), spec)
         return

@@ -74,13 +74,13 @@ def size(
     Reads any config ``plan`` reads (native, ROLL, RLinf, verl, NeMo RL, a launch script),
     with ``--set``.
     """
-    from rlplex.config import load_config
     from rlplex.errors import ConfigError
     from rlplex.reports.size import (
         counts_up_to,
         parse_gpu_counts,
         parse_gpu_types,
         parse_price,
+        read_base,
         size_report,
         write_config,
     )
@@ -90,7 +90,7 @@ def size(
     price_value = parse_price(price)
     counts = parse_gpu_counts(gpus) if gpus is not None else None
     overrides = tuple(set_ or ())
-    base = load_config(config, overrides=overrides, format=format_, costs=costs)
+    _, base = read_base(config, overrides=overrides, format=format_, costs=costs)
     types = parse_gpu_types(gpu, base.cluster.gpu)
     if counts is None:
         per_node = base.cluster.gpus_per_node

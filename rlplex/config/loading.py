@@ -73,6 +73,10 @@ class NativeForm:
     assumed: tuple[str, ...] = ()
     """What rlplex assumed where an imported file is silent and the guess moves the estimate
     most (the mean response length, :func:`assumed_length_note`)."""
+    lacking: tuple[str, ...] = ()
+    """What an imported file leaves the estimator short of (``workload.prompt_tokens`` ...),
+    as :attr:`defaults_note` names it: a workload without its prompt is held back whole, so
+    the built config alone would say the whole workload is missing."""
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -136,8 +140,10 @@ def load_config(
         fmt=form.fmt,
         file_devices=form.file_devices,
     )
-    if form.notes:
-        return config.model_copy(update={"warnings": (*config.warnings, *form.notes)})
+    if form.notes or form.lacking:
+        return config.model_copy(
+            update={"warnings": (*config.warnings, *form.notes), "lacking": form.lacking}
+        )
     return config
 
 
@@ -339,9 +345,11 @@ def _load_file(
     assumed = assumed_length_note(fmt, native, native_overrides) if imported else None
     native = apply_overrides(native, native_overrides)
     defaults_note = None
+    lacking: tuple[str, ...] = ()
     if fmt != "native" and not (native.get("pipeline") or {}).get("python"):
-        from rlplex.estimate.fill import use_estimates
+        from rlplex.estimate.fill import estimator_lacks, use_estimates
 
+        lacking = tuple(estimator_lacks(native))
         native, defaults_note = use_estimates(native, cost_data)
     if assumed and not _estimates_a_stage(native):
         # Every stage's seconds are rlplex's defaults or the --costs file's: the mean moves
@@ -349,7 +357,7 @@ def _load_file(
         assumed = None
     return NativeForm(
         native, file, fmt, file_devices, defaults_note, unread,
-        assumed=(assumed,) if assumed else (),
+        assumed=(assumed,) if assumed else (), lacking=lacking,
     )  # fmt: skip
 
 

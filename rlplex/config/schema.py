@@ -76,6 +76,10 @@ class Config(BaseModel):
     estimated: frozenset[str] = frozenset()
     """Dotted paths of the figures filled by the estimator or the GPU preset, not given
     (``pipeline.stages.train.seconds``, ``roles.actor_train.states``, ``cluster.gpu_memory_gb``)."""
+    lacking: tuple[str, ...] = ()
+    """What an imported file left the estimator short of, as its loading warning names it
+    (``workload.prompt_tokens``: the file's workload is held back until its prompt length
+    is given); empty for a native file, whose missing inputs the estimator names itself."""
 
     def is_estimated(self, path: str) -> bool:
         """Whether the figure at ``path`` (or the section holding it) was estimated."""

@@ -184,9 +184,9 @@ MISSING_HINTS = {
         " --set workload.response_tokens.max=4096"
     ),
     "workload.prompt_tokens": (
-        "--set workload.prompt_tokens.mean=300 --set workload.prompt_tokens.max=600 (a"
-        " trajectory's first prompt; the environment's reply per turn is"
-        " workload.turns.observation_tokens, 0 unless set)"
+        "--set workload.prompt_tokens.mean=300 --set workload.prompt_tokens.max=600 (the"
+        " prompt's tokens; in a multi-turn run the trajectory's first prompt, each environment"
+        " reply being workload.turns.observation_tokens, 0 unless set)"
     ),
 }
 """An example ``--set`` for each input the estimator needs, for the hint of a config that

@@ -29,7 +29,7 @@ states in :mod:`~rlplex.estimate.states`; what they share in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -102,6 +102,16 @@ class Estimate(BaseModel):
         }
 
 
+def cannot_estimate(missing: Sequence[str], file: str | None) -> ConfigError:
+    """The error of a config that lacks ``missing`` inputs, with a ``--set`` for the first."""
+    return ConfigError(
+        "cannot estimate: the config needs " + ", ".join(missing)
+        + f" (e.g. {MISSING_HINTS[missing[0]]}; see docs/cost-model.md)",
+        field=missing[0],
+        file=file,
+    )  # fmt: skip
+
+
 def estimate(inputs: Inputs) -> Estimate:
     """Estimate every stage and every GPU role of a config.
 
@@ -115,12 +125,7 @@ def estimate(inputs: Inputs) -> Estimate:
     """
     missing = missing_inputs(inputs)
     if missing:
-        raise ConfigError(
-            "cannot estimate: the config needs " + ", ".join(missing)
-            + f" (e.g. {MISSING_HINTS[missing[0]]}; see docs/cost-model.md)",
-            field=missing[0],
-            file=inputs.file,
-        )  # fmt: skip
+        raise cannot_estimate(missing, inputs.file)
     ctx = Context(inputs)
     roles: dict[str, RoleEstimate] = {}
     for name, role in inputs.roles.items():
@@ -248,4 +253,10 @@ def estimate_config(config: Any) -> Estimate:
         for s in config.pipeline.stages
     )
     pipeline = config.pipeline.model_copy(update={"stages": stages})
-    return estimate(Inputs.of_config(config, roles_afresh(config), pipeline))
+    inputs = Inputs.of_config(config, roles_afresh(config), pipeline)
+    if config.lacking and missing_inputs(inputs):
+        # An imported workload without its prompt was held back whole: name what the file
+        # lacks, as its loading warning does, not the whole workload (whose example --set
+        # would overwrite the batch and lengths the file gives).
+        raise cannot_estimate(config.lacking, config.source)
+    return estimate(inputs)

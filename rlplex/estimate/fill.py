@@ -259,6 +259,23 @@ def floor_to(value: float, digits: int) -> float:
     return math.floor(value * scale + 1e-9) / scale
 
 
+def estimator_lacks(native: Mapping[str, Any]) -> list[str]:
+    """Of ``model``, ``workload``, ``workload.prompt_tokens`` and ``cluster.gpu``, those an
+    imported file's native form does not give (empty: the estimator can price it)."""
+    cluster = native.get("cluster") if isinstance(native.get("cluster"), dict) else {}
+    load = native.get("workload")
+    return [
+        name
+        for name, present in (
+            ("model", native.get("model")),
+            ("workload", load),
+            ("workload.prompt_tokens", not isinstance(load, dict) or load.get("prompt_tokens")),
+            ("cluster.gpu", cluster.get("gpu")),
+        )
+        if not present
+    ]
+
+
 def use_estimates(
     native: dict[str, Any], costs: Mapping[str, Any] | None
 ) -> tuple[dict, str | None]:
@@ -275,18 +292,7 @@ def use_estimates(
     from rlplex.estimate.context import MISSING_HINTS
 
     costs = costs or {}
-    cluster = native.get("cluster") if isinstance(native.get("cluster"), dict) else {}
-    load = native.get("workload")
-    missing = [
-        name
-        for name, present in (
-            ("model", native.get("model")),
-            ("workload", load),
-            ("workload.prompt_tokens", not isinstance(load, dict) or load.get("prompt_tokens")),
-            ("cluster.gpu", cluster.get("gpu")),
-        )
-        if not present
-    ]
+    missing = estimator_lacks(native)
     if "workload.prompt_tokens" in missing:
         # What the file gave of its trajectories waits for the rest (--set); a workload
         # without its prompt cannot be checked, so the plan goes on without it.
@@ -384,4 +390,72 @@ def at_staleness(config: Any, k: int) -> Any:
     }
     return cfg.model_copy(
         update={"pipeline": pipeline.model_copy(update={"stages": stages}), "roles": roles}
+    )
+
+
+def at_placement(config: Any, placement: Mapping[str, Any]) -> Any:
+    """``config`` (a :class:`rlplex.config.Config`) with its GPU roles on ``placement`` and
+    every figure the estimator filled estimated again there, as loading the file with
+    ``--set roles.R.devices=...`` estimates it (given figures stay).
+
+    A placement search scores candidates with the config's own figures, an estimated
+    stage's seconds scaled from the devices it was estimated on; but a stage does not
+    scale so (a decode step on weights and a fixed longest response takes as long on more
+    replicas), and a role's states per GPU change with the GPUs its shards spread over. The
+    search's best candidates are scored again on this, so that the placement ``plan
+    --auto`` picks, and the period it reports, are what ``plan`` gives that placement.
+    Returns ``config`` itself where nothing moves or nothing was estimated.
+
+    Raises:
+        ConfigError: an estimated figure does not fit on a GPU of the new placement.
+    """
+    moved = {
+        n: tuple(sorted(placement[n]))
+        for n, r in config.roles.items()
+        if n in placement and tuple(sorted(r.devices)) != tuple(sorted(placement[n]))
+    }
+    estimated = frozenset(
+        p for p in config.estimated if p.startswith(("roles.", "pipeline.stages."))
+    )
+    if not moved or not estimated:
+        return config
+    roles: dict[str, Role] = {}
+    for name, role in config.roles.items():
+        if name in placement:
+            role = role.with_devices(tuple(placement[name]))
+        update: dict[str, Any] = {}
+        if config.is_estimated(f"roles.{name}.states"):
+            update["states"] = {}
+        host = {
+            k: v
+            for k, v in role.host_states.items()
+            if not config.is_estimated(f"roles.{name}.host_states.{k}")
+        }
+        if host != role.host_states:
+            update["host_states"] = host
+        roles[name] = role.model_copy(update=update) if update else role
+    stages = []
+    for stage in config.pipeline.stages:
+        update = {}
+        if config.is_estimated(f"pipeline.stages.{stage.name}.seconds"):
+            update.update(seconds=None, at_devices=None)
+        if config.is_estimated(f"pipeline.stages.{stage.name}.memory_gb"):
+            update["memory_gb"] = 0.0
+        stages.append(stage.model_copy(update=update) if update else stage)
+    pipeline = config.pipeline.model_copy(update={"stages": tuple(stages)})
+    new_roles, new_pipeline, filled, _ = fill_estimates(
+        cluster=config.cluster, roles=roles, pipeline=pipeline, model=config.model,
+        workload=config.workload, efficiency=config.efficiency,
+        given_states={n for n in roles if not config.is_estimated(f"roles.{n}.states")},
+        given_memory={s.name for s in stages
+                      if not config.is_estimated(f"pipeline.stages.{s.name}.memory_gb")},
+        file=config.source,
+        base_dir=Path(config.base_dir) if config.base_dir else None,
+    )  # fmt: skip
+    return config.model_copy(
+        update={
+            "roles": new_roles,
+            "pipeline": new_pipeline,
+            "estimated": frozenset((config.estimated - estimated) | filled),
+        }
     )

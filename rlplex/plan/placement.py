@@ -24,12 +24,15 @@ the others.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rlplex.config import Config
 from rlplex.errors import RlplexError
-from rlplex.estimate.fill import at_staleness
+from rlplex.estimate.fill import at_placement, at_staleness
+from rlplex.plan.bound import lower_bound
 from rlplex.plan.costs import config_placement
+from rlplex.plan.policy import plan_options
+from rlplex.plan.schedule import schedule
 from rlplex.plan.search import PlacementCandidate, SearchProgress, search_placements
 
 AUTO_MAX_STALENESS = 2
@@ -125,10 +128,58 @@ def resolve_placement(
     notes: list[str] = []
     if pipeline.mode != "async":
         scored = search_placements(config, top=top, notes=notes, progress=progress)
-        found = tuple(ScoredPlacement(0, c) for c in scored)
-        return ResolvedPlacement(config=config, placement=dict(found[0].placement),
+        again = estimated_again(config, scored, notes)
+        found = tuple(ScoredPlacement(0, c) for c, _ in again)
+        return ResolvedPlacement(config=again[0][1], placement=dict(found[0].placement),
                                  candidates=found, notes=tuple(notes))  # fmt: skip
     return _search_async(config, top, progress)
+
+
+RE_ESTIMATED = (
+    "the search ranked placements with estimated stage times scaled from the devices they"
+    " were estimated on; its best ones were estimated again on their own devices, as"
+    " --set roles.R.devices=... would"
+)
+"""Note of a search whose candidates were priced again (:func:`estimated_again`)."""
+
+
+def estimated_again(
+    config: Config, scored: list[PlacementCandidate], notes: list[str]
+) -> list[tuple[PlacementCandidate, Config]]:
+    """The search's best candidates, each with ``config`` estimated again on its devices
+    (:func:`~rlplex.estimate.fill.at_placement`) and planned there, best first.
+
+    The search prices an estimated stage on a candidate by scaling its seconds from the
+    devices it was estimated on, which over-rewards spreading a stage that does not scale
+    (a decode-bound generation); the planned period of the candidate it picks then
+    disagreed with ``plan`` of that same placement. A candidate that no longer fits once
+    estimated again is dropped; if none fits, the search's own ranking is kept.
+    """
+    again: list[tuple[PlacementCandidate, Config]] = []
+    changed = False
+    for candidate in scored:
+        try:
+            moved = at_placement(config, candidate.placement)
+        except RlplexError:
+            changed = True
+            continue
+        if moved is config:
+            again.append((candidate, config))
+            continue
+        changed = True
+        placement = candidate.placement
+        try:  # scored as the search scores a candidate (search._score)
+            period = schedule(moved, placement, plan_options(moved, placement)).period()
+        except RlplexError:
+            continue
+        bound = lower_bound(moved, placement).value
+        again.append((replace(candidate, period_s=period, lower_bound_s=bound), moved))
+    if not again:
+        return [(c, config) for c in scored]
+    if changed and RE_ESTIMATED not in notes:
+        notes.append(RE_ESTIMATED)
+    again.sort(key=lambda item: round(item[0].period_s, 9))
+    return again
 
 
 def _search_async(
@@ -161,8 +212,9 @@ def _search_async(
             if idle >= STALENESS_PATIENCE:
                 break
             continue
-        found += [(ScoredPlacement(k, c), cfg) for c in scored]
-        period = min(c.period_s for c in scored) if scored else float("inf")
+        again = estimated_again(cfg, scored, search_notes)
+        found += [(ScoredPlacement(k, c), moved) for c, moved in again]
+        period = min(c.period_s for c, _ in again) if again else float("inf")
         periods[k] = period
         idle = idle + 1 if period >= best_period * (1 - STALENESS_TOLERANCE) else 0
         best_period = min(best_period, period)

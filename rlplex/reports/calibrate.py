@@ -520,6 +520,17 @@ def calibrate(
     missing = [s for s in cfg.pipeline.names if measured[s] is None]
     if missing:
         warnings.append("not in the record (kept as the config has them): " + ", ".join(missing))
+    # A recorded stage the config lacks (a critic the config has no role for) fits nothing,
+    # but its time stays in the recorded step that dispatch_s (or the per-step overhead) is
+    # fitted to: say so, as replay does, or a record of another run passes unnoticed.
+    extra = [s for s in run.stage_names() if s not in cfg.pipeline.names]
+    if extra:
+        seconds = ", ".join(f"{s} {mean_over(s, fit) or 0.0:.4g} s" for s in extra)
+        warnings.append(
+            f"recorded stage(s) not in the config, not fitted: {seconds} a step, left in the"
+            " recorded step time that dispatch_s (or the per-step overhead) is fitted to; does"
+            " the config describe the recorded run?"
+        )
     # dispatch_s: the planned period must equal the measured one over the fitting steps.
     target = recorded_period(run, fit)
     period_before = _plan_period(cfg)

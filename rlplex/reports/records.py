@@ -265,6 +265,7 @@ def whatif_report(
             " --alt-config FILE or --auto",
             field="whatif",
         )
+    _check_labels(alternatives)
     result = whatif(run, base, alternatives, scaling=parse_scaling(scaling, base),
                     fit_from=_fit_pairs(fit_from, source.config_format))  # fmt: skip
     notes: list[str] = [*([lengths_note] if lengths_note else []), *alt_notes]
@@ -278,6 +279,28 @@ def whatif_report(
     notes.extend(result.notes)
     warnings = (*run.warnings, *_stage_warnings(run, base))
     return WhatIfReport(source, run, base, result, warnings, tuple(notes))
+
+
+def _check_labels(alternatives: Sequence[Alternative]) -> None:
+    """Every alternative's label names one row: the table, ``--json`` and ``--sweep`` (whose
+    periods are keyed by label) would otherwise show two rows of one name, or keep one.
+
+    Raises:
+        ConfigError: a label given twice, or the recorded config's own (naming ``--alt``).
+    """
+    from rlplex.sim.whatif import BASELINE_LABEL
+
+    seen = {BASELINE_LABEL}
+    for alt in alternatives:
+        if alt.label in seen:
+            why = ("is the recorded config's row" if alt.label == BASELINE_LABEL
+                   else "names two alternatives")  # fmt: skip
+            raise ConfigError(
+                f"label {alt.label!r} {why}: give each --alt (or --alt-config file) its own",
+                field="--alt",
+                value=alt.label,
+            )
+        seen.add(alt.label)
 
 
 def _stage_warnings(run: RecordedRun, cfg: Config) -> list[str]:

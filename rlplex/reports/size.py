@@ -478,6 +478,53 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
+def read_base(
+    path: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    format: str | None = None,
+    costs: str | Path | None = None,
+    gpu_types: Sequence[str] | None = None,
+) -> tuple[Any, Any]:
+    """The file as the search starts from it: its native form and that form built.
+
+    The search keeps of the file its roles, model, workload, engine settings and GPUs per
+    node, and places the roles anew; so a placement of the file's own that does not fit on
+    its GPUs (what ``size`` is asked to fix) is built with the GPU memory raised out of the
+    way (:data:`~rlplex.reports.misfit.RELAXED_GPU_GB`) instead of refusing the whole search.
+    An imported file that names no GPU is read as on the first of ``gpu_types``.
+
+    Raises:
+        ConfigError: the file does not load for any reason but its memory.
+    """
+    from rlplex.config import config_from_dict, load_native
+    from rlplex.reports.misfit import RELAXED_GPU_GB, is_fit_error
+
+    form = load_native(path, overrides=overrides, format=format, costs=costs)
+    cluster = form.data.get("cluster") or {}
+    if form.fmt != "native" and gpu_types and not cluster.get("gpu"):
+        # An imported file's default costs give way to estimates only on a named GPU: the
+        # search names one, so read the file as on the first type tried.
+        form = load_native(
+            path, overrides=[*overrides, f"cluster.gpu={gpu_types[0]}"], format=format, costs=costs
+        )
+    base_dir = Path(form.base_dir) if form.base_dir else Path(path).resolve().parent
+
+    def build(data: dict[str, Any]) -> Any:
+        return config_from_dict(
+            data, file=str(path), base_dir=base_dir, fmt=form.fmt, file_devices=form.file_devices
+        )
+
+    try:
+        return form, build(form.data)
+    except ConfigError as exc:
+        if not is_fit_error(exc):
+            raise
+    cluster = form.data.get("cluster")
+    relaxed = {**(cluster if isinstance(cluster, dict) else {}), "gpu_memory_gb": RELAXED_GPU_GB}
+    return form, build({**form.data, "cluster": relaxed})
+
+
 def size_report(
     path: str | Path,
     gpus: Sequence[int],
@@ -500,23 +547,14 @@ def size_report(
         ConfigError: bad input (a count that is not whole nodes, an unknown
             preset, a config that does not load).
     """
-    from rlplex.config import config_from_dict, load_native
+    from rlplex.config import config_from_dict
     from rlplex.plan.sizing import candidates, pareto_front
 
     file = str(path)
-    form = load_native(path, overrides=overrides, format=format, costs=costs)
-    cluster = form.data.get("cluster") or {}
-    if form.fmt != "native" and gpu_types and not cluster.get("gpu"):
-        # An imported file's default costs give way to estimates only on a named GPU: the
-        # search names one, so read the file as on the first type tried.
-        form = load_native(
-            path, overrides=[*overrides, f"cluster.gpu={gpu_types[0]}"], format=format, costs=costs
-        )
+    form, base = read_base(path, overrides=overrides, format=format, costs=costs,
+                           gpu_types=gpu_types)  # fmt: skip
     native = form.data
-    base_dir = Path(path).resolve().parent
-    base = config_from_dict(
-        native, file=file, base_dir=base_dir, fmt=form.fmt, file_devices=form.file_devices
-    )
+    base_dir = Path(base.base_dir or Path(path).resolve().parent)
     per_node = base.cluster.gpus_per_node
     types = list(gpu_types) if gpu_types else parse_gpu_types(None, base.cluster.gpu)
     check_whole_nodes(gpus, per_node)

@@ -60,8 +60,10 @@ class Sweep(BaseModel):
     """One plan per value, in the order given (a value where the config does not load keeps
     its error)."""
     warnings: tuple[str, ...] = ()
-    """The config's warnings that every point that loads gives (an imported file's guessed
-    mean response length, unless the sweep sets it), for stderr."""
+    """The warnings every point that loads gives, once (an imported file's default stage
+    costs, a model matched to a preset, its guessed mean response length unless the sweep
+    sets it), for stderr: a sweep of a key that the defaults do not read would otherwise be
+    a flat line with nothing saying why."""
 
     @property
     def stage_names(self) -> tuple[str, ...]:
@@ -80,6 +82,7 @@ class Sweep(BaseModel):
             "config": self.config,
             "key": self.key,
             "points": [p.model_dump() for p in self.points],
+            "warnings": list(self.warnings),
         }
 
 
@@ -263,6 +266,8 @@ def sweep_config(
         raise
     numeric = is_numeric(values)
     points = []
+    # The points' own warnings, not the config's as written: a swept GPU preset gives a file
+    # without one its estimates, and the defaults warning would then be wrong.
     shared: list[str] | None = None
     for text in values:
         value: float | str = float(text) if numeric else text
@@ -308,6 +313,9 @@ class WhatIfSweep(BaseModel):
     """The recorded config's label."""
     points: tuple[WhatIfPoint, ...]
     """One what-if per value, in the order given (a value where it fails keeps its error)."""
+    warnings: tuple[str, ...] = ()
+    """The what-ifs' warnings, once each (recorded stages the config lacks, and the
+    config's the record lacks), as ``whatif`` without a sweep prints them."""
 
     @property
     def bests(self) -> tuple[str, ...]:
@@ -326,6 +334,7 @@ class WhatIfSweep(BaseModel):
             "stays_best": self.stays_best,
             "bests": list(self.bests),
             "points": [p.model_dump() for p in self.points],
+            "warnings": list(self.warnings),
         }
 
 
@@ -363,6 +372,7 @@ def whatif_sweep(source: Any, key: str, values: Sequence[str], **whatif_args: An
     fields = {f.name: getattr(source, f.name) for f in dataclasses.fields(RecordSource)}
     numeric = is_numeric(values)
     points = []
+    warnings: dict[str, None] = {}
     for text in values:
         value: float | str = float(text) if numeric else text
         swept = _Swept(**fields, swept=(f"{key}={text}",))
@@ -372,8 +382,11 @@ def whatif_sweep(source: Any, key: str, values: Sequence[str], **whatif_args: An
             _refuse_invalid(exc, key)
             points.append(WhatIfPoint(value=value, error=str(exc)))
             continue
+        warnings.update(dict.fromkeys(report.warnings))
         outcomes = report.result.alternatives
         periods = {o.label: o.period_s for o in outcomes}
         best = report.best.label if report.best is not None else None
         points.append(WhatIfPoint(value=value, periods=periods, best=best))
-    return WhatIfSweep(key=key, baseline=BASELINE_LABEL, points=tuple(points))
+    return WhatIfSweep(
+        key=key, baseline=BASELINE_LABEL, points=tuple(points), warnings=tuple(warnings)
+    )

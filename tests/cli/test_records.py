@@ -106,6 +106,23 @@ def test_whatif_auto_and_scaling() -> None:
     [
         (["whatif", VERL, "-c", VERL_CONFIG], "give at least one alternative"),
         (["whatif", VERL, "-c", VERL_CONFIG, "--alt", "x: oops"], "--alt"),
+        (
+            [
+                "whatif",
+                VERL,
+                "-c",
+                VERL_CONFIG,
+                "--alt",
+                "a: pipeline.mode=async",
+                "--alt",
+                "a: pipeline.max_staleness=0",
+            ],
+            "label 'a' names two alternatives",
+        ),
+        (
+            ["whatif", VERL, "-c", VERL_CONFIG, "--alt", "as recorded: pipeline.mode=async"],
+            "the recorded config's row",
+        ),
         (["whatif", VERL, "-c", VERL_CONFIG, "--auto", "--scaling", "gen=1"], "unknown stage"),
         (["whatif", VERL, "-c", VERL_CONFIG, "--auto", "--fit-from", "nothing"], "RECORD=CONFIG"),
         (["replay", VERL, "-c", VERL_CONFIG, "--format", "csv"], "unknown record format"),

@@ -1921,3 +1921,21 @@ def test_a_config_without_the_estimators_inputs_is_told_how_to_give_them() -> No
         estimate_config(load_config(root / "examples" / "ppo.yaml"))
     assert "the config needs model, workload, cluster.gpu" in str(info.value)
     assert f"(e.g. {MISSING_HINTS['model']};" in str(info.value)
+
+
+def test_at_placement_estimates_as_set_devices_does() -> None:
+    """at_placement (a placement search's candidates priced again) gives what loading the
+    file with --set roles.R.devices gives: every estimated stage, memory and state."""
+    from rlplex.config import load_config
+    from rlplex.estimate.fill import at_placement
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "estimate_7b.yaml"
+    over = ["cluster.nodes=2", "roles.actor_infer.devices=8-15"]
+    config = load_config(path, overrides=over)
+    every = {n: tuple(range(16)) for n in ("actor_train", "actor_infer", "reference")}
+    moved = at_placement(config, every)
+    placed = load_config(path, overrides=[*over, *(f"roles.{n}.devices=0-15" for n in every)])
+    assert moved.pipeline == placed.pipeline
+    assert moved.roles == placed.roles and moved.estimated == placed.estimated
+    assert moved.pipeline.stage("generate").seconds != config.pipeline.stage("generate").seconds
+    assert at_placement(config, {n: r.devices for n, r in config.gpu_roles.items()}) is config

@@ -189,3 +189,36 @@ def test_a_staleness_that_cannot_be_planned_ends_the_search(monkeypatch) -> None
     assert set(resolved.staleness_periods) == {1, 2}
     assert resolved.config.pipeline.staleness in (1, 2)
     assert any("could not be planned (no placement fits)" in n for n in resolved.notes)
+
+
+SEVEN_B = "examples/estimate_7b.yaml"
+LONG_SPLIT = [
+    "cluster.nodes=2", "roles.actor_infer.devices=8-15", "roles.actor_train.devices=0-7",
+    "roles.reference.devices=0-7", *ASYNC_K1, "workload.prompts_per_step=64",
+    "workload.response_tokens.mean=2048", "workload.response_tokens.max=4096",
+]  # fmt: skip
+"""A 7B one-step-off run of few, long responses on 8 + 8 GPUs: generation is decode-bound,
+so it gains little from more replicas."""
+
+
+def _devices_set(placement: dict[str, tuple[int, ...]]) -> list[str]:
+    return [f"roles.{r}.devices={','.join(map(str, d))}" for r, d in placement.items()]
+
+
+def test_auto_prices_its_candidates_as_set_devices_does() -> None:
+    """--auto scaled the estimated generation ideally from its 8 GPUs (38.64 s on all 16,
+    colocated) where the estimator, given that placement with --set, says 59.07 s: --auto
+    picked a placement 40 % slower than the split it left (42.02 s). Its best candidates
+    are now estimated again on their own devices (tour 30)."""
+    config = load_config(SEVEN_B, overrides=LONG_SPLIT)
+    resolved = resolve_placement(config, auto=True)
+    for candidate in resolved.candidates[:3]:
+        placed = load_config(SEVEN_B, overrides=[*LONG_SPLIT, *_devices_set(candidate.placement)])
+        assert candidate.period_s == pytest.approx(make_plan(placed).period_s, rel=1e-9)
+    best = resolved.candidates[0]
+    assert best.period_s <= make_plan(config).period_s * (1 + 1e-9)  # no worse than its own
+    assert len(set(best.placement.values())) > 1  # not everything on all 16 GPUs
+    assert any("estimated again on their own devices" in n for n in resolved.notes)
+    # The config the report plans is the one estimated on the chosen devices.
+    planned = plan_for_placement(resolved.config, resolved.placement)
+    assert planned.period_s == pytest.approx(best.period_s, rel=1e-9)

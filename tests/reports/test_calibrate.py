@@ -383,3 +383,14 @@ def test_a_record_far_beyond_the_estimate_is_not_fitted_and_says_why(tmp_path: P
     assert any("generate stages" in w and "not fitted" in w for w in result.warnings)
     assert not any("generate stages" in w and "below" in w for w in result.warnings)
     assert "decode" not in doc.get("efficiency", {})
+
+
+def test_recorded_stages_the_config_lacks_are_named() -> None:
+    """verl's PPO quickstart calibrated with the ROLL GRPO example (no critic): its values and
+    critic_train time went silently into the fitted dispatch_s (0.4 s an op); replay named
+    them, calibrate did not (tour 30)."""
+    result, _ = calibrate(RECORDS / "verl_quickstart.jsonl", ROOT / "examples" / "roll.yaml")
+    (line,) = [w for w in result.warnings if w.startswith("recorded stage(s) not in the config")]
+    assert "values 5." in line and "critic_train 15." in line and "dispatch_s" in line
+    matched, _ = calibrate(RECORDS / "verl_quickstart.jsonl", RECORDS / "verl_quickstart.yaml")
+    assert not any("not in the config" in w for w in matched.warnings)

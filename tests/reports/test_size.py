@@ -221,3 +221,22 @@ def test_the_fastest_plan_is_no_slower_than_the_files_own_layout() -> None:
     best = report.rows[0].best
     assert best is not None and best.period_s is not None
     assert best.period_s <= own * (1 + 1e-9)
+
+
+def test_a_file_whose_own_placement_does_not_fit_is_still_sized() -> None:
+    """The README's 72B on estimate_7b.yaml's 8 GPUs does not load (its optimizer alone
+    outgrows a GPU); ``size`` is how a user finds the count that fits, so the file's own
+    placement must not refuse the whole search (it did, with the loader's one line, and
+    ``--gpu h100,h20`` refused where ``--gpu h20,h100`` sized: tour 30)."""
+    over = ("model=qwen2.5-72b",)
+    report = size_report(SEVEN_B, [8, 16], ["h100"], overrides=over)
+    eight, sixteen = report.rows
+    assert eight.best is None and "optimizer" in (eight.reason or "")
+    assert sixteen.best is not None and report.smallest == {"h100": 16}
+    result = runner.invoke(
+        app, ["size", str(SEVEN_B), "--set", "model=qwen2.5-72b", "--gpus", "8,16",
+              "--gpu", "h100"], env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "smallest that fits on h100: 16 GPUs" in result.output
+    assert "8 x h100 does not fit" in result.output

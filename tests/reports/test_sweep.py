@@ -279,3 +279,44 @@ def test_a_word_value_that_names_nothing_is_refused_or_a_point() -> None:
     sweep = sweep_config(CONFIG, "model", ("qwen2.5-7b", "no-such-model"))
     assert sweep.points[0].period_s is not None
     assert sweep.points[1].period_s is None and "no-such-model" in (sweep.points[1].error or "")
+
+
+def test_a_sweep_says_when_its_configs_keep_the_default_costs() -> None:
+    """An imported file without a model keeps rlplex's default stage costs at every swept GPU:
+    the sweep is flat, and the warning that says why was dropped (tour 30)."""
+    roll = ROOT / "examples" / "roll.yaml"
+    sweep = sweep_config(roll, "cluster.gpu", ("h100", "h20"))
+    assert len({p.period_s for p in sweep.points}) == 1  # flat: nothing read the GPU
+    assert any("defaults" in w and "lacks model" in w for w in sweep.warnings)
+    assert sweep.to_json()["warnings"] == list(sweep.warnings)
+    # A swept GPU gives a file that names its model and workload its estimates: no such
+    # warning, although the file as written (no GPU) has one.
+    estimated = sweep_config(roll, "cluster.gpu", ("h100", "h20"), overrides=("model=qwen2.5-7b",
+                             "workload.prompts_per_step=64", "workload.prompt_tokens.mean=256",
+                             "workload.prompt_tokens.max=512", "workload.response_tokens.mean=512",
+                             "workload.response_tokens.max=1024"))  # fmt: skip
+    assert not any("defaults" in w for w in estimated.warnings)
+    result = CliRunner().invoke(app, ["estimate", str(roll), "--sweep", "cluster.gpu=h100,h20"],
+                                env={"COLUMNS": "200"})  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "warning: stage times and state sizes are rlplex's defaults" in result.output
+
+
+def test_a_whatif_sweep_keeps_the_whatif_warnings() -> None:
+    """``whatif --sweep`` dropped what ``whatif`` warns of: a record of stages the config
+    lacks (here the ROLL example's GRPO config under verl's PPO record) swept silently."""
+    from rlplex.reports.records import RecordSource
+    from rlplex.reports.sweep import whatif_sweep
+
+    source = RecordSource(RECORD, ROOT / "examples" / "roll.yaml")
+    sweep = whatif_sweep(source, "cluster.host_gb_per_s", ("10", "20"),
+                         alts=("a: pipeline.mode=async pipeline.max_staleness=1",))  # fmt: skip
+    assert any("not in the config" in w and "critic_train" in w for w in sweep.warnings)
+    assert sweep.to_json()["warnings"] == list(sweep.warnings)
+    result = CliRunner().invoke(
+        app, ["whatif", str(RECORD), "--config", str(ROOT / "examples" / "roll.yaml"), "--alt",
+              "a: pipeline.mode=async pipeline.max_staleness=1", "--sweep",
+              "cluster.host_gb_per_s=10,20"], env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "warning: recorded stage(s) not in the config" in result.output

@@ -565,3 +565,59 @@ def test_ppo_refuses_every_refit_transport_but_the_default(tmp_path: Path) -> No
     path.write_text(yaml.safe_dump(base))
     refused = error(path)
     assert refused.field == "policy.generation.refit_transport" and "PPO" in refused.message
+
+
+SPLIT = {"policy": {"generation": {"colocated": {"enabled": False,
+                                                 "resources": {"num_nodes": 2, "gpus_per_node": 8}}}}}  # fmt: skip
+"""The on-policy recipe's generation on 2 of its 4 nodes, as the single controller needs."""
+
+
+@pytest.mark.parametrize(
+    ("sampler", "mode", "staleness"),
+    [
+        ({"name": "windowed", "max_staleness_versions": 1}, "async", 1),
+        ({"name": "weight_fifo", "max_staleness_versions": 2}, "async", 2),
+        ({"name": "ready_first"}, "async", 1),  # its default bound
+        ({"name": "in_order", "max_lookahead_versions": 0}, "sync", 0),
+        ({}, "async", 1),  # no sampler: in_order, max_lookahead_versions 1
+    ],
+)
+def test_single_controller_runs_as_far_ahead_as_its_sampler_lets(
+    tmp_path: Path, sampler: dict, mode: str, staleness: int
+) -> None:
+    """NeMo RL's single-controller recipes (``async_rl``, run_grpo_single_controller.py)
+    were read as sync: ``grpo-llama3.1-8b-instruct-2n8g-async-1off-single-controller-
+    streaming2.yaml`` (windowed, 1 version) planned as an on-policy step (tour 30)."""
+    body = {"defaults": str(ONPOLICY), **SPLIT, "grpo": {"async_grpo": None},
+            "data_plane": {"enabled": True}, "async_rl": {"sampler": sampler}}  # fmt: skip
+    path = tmp_path / "sc.yaml"
+    path.write_text(yaml.safe_dump(body))
+    cfg = load_config(path)
+    assert (cfg.pipeline.mode, cfg.pipeline.max_staleness) == (mode, staleness)
+    # Without the data plane the single-controller entry point refuses to start: the file
+    # runs on the legacy path, which reads no async_rl.
+    legacy = load_config(path, overrides=["data_plane.enabled=false"])
+    assert (legacy.pipeline.mode, legacy.pipeline.max_staleness) == ("sync", 0)
+
+
+@pytest.mark.parametrize(
+    ("sampler", "field", "says"),
+    [
+        ({"name": "custom", "target": "m:C"}, "async_rl.sampler.name", "custom one"),
+        ({"name": "windowed", "max_staleness_versions": -1},
+         "async_rl.sampler.max_staleness_versions", ">= 0"),
+    ],
+)  # fmt: skip
+def test_single_controller_errors_name_the_field(
+    tmp_path: Path, sampler: dict, field: str, says: str
+) -> None:
+    body = {"defaults": str(ONPOLICY), **SPLIT, "data_plane": {"enabled": True},
+            "async_rl": {"sampler": sampler}}  # fmt: skip
+    path = tmp_path / "sc.yaml"
+    path.write_text(yaml.safe_dump(body))
+    exc = error(path)
+    assert exc.field == field and says in str(exc)
+    colocated = recipe(tmp_path, {"data_plane": {"enabled": True}, "async_rl": {}}, "co.yaml")
+    exc = error(colocated)
+    assert exc.field == "policy.generation.colocated.enabled"
+    assert "the single-controller path needs generation on its own GPUs" in str(exc)

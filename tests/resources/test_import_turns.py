@@ -74,6 +74,13 @@ def test_roll_agentic_without_a_prompt_length_asks_for_it(roll_agentic: Path) ->
     warning = " ".join(cfg.warnings)
     assert "lacks workload.prompt_tokens" in warning
     assert "--set workload.prompt_tokens.mean=" in warning
+    # estimate names the same field: it said the whole workload was missing, and its example
+    # --set (prompts_per_step=64, response_tokens 1024/4096) overwrote what the file gives.
+    with pytest.raises(ConfigError) as info:
+        estimate_config(cfg)
+    assert info.value.field == "workload.prompt_tokens"
+    assert "prompts_per_step" not in str(info.value)
+    assert "workload.prompt_tokens.mean=" in str(info.value)
 
 
 def test_roll_agentic_prompt_length_bounds_the_trajectory(roll_agentic: Path) -> None:

@@ -83,6 +83,27 @@ def test_roll_rules(tmp_path: Path) -> None:
     assert cfg.pipeline.stage("reward_code_sandbox").role == "code_sandbox"
 
 
+def test_roll_starts_workers_only_for_its_own_blocks(tmp_path: Path) -> None:
+    """ROLL's dacite drops a top-level key its config does not type: a block that is not one
+    of its worker configs starts no worker, whatever its device_mapping. A misspelt
+    ``--set actor_trian.device_mapping=[0,1]`` made a ninth role on GPUs 0-1, with no
+    warning (tour 30); it now changes nothing, and says so."""
+    path = write(tmp_path, ROLL + "actor_trian: {device_mapping: list(range(0,2))}\n")
+    assert "actor_trian" not in load_config(path).roles
+    cfg = load_config(
+        write(tmp_path, ROLL, "d.yaml"), overrides=["actor_trian.device_mapping=[0,1]"]
+    )
+    assert set(cfg.roles) == {
+        "actor_train",
+        "actor_infer",
+        "reference",
+        "critic",
+        "math_rule",
+        "code_sandbox",
+    }
+    assert any("actor_trian.device_mapping" in w and "changed nothing" in w for w in cfg.warnings)
+
+
 def test_roll_gpu_reward_and_async(tmp_path: Path) -> None:
     text = ROLL.replace(
         "math_rule: {world_size: 8}", "judge: {device_mapping: 'list(range(12,16))'}"

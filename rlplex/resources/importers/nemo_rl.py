@@ -73,7 +73,9 @@ lm_policy.py, nemo_rl/models/generation/vllm/), as NeMo RL runs them today:
 - Async GRPO (``grpo.async_grpo.enabled``; PPO's ``ppo.async_ppo``): ``mode: async``,
   ``max_staleness`` = ``max_trajectory_age_steps``; ``in_flight_weight_updates`` lets the
   engines decode through the weight update. NeMo RL refuses it with colocated vLLM
-  generation, and so does rlplex.
+  generation, and so does rlplex. The single-controller path (an ``async_rl`` section with
+  ``data_plane.enabled``): ``max_staleness`` = its sampler's bound, async above 0
+  (:func:`_single_controller`).
 - PPO (a ``ppo`` section in place of ``grpo``): the value model (``value``: its
   ``model_name``, Megatron or DTensor sizes as the policy's) is a ``critic`` role on the
   trainer's GPUs; ``ppo.ppo_epochs`` (default 4) passes over each step's batch
@@ -252,6 +254,58 @@ class _Reader:
         value = flag(self.get(path), field=path, file=self.file, default=default, reading=reading)
         assert value is not None
         return value
+
+
+_SC_KNOBS = {
+    "in_order": "max_lookahead_versions",
+    "weight_fifo": "max_staleness_versions",
+    "windowed": "max_staleness_versions",
+    "ready_first": "max_staleness_versions",
+}
+"""The single controller's built-in samplers -> the knob that bounds how many weight versions
+generation runs ahead of training (staleness_sampler.py ``*SamplerConfig``, each 1 by
+default)."""
+
+
+def _single_controller(r: _Reader, algo: str) -> int | None:
+    """The staleness of NeMo RL's single-controller GRPO (``run_grpo_single_controller.py``;
+    its docs/guides/single-controller.md), None for the legacy path.
+
+    A GRPO file with an ``async_rl`` section and the TransferQueue data plane that path
+    requires (``data_plane.enabled``), and without legacy ``async_grpo`` (which the SC entry
+    point refuses, and which the legacy entry point reads instead), runs there. Its sampler
+    bounds how far generation runs ahead of training: ``in_order``'s
+    ``max_lookahead_versions``, ``weight_fifo``'s, ``windowed``'s and ``ready_first``'s
+    ``max_staleness_versions`` (1 when not set; 0 is sync). ``windowed`` and ``ready_first``
+    do not gate the rollout (it produces until the buffer fills, groups that age out of
+    the window are dropped): that extra generation is not modelled. A ``custom`` sampler's
+    bound is its own code's and is refused, naming the field.
+    """
+    if (
+        algo != "grpo"
+        or not isinstance(r.get("async_rl"), Mapping)
+        or not r.flag("data_plane.enabled")
+        or r.flag("grpo.async_grpo.enabled")
+    ):
+        return None
+    name = r.get("async_rl.sampler.name", "in_order")
+    knob = _SC_KNOBS.get(name) if isinstance(name, str) else None
+    if knob is None:
+        raise ConfigError(
+            "is not a built-in single-controller sampler ("
+            + ", ".join(_SC_KNOBS)
+            + "): rlplex cannot know how far a custom one lets generation run ahead; name"
+            " the built-in sampler it behaves like",
+            field="async_rl.sampler.name", value=name, file=r.file,
+        )  # fmt: skip
+    field = f"async_rl.sampler.{knob}"
+    value = r.lax(field, int, 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(
+            "must be a whole number >= 0 (NeMo RL's NonNegativeInt)",
+            field=field, value=value, file=r.file,
+        )  # fmt: skip
+    return value
 
 
 def _algorithm(r: _Reader) -> str:
@@ -868,11 +922,13 @@ def to_native(
         nodes=r.int("cluster.num_nodes"), gpus_per_node=r.int("cluster.gpus_per_node")
     )
     colocated = r.flag(f"{_GEN}.colocated.enabled", True)
-    async_on = r.flag(f"{algo}.async_{algo}.enabled")
-    if async_on and colocated:
+    single = _single_controller(r, algo)
+    async_on = r.flag(f"{algo}.async_{algo}.enabled") or bool(single)
+    if (async_on or single is not None) and colocated:
+        what = "the single-controller path" if single is not None else f"async {algo.upper()}"
         raise ConfigError(
-            f"async {algo.upper()} needs generation on its own GPUs with vLLM (NeMo RL asserts"
-            " it): set it false and give colocated.resources",
+            f"{what} needs generation on its own GPUs with vLLM (NeMo RL asserts it): set it"
+            " false and give colocated.resources",
             field=f"{_GEN}.colocated.enabled", value=True, file=file,
         )  # fmt: skip
     rm = _reward_model(r)
@@ -964,7 +1020,7 @@ def to_native(
     mode, staleness = "sync", 0
     if async_on:
         mode = "async"
-        staleness = r.int(f"{algo}.async_{algo}.max_trajectory_age_steps", 1)
+        staleness = single or r.int(f"{algo}.async_{algo}.max_trajectory_age_steps", 1)
     native: dict[str, Any] = {
         "cluster": cluster.model_dump(exclude_unset=True),
         "roles": roles,

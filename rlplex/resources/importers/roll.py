@@ -246,8 +246,20 @@ def _parse_mapping(value: Any, field: str, file: str) -> tuple[int, ...]:
     return devices
 
 
+_WORKER_BLOCKS = frozenset({
+    "actor_train", "actor_infer", "critic", "reference", "reward", "reward_model", "teacher",
+    "student_train", "student_infer", "student", "sft_train", "validation",
+})  # fmt: skip
+"""The top-level blocks ROLL's pipeline configs type ``WorkerConfig`` (roll/configs/
+base_config.py, rlvr_config.py, agentic_config.py, distill_config.py, dpo_config.py,
+sft_config.py). ROLL reads its config with dacite's ``from_dict``, which drops keys its
+dataclass does not have: any other block, even with a ``device_mapping`` (a misspelt
+``actor_trian``), starts no worker, so it is no role."""
+
+
 def _role_blocks(data: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any], bool]]:
-    """(rlplex name, field path, block, is a reward) of every worker block, in file order."""
+    """(rlplex name, field path, block, is a reward) of every worker block ROLL starts (the
+    :data:`_WORKER_BLOCKS` and each ``rewards`` entry), in file order."""
     blocks: list[tuple[str, str, Mapping[str, Any], bool]] = []
     taken = {str(k) for k in data}
     for key, block in data.items():
@@ -259,7 +271,7 @@ def _role_blocks(data: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, A
                 sub = str(sub)
                 name = sub if sub not in taken or sub == "rewards" else f"rewards_{sub}"
                 blocks.append((name, f"rewards.{sub}", body, True))
-        elif isinstance(block, Mapping) and "device_mapping" in block:
+        elif isinstance(block, Mapping) and "device_mapping" in block and key in _WORKER_BLOCKS:
             name = _OPD_NAMES.get(key, key)
             blocks.append((name, key, block, key in ("reward", "reward_model")))
         elif key == "teacher" and isinstance(block, Mapping):
