@@ -25,7 +25,7 @@ from rlplex.errors import ConfigError
 from rlplex.resources.cluster import Cluster
 from rlplex.resources.devices import DeviceSpecError, parse_devices
 from rlplex.resources.importers.launch_script import is_launch_script
-from rlplex.resources.yaml_io import apply_overrides, load_yaml_file
+from rlplex.resources.yaml_io import apply_overrides, load_yaml_file, overrides_set
 
 
 def device_counts(native: Mapping[str, Any]) -> dict[str, int]:
@@ -365,15 +365,6 @@ ASSUMED_MEAN = "workload.response_tokens.mean"
 """What :func:`assumed_length_note`'s warning starts with (then a colon)."""
 
 
-def _overrides_key(key: str, overrides: Sequence[str]) -> bool:
-    """Whether one of ``overrides`` sets ``key`` or a mapping above it."""
-    for item in overrides:
-        target = item.partition("=")[0].strip()
-        if key == target or key.startswith(target + "."):
-            return True
-    return False
-
-
 def _estimates_a_stage(native: Mapping[str, Any]) -> bool:
     """Whether the estimator prices a stage of ``native`` (one without ``seconds``, a weight
     sync aside), or a Python pipeline's stages, which the file does not show."""
@@ -402,7 +393,7 @@ def assumed_length_note(
     answer's is bounded by the trajectory's budget over its turns).
     """
     workload = native.get("workload")
-    if not isinstance(workload, Mapping) or _overrides_key(
+    if not isinstance(workload, Mapping) or overrides_set(
         "workload.response_tokens.mean", overrides
     ):
         return None

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from rlplex.config import Config
 from rlplex.config.loading import ASSUMED_MEAN
 from rlplex.errors import ConfigError
+from rlplex.resources.yaml_io import overrides_set
 from rlplex.timeline.importers.base import RecordedRun
 from rlplex.timeline.lengths import RecordedLengths, recorded_lengths
 
@@ -45,15 +46,6 @@ class LengthOverrides:
     note: str | None = None
     """One line for the user: the lengths used and the config's they replace, or why the
     record's were not used."""
-
-
-def _set_by_user(key: str, user: Sequence[str]) -> bool:
-    """Whether one of the user's overrides sets ``key`` (or a mapping above it)."""
-    for item in user:
-        target = item.partition("=")[0].strip()
-        if key == target or key.startswith(target + "."):
-            return True
-    return False
 
 
 def _steps_text(steps: Sequence[int]) -> str:
@@ -106,7 +98,7 @@ def length_overrides(
             )
     # The share cut at the maximum belongs to the distribution of the mean it was measured
     # with: where the user gives the mean, the record's share does not go with it.
-    users_mean = _set_by_user(RESPONSE_MEAN, user)
+    users_mean = overrides_set(RESPONSE_MEAN, user)
     if (
         not users_mean
         and lengths.response_mean is not None
@@ -129,7 +121,7 @@ def length_overrides(
     overrides: list[str] = []
     changes: list[str] = []
     for key, measured, had, label in wanted:
-        if measured is None or _set_by_user(key, user):
+        if measured is None or overrides_set(key, user):
             continue
         if key == PROMPT_MEAN:
             measured = min(measured, float(w.prompt_tokens.max))

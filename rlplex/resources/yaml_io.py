@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -279,6 +280,17 @@ def load_yaml_file(path: str | Path, limits: YamlLimits | None = None) -> Any:
     if data is None:
         raise ConfigError("the file is empty", file=str(path))
     return data
+
+
+def overrides_set(key: str, overrides: Sequence[str]) -> bool:
+    """Whether one of the ``KEY=VALUE`` ``overrides`` sets the dotted ``key``, or a mapping
+    above it (``workload.response_tokens={mean: 300, max: 1024}`` sets
+    ``workload.response_tokens.mean``)."""
+    for item in overrides:
+        target = item.partition("=")[0].strip()
+        if key == target or key.startswith(target + "."):
+            return True
+    return False
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:

@@ -8,28 +8,14 @@ from typing import Any
 
 import pytest
 import yaml
+from test_calibrate import ESTIMATED_COLOCATED
 from typer.testing import CliRunner
 
 from rlplex.cli import app
 from rlplex.reports.calibrate import calibrate
 from rlplex.reports.records import RecordSource, replay_report, whatif_report
 
-CONFIG: dict[str, Any] = {
-    "model": "qwen2.5-7b",
-    "workload": {"prompts_per_step": 256, "samples_per_prompt": 16,
-                 "prompt_tokens": {"mean": 200, "max": 400},
-                 "response_tokens": {"mean": 500, "max": 1000},
-                 "micro_batch_tokens": 16384},
-    "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "h100"},
-    "roles": {"actor_infer": {"devices": "0-7", "num_gpus_per_worker": 2},
-              "actor_train": {"devices": "0-7", "parallel": {"fsdp": True, "recompute": True}},
-              "rewards": {"world_size": 4}},
-    "pipeline": {"stages": {
-        "generate": {"role": "actor_infer"},
-        "reward": {"role": "rewards", "after": ["generate"]},
-        "train": {"role": "actor_train", "after": ["reward"]},
-    }},
-}  # fmt: skip
+CONFIG: dict[str, Any] = ESTIMATED_COLOCATED
 """An estimated 7B step on 8 H100s whose config expects 500-token responses."""
 TIMINGS = {"generate": 40.0, "reward": 8.0, "train": 30.0, "step": 80.0}
 

@@ -42,3 +42,15 @@ def test_exponent_floats_are_numbers_as_omegaconf_reads_them() -> None:
     assert data == {"a": 1000.0, "b": 1e-6, "c": 20.0, "d": -100.0, "e": 3e-5}
     kept = load_yaml_text("a: e3\nb: 1e\nc: '1e3'\nd: 12\ne: 1.5\n", file="x.yaml")
     assert kept == {"a": "e3", "b": "1e", "c": "1e3", "d": 12, "e": 1.5}
+
+
+def test_overrides_set_a_key_or_a_mapping_above_it() -> None:
+    from rlplex.resources.yaml_io import overrides_set
+
+    key = "workload.response_tokens.mean"
+    assert overrides_set(key, ["cluster.gpu=h100", "workload.response_tokens.mean=300"])
+    assert overrides_set(key, ["workload.response_tokens={mean: 300, max: 1024}"])
+    assert overrides_set(key, [" workload = {} "])
+    assert not overrides_set(key, ["workload.response_tokens.max=1024"])
+    assert not overrides_set(key, ["workload.response_tokens.mean_extra=1"])
+    assert not overrides_set(key, [])
