@@ -171,9 +171,12 @@ def fill_estimates(
             update["seconds"] = round(est.seconds, 6)
             filled.add(f"pipeline.stages.{stage.name}.seconds")
             role = new_roles.get(stage.role or "")
-            if stage.at_devices is None and role is not None and role.devices:
+            if stage.at_devices is None and role is not None and role.is_gpu:
                 # Estimated on these devices: not to be rescaled from the file's device count.
-                update["at_devices"] = len(role.devices)
+                # A role placed by the search (devices: auto) is estimated as if on the whole
+                # cluster (EstimateContext.devices); left unpinned, a file that gave the role
+                # devices before --set roles.R.devices=auto scaled it from those instead.
+                update["at_devices"] = len(role.devices) or cluster.num_gpus
         if stage.is_weight_sync and stage.seconds is None and est is not None:
             # More than the link rule: a colocated sync also reshards and wakes the engine, a
             # disjoint one sends every engine device the whole model (estimate_weight_sync).
@@ -391,6 +394,13 @@ def at_staleness(config: Any, k: int) -> Any:
     return cfg.model_copy(
         update={"pipeline": pipeline.model_copy(update={"stages": stages}), "roles": roles}
     )
+
+
+def estimates_placement(config: Any) -> bool:
+    """Whether ``config`` (a :class:`rlplex.config.Config`) has a figure the estimator filled
+    that depends on where its GPU roles are: a role's states, a stage's seconds or memory
+    (what :func:`at_placement` estimates again)."""
+    return any(p.startswith(("roles.", "pipeline.stages.")) for p in config.estimated)
 
 
 def at_placement(config: Any, placement: Mapping[str, Any]) -> Any:
