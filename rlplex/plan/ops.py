@@ -4,7 +4,7 @@
 dependencies as indices); :class:`PlanSchedule` holds one scheduling run's ops
 and residencies, and knows its makespan, its period and (async) which
 unrolled step repeats in the steady state (see :mod:`rlplex.plan.steady`).
-:func:`rlplex.plan.planner.to_plan` turns it into a :class:`~rlplex.plan.model.Plan`.
+:func:`rlplex.plan.placed.to_plan` turns it into a :class:`~rlplex.plan.model.Plan`.
 """
 
 from __future__ import annotations

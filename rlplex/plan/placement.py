@@ -28,12 +28,15 @@ from dataclasses import dataclass, field, replace
 
 from rlplex.config import Config
 from rlplex.errors import RlplexError
-from rlplex.estimate.fill import at_placement, at_staleness
-from rlplex.plan.bound import lower_bound
+from rlplex.estimate.fill import at_placement, at_staleness, estimates_placement
 from rlplex.plan.costs import config_placement
-from rlplex.plan.policy import plan_options
-from rlplex.plan.schedule import schedule
-from rlplex.plan.search import PlacementCandidate, SearchProgress, search_placements
+from rlplex.plan.placed import plan_for_placement
+from rlplex.plan.search import (
+    MAX_SCORED,
+    PlacementCandidate,
+    SearchProgress,
+    search_placements,
+)
 
 AUTO_MAX_STALENESS = 2
 """Largest k an async search tries when the config's ``max_staleness`` is 0."""
@@ -44,6 +47,18 @@ STALENESS_TOLERANCE = 0.005
 STALENESS_PATIENCE = 2
 """Values of k in a row that gain less than :data:`STALENESS_TOLERANCE` end the search."""
 
+KEPT_AT_LEAST = 10
+"""Fewest candidates the search keeps and plans again on their own devices
+(:func:`estimated_again`), whatever ``top`` the caller shows, when the config has
+estimated figures. The search ranks candidates with those figures scaled from the
+devices they were estimated on, which prices a decode-bound generation on few GPUs
+up to 4x too slow; so the best placement once estimated again can rank far down. On
+74 configs (the examples, published runs, ROLL and verl files, and 7-32B models on 8
+to 32 GPUs, sync and one-step-off, responses of 512 to 8,192 tokens), keeping the 5
+best missed the best of every candidate the search scores in 6 (by 15-35 %), keeping
+10 in none, and keeping 1 (what ``make_plan`` asked for) in 25; and the placement
+chosen depended on how many candidates the caller wanted shown."""
+
 
 @dataclass(frozen=True)
 class ScoredPlacement:
@@ -53,6 +68,9 @@ class ScoredPlacement:
     """k of the async pipeline on this candidate (0 in sync mode)."""
     scored: PlacementCandidate
     """The search's candidate: placement, groups, counts, period, bound."""
+    config: Config | None = field(default=None, compare=False, repr=False)
+    """The config the candidate was planned with: estimated again on its devices and at
+    its staleness (:func:`estimated_again`); what a caller plans the candidate with."""
 
     @property
     def placement(self) -> dict[str, tuple[int, ...]]:
@@ -80,7 +98,8 @@ class ResolvedPlacement:
     """The placement a config runs on, and how it was found."""
 
     config: Config
-    """The config to plan with: the input, with the chosen ``max_staleness`` (async search)."""
+    """The config to plan with: the input, estimated again on the chosen devices
+    (:func:`estimated_again`) and with the chosen ``max_staleness`` (async search)."""
     placement: dict[str, tuple[int, ...]]
     """Devices of each GPU role."""
     candidates: tuple[ScoredPlacement, ...] = ()
@@ -111,11 +130,14 @@ def resolve_placement(
         config: a checked config.
         auto: search the placement of every GPU role, whatever the config's
             devices say (``rlplex plan --auto``).
-        top: candidates to keep (per staleness tried, then merged best first).
+        top: candidates to return (per staleness tried, then merged best first); the
+            choice does not depend on it: of a config with estimated figures, at least
+            :data:`KEPT_AT_LEAST` are planned again on their own devices to choose from.
         progress: called as ``progress(scored, total)`` while candidates are scored.
 
     Raises:
         InfeasibleError: no candidate placement can run the pipeline.
+        ConfigError: no candidate's estimated figures fit on its own devices.
     """
     gpu = config.gpu_roles
     if auto and gpu:
@@ -126,13 +148,13 @@ def resolve_placement(
         return ResolvedPlacement(config=config, placement=config_placement(config))
     pipeline = config.pipeline
     notes: list[str] = []
+    keep = max(top, KEPT_AT_LEAST) if estimates_placement(config) else top
     if pipeline.mode != "async":
-        scored = search_placements(config, top=top, notes=notes, progress=progress)
-        again = estimated_again(config, scored, notes)
-        found = tuple(ScoredPlacement(0, c) for c, _ in again)
+        again = _kept(config, keep, notes, progress)
+        found = tuple(ScoredPlacement(0, c, moved) for c, moved in again[:top])
         return ResolvedPlacement(config=again[0][1], placement=dict(found[0].placement),
                                  candidates=found, notes=tuple(notes))  # fmt: skip
-    return _search_async(config, top, progress)
+    return _search_async(config, top, keep, progress)
 
 
 RE_ESTIMATED = (
@@ -143,54 +165,73 @@ RE_ESTIMATED = (
 """Note of a search whose candidates were priced again (:func:`estimated_again`)."""
 
 
-def estimated_again(
-    config: Config, scored: list[PlacementCandidate], notes: list[str]
+def _kept(
+    config: Config, keep: int, notes: list[str], progress: SearchProgress | None
 ) -> list[tuple[PlacementCandidate, Config]]:
-    """The search's best candidates, each with ``config`` estimated again on its devices
-    (:func:`~rlplex.estimate.fill.at_placement`) and planned there, best first.
+    """The search's ``keep`` best candidates planned again (:func:`estimated_again`), best
+    first; if none of them can be planned so, every candidate the search can score.
 
-    The search prices an estimated stage on a candidate by scaling its seconds from the
-    devices it was estimated on, which over-rewards spreading a stage that does not scale
-    (a decode-bound generation); the planned period of the candidate it picks then
-    disagreed with ``plan`` of that same placement. A candidate that no longer fits once
-    estimated again is dropped; if none fits, the search's own ranking is kept.
+    Raises:
+        RlplexError: no candidate can be planned (the search's error, or the first
+            candidate's reason).
     """
-    again: list[tuple[PlacementCandidate, Config]] = []
-    changed = False
-    for candidate in scored:
-        try:
-            moved = at_placement(config, candidate.placement)
-        except RlplexError:
-            changed = True
-            continue
-        if moved is config:
-            again.append((candidate, config))
-            continue
-        changed = True
-        placement = candidate.placement
-        try:  # scored as the search scores a candidate (search._score)
-            period = schedule(moved, placement, plan_options(moved, placement)).period()
-        except RlplexError:
-            continue
-        bound = lower_bound(moved, placement).value
-        again.append((replace(candidate, period_s=period, lower_bound_s=bound), moved))
+    scored = search_placements(config, top=keep, notes=notes, progress=progress)
+    again, error = estimated_again(config, scored, notes)
+    if not again and len(scored) >= keep and keep < MAX_SCORED:
+        scored = search_placements(config, top=MAX_SCORED, notes=notes, progress=progress)
+        again, error = estimated_again(config, scored, notes)
     if not again:
-        return [(c, config) for c in scored]
-    if changed and RE_ESTIMATED not in notes:
-        notes.append(RE_ESTIMATED)
-    again.sort(key=lambda item: round(item[0].period_s, 9))
+        assert error is not None
+        raise error
     return again
 
 
+def estimated_again(
+    config: Config, scored: list[PlacementCandidate], notes: list[str]
+) -> tuple[list[tuple[PlacementCandidate, Config]], RlplexError | None]:
+    """The search's candidates, each planned as ``plan`` plans it, best first: on ``config``
+    estimated again on its devices (:func:`~rlplex.estimate.fill.at_placement`), host
+    memory included (:func:`~rlplex.plan.placed.plan_for_placement`); with the error of
+    the first candidate that cannot be planned so.
+
+    The search prices an estimated stage on a candidate by scaling its seconds from the
+    devices it was estimated on, which over-rewards spreading a stage that does not scale
+    (a decode-bound generation); and it schedules without host memory. So the period of
+    a candidate it picks disagreed with ``plan`` of that same placement, and a candidate
+    whose states do not fit on its own devices, or whose host copies overflow a node,
+    was picked where ``plan --set roles.R.devices=...`` refuses it. Such a candidate is
+    dropped (the caller raises the error when none is left).
+    """
+    again: list[tuple[PlacementCandidate, Config]] = []
+    error: RlplexError | None = None
+    changed = False
+    for candidate in scored:
+        placement = candidate.placement
+        try:
+            moved = at_placement(config, placement)
+            changed = changed or moved is not config
+            plan = plan_for_placement(moved, placement)
+        except RlplexError as exc:
+            error = error or exc
+            changed = changed or estimates_placement(config)
+            continue
+        bound = plan.lower_bound_s
+        again.append((replace(candidate, period_s=plan.period_s, lower_bound_s=bound), moved))
+    if again and changed and RE_ESTIMATED not in notes:
+        notes.append(RE_ESTIMATED)
+    again.sort(key=lambda item: round(item[0].period_s, 9))
+    return again, error
+
+
 def _search_async(
-    config: Config, top: int, progress: SearchProgress | None = None
+    config: Config, top: int, keep: int, progress: SearchProgress | None = None
 ) -> ResolvedPlacement:
     """Search placement and staleness k (1..K): the smallest k within
     :data:`STALENESS_TOLERANCE` of the best period wins; the search stops after
     :data:`STALENESS_PATIENCE` values of k in a row that gain less."""
     pipeline = config.pipeline
     high = pipeline.max_staleness or AUTO_MAX_STALENESS
-    found: list[tuple[ScoredPlacement, Config]] = []
+    found: list[ScoredPlacement] = []
     search_notes: list[str] = []
     error: RlplexError | None = None
     best_period = float("inf")
@@ -202,7 +243,7 @@ def _search_async(
         tried = k
         cfg = at_staleness(config, k)
         try:
-            scored = search_placements(cfg, top=top, notes=search_notes, progress=progress)
+            again = _kept(cfg, keep, search_notes, progress)
         except RlplexError as exc:  # raised again when no k has a candidate
             error = error or exc
             failed.append(k)
@@ -212,9 +253,8 @@ def _search_async(
             if idle >= STALENESS_PATIENCE:
                 break
             continue
-        again = estimated_again(cfg, scored, search_notes)
-        found += [(ScoredPlacement(k, c), moved) for c, moved in again]
-        period = min(c.period_s for c, _ in again) if again else float("inf")
+        found += [ScoredPlacement(k, c, moved) for c, moved in again]
+        period = again[0][0].period_s
         periods[k] = period
         idle = idle + 1 if period >= best_period * (1 - STALENESS_TOLERANCE) else 0
         best_period = min(best_period, period)
@@ -223,12 +263,13 @@ def _search_async(
     if not found:
         assert error is not None
         raise error
-    found.sort(key=lambda item: (round(item[0].period_s, 9), item[0].staleness))
+    found.sort(key=lambda c: (round(c.period_s, 9), c.staleness))
     within = best_period * (1 + STALENESS_TOLERANCE)
-    chosen_k = min(c.staleness for c, _ in found if c.period_s <= within)
+    chosen_k = min(c.staleness for c in found if c.period_s <= within)
     # The chosen k's candidates first (best period first), then the others as ranked.
-    found.sort(key=lambda item: item[0].staleness != chosen_k)
-    best, cfg = found[0]
+    found.sort(key=lambda c: c.staleness != chosen_k)
+    best = found[0]
+    assert best.config is not None
     notes = list(dict.fromkeys(search_notes))
     if pipeline.max_staleness != best.staleness:
         tried_text = f"1 to {tried}" + (f" of {high}" if tried < high else "")
@@ -240,9 +281,9 @@ def _search_async(
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         notes.append(f"async: max_staleness {ks} could not be planned ({reason})")
     return ResolvedPlacement(
-        config=cfg,
+        config=best.config,
         placement=dict(best.placement),
-        candidates=tuple(c for c, _ in found[:top]),
+        candidates=tuple(found[:top]),
         notes=tuple(notes),
         staleness_periods=periods,
     )

@@ -1,28 +1,21 @@
-"""From a config to a Plan: pick the policy (planner or a baseline), schedule, package.
+"""From a config to a Plan: resolve the placement, pick the policy, schedule, package.
 
 :func:`make_plan` is the entry point others call. It resolves the placement
 (searching it for ``devices: auto`` roles), schedules with the planner's
 policy or a baseline's, and turns the internal schedule into the plan JSON of
-DESIGN.md (op ids, devices, dependencies by id, residency, bound).
+DESIGN.md (op ids, devices, dependencies by id, residency, bound); the last two
+on an explicit placement are :mod:`rlplex.plan.placed`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
-
 from rlplex.config import Config
-from rlplex.errors import ConfigError, InfeasibleError
-from rlplex.plan.bound import lower_bound
-from rlplex.plan.host import HostPeak, host_peaks
-from rlplex.plan.ids import OpWork, format_id
-from rlplex.plan.model import Op, Plan
-from rlplex.plan.ops import PlanSchedule, SOp
+from rlplex.errors import ConfigError
+from rlplex.plan.model import Plan
+from rlplex.plan.placed import plan_for_placement, to_plan
 from rlplex.plan.placement import resolve_placement
 from rlplex.plan.policy import BASELINES, default_unroll, plan_options
-from rlplex.plan.problem import Options
-from rlplex.plan.schedule import schedule
-from rlplex.resources.cluster import COPIED_STATES, DRIVER
+from rlplex.resources.cluster import DRIVER
 
 __all__ = [
     "BASELINES",
@@ -30,6 +23,7 @@ __all__ = [
     "make_plan",
     "plan_for_placement",
     "plan_options",
+    "plan_with_config",
     "to_plan",
 ]
 
@@ -48,6 +42,8 @@ def make_plan(
     and in async mode the staleness too). ``steps`` is the number of steps to
     unroll (async; a sync plan is one step, which the simulator and the
     executor repeat through :meth:`rlplex.plan.pattern.StepPattern.unroll`).
+    A caller that prices the plan's stages again (the simulator, the executor, a
+    replay) takes the config it was made from with :func:`plan_with_config`.
 
     Raises:
         InfeasibleError: a stage's states plus transient memory exceed a GPU,
@@ -55,134 +51,34 @@ def make_plan(
         ConfigError: an unknown baseline, or an async weight sync between roles
             given shared devices.
     """
+    return plan_with_config(config, baseline=baseline, steps=steps, auto=auto)[1]
+
+
+def plan_with_config(
+    config: Config,
+    *,
+    baseline: str | None = None,
+    steps: int | None = None,
+    auto: bool = False,
+) -> tuple[Config, Plan]:
+    """:func:`make_plan`'s plan, with the config it was made from.
+
+    That is ``config`` itself unless the placement search chose a placement or a
+    staleness: then it is ``config`` estimated again on the chosen devices and at the
+    chosen staleness (:func:`rlplex.estimate.fill.at_placement`, ``at_staleness``). The
+    simulator, the executor and a replay price the plan's stages from the config they
+    are given, so they must be given this one: ``config``'s own estimated figures are
+    those of the devices it was estimated on, scaled (a generation on 8 of 16 GPUs
+    simulated twice as fast as it was planned).
+
+    Raises:
+        InfeasibleError, ConfigError: as :func:`make_plan`.
+    """
     # A Config built in Python rather than loaded skips the loader's checks: the DAG and its
     # roles are checked here, so that a wrong one is named, not met as a KeyError deep inside.
     config.pipeline.check([*config.roles, DRIVER])
     if steps is not None and steps < 1:
         raise ConfigError("must be at least 1 step", field="steps", value=steps)
     resolved = resolve_placement(config, auto=auto, top=1)
-    return plan_for_placement(resolved.config, resolved.placement, baseline=baseline, steps=steps)
-
-
-def plan_for_placement(
-    config: Config,
-    placement: Mapping[str, Sequence[int]],
-    *,
-    baseline: str | None = None,
-    steps: int | None = None,
-) -> Plan:
-    """The plan of ``config`` on an explicit placement (role -> devices).
-
-    A plan whose host copies overflow a node's ``host_memory_gb`` is made again
-    keeping fewer host copies (each copied state's host copy released when it
-    is reloaded); if that overflows too, the planner's plan is not made (a
-    baseline's is returned as it is, its ``host_peaks`` showing the overflow).
-
-    Raises:
-        InfeasibleError: a stage does not fit a GPU, or a node's host memory
-            overflows (naming the node, the peak and what its host holds).
-    """
-    options = plan_options(config, placement, baseline, steps)
-    bound = lower_bound(config, placement).value
-    plan, over = _plan_once(config, placement, options, bound, baseline)
-    if over is None:
-        return plan
-    fewer = frozenset(
-        (role, state)
-        for role, states in plan.states.items()
-        for state in states
-        if state in COPIED_STATES
-    )
-    options = replace(options, drop_host=fewer)
-    plan, over = _plan_once(config, placement, options, bound, baseline)
-    if over is not None and baseline is None:
-        raise InfeasibleError(over.describe())
-    # A baseline is what a framework would do: its plan is shown, overflow included
-    # (its host_peaks say so, and --verify names the node).
-    return plan
-
-
-def _plan_once(
-    config: Config,
-    placement: Mapping[str, Sequence[int]],
-    options: Options,
-    bound: float,
-    baseline: str | None,
-) -> tuple[Plan, HostPeak | None]:
-    """One plan with its host peaks, and the node whose host memory overflows most (or None).
-
-    An async schedule in which no unrolled step repeats (rare: a weight sync no
-    staleness gate holds back, stages of no duration) cannot be run or
-    simulated step after step; such a config is planned one step at a time
-    instead (each step after the previous one: a valid, slower plan).
-    """
-    sched = schedule(config, placement, options)
-    if sched.steps > 2 and sched.steady_period is None:
-        options = replace(options, steps=1, cyclic=True)
-        sched = schedule(config, placement, options)
-    plan = to_plan(config, sched, bound, options, baseline)
-    peaks = host_peaks(plan, config)
-    plan = plan.model_copy(
-        update={
-            "host_memory_gb": config.cluster.host_memory_gb,
-            "host_peaks": {n: round(p.peak_gb, 6) for n, p in sorted(peaks.items())},
-        }
-    )
-    over = [p for p in peaks.values() if p.over]
-    return plan, max(over, key=lambda p: (p.peak_gb, -p.node)) if over else None
-
-
-def to_plan(
-    config: Config,
-    sched: PlanSchedule,
-    lower_bound_s: float,
-    options: Options,
-    baseline: str | None = None,
-) -> Plan:
-    """Package an internal schedule as the plan JSON's model."""
-    lay = sched.layout
-    placed: dict[tuple[int, tuple[int, ...]], OpWork] = {}
-
-    def work_on(op: SOp) -> OpWork:
-        """``op``'s work with its device classes mapped to GPU ranks (once per distinct one)."""
-        key = (id(op.work), op.classes)  # the works are shared and alive: ids are stable
-        found = placed.get(key)
-        if found is None:
-            found = placed[key] = replace(op.work, devices=lay.devices_of(op.classes))
-        return found
-
-    period = sched.period()
-    raw = sched.ops
-    ids = [format_id(o.step, o.name) for o in raw]
-    ops = [
-        Op.placed(
-            work_on(o),
-            id=ids[i],
-            step=o.step,
-            start_s=o.start,
-            end_s=o.end,
-            deps=tuple(ids[d] for d in o.deps),
-        )
-        for i, o in enumerate(raw)
-    ]
-    ops.sort(key=lambda op: (op.start_s, op.id))
-    residency = {
-        role: [s for s in config.roles[role].states if sched.initial.get((role, s))]
-        for role in lay.placement
-    }
-    return Plan(
-        mode=config.pipeline.mode,
-        makespan_s=sched.makespan,
-        period_s=period,
-        lower_bound_s=lower_bound_s,
-        capacity_gb=config.cluster.gpu_memory_gb,
-        placement={r: list(d) for r, d in lay.placement.items()},
-        states={r: {s: float(v) for s, v in config.roles[r].states.items()} for r in lay.placement},
-        initial_residency=residency,
-        ops=ops,
-        staleness=options.staleness,
-        unrolled_steps=sched.steps,
-        pattern_step=sched.pattern_step if sched.steps > 1 else 0,
-        baseline=baseline,
-        dispatch_s=config.cluster.dispatch_s,
-    )
+    plan = plan_for_placement(resolved.config, resolved.placement, baseline=baseline, steps=steps)
+    return resolved.config, plan

@@ -156,7 +156,7 @@ def test_fewer_host_copies_release_a_kept_copy_at_reload():
     from dataclasses import replace
 
     from rlplex.plan.bound import lower_bound
-    from rlplex.plan.planner import _plan_once
+    from rlplex.plan.placed import _plan_once
     from rlplex.plan.policy import plan_options
 
     config = config_from_dict(colocated_7b(1024))

@@ -222,3 +222,63 @@ def test_auto_prices_its_candidates_as_set_devices_does() -> None:
     # The config the report plans is the one estimated on the chosen devices.
     planned = plan_for_placement(resolved.config, resolved.placement)
     assert planned.period_s == pytest.approx(best.period_s, rel=1e-9)
+
+
+ONE_OFF_LONG = [*ASYNC_K1, "workload.prompts_per_step=128", "workload.response_tokens.mean=2048",
+                "workload.response_tokens.max=4096"]  # fmt: skip
+"""A 7B one-step-off run of long responses on one 8-GPU node."""
+
+
+def test_the_placement_chosen_does_not_depend_on_how_many_are_shown() -> None:
+    """The search ranks with estimated stages scaled from the file's 8 GPUs, which prices
+    generation on 2 GPUs 4x slower; the best placement once estimated again on its own
+    devices (reference with the trainer on 6, generation on 2: 77.41 s) ranked 6th. --auto
+    estimated again the 5 it showed and picked 89.55 s; make_plan and devices: auto, which
+    asked for 1, picked 107.37 s (rev30b)."""
+    config = load_config(SEVEN_B, overrides=ONE_OFF_LONG)
+    shown = resolve_placement(config, auto=True, top=5)
+    one = resolve_placement(config, auto=True, top=1)
+    assert one.placement == shown.placement
+    assert one.best is not None and shown.best is not None
+    assert one.best.period_s == pytest.approx(shown.best.period_s, rel=1e-9)
+    assert shown.best.groups == (("actor_train", "reference"), ("actor_infer",))
+    assert shown.best.counts == (6, 2)
+    assert shown.best.period_s < 80.0
+    assert make_plan(config, auto=True).period_s == pytest.approx(shown.best.period_s, rel=1e-9)
+    placed = load_config(SEVEN_B, overrides=[*ONE_OFF_LONG, *_devices_set(shown.placement)])
+    assert make_plan(placed).period_s == pytest.approx(shown.best.period_s, rel=1e-9)
+    assert len(shown.candidates) == 5 and len(one.candidates) == 1
+
+
+HOST = "examples/colocated_7b_host.yaml"
+
+
+def test_auto_plans_its_candidates_with_host_memory_as_plan_does() -> None:
+    """colocated_7b_host.yaml on a node of 256 GB host memory: the search scheduled its
+    candidates without host memory and picked all-colocated, whose host copies peak at
+    308 GB, so plan --auto refused the whole file; a split fits (rev30b)."""
+    over = ["cluster.host_memory_gb=256"]
+    config = load_config(HOST, overrides=over)
+    resolved = resolve_placement(config, auto=True)
+    assert resolved.best is not None and len(set(resolved.placement.values())) > 1
+    plan = plan_for_placement(resolved.config, resolved.placement)
+    assert max(plan.host_peaks.values()) <= 256
+    for candidate in resolved.candidates:
+        placed = load_config(HOST, overrides=[*over, *_devices_set(candidate.placement)])
+        assert make_plan(placed).period_s == pytest.approx(candidate.period_s, rel=1e-9)
+
+
+def test_no_candidate_that_fits_on_its_own_devices_is_an_error(monkeypatch) -> None:
+    """When no kept candidate's estimated figures fit on its own devices, the search's own
+    ranking was returned: a placement that plan --set roles.R.devices refuses. It is now
+    the error of the first one (after looking at every candidate the search can score)."""
+    import rlplex.plan.placement as placement_module
+    from rlplex.errors import ConfigError
+
+    def refuse(config, placement):
+        raise ConfigError("does not fit (test)", field="roles.actor_train.states")
+
+    monkeypatch.setattr(placement_module, "at_placement", refuse)
+    config = load_config(SEVEN_B, overrides=["cluster.nodes=2"])
+    with pytest.raises(ConfigError, match="does not fit"):
+        resolve_placement(config, auto=True)
