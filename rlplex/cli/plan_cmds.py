@@ -151,11 +151,11 @@ def simulate(
     options: ConfigOptions = NO_OPTIONS,
 ) -> None:
     """Simulate N steps of the plan: per-step times and the steady-state period."""
-    from rlplex.plan import make_plan
+    from rlplex.plan import plan_with_config
     from rlplex.sim import simulate as run_simulation
 
-    cfg = options.load(config)
-    result = make_plan(cfg, baseline=baseline)
+    # The config the plan was made from: a placement the search chose is estimated there.
+    cfg, result = plan_with_config(options.load(config), baseline=baseline)
     timeline = run_simulation(result, cfg, steps=steps, jitter=jitter, seed=seed)
     if out is not None:
         timeline.write_jsonl(out)

@@ -136,11 +136,11 @@ class ReplayReport:
 
 def replay_report(source: RecordSource, overrides: Sequence[str] = ()) -> ReplayReport:
     """Replay ``source``'s record through the plan of its config (with ``overrides``)."""
-    from rlplex.plan import make_plan
+    from rlplex.plan import plan_with_config
 
     run = source.load_run()
     cfg, lengths_note = source.load_measured(run, overrides)
-    plan = make_plan(cfg)
+    cfg, plan = plan_with_config(cfg)
     result = replay(run, cfg, plan)
     memory = _recorded_memory(source, run, plan)
     notes = (lengths_note,) if lengths_note else ()
@@ -326,11 +326,11 @@ def planned_timeline(
     baseline: str | None = None,
 ) -> Timeline:
     """The predicted timeline of a config: its plan, simulated for ``steps`` steps."""
-    from rlplex.plan import make_plan
+    from rlplex.plan import plan_with_config
     from rlplex.sim.simulate import simulate
 
     cfg = load_config(path, overrides=overrides or (), format=fmt, costs=costs)
-    plan = make_plan(cfg, baseline=baseline)
+    cfg, plan = plan_with_config(cfg, baseline=baseline)
     timeline = simulate(plan, cfg, steps=steps)
     meta = {"gpus_per_node": cfg.cluster.gpus_per_node, "config": str(path)}
     return timeline.model_copy(update={"meta": {**meta, **timeline.meta}})

@@ -147,7 +147,7 @@ def run_plan(
         RecordError: the record cannot be written or is in use by another run
             (checked before Ray starts), or writing it failed mid-run.
     """
-    from rlplex.plan import make_plan
+    from rlplex.plan import plan_with_config
     from rlplex.runtime import execute
     from rlplex.runtime.cluster import require_ray
     from rlplex.runtime.recorder import claim_record
@@ -157,7 +157,9 @@ def run_plan(
     require_ray()  # before the record is claimed and the progress bar drawn
     # The record is checked and locked before anything starts (Ray, workers).
     with claim_record(options.record):
-        plan = make_plan(config)
+        # The config the plan was made from (a searched placement is estimated there): the
+        # executor and the predicted period price the plan's stages from it.
+        config, plan = plan_with_config(config)
         log.debug("plan", mode=plan.mode, period_s=plan.period_s, ops=len(plan.ops),
                   steps=options.steps)  # fmt: skip
         if on_start is not None:

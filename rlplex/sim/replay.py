@@ -248,9 +248,9 @@ def replay(run: RecordedRun, config: Config, plan: Plan | None = None) -> Replay
         stages present on one side only.
     """
     if plan is None:
-        from rlplex.plan import make_plan
+        from rlplex.plan import plan_with_config
 
-        plan = make_plan(config)
+        config, plan = plan_with_config(config)
     pattern, valid = replay_plan(plan, config)
     base = {s: pattern.base[j] for j, s in enumerate(pattern.stages) if s is not None}
     numbers = sorted(run.steps)

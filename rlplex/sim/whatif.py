@@ -37,7 +37,6 @@ from typing import Any
 
 from rlplex.config import Config
 from rlplex.errors import ConfigError, RlplexError
-from rlplex.estimate.fill import at_staleness
 from rlplex.plan.costs import stage_seconds
 from rlplex.plan.model import Plan
 from rlplex.resources.devices import format_devices
@@ -399,27 +398,30 @@ def _outcomes(
             resolved = resolve_placement(cfg, auto=True, top=alt.search)
             out = []
             for i, cand in enumerate(resolved.candidates, start=1):
-                here = cfg
-                if cand.staleness and cand.staleness != cfg.pipeline.max_staleness:
-                    here = at_staleness(cfg, cand.staleness)
+                # The config the search planned the candidate with: at its staleness, its
+                # estimated figures (states, a stage the record lacks) on its devices.
+                here = cand.config or cfg
                 plan = plan_for_placement(here, cand.placement)
                 name = f"{alt.label} #{i}: {_placement_label(cand.groups, cand.placement)}"
                 if cand.staleness:
                     name += f" (k={cand.staleness})"
                 out.append(evaluate(name, here, plan, work, modelled))
             return out
-        placement = placement_of(alt.config)
+        # Roles with devices: auto are placed by the search, which plans on the config
+        # estimated again on the devices it chose: that config is the alternative's.
+        resolved = resolve_placement(alt.config, top=1)
+        alt_config, placement = resolved.config, resolved.placement
         ratios: dict[str, float] = {}
         if recorded is not None:  # the estimator prices GPU counts, TP and the model at once
             from rlplex.estimate.scaling import estimator_ratios
 
-            placed = alt.config.model_copy(update={"roles": {
+            placed = alt_config.model_copy(update={"roles": {
                 n: r.with_devices(tuple(placement[n])) if n in placement else r
-                for n, r in alt.config.roles.items()
+                for n, r in alt_config.roles.items()
             }})  # fmt: skip
             wanted = [n for n in work.means if n not in explicit]
             ratios = estimator_ratios(recorded, placed, wanted)
-        cfg, modelled = work_config(alt.config, work, exponents, placement, ratios)
+        cfg, modelled = work_config(alt_config, work, exponents, placement, ratios)
         outcome = evaluate(alt.label, cfg, plan_for_placement(cfg, placement), work, modelled)
         return [replace(outcome, estimated=tuple(sorted(ratios)))]
     except RlplexError as exc:

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rlplex.cli import app
+from rlplex.reports.records import planned_timeline
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "examples" / "records"
@@ -179,3 +180,24 @@ def test_compare_puts_a_rehearsal_back_on_the_plans_time_scale(tmp_path: Path) -
     result = invoke("compare", tmp_path / "sim.jsonl", tmp_path / "rehearsal.jsonl")
     assert result.exit_code == 0, result.output
     assert "1.00× as fast" in result.output and "--time-scale 0.01" in result.output
+
+
+def test_simulate_prices_a_searched_placement_as_plan_does() -> None:
+    """A file whose roles are placed by the search (devices: auto): plan estimates the chosen
+    placement again on its own devices, and simulate priced the same plan's stages with the
+    loaded figures, scaled from other devices (34.23 s simulated of a 60.07 s plan, or
+    30.83 s of 59.07 s one-step-off; rev30b)."""
+    file = ROOT / "examples" / "estimate_7b.yaml"
+    roles = ("actor_train", "actor_infer", "reference")
+    sets = ["cluster.nodes=2", "workload.prompts_per_step=64",
+            "workload.response_tokens.mean=2048", "workload.response_tokens.max=4096",
+            *(f"roles.{r}.devices=auto" for r in roles)]  # fmt: skip
+    for mode in ([], ["pipeline.mode=async", "pipeline.max_staleness=1"]):
+        args = [a for s in [*sets, *mode] for a in ("--set", s)]
+        plan = json.loads(invoke("plan", file, *args, "--json").stdout)
+        simulated = json.loads(invoke("simulate", file, *args, "--json").stdout)
+        assert simulated["plan_period_s"] == pytest.approx(plan["period_s"], rel=1e-9)
+        assert simulated["period_s"] == pytest.approx(plan["period_s"], rel=1e-6)
+        # What compare and the pictures draw of a config: its plan, simulated.
+        drawn = planned_timeline(file, steps=12, overrides=[*sets, *mode])
+        assert drawn.meta["period_s"] == pytest.approx(plan["period_s"], rel=1e-6)

@@ -261,3 +261,31 @@ def test_a_tensor_parallel_change_is_priced_by_the_estimator() -> None:
     # Without the estimator's inputs nothing is estimated: the exponent rule applies.
     grpo = load_config(EXAMPLES / "grpo.yaml")
     assert estimator_ratios(grpo, grpo, ["generate"]) == {}
+
+
+def test_auto_alternatives_are_planned_with_their_states_on_their_devices(tmp_path: Path) -> None:
+    """A 7B run recorded on 8 + 8 GPUs, its states estimated from the model: the search ranks
+    each candidate on its own devices (its states estimated again there), and what-if then
+    planned and replayed the candidate with the recorded config's states (those of 8 GPUs
+    for a trainer on 16); an --alt of devices: auto kept the states estimated as if on all
+    16 GPUs for a role the search put on 8 (rev30b)."""
+    seven_b = EXAMPLES / "estimate_7b.yaml"
+    split = ["cluster.nodes=2", "roles.actor_infer.devices=8-15", "roles.actor_train.devices=0-7",
+             "roles.reference.devices=0-7", "workload.prompts_per_step=64",
+             "workload.response_tokens.mean=2048", "workload.response_tokens.max=4096"]  # fmt: skip
+    cfg = load_config(seven_b, overrides=split)
+    simulate(make_plan(cfg), cfg, steps=4).write_jsonl(tmp_path / "run.jsonl")
+    run = import_record(tmp_path / "run.jsonl")
+    roles = ("actor_train", "actor_infer", "reference")
+    anywhere = [*split, *ASYNC_1, *(f"roles.{r}.devices=auto" for r in roles)]
+    result = whatif(run, cfg, [alt("auto", [*split, *ASYNC_1], seven_b, search=3),
+                               alt("anywhere", anywhere, seven_b)])  # fmt: skip
+    found = [o for o in result.alternatives if o.label.startswith(("auto #", "anywhere"))]
+    assert len(found) == 4
+    assert any(len(o.plan.placement["actor_train"]) == 16 for o in found)
+    for o in found:
+        devices = [f"roles.{r}.devices={','.join(map(str, o.plan.placement[r]))}" for r in roles]
+        k = f"pipeline.max_staleness={o.plan.staleness}"
+        placed = load_config(seven_b, overrides=[*split, *ASYNC_1, *devices, k])
+        for r in roles:
+            assert o.config.roles[r].states == placed.roles[r].states, (o.label, r)
