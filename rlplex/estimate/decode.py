@@ -200,6 +200,12 @@ slowly), up to sixteen per step of staleness."""
 IN_FLIGHT_MEASURED_STEPS = 6
 """Steps :func:`simulate_in_flight` averages over once settled, besides two per step of
 staleness (k steps' groups in flight make the loop's pattern longer)."""
+IN_FLIGHT_LONGEST_CYCLE = 6
+"""Steps of the longest cycle :func:`simulate_in_flight` looks for, besides two per step of
+staleness: a loop that repeats every p steps stops the walk once the last p + this many
+gaps between training starts repeat. Walked loops of toy and published configs repeat
+every 1 to 6 steps, or every k (a long step and short ones taking turns); one whose cycle
+is longer is walked through its warm-up and window."""
 
 
 @dataclass(frozen=True)
@@ -240,6 +246,8 @@ def simulate_in_flight(
     sync_s: float,
     costs: StepCosts,
     stands_for: float = 1.0,
+    *,
+    stop_on_repeat: bool = True,
 ) -> InFlightLoop:
     """Decode step after step on a replica whose engine keeps going through weight syncs.
 
@@ -264,9 +272,14 @@ def simulate_in_flight(
     Returns the decode terms per step averaged over :data:`IN_FLIGHT_MEASURED_STEPS` + 2k
     steps (the terms scaled to one step's tokens) after a warm-up (at least
     :data:`IN_FLIGHT_WARMUP_STEPS` + 2k steps, longer until two gaps between training starts
-    in a row decode one step's tokens within 2 %, at most 3 + 16k), or over the last
-    max(2, k) once they repeat exactly;
-    the period between training starts and the replica's idle seconds per step.
+    in a row decode one step's tokens within 2 %, at most 3 + 16k), or, once the loop
+    repeats exactly (a cycle of p steps, the last p + :data:`IN_FLIGHT_LONGEST_CYCLE` (at
+    least 2k) gaps between training starts alike every p), over its whole cycles (a long
+    step and short ones take turns: a window of 6 + 2k steps cut a cycle, up to 6 % off the
+    loop's own mean at k = 4, and max(2, k) steps alike in a row were taken for a loop that
+    repeats although longer cycles hold them); the period between training starts and the
+    replica's idle seconds per step. ``stop_on_repeat=False`` walks the whole warm-up and
+    window even so (what a check of the repeat's average compares with).
     """
     per_step = len(groups)
     if per_step == 0 or not any(g.lengths for g in groups):
@@ -292,8 +305,7 @@ def simulate_in_flight(
     next_step, next_index, next_id = 0, 0, 0
     trainer_free, trained = 0.0, 0
     weights_at: tuple[float, int] | None = None  # (seconds, version they bring)
-    totals = [0.0] * 7  # memory, compute, floor, host, decode steps, batch x steps, idle
-    starts: list[tuple[float, list[float]]] = []
+    starts: list[tuple[float, list[float]]] = []  # (seconds, the totals then) per training
     # Settled: at least 3 + 2k steps, and the last two gaps between training starts decoding
     # one step's tokens within 2 % (a loop near balance works off its first k steps' backlog
     # slowly), at most 3 + 16k steps; then 6 + 2k steps are measured.
@@ -307,63 +319,88 @@ def simulate_in_flight(
     alone = step_roofline(costs, w, w * prompt_tokens)  # one response (standing for w)
     alone_dt = sum(alone) + costs.floor_s + w * costs.per_sequence_s
 
-    def release(gid: int) -> None:
-        nonlocal in_flight
-        in_flight -= 1
-        step = step_of.pop(gid)
-        left[step] -= 1
-        if left[step] == 0:
-            done_at[step] = now
+    longest_cycle = max(IN_FLIGHT_LONGEST_CYCLE, 2 * k)
 
-    settled = max(2, k)  # steps alike in a row that show a repeating loop
-
-    def repeats() -> bool:
-        """Whether, once warmed up, the last ``settled`` steps came at one period with the
-        same work in every term (a loop that repeats step by step: nothing left to
-        average)."""
-        if warmup is None or len(starts) < warmup + settled + 1:
+    def alike(i: int, j: int) -> bool:
+        """Whether the i-th and j-th gaps from the end between training starts took one time
+        with the same work in every term."""
+        gi = starts[-i][0] - starts[-i - 1][0]
+        gj = starts[-j][0] - starts[-j - 1][0]
+        if abs(gi - gj) > 1e-9 * max(gi, gj):
             return False
-        gaps = [starts[-i][0] - starts[-i - 1][0] for i in range(1, settled + 1)]
-        if max(gaps) - min(gaps) > 1e-9 * max(gaps):
-            return False
-        for term in range(len(totals)):
-            work = [starts[-i][1][term] - starts[-i - 1][1][term] for i in range(1, settled + 1)]
-            if max(work) - min(work) > 1e-9 * max(abs(max(work)), 1.0):
+        wi, wi0, wj, wj0 = starts[-i][1], starts[-i - 1][1], starts[-j][1], starts[-j - 1][1]
+        for term in range(7):
+            a, b = wi[term] - wi0[term], wj[term] - wj0[term]
+            if abs(a - b) > 1e-9 * max(abs(a), abs(b), 1.0):
                 return False
         return True
 
-    # The step's roofline (step_roofline) inlined with the weight reads kept per batch: the
-    # loop takes thousands of steps per call and a placement search thousands of calls.
+    def repeats() -> int:
+        """Gaps to average over once the loop repeats exactly (0 while it does not): the
+        smallest p such that the last p + ``longest_cycle`` gaps between training starts
+        repeat every p steps (time and every term) and a cycle decodes p steps' tokens,
+        whole cycles of them. A loop whose true cycle has q <= ``longest_cycle`` steps and
+        shows period p over p + q gaps repeats every gcd(p, q) (Fine and Wilf), so the
+        average is the loop's own."""
+        gaps = len(starts) - 1
+        if gaps < shortest:
+            return 0
+        for p in range(1, longest_cycle + 1):
+            window = p + longest_cycle
+            if gaps < window:
+                break
+            # A cycle in steady state decodes its steps' tokens: one that decodes more is
+            # still working off the first k steps' backlog at full slots.
+            tokens = starts[-1][1][5] - starts[-1 - p][1][5]
+            if abs(tokens - p * step_tokens) > 1e-6 * p * step_tokens:
+                continue
+            if all(alike(i, i + p) for i in range(1, longest_cycle + 1)):
+                return p * (window // p)
+        return 0
+
+    # The step's roofline (step_roofline) inlined with the weight reads kept per batch, the
+    # totals in locals and the lengths floored once: the loop takes thousands of steps per
+    # call and a placement search thousands of calls.
     inf = float("inf")
     floor_s, per_seq_s = costs.floor_s, costs.per_sequence_s
     kv_bytes, bandwidth = costs.kv_bytes_per_token, costs.bandwidth
     flops_token, flops_context = costs.flops_per_token, costs.attention_flops_per_context
     flop_rate = costs.flop_rate
     weight_reads: dict[float, float] = {}
-    settled_loop = False
+    floored = [
+        (tuple(max(1.0, float(x)) for x in g.lengths), max(1.0, float(g.longest))) for g in groups
+    ]
+    push, pop = heapq.heappush, heapq.heappop
+    t_mem = t_flop = host = a = 0.0
+    # Totals so far, each start's copy in ``starts``: memory, compute, floor, host, decode
+    # steps, batch x steps, idle.
+    s_mem = s_flop = s_floor = s_host = s_steps = s_batch = s_idle = 0.0
+    settled_loop = 0  # gaps to average once the loop repeats (0: not yet)
     while not settled_loop and (warmup is None or len(starts) < warmup + measured + 1):
         while in_flight < cap and next_step <= version + k:
-            group = groups[next_index]
+            lengths, longest = floored[next_index]
             gid, next_id = next_id, next_id + 1
             step_of[gid] = next_step
             left[next_step] = left.get(next_step, 0) + 1
-            own_left[gid] = len(group.lengths)
-            free_at[gid] = clock + max(1.0, float(group.longest))
-            for length in group.lengths:
+            own_left[gid] = len(lengths)
+            free_at[gid] = clock + longest
+            for length in lengths:
                 waiting.append((length, gid))
-            if not group.lengths:
-                heapq.heappush(releases, (free_at[gid], gid))
+            if not lengths:
+                push(releases, (free_at[gid], gid))
             in_flight += 1
             next_index += 1
             if next_index == per_step:
                 next_step, next_index = next_step + 1, 0
-        while len(running) < walked_slots and waiting:
+        n_running = len(running)
+        while n_running < walked_slots and waiting:
             length, gid = waiting.popleft()
-            heapq.heappush(running, (clock + max(1.0, float(length)), clock, gid))
+            push(running, (clock + length, clock, gid))
             start_sum += clock
+            n_running += 1
         if weights_at is None and trained in done_at:
             start = max(done_at[trained], trainer_free)
-            starts.append((start, list(totals)))
+            starts.append((start, [s_mem, s_flop, s_floor, s_host, s_steps, s_batch, s_idle]))
             if (
                 warmup is None
                 and len(starts) > shortest
@@ -377,15 +414,14 @@ def simulate_in_flight(
                 )
             ):
                 warmup = len(starts) - 1
-            settled_loop = repeats()
+            settled_loop = repeats() if stop_on_repeat else 0
             weights_at = (start + trainer_s, trained + 1)
             trainer_free = start + trainer_s + sync_s
             trained += 1
             continue
         event = weights_at[0] if weights_at is not None else inf
-        ends = running[0][0] if running else inf
         freed = releases[0][0] if releases else inf
-        if not running:
+        if not n_running:
             if freed < inf:  # the group's last responses run elsewhere
                 span = freed - clock
                 dt = alone_dt
@@ -393,16 +429,17 @@ def simulate_in_flight(
             else:
                 if weights_at is None:  # cannot happen: a step in flight finishes or trains
                     break
-                totals[6] += max(0.0, event - now)
+                s_idle += max(0.0, event - now)
                 now = max(now, event)
                 span = 0.0
                 dt = 0.0
                 busy = False
         else:
-            a = len(running) * w
-            span = min(ends, freed) - clock
+            a = n_running * w
+            ends = running[0][0]
+            span = (ends if ends < freed else freed) - clock
             mid = clock + span / 2
-            context = a * prompt_tokens + (len(running) * mid - start_sum) * w
+            context = a * prompt_tokens + (n_running * mid - start_sum) * w
             weights = weight_reads.get(a)
             if weights is None:
                 weights = weight_reads[a] = costs.weight_bytes(a)
@@ -420,33 +457,44 @@ def simulate_in_flight(
             if cut:
                 span = max(0.0, (event - now) / dt)
             if busy:
-                totals[0] += span * t_mem
-                totals[1] += span * t_flop
-                totals[2] += span * floor_s
-                totals[3] += span * host
-                totals[4] += span
-                totals[5] += span * a
+                s_mem += span * t_mem
+                s_flop += span * t_flop
+                s_floor += span * floor_s
+                s_host += span * host
+                s_steps += span
+                s_batch += span * a
             else:
-                totals[6] += span * dt
+                s_idle += span * dt
             clock += span
             now = event if cut else now + span * dt
-        while running and running[0][0] <= clock + 1e-9:
-            _, began, gid = heapq.heappop(running)
+        limit = clock + 1e-9
+        freed_now: list[int] = []  # groups whose longest response has ended: released
+        while running and running[0][0] <= limit:
+            _, began, gid = pop(running)
             start_sum -= began
             own_left[gid] -= 1
             if own_left[gid] == 0:
-                if free_at[gid] <= clock + 1e-9:
-                    release(gid)
+                if free_at[gid] <= limit:
+                    freed_now.append(gid)
                 else:
-                    heapq.heappush(releases, (free_at[gid], gid))
-        while releases and releases[0][0] <= clock + 1e-9:
-            release(heapq.heappop(releases)[1])
+                    push(releases, (free_at[gid], gid))
+        while releases and releases[0][0] <= limit:
+            freed_now.append(pop(releases)[1])
+        for gid in freed_now:
+            in_flight -= 1
+            step = step_of.pop(gid)
+            left[step] -= 1
+            if left[step] == 0:
+                done_at[step] = now
         if weights_at is not None and weights_at[0] <= now + 1e-12:
             now = max(now, weights_at[0]) + sync_s  # the engine loads the new weights
             version = weights_at[1]
             weights_at = None
-    assert warmup is not None
-    begin = len(starts) - 1 - settled if settled_loop else warmup
+    if settled_loop:
+        begin = len(starts) - 1 - settled_loop
+    else:
+        assert warmup is not None
+        begin = warmup
     first, last = starts[begin], starts[-1]
     n = len(starts) - 1 - begin
     d = [(b - a) / n for a, b in zip(first[1], last[1], strict=True)]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import lru_cache
 
 from rlplex.errors import ConfigError
 
@@ -78,20 +78,9 @@ class LengthDistribution:
     """Whether ``clip_ratio`` came from the workload (the body is then the gamma conditioned
     below the cap) rather than from the default shape; printed with the assumptions."""
 
-    @cached_property
-    def _table(self) -> tuple[list[float], list[float]]:
-        """(lengths, CDF at them) on a grid up to the cap, for fast quantiles."""
-        xs = [self.cap * i / TABLE_POINTS for i in range(TABLE_POINTS + 1)]
-        return xs, [_cdf(x, self.theta) for x in xs]
-
     def body_quantile(self, p: float) -> float:
         """Length at share ``p`` of the responses below the cap (``0 <= p < 1``)."""
-        xs, cs = self._table
-        target = p * cs[-1]
-        i = min(max(bisect.bisect_left(cs, target), 1), len(cs) - 1)
-        lo, hi = cs[i - 1], cs[i]
-        w = (target - lo) / (hi - lo) if hi > lo else 0.0
-        return xs[i - 1] + w * (xs[i] - xs[i - 1])
+        return _body_quantile(self.cap, self.theta, p)
 
     def lengths(self, n: int) -> list[float]:
         """``n`` representative response lengths in arrival order.
@@ -100,15 +89,7 @@ class LengthDistribution:
         the cap), visited in a low-discrepancy order so that long and short
         responses arrive mixed, as they do when a batch is submitted at once.
         """
-        out = []
-        body_share = 1.0 - self.clip_ratio
-        for i in range(n):
-            p = ((i * GOLDEN) % 1.0 + 0.5 / n) % 1.0
-            if p >= body_share:
-                out.append(float(self.cap))
-            else:
-                out.append(self.body_quantile(p / body_share) if body_share > 0 else self.cap)
-        return out
+        return list(_lengths(self.cap, self.theta, self.clip_ratio, n))
 
     def longest_of(self, n: int) -> float:
         """Expected longest of ``n`` responses (the cap once ``n`` hold a truncated one)."""
@@ -135,6 +116,36 @@ class LengthDistribution:
         below = _cdf(self.cap, self.theta)
         body = _partial_square(self.cap, self.theta) / below if below > 0 else 0.0
         return (1.0 - self.clip_ratio) * body + self.clip_ratio * self.cap**2
+
+
+@lru_cache(maxsize=256)
+def _cdf_table(cap: float, theta: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(lengths, CDF at them) on a grid up to the cap, for fast quantiles."""
+    # A placement search prices the same distribution thousands of times.
+    xs = tuple(cap * i / TABLE_POINTS for i in range(TABLE_POINTS + 1))
+    return xs, tuple(_cdf(x, theta) for x in xs)
+
+
+def _body_quantile(cap: float, theta: float, p: float) -> float:
+    xs, cs = _cdf_table(cap, theta)
+    target = p * cs[-1]
+    i = min(max(bisect.bisect_left(cs, target), 1), len(cs) - 1)
+    lo, hi = cs[i - 1], cs[i]
+    w = (target - lo) / (hi - lo) if hi > lo else 0.0
+    return xs[i - 1] + w * (xs[i] - xs[i - 1])
+
+
+@lru_cache(maxsize=1024)
+def _lengths(cap: float, theta: float, clip_ratio: float, n: int) -> tuple[float, ...]:
+    out = []
+    body_share = 1.0 - clip_ratio
+    for i in range(n):
+        p = ((i * GOLDEN) % 1.0 + 0.5 / n) % 1.0
+        if p >= body_share:
+            out.append(float(cap))
+        else:
+            out.append(_body_quantile(cap, theta, p / body_share) if body_share > 0 else cap)
+    return tuple(out)
 
 
 def mean_windowed_square(dist: LengthDistribution, prompt: float, window: int) -> float:

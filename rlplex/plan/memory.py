@@ -33,6 +33,10 @@ class MemoryProfile:
         for i in range(len(events) - 1, -1, -1):
             time = events[i][0]
             later = events[i + 1][0] if i + 1 < len(events) else None
+            if later is not None and later <= lb:
+                # Whatever overflows at or before lb, the answer is lb: the walk stops (the
+                # events of a long unrolled schedule lie mostly before it).
+                return lb, -1
             if (later is None or later > time) and cur + amount > limit:
                 if later is None:
                     return float("inf"), -1

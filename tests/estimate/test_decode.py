@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlplex.estimate.decode import (
+    InFlightLoop,
     PromptGroup,
     StepCosts,
     simulate_decode,
@@ -151,3 +152,60 @@ def test_in_flight_loop_walks_representative_groups_for_a_large_replica() -> Non
     assert walked.period_s == pytest.approx(whole.period_s)
     assert walked.per_step.total_s == pytest.approx(whole.per_step.total_s)
     assert walked.per_step.mean_batch == pytest.approx(whole.per_step.mean_batch)
+
+
+def _long_walk(
+    monkeypatch: pytest.MonkeyPatch,
+    groups: list[PromptGroup],
+    slots: int,
+    k: int,
+    trainer_s: float,
+    costs: StepCosts,
+) -> InFlightLoop:
+    """The loop walked through 1,680 measured steps (whole cycles of any 1 to 8 steps)."""
+    import rlplex.estimate.decode as decode
+
+    with monkeypatch.context() as m:
+        m.setattr(decode, "IN_FLIGHT_MEASURED_STEPS", 1680 - 2 * k)
+        return simulate_in_flight(groups, 0, slots, k, trainer_s, 0.0, costs, stop_on_repeat=False)
+
+
+@pytest.mark.parametrize(
+    ("groups", "slots", "k", "trainer_s", "why"),
+    [
+        # Four steps in flight, a cycle of four gaps: 6 + 2k = 14 measured steps cut it
+        # (41.79 s a step for the loop's 41.25).
+        (_singles(40, 40, 30), 4, 4, 5.0, "a window of 14 steps cuts a cycle of 4"),
+        # Gaps of 15, 15, 15 and 0 s: three alike in a row are not yet a repeating loop
+        # (taken as one at 15 s a step; the loop's own mean is 11.21).
+        (_singles(20, 10), 4, 3, 0.0, "three gaps alike inside a cycle of four"),
+        # Eight steps admitted at once keep the slots full for 20 steps of 40 s, each
+        # decoding 53 tokens of a 41-token step: the backlog repeats, the loop does not.
+        (_singles(30, 10.85), 2, 8, 40.0, "the first k steps' backlog"),
+    ],
+)
+def test_in_flight_loop_stops_on_a_repeating_cycle_with_the_loops_own_mean(
+    monkeypatch: pytest.MonkeyPatch,
+    groups: list[PromptGroup],
+    slots: int,
+    k: int,
+    trainer_s: float,
+    why: str,
+) -> None:
+    """A walk that stops once the loop repeats gives what a long walk averages."""
+    costs = _costs(weights=1.0, floor_s=0.5)
+    loop = simulate_in_flight(groups, 0, slots, k, trainer_s, 0.0, costs)
+    long = _long_walk(monkeypatch, groups, slots, k, trainer_s, costs)
+    assert loop.period_s == pytest.approx(long.period_s, rel=1e-9), why
+    assert loop.per_step.total_s == pytest.approx(long.per_step.total_s, rel=1e-9), why
+    assert loop.idle_s == pytest.approx(long.idle_s, rel=1e-9, abs=1e-9), why
+
+
+def test_a_window_of_6_plus_2k_steps_cuts_a_cycle_the_repeat_does_not() -> None:
+    """The cycle of four gaps above, walked through the window alone: off the loop's mean."""
+    costs = _costs(weights=1.0, floor_s=0.5)
+    args = (_singles(40, 40, 30), 0, 4, 4, 5.0, 0.0, costs)
+    cut = simulate_in_flight(*args, stop_on_repeat=False)
+    whole = simulate_in_flight(*args)
+    assert whole.period_s == pytest.approx(41.25)
+    assert cut.period_s == pytest.approx(41.25 * 1.013, rel=2e-3)

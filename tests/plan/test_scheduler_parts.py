@@ -28,6 +28,58 @@ def _cand(pair, cost=0.0, size=1.0, next_use=1.0, order=0) -> EvictionCandidate:
     return EvictionCandidate(pair=pair, cost_s=cost, size_gb=size, next_use=next_use, order=order)
 
 
+def _earliest_fit_by_hand(
+    base: float, events: list[tuple[float, float, int]], lb: float, amount: float, capacity: float
+) -> tuple[float, int]:
+    """The first event time t >= lb (or lb) from which usage + amount stays within capacity."""
+    times = sorted({t for t, _, _ in events})
+    order = sorted(events, key=lambda e: (e[0], 0 if e[1] < 0 else 1, e[1], e[2]))
+
+    def usage_from(t: float) -> float:
+        # The most used at any point from t on (each event applies at its time).
+        use = base + sum(d for tt, d, _ in order if tt <= t)
+        worst = use
+        for tt, d, _ in order:
+            if tt > t:
+                use += d
+                worst = max(worst, use)
+        return worst
+
+    limit = capacity + 1e-6
+    if usage_from(lb) + amount <= limit:
+        return lb, -1
+    for t in times:
+        if t > lb and usage_from(t) + amount <= limit:
+            first_op = next(op for tt, _, op in order if tt == t)  # frees come first
+            return t, first_op
+    return math.inf, -1
+
+
+def test_memory_profile_earliest_fit_agrees_with_a_walk_by_hand() -> None:
+    """Random profiles: the fit the profile finds (its walk stops at lb) is the one a walk of
+    every event finds, and so is the op that frees it."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(400):
+        mem = MemoryProfile(base=rng.choice([0.0, 20.0, 50.0]))
+        events: list[tuple[float, float, int]] = []
+        for op in range(rng.randint(0, 8)):
+            start = float(rng.randint(0, 10))
+            size = float(rng.choice([5, 10, 20, 30]))
+            end = start + rng.randint(1, 5)
+            for t, d in ((start, size), (end, -size)):
+                mem.add(t, d, op)
+                events.append((t, d, op))
+        lb = float(rng.randint(0, 16))
+        amount = float(rng.choice([5, 10, 20, 40]))
+        if mem.final + amount > 80.0:
+            continue  # the scheduler evicts first: what it asks for fits in the end
+        got = mem.earliest_fit(lb, amount, 80.0)
+        want = _earliest_fit_by_hand(mem.base, events, lb, amount, 80.0)
+        assert got == want, (events, lb, amount)
+
+
 def test_eviction_prefers_free_then_furthest_next_use_then_enough() -> None:
     free = _cand(("a", "grads"), cost=0.0, next_use=1.0, order=3)
     costly = _cand(("b", "optimizer"), cost=2.0, next_use=99.0, order=0)
