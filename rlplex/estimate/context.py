@@ -40,6 +40,10 @@ GPUs, and it holds a KV cache."""
 Bound = Literal["compute", "memory", "latency", "communication", "overhead", "given"]
 """The named cost terms of an estimated stage (see docs/cost-model.md, "Terms")."""
 
+AUTO_ESTIMATED = "devices: auto; estimated as if on all"
+"""The warning of a role placed by the search, estimated as read on the whole cluster (a
+report that estimates every role on its own devices, as ``size`` does, leaves it out)."""
+
 PREFILL_CHUNK_TOKENS = 8192
 """Tokens of one prefill chunk (vLLM's ``max_num_batched_tokens`` for chunked prefill)."""
 
@@ -302,7 +306,7 @@ class Context:
         if role.devices:
             return len(role.devices)
         note = (
-            f"roles.{role.name}: devices: auto; estimated as if on all"
+            f"roles.{role.name}: {AUTO_ESTIMATED}"
             f" {self.inputs.cluster.num_gpus} GPUs of the cluster"
         )
         if note not in self.warnings:

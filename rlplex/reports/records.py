@@ -277,7 +277,7 @@ def whatif_report(
     if flagged:
         notes.append(f"* {flagged}")
     notes.extend(result.notes)
-    warnings = (*run.warnings, *_stage_warnings(run, base))
+    warnings = (*run.warnings, *_stage_warnings(run, result.baseline))
     return WhatIfReport(source, run, base, result, warnings, tuple(notes))
 
 
@@ -303,11 +303,14 @@ def _check_labels(alternatives: Sequence[Alternative]) -> None:
         seen.add(alt.label)
 
 
-def _stage_warnings(run: RecordedRun, cfg: Config) -> list[str]:
+def _stage_warnings(run: RecordedRun, baseline: Outcome) -> list[str]:
+    """The stages on one side only, a modelled one quoted at the seconds the recorded
+    config's row replays it with: that row's config and placement, so that a ``devices:
+    auto`` config's are those of the searched devices, not the whole cluster's as read."""
     from rlplex.plan.costs import stage_seconds
-    from rlplex.sim.whatif import placement_of
 
-    placement = placement_of(cfg)
+    cfg, placement = baseline.config, baseline.placement
+    assert cfg is not None  # the recorded config's row always plans (whatif raises otherwise)
     seconds = {s.name: stage_seconds(cfg, s, placement) for s in cfg.pipeline.stages}
     return stage_warnings(run, cfg, seconds)
 

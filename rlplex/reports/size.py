@@ -307,12 +307,13 @@ def _as_int(value: Any) -> int:
 def candidate_native(
     native: Mapping[str, Any],
     knobs: Any,
-    file_devices: Mapping[str, int],
+    measured_on: Mapping[str, int],
 ) -> dict[str, Any]:
     """The native config of one candidate: cluster, devices, parallel sizes and mode set.
 
-    Stage seconds the file gives stay priced on the devices the file gave
-    (``at_devices`` pinned), so the written config plans as the search did.
+    Stage seconds the file gives stay priced on the devices they were measured on
+    (``at_devices`` pinned to ``measured_on[stage]``, :func:`measured_on` of the file),
+    so the written config plans as the search did.
     """
     out = copy.deepcopy(dict(native))
     cluster = dict(out.get("cluster") or {})
@@ -350,20 +351,48 @@ def candidate_native(
     stages = {}
     for name, stage in _stages(native).items():
         stage = dict(stage)
-        role = stage.get("role")
         if (
             stage.get("seconds") is not None
             and stage.get("at_devices") is None
-            and role in file_devices
+            and name in measured_on
             and stage.get("kind") != "weight_sync"
         ):
-            stage["at_devices"] = file_devices[role]
+            stage["at_devices"] = measured_on[name]
         stages[name] = stage
     pipeline["stages"] = stages
     pipeline["mode"] = "async" if knobs.staleness else "sync"
     pipeline["max_staleness"] = knobs.staleness
     out["pipeline"] = pipeline
     return out
+
+
+def measured_on(config: Any) -> dict[str, int]:
+    """The device count each GPU stage's seconds of ``config`` (the file as read) are
+    measured on, by the rule ``plan`` prices them with
+    (:func:`~rlplex.plan.costs.reference_devices`): the role's devices as the file gives
+    them, and a role the file leaves to the search (``devices: auto``) the whole cluster.
+
+    Pinned in every candidate (:func:`candidate_native`), which places each role itself:
+    a ``devices: auto`` role's given seconds were otherwise taken as measured on each
+    candidate's own devices (a 120 s generation as 120 s on 2 GPUs of 8, where ``plan``
+    of the file prices it at 480 s there).
+    """
+    from rlplex.plan.costs import is_gpu_role, reference_devices
+
+    return {
+        s.name: reference_devices(config, s)
+        for s in config.pipeline.stages
+        if not s.is_weight_sync and is_gpu_role(config, s.role or "")
+    }
+
+
+def _size_warnings(config: Any) -> tuple[str, ...]:
+    """``config``'s warnings less those of how its auto roles were estimated as read
+    (:data:`~rlplex.estimate.context.AUTO_ESTIMATED`): size places and estimates every role
+    on each candidate's own devices, so no figure it shows is the whole cluster's."""
+    from rlplex.estimate.context import AUTO_ESTIMATED
+
+    return tuple(w for w in config.warnings if AUTO_ESTIMATED not in w)
 
 
 # -- the search --------------------------------------------------------------------
@@ -592,10 +621,11 @@ def size_report(
     rows: list[CountRow] = []
     every: list[Scored] = []
     configs: dict[tuple, Any] = {}
+    pinned = measured_on(base)
     for n, g, knobs_list in plan_list:
         scored: list[Scored] = []
         for knobs in knobs_list:
-            cand_native = candidate_native(native, knobs, base.file_devices)
+            cand_native = candidate_native(native, knobs, pinned)
             # Each staleness is estimated on its own: generation running k steps ahead shares
             # one tail among k steps, and a partial-rollout engine streams only when async.
             key = (
@@ -636,7 +666,7 @@ def size_report(
         candidates=tuple(every),
         smallest=smallest,
         price_per_gpu_hour=price_per_gpu_hour,
-        warnings=(*base.warnings, *form.notes),
+        warnings=(*_size_warnings(base), *form.notes),
     )
 
 

@@ -222,13 +222,20 @@ def _refuse_invalid(error: ConfigError, key: str) -> None:
 
 
 def plan_point(config: Config) -> tuple[float, dict[str, float]]:
-    """(planned period, each stage's seconds as the plan uses them) of a loaded config."""
-    from rlplex.plan import make_plan
-    from rlplex.plan.costs import config_placement, stage_work_seconds
+    """(planned period, each stage's seconds as the plan uses them) of a loaded config.
 
-    placement = config_placement(config)
-    stages = {s.name: stage_work_seconds(config, s, placement) for s in config.pipeline.stages}
-    return make_plan(config).period_s, stages
+    The stages are priced from the config the plan was made from, on the plan's devices
+    (:func:`~rlplex.plan.plan_with_config`): of a ``devices: auto`` config the loaded one
+    has no devices for its auto roles and the whole cluster's estimates (a generation of
+    39.36 s shown beside the period of a plan that runs it in 41.97 s on 8 of 16 GPUs).
+    """
+    from rlplex.plan import plan_with_config
+    from rlplex.plan.costs import stage_work_seconds
+
+    planned, plan = plan_with_config(config)
+    placement = {r: tuple(d) for r, d in plan.placement.items()}
+    stages = {s.name: stage_work_seconds(planned, s, placement) for s in planned.pipeline.stages}
+    return plan.period_s, stages
 
 
 def sweep_config(

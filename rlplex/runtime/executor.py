@@ -85,8 +85,9 @@ def execute(
     """Run ``steps`` steps of ``plan`` on Ray and return what happened.
 
     Args:
-        plan: the plan to follow (``rlplex.plan.make_plan(config)`` or hand-written).
-        config: the config the plan was made from (roles, worker shapes, pipeline).
+        plan: the plan to follow (``rlplex.plan.plan_with_config(config)`` or hand-written).
+        config: the config the plan was made from (roles, worker shapes, pipeline): of a
+            searched placement, the one ``plan_with_config`` returns with it.
         steps: number of RL steps to run.
         implementations: stage name -> callable, overriding the stages' ``fn``.
             Stages without one are rehearsed (they sleep their planned time).

@@ -204,9 +204,33 @@ def parse_scaling(items: Sequence[str], config: Config) -> dict[str, float]:
 
 def placement_of(config: Config) -> dict[str, tuple[int, ...]]:
     """Devices of each GPU role, resolved by the placement owner (searched for auto roles)."""
+    return as_planned(config)[1]
+
+
+def as_planned(config: Config) -> tuple[Config, dict[str, tuple[int, ...]]]:
+    """``config`` as its plan was made from it, and the devices of each GPU role.
+
+    A config with ``devices: auto`` roles runs on the placement the search chose, with
+    its estimated figures estimated again there (:func:`rlplex.plan.plan_with_config`);
+    as read, those figures are the whole cluster's (a generation on 8 of 16 GPUs priced
+    at twice its planned seconds) and its auto roles have no devices, so the estimator
+    can neither scale nor price it. The recorded config's row, its exponents and its
+    stage warnings take this config, as every alternative does.
+    """
     from rlplex.plan.placement import resolve_placement
 
-    return resolve_placement(config, top=1).placement
+    resolved = resolve_placement(config, top=1)
+    return resolved.config, resolved.placement
+
+
+def placed(config: Config, placement: Mapping[str, Sequence[int]]) -> Config:
+    """``config`` with every GPU role in ``placement`` on its devices there (none left
+    ``auto``): what the estimator needs to price it (:mod:`rlplex.estimate.scaling`)."""
+    roles = {
+        n: r.with_devices(tuple(placement[n])) if n in placement else r
+        for n, r in config.roles.items()
+    }
+    return config.model_copy(update={"roles": roles})
 
 
 def recorded_work(
@@ -415,12 +439,8 @@ def _outcomes(
         if recorded is not None:  # the estimator prices GPU counts, TP and the model at once
             from rlplex.estimate.scaling import estimator_ratios
 
-            placed = alt_config.model_copy(update={"roles": {
-                n: r.with_devices(tuple(placement[n])) if n in placement else r
-                for n, r in alt_config.roles.items()
-            }})  # fmt: skip
             wanted = [n for n in work.means if n not in explicit]
-            ratios = estimator_ratios(recorded, placed, wanted)
+            ratios = estimator_ratios(recorded, placed(alt_config, placement), wanted)
         cfg, modelled = work_config(alt_config, work, exponents, placement, ratios)
         outcome = evaluate(alt.label, cfg, plan_for_placement(cfg, placement), work, modelled)
         return [replace(outcome, estimated=tuple(sorted(ratios)))]
@@ -454,7 +474,10 @@ def whatif(
 
     from rlplex.plan import plan_for_placement
 
-    placement = placement_of(config)
+    # The recorded config as planned: with devices: auto roles, on the searched placement
+    # and with its figures estimated there (the record's d0 is that placement's too).
+    config, placement = as_planned(config)
+    on_devices = placed(config, placement)
     work = recorded_work(run, config, placement)
     fitted, notes = fit_exponents([work, *(recorded_work(r, c) for r, c in fit_from)])
     given = dict(scaling or {})
@@ -464,7 +487,7 @@ def whatif(
     from rlplex.estimate.scaling import estimator_exponents
 
     estimated = {
-        k: v for k, v in estimator_exponents(config).items() if k not in {**fitted, **given}
+        k: v for k, v in estimator_exponents(on_devices).items() if k not in {**fitted, **given}
     }
     if estimated:
         notes.append(
@@ -480,7 +503,7 @@ def whatif(
     baseline = replace(first, speedup=1.0 if base else None)
     done = [baseline]
     for alt in alternatives:
-        for o in _outcomes(alt, work, exponents, config, frozenset({**fitted, **given})):
+        for o in _outcomes(alt, work, exponents, on_devices, frozenset({**fitted, **given})):
             done.append(replace(o, speedup=base / o.period_s if o.period_s and base else None))
     done.sort(key=lambda o: (o.period_s is None, o.period_s or 0.0, o.label))
     notes.append(

@@ -240,3 +240,42 @@ def test_a_file_whose_own_placement_does_not_fit_is_still_sized() -> None:
     assert result.exit_code == 0, result.output
     assert "smallest that fits on h100: 16 GPUs" in result.output
     assert "8 x h100 does not fit" in result.output
+
+
+def test_given_seconds_of_a_role_left_to_the_search_are_priced_as_plan_prices_them(
+    tmp_path: Path,
+) -> None:
+    """grpo.yaml with its roles left to the search (devices: auto) and its stage seconds
+    given: ``plan`` takes those seconds as measured on the whole cluster (8 GPUs) and prices
+    the rollout on 0-3 with the trainer and reference on 4-7 at 481.01 s; size took them as
+    measured on each candidate's own devices (a 120 s generation as 120 s on 4 GPUs) and
+    ranked that split at 241.01 s, as fast as colocated. And it warned that the auto roles
+    were estimated as if on all the cluster's GPUs, which none of its candidates is (rev31)."""
+    from rlplex.estimate.context import AUTO_ESTIMATED
+    from rlplex.plan.placement import resolve_placement
+
+    text = (EXAMPLES / "grpo.yaml").read_text().replace('devices: "0-7"', "devices: auto")
+    path = tmp_path / "grpo_auto.yaml"
+    path.write_text(text.replace("gpu_memory_gb: 80", "gpu_memory_gb: 80\n  gpu: h100"))
+    report = size_report(path, [8], ["h100"])
+    split = next(
+        s
+        for s in report.candidates
+        if s.knobs.rollout_gpus == 4 and not s.knobs.colocated and not s.knobs.staleness
+    )
+    searched = resolve_placement(load_config(path), top=20).candidates
+    apart = (("actor_infer",), ("actor_train", "reference"))
+    same = next(
+        c for c in searched if c.placement["actor_infer"] == (0, 1, 2, 3) and c.groups == apart
+    )
+    assert split.period_s == pytest.approx(same.period_s)
+    assert split.period_s > 1.5 * min(s.period_s or 0 for s in report.candidates if s.fits)
+    # The written config plans as the search did.
+    assert make_plan(config_from_dict(split.native, file=str(path))).period_s == pytest.approx(
+        split.period_s
+    )
+    left = [f"roles.{r}.devices=auto" for r in ("actor_train", "actor_infer", "reference")]
+    seven_b_auto = size_report(SEVEN_B, [8], ["h100"], overrides=left)
+    read = load_config(SEVEN_B, overrides=["roles.actor_infer.devices=auto"])
+    assert any(AUTO_ESTIMATED in w for w in read.warnings)
+    assert not any(AUTO_ESTIMATED in w for w in seven_b_auto.warnings)

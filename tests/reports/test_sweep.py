@@ -320,3 +320,30 @@ def test_a_whatif_sweep_keeps_the_whatif_warnings() -> None:
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "warning: recorded stage(s) not in the config" in result.output
+
+
+def test_a_searched_placement_s_stages_are_priced_where_the_plan_runs_them() -> None:
+    """``estimate --sweep`` of a file whose roles the search places (devices: auto): each
+    point's period was the searched plan's (42.02 s, the rollout on 8 of 16 GPUs) but its
+    stages the loaded config's, estimated for the whole cluster (generate 39.36 s, train
+    11.92 s for a plan that runs them in 41.97 s and 20.60 s). Each stage is now what the
+    plan runs, as the file with the chosen devices given shows it (rev31)."""
+    from rlplex.plan import make_plan
+
+    base = ["cluster.nodes=2", "workload.prompts_per_step=64",
+            "workload.response_tokens.mean=2048", "workload.response_tokens.max=4096",
+            "pipeline.mode=async", "pipeline.max_staleness=1"]  # fmt: skip
+    roles = ("actor_train", "actor_infer", "reference")
+    auto = load_config(CONFIG, overrides=[*base, *(f"roles.{r}.devices=auto" for r in roles)])
+    period, stages = plan_point(auto)
+    plan = make_plan(auto)
+    assert len(plan.placement["actor_infer"]) == 8
+    ran: dict[str, float] = {}
+    for op in plan.ops:
+        if op.stage is not None and op.kind in ("run", "weight_sync"):
+            ran.setdefault(op.stage, op.end_s - op.start_s)
+    assert period == pytest.approx(plan.period_s)
+    assert stages == pytest.approx(ran)
+    chosen = [f"roles.{r}.devices={','.join(map(str, plan.placement[r]))}" for r in roles]
+    given = plan_point(load_config(CONFIG, overrides=[*base, *chosen]))
+    assert period == pytest.approx(given[0]) and stages == pytest.approx(given[1])

@@ -289,3 +289,42 @@ def test_auto_alternatives_are_planned_with_their_states_on_their_devices(tmp_pa
         placed = load_config(seven_b, overrides=[*split, *ASYNC_1, *devices, k])
         for r in roles:
             assert o.config.roles[r].states == placed.roles[r].states, (o.label, r)
+
+
+SEVEN_B_16 = [
+    "cluster.nodes=2", "workload.prompts_per_step=64", "workload.response_tokens.mean=2048",
+    "workload.response_tokens.max=4096", *ASYNC_1,
+]  # fmt: skip
+SEVEN_B_ROLES = ("actor_train", "actor_infer", "reference")
+
+
+def test_a_recorded_devices_auto_config_is_replayed_as_planned(tmp_path: Path) -> None:
+    """A 7B one-step-off run whose roles the search placed (devices: auto; it chose the
+    rollout on 0-7, the trainer and reference on 8-15, 42.02 s), its record lacking
+    ``generate``: the recorded config's row modelled generate with the figures read for
+    the whole cluster, scaled to 8 GPUs (78.77 s for a 42.02 s plan); and its auto roles
+    had no devices, so the estimator gave no exponents (the rule's 1 instead) and priced no
+    alternative (tensor parallel 4: 42.02 s instead of 35.44). The same config with the
+    chosen devices given is the reference (rev31)."""
+    from rlplex.plan import plan_with_config
+
+    seven_b = EXAMPLES / "estimate_7b.yaml"
+    auto = load_config(seven_b, overrides=[*SEVEN_B_16, *(f"roles.{r}.devices=auto"
+                                                         for r in SEVEN_B_ROLES)])  # fmt: skip
+    moved, plan = plan_with_config(auto)
+    assert len(plan.placement["actor_infer"]) == 8  # the search moved it off the whole cluster
+    chosen = [f"roles.{r}.devices={','.join(map(str, plan.placement[r]))}" for r in SEVEN_B_ROLES]
+    explicit = load_config(seven_b, overrides=[*SEVEN_B_16, *chosen])
+    simulate(plan, moved, steps=6).write_jsonl(tmp_path / "run.jsonl")
+    run = import_record(tmp_path / "run.jsonl")
+    steps = {n: {s: v for s, v in row.items() if s != "generate"} for n, row in run.steps.items()}
+    run = run.model_copy(update={"steps": steps})
+    tp4 = "roles.actor_infer.num_gpus_per_worker=4"
+    results = [whatif(run, cfg, [alt("tp4", [*SEVEN_B_16, *chosen, tp4], seven_b)])
+               for cfg in (auto, explicit)]  # fmt: skip
+    found, wanted = results
+    assert found.baseline.period_s == pytest.approx(plan.period_s, rel=1e-6)
+    assert found.baseline.period_s == pytest.approx(wanted.baseline.period_s, rel=1e-9)
+    assert found.exponents == wanted.exponents and "generate" in found.exponents
+    assert outcome(found, "tp4").period_s == pytest.approx(outcome(wanted, "tp4").period_s)
+    assert outcome(found, "tp4").period_s < 0.9 * found.baseline.period_s
