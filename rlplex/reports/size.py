@@ -56,6 +56,9 @@ class Scored:
     """Offload ops per step."""
     reason: str | None = None
     """Why it does not fit (one line)."""
+    activation_bound: bool = False
+    """Whether it does not fit because a stage's activations exceed a GPU: a shortfall that
+    more GPUs of the kind do not reduce (each holds its own micro-batch's)."""
     native: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """The native config of this candidate (what ``--out-config`` writes)."""
 
@@ -99,6 +102,8 @@ class CountRow:
     """Why no candidate fits (one line), when none does."""
     tried: int
     """Candidates planned."""
+    activation_bound: bool = False
+    """Whether that reason is a stage's activations (more GPUs do not reduce them)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +112,7 @@ class CountRow:
             "fits": self.best is not None,
             "best": self.best.to_dict() if self.best else None,
             "reason": self.reason,
+            "activation_bound": self.activation_bound,
             "candidates": self.tried,
         }
 
@@ -482,7 +488,7 @@ def _score(config: Any, knobs: Any, native: dict, price: float | None) -> Scored
     try:
         plan = make_plan(config)
     except RlplexError as exc:
-        return Scored(knobs, reason=_one_line(exc), native=native)
+        return _refused(knobs, exc, native)
     period = plan.period_s
     tokens = _tokens_per_step(config)
     hours = period * 1000 * knobs.gpus / 3600
@@ -505,6 +511,14 @@ def _score(config: Any, knobs: Any, native: dict, price: float | None) -> Scored
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
+
+
+def _refused(knobs: Any, exc: BaseException, native: dict) -> Scored:
+    """A candidate that does not fit, and whether its activations are why (the estimator
+    refuses a stage whose activations are its largest part on its ``memory_gb``)."""
+    field_name = getattr(exc, "field", None) or ""
+    bound = field_name.startswith("pipeline.stages.") and field_name.endswith(".memory_gb")
+    return Scored(knobs, reason=_one_line(exc), activation_bound=bound, native=native)
 
 
 def read_base(
@@ -641,7 +655,7 @@ def size_report(
                     configs[key] = exc
             config = configs[key]
             if isinstance(config, BaseException):
-                result = Scored(knobs, reason=_one_line(config), native=cand_native)
+                result = _refused(knobs, config, cand_native)
             else:
                 result = _score(config, knobs, cand_native, price_per_gpu_hour)
             scored.append(result)
@@ -651,7 +665,10 @@ def size_report(
         every.extend(scored)
         fit = [s for s in scored if s.fits]
         best = _fastest(fit)
-        rows.append(CountRow(n, g, best, None if best else _why(scored, n, g), len(scored)))
+        lean = None if best else _leanest(scored)
+        reason = None if best else (lean.reason if lean else None) or _why(scored, n, g)
+        bound = lean is not None and lean.activation_bound
+        rows.append(CountRow(n, g, best, reason, len(scored), activation_bound=bound))
     smallest: dict[str, int] = {}
     for row in rows:
         if row.best is not None and (row.gpu not in smallest or row.gpus < smallest[row.gpu]):
@@ -670,15 +687,23 @@ def size_report(
     )
 
 
-def _why(scored: Sequence[Scored], gpus: int, gpu: str) -> str:
-    """The reason of the leanest candidate: colocated, sharded, largest tensor parallel."""
+def _leanest(scored: Sequence[Scored]) -> Scored | None:
+    """The leanest candidate: colocated, sharded, largest tensor parallel (its reason is the
+    row's)."""
     if not scored:
-        return f"no candidate on {gpus} x {gpu}: the model's heads allow no tensor parallel size"
-    lean = sorted(
+        return None
+    return sorted(
         scored,
         key=lambda s: (not s.knobs.colocated, s.knobs.sharding != "fsdp", -s.knobs.rollout_tp),
-    )
-    return lean[0].reason or "no candidate fits"
+    )[0]
+
+
+def _why(scored: Sequence[Scored], gpus: int, gpu: str) -> str:
+    """The reason of the leanest candidate (:func:`_leanest`)."""
+    lean = _leanest(scored)
+    if lean is None:
+        return f"no candidate on {gpus} x {gpu}: the model's heads allow no tensor parallel size"
+    return lean.reason or "no candidate fits"
 
 
 LAYOUT_MISFIT = "does not divide the role's"
@@ -693,9 +718,16 @@ def _with_fix(row: CountRow, smallest: Mapping[str, int]) -> CountRow:
         fix = f"fix: {smallest[row.gpu]} {row.gpu} GPUs fit"
     elif LAYOUT_MISFIT in row.reason:  # the role's parallel layout, not its memory
         fix = "fix: a GPU count the role's tp x pp and pp x ep divide, or a smaller layout"
+    elif row.activation_bound:  # each GPU holds its own micro-batch's activations
+        fix = (
+            "fix: fewer activations (above), which more GPUs do not reduce, or a GPU with more"
+            " memory"
+        )
     else:
         fix = "fix: more GPUs than tried, or a GPU with more memory"
-    return CountRow(row.gpus, row.gpu, None, f"{row.reason}; {fix}", row.tried)
+    return CountRow(
+        row.gpus, row.gpu, None, f"{row.reason}; {fix}", row.tried, row.activation_bound
+    )
 
 
 def _fastest(fit: Sequence[Scored]) -> Scored | None:

@@ -86,6 +86,30 @@ def test_a_count_the_parallel_layout_cannot_use_says_so_not_memory():
                                " smaller layout")  # fmt: skip
 
 
+def test_activations_that_no_count_fits_are_not_fixed_by_more_gpus():
+    """Each GPU holds its own micro-batch's activations: 447 GB of a 64 x 24K-token log-prob
+    micro-batch on every count from 8 to 64 H100s. The fix named more GPUs; it names the
+    activations (the reason says how to lower them) or a larger GPU."""
+    report = size_report(
+        SEVEN_B,
+        [8, 64],
+        ["h100"],
+        overrides=["workload.micro_batch_size=64", "workload.response_tokens.max=16384",
+                   "workload.response_tokens.mean=8000"],
+    )  # fmt: skip
+    for row in report.rows:
+        assert row.best is None and row.activation_bound
+        assert "activations" in row.reason and "recompute" in row.reason
+        assert "more GPUs than tried" not in row.reason
+        assert row.reason.endswith(
+            "fix: fewer activations (above), which more GPUs do not reduce, or a GPU with more"
+            " memory"
+        )
+    # A state too large is still fixed by more GPUs (or a larger GPU).
+    states = size_report(EXAMPLES / "estimate_72b.yaml", [8], ["h100"]).rows[0]
+    assert not states.activation_bound
+
+
 def test_cli_table_json_png_and_out_config(tmp_path):
     # the PNG's folder does not exist yet: made, as every other writer makes its own
     png, out = tmp_path / "new" / "size.png", tmp_path / "row1.yaml"
