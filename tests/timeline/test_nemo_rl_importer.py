@@ -215,6 +215,13 @@ def test_detection_needs_a_step_header_and_a_timing_block(tmp_path: Path) -> Non
         HEADER.splitlines()[0] + "\n" + chatter + "⏱️  Timing:\n  • generation: 1.00s (1.0%)\n",
     )
     assert detect_record_format(far) == "nemo_rl"
+    config_dump = "".join(f" 'key_{i}': {i},\n" for i in range(400))  # the config NeMo RL prints
+    late = write(
+        tmp_path,
+        "Final config:\n{" + config_dump + "}\n" + HEADER + "  • generation: 1.00s (1.0%)\n",
+        "late.log",
+    )
+    assert detect_record_format(late) == "nemo_rl"
     header_only = write(tmp_path, HEADER.splitlines()[0] + "\n" + chatter, "header.log")
     with pytest.raises(ConfigError, match="NeMo RL console"):
         detect_record_format(header_only)

@@ -10,8 +10,9 @@ Format detection looks at the first lines that say something:
 - a JSON object with ``op``/``kind``, ``metrics`` or ``meta``: an rlplex record;
 - a JSON object with ``data``, or a ``step:N - key:value`` line: verl;
 - a ``metrics_tag:`` line, or a JSON document with ``log_history``: ROLL;
-- a ``===== Step N/M =====`` header in the first 200 lines and a ``⏱️  Timing:`` line
-  after it (within :data:`NEMO_RL_SCAN` lines): NeMo RL's console;
+- a ``===== Step N/M =====`` header and a ``⏱️  Timing:`` line after it, within the first
+  :data:`NEMO_RL_SCAN` lines (NeMo RL prints its whole config, and each step vLLM's and
+  the workers' output, before them): NeMo RL's console;
 - checked first: a ``.csv`` file whose header is one column per metric (more
   than two columns, or a step column such as ``_step``): a per-step history, as
   wandb exports a run (:mod:`.history`);
@@ -42,8 +43,8 @@ from rlplex.timeline.importers.verl import import_verl, parse_console_line
 RECORD_FORMATS: tuple[str, ...] = ("rlplex", "verl", "roll", "nemo_rl", "summary", "history")
 
 NEMO_RL_SCAN = 100_000
-"""Lines read for a Timing block once a NeMo RL step header is seen: a step prints vLLM's
-and the workers' output, and sample responses, before its timings."""
+"""Lines read for NeMo RL's step header and Timing block (the other formats are told by
+their first 200 lines)."""
 
 _IMPORTERS: dict[str, Callable[..., RecordedRun]] = {
     "rlplex": import_rlplex,
@@ -71,12 +72,14 @@ def detect_record_format(path: str | Path) -> str:
         return "roll"
     nemo_header = False
     for count, (_, line, _) in enumerate(read_lines(path)):
-        if count >= (NEMO_RL_SCAN if nemo_header else 200):
+        if count >= NEMO_RL_SCAN:
             break
         if nemo_header and is_timing_header(line):
             return "nemo_rl"
         if is_step_header(line):
             nemo_header = True
+            continue
+        if count >= 200:  # the other formats show themselves in their first lines
             continue
         if MARKER in line:
             return "roll"
