@@ -3,8 +3,9 @@
 Formats were added one at a time (OpenRLHF's launch scripts, wandb's CSV, summary records),
 and each time a list somewhere kept the old set. Each list a user reads to choose a format
 is checked against the constants the readers use: docs/importers.md's table of config
-formats, docs/record.md's table of record formats and its table of verl's and ROLL's
-timing names, README's sentence on ``--format``, and the ``--format`` help of the commands.
+formats, docs/record.md's table of record formats and its table of verl's, ROLL's and
+NeMo RL's timing names, README's sentence on ``--format``, and the ``--format`` help of the
+commands.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from typer.testing import CliRunner
 from rlplex.cli import app
 from rlplex.config.formats import FORMATS
 from rlplex.timeline.importers import RECORD_FORMATS
+from rlplex.timeline.importers.nemo_rl import JOINT as NEMO_RL_JOINT
+from rlplex.timeline.importers.nemo_rl import STAGES as NEMO_RL_STAGES
+from rlplex.timeline.importers.nemo_rl import TOTAL as NEMO_RL_TOTAL
 from rlplex.timeline.importers.roll import STAGES as ROLL_STAGES
 from rlplex.timeline.importers.roll import TOTAL_KEY
 from rlplex.timeline.importers.verl import STAGES as VERL_STAGES
@@ -60,13 +64,22 @@ def test_record_md_lists_every_record_format() -> None:
 def test_record_md_maps_every_timing_name_to_its_stage() -> None:
     text = (ROOT / "docs" / "record.md").read_text()
     heading = "## Which stage each timing becomes"
-    verl, roll, stages = (_table_column(text, heading, c) for c in range(3))
+    verl, roll, nemo, stages = (_table_column(text, heading, c) for c in range(4))
     rows = {c.strip("`"): s.strip("`") for c, s in zip(verl, stages, strict=True)}
     assert {k: v for k, v in rows.items() if k != "step"} == VERL_STAGES
     for key, stage in ROLL_STAGES.items():
         row = next(i for i, cell in enumerate(roll) if f"`{key}`" in cell)
         assert stages[row] == f"`{stage}`", key
     assert any(f"`{TOTAL_KEY}`" in cell for cell in roll)
+    for key, stage in NEMO_RL_STAGES.items():
+        row = next(i for i, cell in enumerate(nemo) if f"`{key}`" in cell)
+        assert stages[row] == f"`{stage}`", key
+    for key, members in NEMO_RL_JOINT.items():
+        row = next(i for i, cell in enumerate(nemo) if f"`{key}`" in cell)
+        assert stages[row] == f"`{members[0]}`" and f"`{members[1]}`" in nemo[row], key
+        later = next(i for i, s in enumerate(stages) if s == f"`{members[1]}`")
+        assert f"`{key}`" in nemo[later], key
+    assert any(f"`{NEMO_RL_TOTAL}`" in cell for cell in nemo)
 
 
 def test_readme_names_every_format_of_the_format_options() -> None:

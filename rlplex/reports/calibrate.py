@@ -50,6 +50,7 @@ from rlplex.errors import ConfigError
 from rlplex.reports.lengths import load_with_lengths
 from rlplex.timeline.importers import RecordedRun, import_record
 from rlplex.timeline.importers.base import require_stage_timings
+from rlplex.timeline.joint import split_joint
 from rlplex.timeline.periods import period_over_steps, step_ends
 from rlplex.timeline.record import Timeline
 
@@ -373,7 +374,6 @@ def calibrate(
         base_doc = check_costs(load_yaml_file(costs), str(costs))
     run = import_record(record, format=record_format, skip_bad_lines=skip_bad_lines)
     require_stage_timings(run)
-    warnings = list(run.warnings)
     fit, check = split_steps(run.step_numbers, fit_steps, warmup)
     # Fitted with the lengths the run had: with the config's guess instead, the physical
     # parameters would absorb the difference and carry it to every other run.
@@ -385,6 +385,11 @@ def calibrate(
         overrides,
         fit,
     )
+    # Joint timers divided by the config's own modelled seconds: each member keeps the
+    # joint figure's measured/modelled ratio, so a fitted efficiency is the same whatever
+    # the true division (rlplex.timeline.joint).
+    run = split_joint(run, cfg)
+    warnings = list(run.warnings)
     user_overrides = tuple(overrides)
     overrides = (*measured_lengths, *overrides)
     if lengths_note:

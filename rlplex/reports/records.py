@@ -24,6 +24,7 @@ from rlplex.sim.replay import ReplayResult, replay, replay_timeline, stage_warni
 from rlplex.sim.whatif import Alternative, Outcome, WhatIfResult, parse_alt, parse_scaling, whatif
 from rlplex.timeline.importers import RecordedRun, import_record
 from rlplex.timeline.importers.base import require_stage_timings
+from rlplex.timeline.joint import split_joint
 from rlplex.timeline.record import Timeline
 
 GANTT_STEPS = 8
@@ -55,7 +56,8 @@ class RecordSource:
     recorded config and every alternative derived from it have them."""
 
     def load_run(self) -> RecordedRun:
-        """The record, refused when no step of it has a stage's seconds."""
+        """The record, refused when no step of it has a stage's seconds; its joint timers
+        are still joint (:meth:`load_measured` divides them by the config it reads)."""
         run = import_record(
             self.record, format=self.record_format, skip_bad_lines=self.skip_bad_lines
         )
@@ -87,6 +89,14 @@ class RecordSource:
             (*self.users_overrides(), *overrides),
         )
         return config, note
+
+    def load_split(self, overrides: Sequence[str] = ()) -> tuple[RecordedRun, Config, str | None]:
+        """The record (:meth:`load_run`), its config (:meth:`load_measured`) and the lengths
+        note, with the record's joint timers divided among that config's stages
+        (:func:`~rlplex.timeline.joint.split_joint`): the record as the run's config sees it."""
+        run = self.load_run()
+        config, note = self.load_measured(run, overrides)
+        return split_joint(run, config), config, note
 
     def users_overrides(self) -> tuple[str, ...]:
         """The user's overrides that every config read has (``config_overrides``): a length
@@ -138,8 +148,7 @@ def replay_report(source: RecordSource, overrides: Sequence[str] = ()) -> Replay
     """Replay ``source``'s record through the plan of its config (with ``overrides``)."""
     from rlplex.plan import plan_with_config
 
-    run = source.load_run()
-    cfg, lengths_note = source.load_measured(run, overrides)
+    run, cfg, lengths_note = source.load_split(overrides)
     cfg, plan = plan_with_config(cfg)
     result = replay(run, cfg, plan)
     memory = _recorded_memory(source, run, plan)
@@ -206,7 +215,7 @@ def _fit_pairs(items: Sequence[str], config_format: str | None) -> list[tuple[Re
         config, _, _ = load_with_lengths(
             lambda extra, cfg=cfg: load_config(cfg, overrides=extra, format=config_format), run
         )
-        pairs.append((run, config))
+        pairs.append((split_joint(run, config), config))
     return pairs
 
 
@@ -230,8 +239,9 @@ def whatif_report(
     Raises:
         ConfigError: no alternative, or a malformed one.
     """
-    run = source.load_run()
-    base, lengths_note = source.load_measured(run)
+    # The recorded config divides the record's joint timers: the alternatives replay the
+    # stages as the run they were recorded in had them.
+    run, base, lengths_note = source.load_split()
     # Every alternative replays the recorded work, so each is read with the record's lengths
     # too (the estimator's ratio of an alternative over the recorded config must not hold a
     # length the one has and the other lacks); where they do not apply, a note says so.

@@ -282,3 +282,44 @@ def test_calibrate_json_on_a_summary_without_step_time_measures_no_period() -> N
     assert result.exit_code == 0, result.output
     period = json.loads(result.stdout)["period"]
     assert period["measured_s"] is None and period["error_before"] is None
+
+
+NEMO_RL_LOG = RECORDS / "nemo_rl_console.log"
+NEMO_RL_CONFIG = EXAMPLES / "nemo_rl.yaml"
+
+
+def test_a_nemo_rl_console_log_replays_and_calibrates(tmp_path: Path) -> None:
+    replay = invoke("replay", NEMO_RL_LOG, "-c", NEMO_RL_CONFIG, "--set", "cluster.gpu=h100",
+                    "--json")  # fmt: skip
+    assert replay.exit_code == 0, replay.output
+    out = json.loads(replay.stdout)
+    assert out["format"] == "nemo_rl" and [s["step"] for s in out["steps"]] == [1, 2, 3, 4, 5]
+    assert out["steps"][0]["recorded_s"] == pytest.approx(82.85)
+    assert "joint timers split" in replay.stderr
+    costs = tmp_path / "costs.yaml"
+    fit = invoke("calibrate", NEMO_RL_LOG, "-c", NEMO_RL_CONFIG, "--set", "cluster.gpu=h100",
+                 "--out", costs, "--json")  # fmt: skip
+    assert fit.exit_code == 0, fit.output
+    fitted = json.loads(fit.stdout)
+    assert fitted["format"] == "nemo_rl" and fitted["check_steps"] == [4, 5]
+    assert {"old_logprob", "ref_logprob", "train", "weight_sync"} <= set(fitted["stages"])
+    assert costs.exists()
+    # Each log-prob pass is fitted on its half of the joint timer, held-out steps within 5 %.
+    for stage in ("old_logprob", "ref_logprob"):
+        assert fitted["stages"][stage]["measured_check_s"] == pytest.approx((11.83 + 11.94) / 4)
+        assert abs(fitted["stages"][stage]["error_after"]) < 0.05
+
+
+def test_a_bad_nemo_rl_timing_line_exits_2_naming_it(tmp_path: Path) -> None:
+    text = NEMO_RL_LOG.read_text(encoding="utf-8").replace(
+        "  • policy_training: 19.64s", "  • policy_training: -19.64s", 1
+    )
+    record = tmp_path / "bad.log"
+    record.write_text(text, encoding="utf-8")
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "-19.64s" in t)
+    failed = invoke("replay", record, "-c", NEMO_RL_CONFIG, "--format", "nemo_rl")
+    assert failed.exit_code == 2 and "Traceback" not in failed.output
+    assert f"bad.log:{line}:" in failed.stderr and "-19.64" in failed.stderr
+    skipped = invoke("replay", record, "-c", NEMO_RL_CONFIG, "--skip-bad-lines", "--json")
+    assert skipped.exit_code == 0, skipped.output
+    assert f"line {line}" in skipped.stderr

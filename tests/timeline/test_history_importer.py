@@ -169,10 +169,11 @@ H = "_step,timing_s/gen,timing_s/update_actor,samples\n"
          "needs a step column"),
         ("_step,timing_s/gen,timing_s/gen\n1,2,3\n", 1, "timing_s/gen", None, "again"),
         (H + "1,,,x\n2,,,x\n", None, None, None, "no row has a timing"),
-        # Another framework's timers (NeMo RL's wandb keys) are timings, just not verl's.
-        ("_step,timing/train/generation,timing/train/total_step_time\n1,50,90\n", None, None,
-         None, "no column is a stage or step time verl logs .*timing/train/generation,"
-         " timing/train/total_step_time name no rlplex stage .*summary record"),
+        # Another framework's timers (OpenRLHF's names under verl's prefix) are timings, just
+        # not verl's or NeMo RL's (whose timing/train/ columns are read: test_nemo_rl_importer).
+        ("_step,timing_s/make_experience,timing_s/ppo_train\n1,50,90\n", None, None,
+         None, "no column is a stage or step time verl or NeMo RL logs .*timing_s/make_experience,"
+         " timing_s/ppo_train name no rlplex stage .*summary record"),
     ],
 )  # fmt: skip
 def test_bad_cells_name_the_line_column_and_value(

@@ -198,6 +198,7 @@ EXPECTED = {
     "roll_rlvr_stdout.log": ("roll", 6),
     "grpo_run.jsonl": ("rlplex", 3),
     "verl_quickstart_wandb.csv": ("history", 10),
+    "nemo_rl_console.log": ("nemo_rl", 5),
 }
 
 

@@ -1,4 +1,4 @@
-"""Import recorded step timings from rlplex, verl and ROLL logs, wandb's CSV, and summaries.
+"""Import recorded step timings: rlplex, verl, ROLL and NeMo RL logs, wandb's CSV, summaries.
 
 :func:`import_record` reads a log, detects its format from the content (or
 takes ``format``), and returns a :class:`RecordedRun`: per step, the seconds
@@ -10,6 +10,9 @@ Format detection looks at the first lines that say something:
 - a JSON object with ``op``/``kind``, ``metrics`` or ``meta``: an rlplex record;
 - a JSON object with ``data``, or a ``step:N - key:value`` line: verl;
 - a ``metrics_tag:`` line, or a JSON document with ``log_history``: ROLL;
+- a ``===== Step N/M =====`` header and a ``⏱️  Timing:`` line after it, within the first
+  :data:`NEMO_RL_SCAN` lines (NeMo RL prints its whole config, and each step vLLM's and
+  the workers' output, before them): NeMo RL's console;
 - checked first: a ``.csv`` file whose header is one column per metric (more
   than two columns, or a step column such as ``_step``): a per-step history, as
   wandb exports a run (:mod:`.history`);
@@ -31,17 +34,23 @@ from rlplex.timeline.importers.base import (
     read_lines,
 )
 from rlplex.timeline.importers.history import import_history, looks_like_history
+from rlplex.timeline.importers.nemo_rl import import_nemo_rl, is_step_header, is_timing_header
 from rlplex.timeline.importers.rlplex import import_rlplex
 from rlplex.timeline.importers.roll import MARKER, import_roll
 from rlplex.timeline.importers.summary import import_summary, looks_like_summary
 from rlplex.timeline.importers.verl import import_verl, parse_console_line
 
-RECORD_FORMATS: tuple[str, ...] = ("rlplex", "verl", "roll", "summary", "history")
+RECORD_FORMATS: tuple[str, ...] = ("rlplex", "verl", "roll", "nemo_rl", "summary", "history")
+
+NEMO_RL_SCAN = 100_000
+"""Lines read for NeMo RL's step header and Timing block (the other formats are told by
+their first 200 lines)."""
 
 _IMPORTERS: dict[str, Callable[..., RecordedRun]] = {
     "rlplex": import_rlplex,
     "verl": import_verl,
     "roll": import_roll,
+    "nemo_rl": import_nemo_rl,
     "summary": import_summary,
     "history": import_history,
 }
@@ -61,9 +70,17 @@ def detect_record_format(path: str | Path) -> str:
         head = handle.read(2048).lstrip()
     if head.startswith("{") and '"log_history"' in head:
         return "roll"
+    nemo_header = False
     for count, (_, line, _) in enumerate(read_lines(path)):
-        if count >= 200:
+        if count >= NEMO_RL_SCAN:
             break
+        if nemo_header and is_timing_header(line):
+            return "nemo_rl"
+        if is_step_header(line):
+            nemo_header = True
+            continue
+        if count >= 200:  # the other formats show themselves in their first lines
+            continue
         if MARKER in line:
             return "roll"
         stripped = line.strip()
@@ -84,7 +101,8 @@ def detect_record_format(path: str | Path) -> str:
         except ValueError:
             return "verl"
     raise ConfigError(
-        "cannot tell the log's format (rlplex record, verl JSONL or console, ROLL stdout;"
+        "cannot tell the log's format (rlplex record, verl JSONL or console, ROLL stdout,"
+        " NeMo RL console: a Step header and a Timing block;"
         " a history or summary is a .csv, .yaml or .json file); give --format",
         file=str(path),
     )
@@ -97,10 +115,10 @@ def import_record(
 
     Args:
         path: an rlplex Timeline JSONL, a verl JSONL or console log, a ROLL
-            stdout log or a ROLL ``log_history`` JSON file, a summary record, or a
-            per-step CSV history (a wandb export).
-        format: ``rlplex``, ``verl``, ``roll``, ``summary`` or ``history``; detected
-            when None.
+            stdout log or a ROLL ``log_history`` JSON file, a NeMo RL console log, a
+            summary record, or a per-step CSV history (a wandb export).
+        format: ``rlplex``, ``verl``, ``roll``, ``nemo_rl``, ``summary`` or ``history``;
+            detected when None.
         skip_bad_lines: skip malformed lines with a warning instead of failing.
 
     Raises:

@@ -84,11 +84,18 @@ class RecordedRun(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     format: str
-    """The log's format: ``rlplex``, ``verl``, ``roll``, ``summary`` or ``history``."""
+    """The log's format: ``rlplex``, ``verl``, ``roll``, ``nemo_rl``, ``summary`` or ``history``."""
     source: str | None = None
     """The file it was read from."""
     steps: dict[int, dict[str, float]] = Field(default_factory=dict)
-    """Seconds per rlplex stage name, per step."""
+    """Seconds per rlplex stage name, per step; a key of :attr:`joint` holds one timer's
+    seconds that span several stages."""
+    joint: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """Keys of :attr:`steps` that are one timer spanning several stages, each with its
+    member stages in the order they run (NeMo RL's ``policy_and_reference_logprobs``:
+    ``old_logprob+ref_logprob`` -> (old_logprob, ref_logprob)). The log does not say how the
+    seconds divide; :func:`rlplex.timeline.joint.split_joint` divides them among the
+    stages of the config the record meets, and returns a record without joint keys."""
     step_s: dict[int, float] = Field(default_factory=dict)
     """The recorded wall time of each step (verl ``timing_s/step``, ROLL ``time/step_total``)."""
     transfers: dict[int, dict[str, float]] = Field(default_factory=dict)
@@ -112,6 +119,11 @@ class RecordedRun(BaseModel):
             for name in stages:
                 seen.setdefault(name, None)
         return tuple(seen)
+
+
+def joint_key(members: tuple[str, ...]) -> str:
+    """The key of a timer spanning the stages ``members``: their names joined by ``+``."""
+    return "+".join(members)
 
 
 def require_stage_timings(run: RecordedRun) -> None:
@@ -156,6 +168,7 @@ class Collector:
         self.current: tuple[int, str, bool] = (0, "", False)
         self.field: str | None = None
         self.first_seen: dict[Any, int] = {}
+        self.joint: dict[str, tuple[str, ...]] = {}
 
     def at(self, number: int, text: str, is_last: bool, field: str | None = None) -> None:
         """The line being read, for errors found in its values; ``field``: the column
@@ -199,6 +212,12 @@ class Collector:
         # A stage logged twice in one step (two events) took the sum of both.
         stages[name] = stages.get(name, 0.0) + seconds
 
+    def joint_stage(self, step: int, members: tuple[str, ...], seconds: float) -> None:
+        """One timer's seconds spanning the stages ``members``, under their joint key."""
+        key = joint_key(members)
+        self.joint[key] = members
+        self.stage(step, key, seconds)
+
     def transfer(self, step: int, key: str, seconds: float) -> None:
         if not self.valid_seconds(f"{key} of step {step}", seconds):
             return
@@ -237,6 +256,7 @@ class Collector:
             format=self.format,
             source=self.file,
             steps=self.steps,
+            joint=self.joint,
             step_s=self.step_s,
             transfers=self.transfers,
             metrics=self.metrics,

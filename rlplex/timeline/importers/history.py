@@ -7,7 +7,11 @@ module reads that CSV as the per-step record it is: several steps, so that
 it reads verl's JSONL of the same figures (every value goes through
 :func:`rlplex.timeline.importers.verl.add_metric`: ``timing_s/gen`` is the
 generate stage, ``timing_s/step`` the step time, lengths and the rest stay
-metrics under their keys). Two shapes exist:
+metrics under their keys). A NeMo RL run's history has its timers as ``timing/train/NAME``
+columns, read with NeMo RL's mapping (:func:`rlplex.timeline.importers.nemo_rl.add_timing`:
+``timing/train/policy_training`` is the train stage, ``timing/train/total_step_time`` the
+step time); its ``timing/validation/`` and ``timing/setup/`` columns are not the step's and
+stay metrics. Two shapes exist:
 
 1. The run's history from wandb's public API, written with pandas' ``to_csv``:
    ``wandb.Api().run(PATH).history()`` (sampled: ``history(samples=500,
@@ -37,10 +41,10 @@ name starts with ``_`` (wandb's), unnamed ones, and columns with no number in
 them (media, text) are ignored. Refused, with the file, the line, the column
 and the cell: a negative or non-finite time, a text cell in a column of numbers,
 a step that is not a whole number or appears twice; with the file: a header
-without a step column or without any ``timing_s/`` column, and a file where no
-row has a timing or whose timing columns all name something verl does not log (another
-framework's timers). A row shorter than the header on the last line is a crash
-mid-write, dropped with a warning (the rules of
+without a step column or without any ``timing_s/`` (or NeMo RL ``timing/train/``)
+column, and a file where no row has a timing or whose timing columns all name something
+verl and NeMo RL do not log (another framework's timers). A row shorter than the header on
+the last line is a crash mid-write, dropped with a warning (the rules of
 :class:`~rlplex.timeline.importers.base.Collector`, ``--skip-bad-lines`` too).
 """
 
@@ -53,6 +57,8 @@ from pathlib import Path
 
 from rlplex.errors import ConfigError
 from rlplex.timeline.importers.base import Collector, RecordedRun, check_record_path
+from rlplex.timeline.importers.nemo_rl import PREFIX as NEMO_RL_PREFIX
+from rlplex.timeline.importers.nemo_rl import add_timing
 from rlplex.timeline.importers.verl import TIMING_PREFIXES, add_metric, parse_number
 
 FORMAT = "history"
@@ -64,6 +70,9 @@ BAND_SUFFIXES = ("__MIN", "__MAX")
 RUN_SEPARATOR = " - "
 """A panel export names each column ``<run name> - <metric>``."""
 SUFFIX = ".csv"
+NOT_THE_STEPS = ("timing/validation/", "timing/setup/")
+"""NeMo RL's timings of validation and of the run's setup: kept as metrics, not read as
+the step's (nor as verl's pre-2025 ``timing/NAME`` keys)."""
 MISSING = frozenset({"", "nan", "none", "null"})
 """Cells that hold no value (lower case): pandas writes a missing value as an empty cell,
 or as its ``na_rep`` (``NaN``); a dump of Python dicts writes ``None``."""
@@ -239,13 +248,25 @@ def read_columns(header: list[str], file: str) -> Columns:
         first[key] = i
     if not any(key.startswith(TIMING_PREFIXES) for key in kept.values()):
         raise ConfigError(
-            "no timing column (verl's timing_s/gen, timing_s/update_actor, ... timing_s/step):"
+            "no timing column (verl's timing_s/gen, timing_s/update_actor, ... timing_s/step;"
+            " NeMo RL's timing/train/generation, ... timing/train/total_step_time):"
             " nothing to replay or calibrate",
             file=file,
             line=1,
             value=",".join(names)[:120],
         )
     return Columns(step=step, metrics=kept, names=names)
+
+
+def add_value(out: Collector, step: int, key: str, value: int | float) -> None:
+    """One cell: NeMo RL's ``timing/train/`` timers by its mapping, its validation and setup
+    timings as metrics, every other key as verl's reading of it (:func:`add_metric`)."""
+    if key.startswith(NEMO_RL_PREFIX):
+        add_timing(out, step, key[len(NEMO_RL_PREFIX) :], value)
+    elif key.startswith(NOT_THE_STEPS):
+        out.metric(step, key, value)
+    else:
+        add_metric(out, step, key, value)
 
 
 def _step_number(text: str) -> int | None:
@@ -321,13 +342,14 @@ def import_history(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
                 )  # fmt: skip
                 out.at(number, raw, False, names[index])
             numeric.setdefault(index, number)
-            add_metric(out, step, key, value)
+            add_value(out, step, key, value)
     if not out.steps and not out.step_s:
         if out.unknown:  # timings there are, under names that are not verl's
             unknown = sorted(out.unknown)
             raise ConfigError(
-                "no column is a stage or step time verl logs (timing_s/gen, timing_s/ref,"
-                " ... timing_s/step; docs/record.md): "
+                "no column is a stage or step time verl or NeMo RL logs (timing_s/gen,"
+                " ... timing_s/step; timing/train/generation, ... timing/train/total_step_time;"
+                " docs/record.md): "
                 + ", ".join(unknown[:6])
                 + (f" and {len(unknown) - 6} more" if len(unknown) > 6 else "")
                 + " name no rlplex stage (another framework's timers: a summary record"
