@@ -325,6 +325,27 @@ _RATIO_BOUNDS = (1e-4, 1e4)
 runs."""
 
 
+def _require_devices(cfg: Config, file: str | Path) -> None:
+    """Refuse a role placed by the search (``devices: auto``): the record was made on the
+    devices the run used, and the physical parameters fitted to it depend on them (a
+    generation's decode floor on 8 GPUs is not the one on 16). A searched placement is
+    where rlplex would run it, not where it ran.
+
+    Raises:
+        ConfigError: naming the first such role.
+    """
+    for name, role in cfg.roles.items():
+        if role.is_gpu and role.auto:
+            raise ConfigError(
+                "calibrate fits the record to the devices the run used, and this role's are"
+                f" left to the search: give them (--set roles.{name}.devices=0-7, the run's"
+                " GPUs)",
+                field=f"roles.{name}.devices",
+                value="auto",
+                file=str(file),
+            )
+
+
 def _plan_period(cfg: Config) -> float:
     from rlplex.plan import make_plan
 
@@ -385,6 +406,7 @@ def calibrate(
         overrides,
         fit,
     )
+    _require_devices(cfg, config)
     # Joint timers divided by the config's own modelled seconds: each member keeps the
     # joint figure's measured/modelled ratio, so a fitted efficiency is the same whatever
     # the true division (rlplex.timeline.joint).

@@ -394,3 +394,23 @@ def test_recorded_stages_the_config_lacks_are_named() -> None:
     assert "values 5." in line and "critic_train 15." in line and "dispatch_s" in line
     matched, _ = calibrate(RECORDS / "verl_quickstart.jsonl", RECORDS / "verl_quickstart.yaml")
     assert not any("not in the config" in w for w in matched.warnings)
+
+
+def test_a_role_left_to_the_search_is_refused_naming_it() -> None:
+    """A record was made on the devices the run used; with ``devices: auto`` calibrate fitted
+    the search's placement's figures (or the whole cluster's, as read) to it. It names the
+    role and asks for its devices, exit 2."""
+    from rlplex.errors import ConfigError
+
+    config = ROOT / "examples" / "estimate_verl_quickstart.yaml"
+    record = RECORDS / "verl_quickstart_summary.yaml"
+    with pytest.raises(ConfigError) as info:
+        calibrate(record, config, overrides=["roles.actor_infer.devices=auto"])
+    assert info.value.field == "roles.actor_infer.devices" and info.value.value == "auto"
+    assert "--set roles.actor_infer.devices=" in str(info.value)
+    result = CliRunner().invoke(
+        app,
+        ["calibrate", str(record), "--config", str(config), "--set",
+         "roles.actor_infer.devices=auto"],
+    )  # fmt: skip
+    assert result.exit_code == 2 and "Traceback" not in result.output
