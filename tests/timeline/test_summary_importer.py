@@ -243,3 +243,40 @@ def test_a_runs_table_as_wandb_writes_it_is_one_runs_summary(tmp_path: Path) -> 
     assert run.step_s == {1: pytest.approx(70.969)}
     assert run.metrics[1]["run/name"] == "qs-run"
     assert run.metrics[1]["training/global_step"] == 10
+
+
+def test_nemo_rl_names_and_its_joint_timers(tmp_path: Path) -> None:
+    """``framework: nemo_rl`` reads NeMo RL's timer names, nested or as wandb flattens them
+    (``timing/train/NAME``): its generation (which scores each response) and its log-prob
+    timer (both passes) are joint timers, divided where the record meets a config, as they
+    are in its console log; ``total_step_time`` is the step."""
+    from rlplex.config import load_config
+    from rlplex.timeline.joint import split_joint
+
+    nested = tmp_path / "nemo.yaml"
+    nested.write_text(yaml.safe_dump({
+        "framework": "nemo_rl",
+        "timing_s": {"generation": 50.0, "policy_and_reference_logprobs": 12.0,
+                     "policy_training": 20.0, "reward_calculation": 0.2,
+                     "total_step_time": 85.5},
+        "mean_gen_tokens_per_sample": 644.7,
+    }))  # fmt: skip
+    flat = tmp_path / "nemo.csv"
+    flat.write_text(
+        "metric,value\nframework,nemo_rl\ntiming/train/generation,50.0\n"
+        "timing/train/policy_and_reference_logprobs,12.0\ntiming/train/policy_training,20.0\n"
+        "timing/train/reward_calculation,0.2\ntiming/train/total_step_time,85.5\n"
+        "mean_gen_tokens_per_sample,644.7\n"
+    )
+    for path in (nested, flat):
+        run = import_record(path)
+        assert run.step_s == {1: 85.5}
+        assert run.steps[1] == {"generate+reward": 50.0, "old_logprob+ref_logprob": 12.0,
+                                "train": 20.0, "advantage": 0.2}  # fmt: skip
+        assert run.joint == {"generate+reward": ("generate", "reward"),
+                             "old_logprob+ref_logprob": ("old_logprob", "ref_logprob")}  # fmt: skip
+        config = load_config(ROOT / "examples" / "nemo_rl.yaml", overrides=["cluster.gpu=h100"])
+        split = split_joint(run, config).steps[1]
+        assert split["old_logprob"] + split["ref_logprob"] == pytest.approx(12.0)
+        assert split["generate"] + split["reward"] == pytest.approx(50.0)
+        assert run.metrics[1]["mean_gen_tokens_per_sample"] == pytest.approx(644.7)

@@ -7,7 +7,8 @@ figures down, so that ``rlplex calibrate`` (and ``replay``) take them like a
 log. YAML or JSON::
 
     framework: verl          # verl: timing names as verl logs them (gen, old_log_prob,
-                             # update_actor, ...); rlplex: rlplex stage names
+                             # update_actor, ...); nemo_rl: as NeMo RL does (generation,
+                             # policy_training, total_step_time ...); rlplex: stage names
     steps: 20                # how many steps the means are over (informative)
     timing_s: {gen: 22.2, ref: 4.34, values: 5.88, adv: 0.11,
                update_critic: 15.7, update_actor: 20.4, step: 69.3}
@@ -42,7 +43,13 @@ from typing import Any
 
 from rlplex.errors import ConfigError
 from rlplex.resources.yaml_io import load_yaml_text, read_text_bounded
-from rlplex.timeline.importers.base import RecordedRun, check_record_path, max_record_bytes
+from rlplex.timeline.importers import nemo_rl
+from rlplex.timeline.importers.base import (
+    RecordedRun,
+    check_record_path,
+    joint_key,
+    max_record_bytes,
+)
 from rlplex.timeline.importers.history import (
     MISSING,
     RUN_NAME_COLUMN,
@@ -52,8 +59,8 @@ from rlplex.timeline.importers.history import (
 from rlplex.timeline.importers.verl import STAGES as VERL_STAGES
 from rlplex.timeline.importers.verl import TIMING_PREFIXES
 
-FRAMEWORKS = ("verl", "rlplex")
-"""How the timing names are read: as verl logs them, or as rlplex stage names."""
+FRAMEWORKS = ("verl", "nemo_rl", "rlplex")
+"""How the timing names are read: as verl or NeMo RL logs them, or as rlplex stage names."""
 SUFFIXES = (".yaml", ".yml", ".csv")
 """File names that are summary records whatever their content."""
 LENGTH_KEYS = ("response_length", "prompt_length")
@@ -267,7 +274,12 @@ def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
     if not isinstance(extra, Mapping) or not all(isinstance(v, str) for v in extra.values()):
         raise ConfigError("must map timing names to rlplex stage names", field="stages",
                           value=extra, file=file)  # fmt: skip
-    names = {**(VERL_STAGES if framework == "verl" else {}), **extra}
+    own = {"verl": VERL_STAGES, "nemo_rl": nemo_rl.STAGES}.get(framework, {})
+    names = {**own, **extra}
+    # NeMo RL's timers that span several stages (its generation holds the scoring, its
+    # log-prob timer both passes), divided where the record meets a config.
+    joints = nemo_rl.JOINT if framework == "nemo_rl" else {}
+    joint: dict[str, tuple[str, ...]] = {}
     stages: dict[str, float] = {}
     step_s: dict[int, float] = {}
     metrics: dict[str, Any] = {}
@@ -279,8 +291,16 @@ def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
             if seconds < 0:
                 raise ConfigError("must be >= 0 seconds", field=key, value=value, file=file)
             name = key[len(prefix) :]
+            if framework == "nemo_rl":  # wandb's timing/train/NAME, or timing_s: {NAME: ...}
+                name = name.removeprefix("train/")
+                name = "step" if name == nemo_rl.TOTAL else name
             if name == "step":
                 step_s[1] = seconds
+                continue
+            if name in joints and name not in extra:
+                members = joints[name]
+                joint[joint_key(members)] = members
+                stages[joint_key(members)] = stages.get(joint_key(members), 0.0) + seconds
                 continue
             stage = names.get(name, name if framework == "rlplex" else None)
             if stage is None:
@@ -328,6 +348,7 @@ def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
         source=file,
         steps={1: stages} if stages else {},
         step_s=step_s,
+        joint=joint,
         metrics={1: metrics},
         unknown_keys=tuple(sorted(unknown)),
         warnings=tuple(warnings),
