@@ -115,13 +115,17 @@ class ConfigOptions:
     costs: Path | None = None
     """``--costs FILE``."""
 
-    def load(self, path: Path, *, unless: tuple[str, ...] = ()) -> Config:
+    def load(self, path: Path, *, unless: tuple[str, ...] = (), planned: bool = False) -> Config:
         """The checked config at ``path`` with these options applied; its warnings printed
-        (but those in ``unless``, which the command makes moot)."""
+        (but those in ``unless``, which the command makes moot). ``planned``: the command
+        shows the plan's figures, which a role placed by the search has estimated again on
+        its chosen devices (:func:`~rlplex.estimate.context.planned_warnings`)."""
         from rlplex.cli.app import warn
+        from rlplex.estimate.context import planned_warnings
 
         config = load_config(path, overrides=self.overrides, format=self.format, costs=self.costs)
-        warn(w for w in config.warnings if not any(w == u or w.endswith(u) for u in unless))
+        shown = [w for w in config.warnings if not any(w == u or w.endswith(u) for u in unless)]
+        warn(planned_warnings(shown) if planned else shown)
         return config
 
 

@@ -55,7 +55,9 @@ def plan(
 
     # --auto searches the staleness too (k >= 1), so "staleness 0 runs like sync" does not
     # apply, nor that a partial-rollout engine cannot stream for want of staleness.
-    cfg = options.load(config, unless=(ASYNC_STALENESS_0, NOT_ASYNC_FOR_PARTIAL) if auto else ())
+    cfg = options.load(
+        config, unless=(ASYNC_STALENESS_0, NOT_ASYNC_FOR_PARTIAL) if auto else (), planned=True
+    )
     with search_progress(show=not json_) as progress:
         report = plan_report(cfg, auto=auto, baseline=baseline, verify=verify, progress=progress)
     result, summary = report.plan, report.summary
@@ -155,7 +157,7 @@ def simulate(
     from rlplex.sim import simulate as run_simulation
 
     # The config the plan was made from: a placement the search chose is estimated there.
-    cfg, result = plan_with_config(options.load(config), baseline=baseline)
+    cfg, result = plan_with_config(options.load(config, planned=True), baseline=baseline)
     timeline = run_simulation(result, cfg, steps=steps, jitter=jitter, seed=seed)
     if out is not None:
         timeline.write_jsonl(out)

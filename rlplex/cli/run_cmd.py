@@ -59,7 +59,7 @@ def run(
     from rlplex.reports.run import RunOptions, python_setups, run_plan
     from rlplex.runtime import RunInterrupted
 
-    cfg = options.load(config)
+    cfg = options.load(config, planned=True)
     settings = RunOptions(steps, record, time_scale, address, timeout)
     progress = Progress(
         TextColumn("[bold]step"), MofNCompleteColumn(), BarColumn(), TimeElapsedColumn(),

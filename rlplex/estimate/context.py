@@ -14,7 +14,7 @@ they return.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,6 +43,21 @@ Bound = Literal["compute", "memory", "latency", "communication", "overhead", "gi
 AUTO_ESTIMATED = "devices: auto; estimated as if on all"
 """The warning of a role placed by the search, estimated as read on the whole cluster (a
 report that estimates every role on its own devices, as ``size`` does, leaves it out)."""
+AUTO_PLANNED = "devices: auto; placed by the search and estimated again on the devices it chose"
+"""What :data:`AUTO_ESTIMATED` becomes in a report whose figures come from the plan
+(:func:`planned_warnings`)."""
+
+
+def planned_warnings(warnings: Iterable[str]) -> list[str]:
+    """``warnings`` as a report of the plan gives them: a role placed by the search is
+    estimated again on the devices it chose (:func:`rlplex.plan.plan_with_config`), so its
+    figures are not the whole cluster's that :data:`AUTO_ESTIMATED` says."""
+    out = []
+    for warning in warnings:
+        head, found, _ = warning.partition(AUTO_ESTIMATED)
+        out.append(f"{head}{AUTO_PLANNED}" if found else warning)
+    return out
+
 
 PREFILL_CHUNK_TOKENS = 8192
 """Tokens of one prefill chunk (vLLM's ``max_num_batched_tokens`` for chunked prefill)."""

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rlplex.config import Config, load_config, raw_file
 from rlplex.errors import ConfigError, InvalidValueError
+from rlplex.estimate.context import planned_warnings
 
 SWEEP_FIELD = "--sweep"
 
@@ -291,7 +292,11 @@ def sweep_config(
         # point's business (its figures show it).
         shared = list(cfg.warnings) if shared is None else [w for w in shared if w in cfg.warnings]
         points.append(SweepPoint(value=value, period_s=period, stages=stages))
-    return Sweep(config=str(path), key=key, points=tuple(points), warnings=tuple(shared or ()))
+    # Each point's figures are its plan's: a role the search places is estimated there.
+    return Sweep(
+        config=str(path), key=key, points=tuple(points),
+        warnings=tuple(planned_warnings(shared or ())),
+    )  # fmt: skip
 
 
 class WhatIfPoint(BaseModel):

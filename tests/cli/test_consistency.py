@@ -201,3 +201,21 @@ def test_simulate_prices_a_searched_placement_as_plan_does() -> None:
         # What compare and the pictures draw of a config: its plan, simulated.
         drawn = planned_timeline(file, steps=12, overrides=[*sets, *mode])
         assert drawn.meta["period_s"] == pytest.approx(plan["period_s"], rel=1e-6)
+
+
+def test_a_searched_roles_warning_says_the_plans_figures_are_its_own() -> None:
+    """``estimate`` prices a ``devices: auto`` role as read, on the whole cluster, and says so;
+    ``simulate`` and a sweep show the plan's figures, estimated again on the devices the
+    search chose, and said the same (the auto-pairing review)."""
+    file = ROOT / "examples" / "estimate_7b.yaml"
+    sets = ["--set", "cluster.nodes=2", "--set", "roles.actor_infer.devices=auto"]
+    read = invoke("estimate", file, *sets)
+    assert "roles.actor_infer: devices: auto; estimated as if on all 16 GPUs" in read.output
+    sweep = ["--sweep", "workload.prompts_per_step=32,64"]
+    for args in (["simulate", file, *sets, "--steps", "2"], ["estimate", file, *sets, *sweep]):
+        result = invoke(*args)
+        assert result.exit_code == 0, result.output
+        assert "as if on all" not in result.output
+        assert "roles.actor_infer: devices: auto; placed by the search and estimated again" in (
+            result.output
+        )
