@@ -63,6 +63,7 @@ last line is a crash mid-write, dropped with a warning.
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +158,27 @@ def add_timing(
 
 def _content(line: str) -> str:
     """The line without Ray's prefix, stripped."""
-    return _PREFIX.sub("", line.strip(), count=1).strip()
+    return _split(line)[1]
+
+
+def _split(line: str) -> tuple[str, str]:
+    """(Ray's prefix, or "" for the driver's own line; the rest, stripped)."""
+    text = line.strip()
+    match = _PREFIX.match(text)
+    if match is None:
+        return "", text
+    return match.group(0).strip(), text[match.end() :].strip()
+
+
+def _ends_block(text: str) -> bool:
+    """Whether a non-bullet line of the block's own process opens a new section.
+
+    NeMo RL opens each section with a symbol (``🔍 Performance Metrics:``, ``📊 ...``,
+    ``▶ ...``, ``✅ ...``): Unicode's "other symbol" category. Anything else (a warning
+    that starts with its path, a ``***`` line on stderr) is an interleaved line, not a
+    section, and must not drop the timers after it.
+    """
+    return bool(text) and unicodedata.category(text[0]) == "So"
 
 
 def _bullet(text: str) -> tuple[str, str] | None:
@@ -190,11 +211,16 @@ def import_nemo_rl(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
     step: int | None = None
     offset = 0  # steps of the epochs before the current one
     block: str | None = None  # "timing" or "results" while reading its bullets
+    owner = ""  # the Ray prefix of the process that printed the open block's header
     skipped: dict[int, set[str]] = {}
     last_step = -1
     for number, line, is_last in read_lines(path):
         out.at(number, line, is_last)
-        text = _content(line)
+        prefix, text = _split(line)
+        if block is not None and prefix != owner:
+            # Another process's line (a worker's, through Ray) printed inside the block:
+            # not the block's, and not its end.
+            continue
         epoch = _EPOCH.search(text)
         if epoch is not None:
             if int(epoch.group(1)) > 1:
@@ -221,15 +247,17 @@ def import_nemo_rl(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
                 if out.first_time(("timing", step), f"step {step}'s Timing block")
                 else None
             )
+            owner = prefix
             continue
         if _RESULTS.search(text):
             block = "results" if step is not None else None
+            owner = prefix
             continue
         item = _bullet(text)
         if item is None:
             # A new section (🔍 Performance Metrics, ▶ ..., 📊 Validation Results) ends the
-            # block; other lines (a worker's log line printed in between) do not.
-            if text and not (text[0].isalnum() or text[0] in "([{<'\""):
+            # block; other lines of the same process (a stray stderr line) do not.
+            if _ends_block(text):
                 block = None
             continue
         if block is None or step is None:
