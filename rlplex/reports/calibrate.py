@@ -82,7 +82,8 @@ class StageFit(BaseModel):
     """The stage's name."""
     how: str
     """``efficiency`` (estimated stage), ``seconds`` (given stage, or a recorded weight sync:
-    its measured seconds) or ``not recorded``."""
+    its measured seconds), ``not recorded``, or ``not fitted`` (a rule reward whose
+    figure is only its share of a joint timer: :mod:`rlplex.timeline.joint`)."""
     measured_fit_s: float | None
     """Mean measured seconds over the fitting steps."""
     measured_check_s: float | None
@@ -410,6 +411,7 @@ def calibrate(
     # Joint timers divided by the config's own modelled seconds: each member keeps the
     # joint figure's measured/modelled ratio, so a fitted efficiency is the same whatever
     # the true division (rlplex.timeline.joint).
+    shared = {m: key for key, members in run.joint.items() for m in members}
     run = split_joint(run, cfg)
     warnings = list(run.warnings)
     user_overrides = tuple(overrides)
@@ -511,6 +513,7 @@ def calibrate(
     # at sequence_overhead_s: its measured seconds fit that parameter (what remains of the
     # per-step overhead is then step_overhead_s alone).
     overhead_keys = _OVERHEAD_KEYS
+    unfitted: set[str] = set()  # recorded, but only as a share of a joint timer
     for stage in cfg.pipeline.stages:
         name = stage.name
         if (
@@ -520,6 +523,16 @@ def calibrate(
             and is_rule_reward(stage, cfg.roles.get(stage.role or ""))
         ):
             key = "sequence_overhead_s"
+            if name in shared:
+                # Its figure is the split's share of a timer it shares with generation (NeMo
+                # RL's generation scores each response inside the rollout): the estimate's
+                # own proportion times generation's ratio, no measure of this parameter.
+                warnings.append(
+                    f"{name}: its seconds are a share of the joint timer {shared[name]}"
+                    f" divided by the estimate, not a measurement: {key} not fitted"
+                )
+                unfitted.add(name)
+                continue
             scale = float(measured[name] or 0.0) / before[name]
             efficiency[key] = round(efficiency_value(eff, key) * scale, 9)
             after[name] = float(measured[name] or 0.0)
@@ -629,6 +642,8 @@ def calibrate(
             how=(
                 "not recorded"
                 if measured[n] is None
+                else "not fitted"
+                if n in unfitted
                 else "efficiency"
                 if cfg.is_estimated(f"pipeline.stages.{n}.seconds")
                 and not cfg.pipeline.stage(n).is_weight_sync

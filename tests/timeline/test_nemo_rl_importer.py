@@ -263,3 +263,38 @@ def test_a_negative_nemo_rl_cell_names_its_column(tmp_path: Path) -> None:
         import_record(path)
     assert caught.value.line == 3 and caught.value.field == "timing/train/policy_training"
     assert caught.value.value == "-3"
+
+
+# NeMo RL's driver is the script's own process (unprefixed); its workers' output reaches the
+# driver's console through Ray, prefixed, at any moment: a Python warning (a path first), a
+# worker's emoji line or its own bullet lines land inside the driver's Timing block.
+INTERLEAVED = """\
+========================= Step 1/4 =========================
+⏱️  Timing:
+  • Total step time: 82.85s
+  • generation: 44.02s (53.1%)
+(DTensorPolicyWorker pid=812) /opt/nemo_rl/models/policy/dtensor_policy_worker.py:412: UserWarning: To copy construct from a tensor, use sourceTensor.clone()
+  • policy_training: 19.87s (24.0%)
+(VllmGenerationWorker pid=77, ip=10.0.0.2) ✅ engine asleep
+(VllmGenerationWorker pid=77, ip=10.0.0.2)   • kv cache usage: 81%
+  • policy_and_reference_logprobs: 11.45s (13.8%)
+*** a stray line of the driver's stderr
+  • prepare_for_generation/transfer_and_update_weights: 2.91s (3.5%)
+
+🔍 Performance Metrics:
+  • Mean Total Tokens per Sample: 833.82
+"""
+
+
+def test_other_processes_lines_inside_a_timing_block_do_not_end_it(tmp_path: Path) -> None:
+    run = import_record(write(tmp_path, INTERLEAVED))
+    assert run.steps[1] == pytest.approx(
+        {
+            "generate+reward": 44.02,
+            "train": 19.87,
+            "old_logprob+ref_logprob": 11.45,
+            "weight_sync": 2.91,
+        }
+    )
+    assert run.step_s == {1: 82.85}
+    assert "kv cache usage" not in run.metrics.get(1, {})

@@ -22,16 +22,19 @@ What each timer spans, from the source, and the rlplex stage it becomes:
 
 - ``generation``: ``run_multi_turn_rollout`` (or NeMo Gym's, or the async rollout), which
   also scores each response with the environment as it ends (``calculate_rewards`` in
-  ``nemo_rl/experience/rollouts.py``): the stages ``generate`` and ``reward`` in one
-  timer, recorded under their joint key (:data:`JOINT`).
+  ``nemo_rl/experience/rollouts.py``, every turn of a multi-turn rollout), then
+  ``finish_generation`` (colocated: the engines' sleep): the stages ``generate`` and
+  ``reward`` in one timer, recorded under their joint key (:data:`JOINT`).
 - ``policy_and_reference_logprobs``: ``policy.get_logprobs`` then
   ``policy.get_reference_policy_logprobs`` on the same workers, one after the other: the
-  stages ``old_logprob`` and ``ref_logprob`` in one timer (joint). The log says when a
-  pass is skipped (``▶ Skipping prev_logprobs ...``, ``▶ Skipping reference_logprobs
-  ...``): that step's timer is then the other pass alone.
+  stages ``old_logprob`` and ``ref_logprob`` in one timer (joint). From v0.7 the log says
+  when a pass is skipped (``▶ Skipping prev_logprobs ...``, ``▶ Skipping reference_logprobs
+  ...``): that step's timer is then the other pass alone. Earlier releases skip the
+  reference pass silently, and async GRPO the old one: the config, which lacks the pass,
+  then takes the whole timer (:mod:`rlplex.timeline.joint`).
 - ``reward_calculation`` (the rewards' per-prompt baseline and std, and dynamic sampling;
-  before v0.7 the whole advantage) and ``advantage_calculation`` (the advantage
-  estimator, v0.7 on): driver work on the finished batch, the stage ``advantage``.
+  before v0.6 the whole advantage) and ``advantage_calculation`` (the advantage
+  estimator, v0.6 on): driver work on the finished batch, the stage ``advantage``.
 - ``policy_training``: ``policy.train``, the stage ``train``.
 - ``prepare_for_generation/transfer_and_update_weights`` (the weights streamed to the
   engines, by CUDA IPC or NCCL) and, in async GRPO, ``weight_sync`` (the refit after
@@ -53,7 +56,12 @@ are. ``Mean Generation Length`` is kept as ``mean_gen_tokens_per_sample``, the n
 The step is the header's number, counted on across ``Epoch E/M`` headers (the header
 restarts at 1 each epoch; wandb's step is the run's total). A header printed again for
 the same step (dynamic sampling draws another batch) continues that step. Validation
-prints its own ``⏱️  Validation Timing:`` block, which is not the step's. Refused, naming
+prints its own ``⏱️  Validation Timing:`` block, which is not the step's. A block is
+the lines of the process that printed its header: another process's lines inside it (a
+worker's warning, through Ray) are skipped, and only a section line of its own (one that
+opens with a symbol: ``🔍 Performance Metrics:``) ends it. A log resumed from a checkpoint in
+a later epoch counts its steps from that epoch's headers (the epochs before it are not in
+it), not from the run's total as wandb does. Refused, naming
 the file, the line and the text (:class:`~rlplex.timeline.importers.base.Collector`'s rules,
 ``--skip-bad-lines`` too): a negative or non-finite time, a timing line that does not
 parse, a step's Timing block twice, a Timing block before any Step header; a malformed
@@ -63,6 +71,7 @@ last line is a crash mid-write, dropped with a warning.
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +166,27 @@ def add_timing(
 
 def _content(line: str) -> str:
     """The line without Ray's prefix, stripped."""
-    return _PREFIX.sub("", line.strip(), count=1).strip()
+    return _split(line)[1]
+
+
+def _split(line: str) -> tuple[str, str]:
+    """(Ray's prefix, or "" for the driver's own line; the rest, stripped)."""
+    text = line.strip()
+    match = _PREFIX.match(text)
+    if match is None:
+        return "", text
+    return match.group(0).strip(), text[match.end() :].strip()
+
+
+def _ends_block(text: str) -> bool:
+    """Whether a non-bullet line of the block's own process opens a new section.
+
+    NeMo RL opens each section with a symbol (``🔍 Performance Metrics:``, ``📊 ...``,
+    ``▶ ...``, ``✅ ...``): Unicode's "other symbol" category. Anything else (a warning
+    that starts with its path, a ``***`` line on stderr) is an interleaved line, not a
+    section, and must not drop the timers after it.
+    """
+    return bool(text) and unicodedata.category(text[0]) == "So"
 
 
 def _bullet(text: str) -> tuple[str, str] | None:
@@ -190,11 +219,16 @@ def import_nemo_rl(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
     step: int | None = None
     offset = 0  # steps of the epochs before the current one
     block: str | None = None  # "timing" or "results" while reading its bullets
+    owner = ""  # the Ray prefix of the process that printed the open block's header
     skipped: dict[int, set[str]] = {}
     last_step = -1
     for number, line, is_last in read_lines(path):
         out.at(number, line, is_last)
-        text = _content(line)
+        prefix, text = _split(line)
+        if block is not None and prefix != owner:
+            # Another process's line (a worker's, through Ray) printed inside the block:
+            # not the block's, and not its end.
+            continue
         epoch = _EPOCH.search(text)
         if epoch is not None:
             if int(epoch.group(1)) > 1:
@@ -221,15 +255,17 @@ def import_nemo_rl(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
                 if out.first_time(("timing", step), f"step {step}'s Timing block")
                 else None
             )
+            owner = prefix
             continue
         if _RESULTS.search(text):
             block = "results" if step is not None else None
+            owner = prefix
             continue
         item = _bullet(text)
         if item is None:
             # A new section (🔍 Performance Metrics, ▶ ..., 📊 Validation Results) ends the
-            # block; other lines (a worker's log line printed in between) do not.
-            if text and not (text[0].isalnum() or text[0] in "([{<'\""):
+            # block; other lines of the same process (a stray stderr line) do not.
+            if _ends_block(text):
                 block = None
             continue
         if block is None or step is None:
