@@ -6,10 +6,11 @@ logs ``response_length/mean``, ``/max`` and ``/clip_ratio`` (and ``prompt_length
 step; ROLL's RLVR pipeline ``token/response_length/mean`` and ``/max`` and the *count* of
 responses cut at the maximum, ``token/total_response_length/clip``
 (``roll/utils/metrics/metrics_manager.py`` ``add_token_metrics``); NeMo RL
-``mean_gen_tokens_per_sample`` (under ``train/`` in wandb); rlplex's own pipelines and
-summary records use verl's names. :func:`recorded_lengths` averages them over the steps a
-workflow uses, so that ``calibrate`` fits, and ``replay`` and ``whatif`` re-estimate, with
-the lengths the run had (``rlplex.reports.lengths``).
+``mean_gen_tokens_per_sample``, ``max_gen_tokens_per_sample``, ``truncation_rate`` and
+``mean_prompt_length`` (under ``train/`` in wandb; its console log prints the first);
+rlplex's own pipelines and summary records use verl's names. :func:`recorded_lengths`
+averages them over the steps a workflow uses, so that ``calibrate`` fits, and ``replay``
+and ``whatif`` re-estimate, with the lengths the run had (``rlplex.reports.lengths``).
 """
 
 from __future__ import annotations
@@ -28,14 +29,25 @@ RESPONSE_MEAN_KEYS = (
     "train/mean_gen_tokens_per_sample",
 )
 """A step's mean response length in tokens, by framework (verl and rlplex, ROLL, NeMo RL)."""
-RESPONSE_MAX_KEYS = ("response_length/max", "token/response_length/max")
+RESPONSE_MAX_KEYS = (
+    "response_length/max",
+    "token/response_length/max",
+    "max_gen_tokens_per_sample",
+    "train/max_gen_tokens_per_sample",
+)
 """A step's longest response in tokens."""
-CLIP_RATIO_KEYS = ("response_length/clip_ratio",)
-"""The share of a step's responses cut at the maximum (verl)."""
+CLIP_RATIO_KEYS = ("response_length/clip_ratio", "truncation_rate", "train/truncation_rate")
+"""The share of a step's responses cut at the maximum (verl; NeMo RL's share of samples whose
+response hit its token limit, ``nemo_rl/experience/rollouts.py``)."""
 CLIP_COUNT_KEYS = ("token/total_response_length/clip",)
 """How many of a step's responses were cut at the maximum (ROLL): a count, not a share."""
-PROMPT_MEAN_KEYS = ("prompt_length/mean", "token/prompt_length/mean")
-"""A step's mean prompt length in tokens."""
+PROMPT_MEAN_KEYS = (
+    "prompt_length/mean",
+    "token/prompt_length/mean",
+    "mean_prompt_length",
+    "train/mean_prompt_length",
+)
+"""A step's mean prompt length in tokens (NeMo RL's: the batch's ``length``, the prompt's)."""
 PROMPT_MAX_KEYS = ("prompt_length/max", "token/prompt_length/max")
 """A step's longest prompt in tokens."""
 

@@ -50,6 +50,19 @@ def test_roll_counts_and_nemo_rl_means() -> None:
     assert roll.clip_ratio is None and roll.prompt_mean == 95.0
     nemo = recorded_lengths(_run({1: {"train/mean_gen_tokens_per_sample": 749.0}}))
     assert nemo is not None and nemo.response_mean == 749.0 and nemo.response_max is None
+    # wandb's history of a NeMo RL run has the longest response, the share truncated at the
+    # token limit and the mean prompt too (nemo_rl/experience/rollouts.py, grpo.py).
+    full = recorded_lengths(_run({
+        1: {"train/mean_gen_tokens_per_sample": 700.0, "train/max_gen_tokens_per_sample": 4096,
+            "train/truncation_rate": 0.02, "train/mean_prompt_length": 180.0},
+        2: {"train/mean_gen_tokens_per_sample": 800.0, "train/max_gen_tokens_per_sample": 3000,
+            "train/truncation_rate": 0.0, "train/mean_prompt_length": 200.0},
+    }))  # fmt: skip
+    assert full is not None
+    assert (full.response_mean, full.response_max) == (750.0, 4096)
+    assert full.clip_ratio == pytest.approx(0.01) and full.prompt_mean == pytest.approx(190.0)
+    assert full.keys == ("train/mean_gen_tokens_per_sample", "train/max_gen_tokens_per_sample",
+                         "train/truncation_rate", "train/mean_prompt_length")  # fmt: skip
 
 
 def test_no_mean_response_length_is_nothing_to_use() -> None:
