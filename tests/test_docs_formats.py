@@ -21,6 +21,9 @@ from rlplex.timeline.importers import RECORD_FORMATS
 from rlplex.timeline.importers.nemo_rl import JOINT as NEMO_RL_JOINT
 from rlplex.timeline.importers.nemo_rl import STAGES as NEMO_RL_STAGES
 from rlplex.timeline.importers.nemo_rl import TOTAL as NEMO_RL_TOTAL
+from rlplex.timeline.importers.openrlhf import JOINT as OPENRLHF_JOINT
+from rlplex.timeline.importers.openrlhf import STAGES as OPENRLHF_STAGES
+from rlplex.timeline.importers.openrlhf import TIMERS as OPENRLHF_TIMERS
 from rlplex.timeline.importers.roll import STAGES as ROLL_STAGES
 from rlplex.timeline.importers.roll import TOTAL_KEY
 from rlplex.timeline.importers.verl import STAGES as VERL_STAGES
@@ -64,7 +67,7 @@ def test_record_md_lists_every_record_format() -> None:
 def test_record_md_maps_every_timing_name_to_its_stage() -> None:
     text = (ROOT / "docs" / "record.md").read_text()
     heading = "## Which stage each timing becomes"
-    verl, roll, nemo, stages = (_table_column(text, heading, c) for c in range(4))
+    verl, roll, nemo, openrlhf, stages = (_table_column(text, heading, c) for c in range(5))
     rows = {c.strip("`"): s.strip("`") for c, s in zip(verl, stages, strict=True)}
     assert {k: v for k, v in rows.items() if k != "step"} == VERL_STAGES
     for key, stage in ROLL_STAGES.items():
@@ -80,6 +83,15 @@ def test_record_md_maps_every_timing_name_to_its_stage() -> None:
         later = next(i for i, s in enumerate(stages) if s == f"`{members[1]}`")
         assert f"`{key}`" in nemo[later], key
     assert any(f"`{NEMO_RL_TOTAL}`" in cell for cell in nemo)
+    # OpenRLHF: each timer on the row of its (first) stage, and every timer named.
+    assert _codes(openrlhf) >= set(OPENRLHF_TIMERS)
+    for key, stage in OPENRLHF_STAGES.items():
+        row = next(i for i, cell in enumerate(openrlhf) if f"`{key}`" in cell)
+        assert stages[row] == f"`{stage}`", key
+    for key, members in OPENRLHF_JOINT.items():
+        row = next(i for i, cell in enumerate(openrlhf) if f"`{key}`" in cell)
+        first = next(m for m in members if stages[row] == f"`{m.partition('@')[0]}`")
+        assert first, key
 
 
 def test_readme_names_every_format_of_the_format_options() -> None:

@@ -49,7 +49,7 @@ from rlplex.config import Config, load_config
 from rlplex.errors import ConfigError
 from rlplex.reports.lengths import load_with_lengths
 from rlplex.timeline.importers import RecordedRun, import_record
-from rlplex.timeline.importers.base import require_stage_timings
+from rlplex.timeline.importers.base import member_stage, require_stage_timings
 from rlplex.timeline.joint import split_joint
 from rlplex.timeline.periods import period_over_steps, step_ends
 from rlplex.timeline.record import Timeline
@@ -411,7 +411,7 @@ def calibrate(
     # Joint timers divided by the config's own modelled seconds: each member keeps the
     # joint figure's measured/modelled ratio, so a fitted efficiency is the same whatever
     # the true division (rlplex.timeline.joint).
-    shared = {m: key for key, members in run.joint.items() for m in members}
+    shared = {member_stage(m)[0]: key for key, members in run.joint.items() for m in members}
     run = split_joint(run, cfg)
     warnings = list(run.warnings)
     user_overrides = tuple(overrides)

@@ -14,24 +14,81 @@ same measured/modelled ratio, adding nothing the figure does not say; a fit of a
 per-kind efficiency to the members (the two log-prob passes are forward passes of the
 same kind) is then the same whatever the true division was.
 
-Rules: a member the config lacks gets nothing (all of it to the one member present); the
+Rules: a member the config lacks gets nothing (all of it to the one member present), and a
+member ``STAGE@ROLE`` is present only where the config runs that stage on that role; the
 config pricing every present member at 0 s divides it equally; a timer none of whose
 members the config has is left out of the replay. One warning line says what was split
 and how.
+
+A *concurrent* timer (:attr:`~rlplex.timeline.importers.base.RecordedRun.concurrent`:
+OpenRLHF's ``ppo_train`` trains the critic and the actor at once on their own GPUs) is a
+wall time over members that ran side by side, and a proportional split of it would make
+each member shorter than it was (two equal members of a 60 s timer would get 30 s each,
+and replayed side by side take 30 s). The same principle holds with the config's own
+schedule of the members in place of their sum: each member gets its modelled seconds times
+the timer's measured seconds over the members' modelled *span*, the time they take when
+each starts once the members it depends on (the pipeline's ``after``, transitively) and
+the members before it on a shared device (in pipeline order) are done. Members on one
+device set, or each waiting for the last, have their sum as the span: the proportional
+split above. Replayed on the config's placement, the members then span the measured time.
 """
 
 from __future__ import annotations
 
+from graphlib import TopologicalSorter
+
 from rlplex.config import Config
 from rlplex.plan.costs import config_placement, stage_work_seconds
-from rlplex.timeline.importers.base import RecordedRun
+from rlplex.timeline.importers.base import RecordedRun, member_stage
+
+DRIVER = "driver"
+"""The role of a stage that names none."""
 
 
 def modelled_members(members: tuple[str, ...], config: Config) -> dict[str, float]:
-    """``config``'s modelled seconds, on its own placement, of each of ``members`` it has."""
+    """``config``'s modelled seconds, on its own placement, of each of ``members`` it has
+    (keyed by stage name; a ``STAGE@ROLE`` member only where the stage runs on that role)."""
     stages = {s.name: s for s in config.pipeline.stages}
     placement = config_placement(config)
-    return {m: stage_work_seconds(config, stages[m], placement) for m in members if m in stages}
+    out: dict[str, float] = {}
+    for member in members:
+        name, role = member_stage(member)
+        stage = stages.get(name)
+        if stage is None or (role is not None and (stage.role or DRIVER) != role):
+            continue
+        out[name] = stage_work_seconds(config, stage, placement)
+    return out
+
+
+def modelled_span(seconds: dict[str, float], config: Config) -> float:
+    """The wall time of the stages ``seconds`` (name -> modelled seconds) on ``config``'s
+    placement, each starting once the others it depends on and those before it on a shared
+    device are done (pipeline order): their sum where they share devices or wait for each
+    other, their longest where they run side by side."""
+    stages = {s.name: s for s in config.pipeline.stages}
+    placement = config_placement(config)
+    graph = {s.name: set(s.after) & set(stages) for s in config.pipeline.stages}
+    ancestors: dict[str, set[str]] = {}
+    for name in TopologicalSorter(graph).static_order():
+        ancestors[name] = set().union(*(ancestors[p] | {p} for p in graph[name]))
+    order = [n for n in TopologicalSorter(graph).static_order() if n in seconds]
+
+    def devices(name: str) -> set[int]:
+        return {d for role in stages[name].roles for d in placement.get(role, ())}
+
+    finish: dict[str, float] = {}
+    for i, name in enumerate(order):
+        mine = devices(name)
+        start = max(
+            (
+                finish[before]
+                for before in order[:i]
+                if before in ancestors[name] or mine & devices(before)
+            ),
+            default=0.0,
+        )
+        finish[name] = start + seconds[name]
+    return max(finish.values(), default=0.0)
 
 
 def joint_shares(members: tuple[str, ...], config: Config) -> dict[str, float]:
@@ -48,6 +105,15 @@ def _shares(seconds: dict[str, float]) -> dict[str, float]:
     return {m: s / total for m, s in seconds.items()}
 
 
+def _factors(seconds: dict[str, float], config: Config) -> dict[str, float]:
+    """Each member's seconds per second of a concurrent timer: its modelled seconds over
+    the members' modelled span (:func:`modelled_span`); equal shares where it is 0 s."""
+    span = modelled_span(seconds, config) if seconds else 0.0
+    if span <= 0:
+        return _shares(seconds)
+    return {m: s / span for m, s in seconds.items()}
+
+
 def split_joint(run: RecordedRun, config: Config) -> RecordedRun:
     """``run`` with each joint timing divided among ``config``'s member stages
     (:func:`joint_shares`), added to what those stages recorded on their own in the step
@@ -59,7 +125,10 @@ def split_joint(run: RecordedRun, config: Config) -> RecordedRun:
     if not run.joint:
         return run
     modelled = {key: modelled_members(members, config) for key, members in run.joint.items()}
-    shares = {key: _shares(seconds) for key, seconds in modelled.items()}
+    shares = {
+        key: _factors(seconds, config) if key in run.concurrent else _shares(seconds)
+        for key, seconds in modelled.items()
+    }
     steps: dict[int, dict[str, float]] = {}
     for step, timings in run.steps.items():
         out: dict[str, float] = {}
@@ -75,6 +144,7 @@ def split_joint(run: RecordedRun, config: Config) -> RecordedRun:
         update={
             "steps": steps,
             "joint": {},
+            "concurrent": (),
             "warnings": (*run.warnings, _describe(run, shares, modelled)),
         }
     )
@@ -94,7 +164,13 @@ def _describe(
         else:
             how = ", ".join(f"{m} {100 * s:.1f} %" for m, s in share.items())
             zero = not any(modelled[key].values())
-            parts.append(f"{key}: {how}" + (" (the config prices them at 0 s)" if zero else ""))
+            side = key in run.concurrent and sum(share.values()) > 1 + 1e-9
+            parts.append(
+                f"{key}: {how}"
+                + (" (the config prices them at 0 s)" if zero else "")
+                + (" (side by side on the config's devices: each its modelled seconds times"
+                   " the measured over the modelled span)" if side else "")
+            )  # fmt: skip
     return (
         "joint timers split by the config's modelled seconds of their stages (the log does"
         " not say how they divide): " + "; ".join(parts)

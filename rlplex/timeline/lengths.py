@@ -8,6 +8,8 @@ responses cut at the maximum, ``token/total_response_length/clip``
 (``roll/utils/metrics/metrics_manager.py`` ``add_token_metrics``); NeMo RL
 ``mean_gen_tokens_per_sample``, ``max_gen_tokens_per_sample``, ``truncation_rate`` and
 ``mean_prompt_length`` (under ``train/`` in wandb; its console log prints the first);
+OpenRLHF (v0.10.0 on) ``rollout/response_length_mean`` and ``rollout/truncated_rate`` (under
+``train/`` in wandb; ``openrlhf/trainer/ppo_trainer.py`` ``_compute_rollout_stats``);
 rlplex's own pipelines and summary records use verl's names. :func:`recorded_lengths`
 averages them over the steps a workflow uses, so that ``calibrate`` fits, and ``replay``
 and ``whatif`` re-estimate, with the lengths the run had (``rlplex.reports.lengths``).
@@ -27,8 +29,12 @@ RESPONSE_MEAN_KEYS = (
     "token/response_length/mean",
     "mean_gen_tokens_per_sample",
     "train/mean_gen_tokens_per_sample",
+    "rollout/response_length_mean",
+    "train/rollout/response_length_mean",
 )
-"""A step's mean response length in tokens, by framework (verl and rlplex, ROLL, NeMo RL)."""
+"""A step's mean response length in tokens, by framework (verl and rlplex, ROLL, NeMo RL,
+OpenRLHF: the tokens from a sample's first generated token to its last, before dynamic
+batching, ``ppo_utils/samples_generator.py`` ``_process_response_into_experience``)."""
 RESPONSE_MAX_KEYS = (
     "response_length/max",
     "token/response_length/max",
@@ -36,9 +42,16 @@ RESPONSE_MAX_KEYS = (
     "train/max_gen_tokens_per_sample",
 )
 """A step's longest response in tokens."""
-CLIP_RATIO_KEYS = ("response_length/clip_ratio", "truncation_rate", "train/truncation_rate")
+CLIP_RATIO_KEYS = (
+    "response_length/clip_ratio",
+    "truncation_rate",
+    "train/truncation_rate",
+    "rollout/truncated_rate",
+    "train/rollout/truncated_rate",
+)
 """The share of a step's responses cut at the maximum (verl; NeMo RL's share of samples whose
-response hit its token limit, ``nemo_rl/experience/rollouts.py``)."""
+response hit its token limit, ``nemo_rl/experience/rollouts.py``; OpenRLHF's share whose
+generation ended at ``max_tokens``, vLLM's ``finish_reason == "length"``)."""
 CLIP_COUNT_KEYS = ("token/total_response_length/clip",)
 """How many of a step's responses were cut at the maximum (ROLL): a count, not a share."""
 PROMPT_MEAN_KEYS = (

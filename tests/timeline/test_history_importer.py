@@ -170,9 +170,11 @@ H = "_step,timing_s/gen,timing_s/update_actor,samples\n"
         ("_step,timing_s/gen,timing_s/gen\n1,2,3\n", 1, "timing_s/gen", None, "again"),
         (H + "1,,,x\n2,,,x\n", None, None, None, "no row has a timing"),
         # Another framework's timers (OpenRLHF's names under verl's prefix) are timings, just
-        # not verl's or NeMo RL's (whose timing/train/ columns are read: test_nemo_rl_importer).
+        # not verl's, NeMo RL's or OpenRLHF's (NeMo RL's timing/train/ and OpenRLHF's
+        # train/timing/ columns are read: test_nemo_rl_importer, test_openrlhf_records).
         ("_step,timing_s/make_experience,timing_s/ppo_train\n1,50,90\n", None, None,
-         None, "no column is a stage or step time verl or NeMo RL logs .*timing_s/make_experience,"
+         None, "no column is a stage or step time verl, NeMo RL or OpenRLHF logs"
+         " .*timing_s/make_experience,"
          " timing_s/ppo_train name no rlplex stage .*summary record"),
     ],
 )  # fmt: skip

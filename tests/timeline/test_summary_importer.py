@@ -103,7 +103,7 @@ def test_rlplex_names_and_extra_mapping(tmp_path: Path) -> None:
          "response_length/clip_ratio", 1.5),
         ({"timing_s": {"gen": 1}, "response_length": {"mean": 0}}, "response_length/mean", 0),
         ({"timing_s": {"gen": 1}, "response_length": {"p99": 3}}, "response_length/p99", 3),
-        ({"framework": "openrlhf", "timing_s": {"gen": 1}}, "framework", "openrlhf"),
+        ({"framework": "trl", "timing_s": {"gen": 1}}, "framework", "trl"),
         ({"timing_s": {"gen": 1}, "steps": 0}, "steps", 0),
         ({"response_length": {"mean": 3}}, "timing_s", None),
         # found in review (2026-11-29): out-of-order lengths were read and fitted

@@ -95,7 +95,15 @@ class RecordedRun(BaseModel):
     member stages in the order they run (NeMo RL's ``policy_and_reference_logprobs``:
     ``old_logprob+ref_logprob`` -> (old_logprob, ref_logprob)). The log does not say how the
     seconds divide; :func:`rlplex.timeline.joint.split_joint` divides them among the
-    stages of the config the record meets, and returns a record without joint keys."""
+    stages of the config the record meets, and returns a record without joint keys. A
+    member ``STAGE@ROLE`` is that stage only where the config runs it on that role
+    (OpenRLHF times a rule reward inside generation, a reward model's inside
+    ``make_experience``)."""
+    concurrent: tuple[str, ...] = ()
+    """Keys of :attr:`joint` whose members ran as the config places them: side by side
+    where their devices are disjoint and neither waits for the other (OpenRLHF's
+    ``ppo_train``, the critic's and the actor's training at once), one after the other
+    otherwise. The others' members ran one after the other whatever the placement."""
     step_s: dict[int, float] = Field(default_factory=dict)
     """The recorded wall time of each step (verl ``timing_s/step``, ROLL ``time/step_total``)."""
     transfers: dict[int, dict[str, float]] = Field(default_factory=dict)
@@ -124,6 +132,16 @@ class RecordedRun(BaseModel):
 def joint_key(members: tuple[str, ...]) -> str:
     """The key of a timer spanning the stages ``members``: their names joined by ``+``."""
     return "+".join(members)
+
+
+ROLE_MARK = "@"
+"""Separates a joint member's stage from the role it must run on (``reward@driver``)."""
+
+
+def member_stage(member: str) -> tuple[str, str | None]:
+    """(stage name, the role it must run on or None) of a joint member (``reward@driver``)."""
+    stage, mark, role = member.partition(ROLE_MARK)
+    return stage, (role if mark else None)
 
 
 def require_stage_timings(run: RecordedRun) -> None:
@@ -169,6 +187,7 @@ class Collector:
         self.field: str | None = None
         self.first_seen: dict[Any, int] = {}
         self.joint: dict[str, tuple[str, ...]] = {}
+        self.concurrent: set[str] = set()
 
     def at(self, number: int, text: str, is_last: bool, field: str | None = None) -> None:
         """The line being read, for errors found in its values; ``field``: the column
@@ -212,10 +231,15 @@ class Collector:
         # A stage logged twice in one step (two events) took the sum of both.
         stages[name] = stages.get(name, 0.0) + seconds
 
-    def joint_stage(self, step: int, members: tuple[str, ...], seconds: float) -> None:
-        """One timer's seconds spanning the stages ``members``, under their joint key."""
+    def joint_stage(
+        self, step: int, members: tuple[str, ...], seconds: float, concurrent: bool = False
+    ) -> None:
+        """One timer's seconds spanning the stages ``members``, under their joint key;
+        ``concurrent``: they ran as the config places them (:attr:`RecordedRun.concurrent`)."""
         key = joint_key(members)
         self.joint[key] = members
+        if concurrent:
+            self.concurrent.add(key)
         self.stage(step, key, seconds)
 
     def transfer(self, step: int, key: str, seconds: float) -> None:
@@ -257,6 +281,7 @@ class Collector:
             source=self.file,
             steps=self.steps,
             joint=self.joint,
+            concurrent=tuple(sorted(self.concurrent)),
             step_s=self.step_s,
             transfers=self.transfers,
             metrics=self.metrics,

@@ -11,7 +11,13 @@ metrics under their keys). A NeMo RL run's history has its timers as ``timing/tr
 columns, read with NeMo RL's mapping (:func:`rlplex.timeline.importers.nemo_rl.add_timing`:
 ``timing/train/policy_training`` is the train stage, ``timing/train/total_step_time`` the
 step time); its ``timing/validation/`` and ``timing/setup/`` columns are not the step's and
-stay metrics. Two shapes exist:
+stay metrics. An OpenRLHF run's history has its timers as ``train/timing/NAME`` columns
+(its ``WandbLogger`` logs the step's dict under ``train/``), read with OpenRLHF's mapping
+(:func:`rlplex.timeline.importers.openrlhf.add_timing`); its step is ``train/global_step``
+(wandb's ``_step`` counts OpenRLHF's every ``wandb.log`` call: the samples table and the
+evaluations are logged apart), and a row with no ``train/timing/`` value (the samples
+table's, an evaluation's; wandb's ``step_sync`` may repeat the last ``train/global_step``
+in it) is not a step's and is skipped. Two shapes exist:
 
 1. The run's history from wandb's public API, written with pandas' ``to_csv``:
    ``wandb.Api().run(PATH).history()`` (sampled: ``history(samples=500,
@@ -34,17 +40,19 @@ stay metrics. Two shapes exist:
    run's panel CSV has gaps; every step present is read.
 
 The step column is the first of ``_step``, ``step``/``Step``, ``global_step``,
-``training/global_step`` (any case) the header has; verl's ``Tracking.log(data,
+``training/global_step``, ``train/global_step`` (any case) the header has (OpenRLHF's
+``train/global_step`` first); verl's ``Tracking.log(data,
 step)`` (``verl/utils/tracking.py``) hands the same step to wandb and to its
 file logger, so ``_step`` is the ``step`` of its JSONL. Columns whose
 name starts with ``_`` (wandb's), unnamed ones, and columns with no number in
 them (media, text) are ignored. Refused, with the file, the line, the column
 and the cell: a negative or non-finite time, a text cell in a column of numbers,
 a step that is not a whole number or appears twice; with the file: a header
-without a step column or without any ``timing_s/`` (or NeMo RL ``timing/train/``)
-column, and a file where no row has a timing or whose timing columns all name something
-verl and NeMo RL do not log (another framework's timers). A row shorter than the header on
-the last line is a crash mid-write, dropped with a warning (the rules of
+without a step column or without any ``timing_s/`` (or NeMo RL ``timing/train/``, OpenRLHF
+``train/timing/``) column, and a file where no row has a timing or whose timing columns all
+name something verl, NeMo RL and OpenRLHF do not log (another framework's timers). A row
+shorter than the header on the last line is a crash mid-write, dropped with a warning (the
+rules of
 :class:`~rlplex.timeline.importers.base.Collector`, ``--skip-bad-lines`` too).
 """
 
@@ -56,15 +64,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlplex.errors import ConfigError
+from rlplex.timeline.importers import openrlhf
 from rlplex.timeline.importers.base import Collector, RecordedRun, check_record_path
 from rlplex.timeline.importers.nemo_rl import PREFIX as NEMO_RL_PREFIX
 from rlplex.timeline.importers.nemo_rl import add_timing
 from rlplex.timeline.importers.verl import TIMING_PREFIXES, add_metric, parse_number
 
 FORMAT = "history"
-STEP_COLUMNS = ("_step", "step", "global_step", "training/global_step")
+STEP_COLUMNS = ("_step", "step", "global_step", "training/global_step", openrlhf.STEP_COLUMN)
 """Names of the step column, in order of preference, compared in lower case (the panel
-export's is ``Step``)."""
+export's is ``Step``); an OpenRLHF history's is ``train/global_step`` whatever else it has."""
 BAND_SUFFIXES = ("__MIN", "__MAX")
 """A panel export's band of a grouped line: not a value of the run."""
 RUN_SEPARATOR = " - "
@@ -188,6 +197,9 @@ class Columns:
     """Index -> metric key (a panel's run prefix stripped), for every column read."""
     names: tuple[str, ...]
     """The header as written, to name a column in errors."""
+    openrlhf_timers: tuple[int, ...] = ()
+    """Indices of OpenRLHF's ``train/timing/`` columns: a row with none of them filled is
+    not a step's (the samples table's, an evaluation's row) and is skipped."""
 
 
 def read_columns(header: list[str], file: str) -> Columns:
@@ -209,7 +221,10 @@ def read_columns(header: list[str], file: str) -> Columns:
             line=1,
             value=",".join(names)[:120],
         )
-    step = next((lowered.index(s) for s in STEP_COLUMNS if s in lowered), None)
+    # OpenRLHF's step is train/global_step: its wandb _step counts every wandb.log call.
+    is_openrlhf = any(openrlhf.TIMING_COLUMN in n for n in lowered)
+    preferred = (openrlhf.STEP_COLUMN, *STEP_COLUMNS) if is_openrlhf else STEP_COLUMNS
+    step = next((lowered.index(s) for s in preferred if s in lowered), None)
     if step is None:
         raise ConfigError(
             f"a per-step CSV history needs a step column ({', '.join(STEP_COLUMNS)})",
@@ -246,22 +261,28 @@ def read_columns(header: list[str], file: str) -> Columns:
                 line=1,
             )
         first[key] = i
-    if not any(key.startswith(TIMING_PREFIXES) for key in kept.values()):
+    timing = (*TIMING_PREFIXES, openrlhf.TIMING_COLUMN)
+    if not any(key.startswith(timing) for key in kept.values()):
         raise ConfigError(
             "no timing column (verl's timing_s/gen, timing_s/update_actor, ... timing_s/step;"
-            " NeMo RL's timing/train/generation, ... timing/train/total_step_time):"
+            " NeMo RL's timing/train/generation, ... timing/train/total_step_time;"
+            " OpenRLHF's train/timing/generation, ... train/timing/step_total):"
             " nothing to replay or calibrate",
             file=file,
             line=1,
             value=",".join(names)[:120],
         )
-    return Columns(step=step, metrics=kept, names=names)
+    timers = tuple(i for i, key in kept.items() if key.startswith(openrlhf.TIMING_COLUMN))
+    return Columns(step=step, metrics=kept, names=names, openrlhf_timers=timers)
 
 
 def add_value(out: Collector, step: int, key: str, value: int | float) -> None:
     """One cell: NeMo RL's ``timing/train/`` timers by its mapping, its validation and setup
-    timings as metrics, every other key as verl's reading of it (:func:`add_metric`)."""
-    if key.startswith(NEMO_RL_PREFIX):
+    timings as metrics, OpenRLHF's ``train/timing/`` timers by its mapping, every other key
+    as verl's reading of it (:func:`add_metric`)."""
+    if key.startswith(openrlhf.TIMING_COLUMN):
+        openrlhf.add_timing(out, step, key[len(openrlhf.TIMING_COLUMN) :], value)
+    elif key.startswith(NEMO_RL_PREFIX):
         add_timing(out, step, key[len(NEMO_RL_PREFIX) :], value)
     elif key.startswith(NOT_THE_STEPS):
         out.metric(step, key, value)
@@ -308,6 +329,10 @@ def import_history(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
                 is_last and len(cells) < width,
             )
             continue
+        if columns.openrlhf_timers and all(
+            cells[i].strip().lower() in MISSING for i in columns.openrlhf_timers
+        ):
+            continue  # OpenRLHF's samples table or an evaluation: no step's timings
         raw_step = cells[columns.step].strip()
         out.at(number, raw_step, is_last, step_name)
         step = _step_number(raw_step)
@@ -347,9 +372,10 @@ def import_history(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
         if out.unknown:  # timings there are, under names that are not verl's
             unknown = sorted(out.unknown)
             raise ConfigError(
-                "no column is a stage or step time verl or NeMo RL logs (timing_s/gen,"
-                " ... timing_s/step; timing/train/generation, ... timing/train/total_step_time;"
-                " docs/record.md): "
+                "no column is a stage or step time verl, NeMo RL or OpenRLHF logs"
+                " (timing_s/gen, ... timing_s/step; timing/train/generation, ..."
+                " timing/train/total_step_time; train/timing/generation, ..."
+                " train/timing/step_total; docs/record.md): "
                 + ", ".join(unknown[:6])
                 + (f" and {len(unknown) - 6} more" if len(unknown) > 6 else "")
                 + " name no rlplex stage (another framework's timers: a summary record"
@@ -357,7 +383,7 @@ def import_history(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
                 file=file,
             )
         raise ConfigError(
-            "no row has a timing value (every timing_s/ cell is empty)",
+            "no row has a timing value (every timing cell is empty)",
             file=file,
         )
     return out.result()

@@ -8,7 +8,9 @@ log. YAML or JSON::
 
     framework: verl          # verl: timing names as verl logs them (gen, old_log_prob,
                              # update_actor, ...); nemo_rl: as NeMo RL does (generation,
-                             # policy_training, total_step_time ...); rlplex: stage names
+                             # policy_training, total_step_time ...); openrlhf: as
+                             # OpenRLHF does (generation, make_experience, ppo_train,
+                             # broadcast, step_total); rlplex: stage names
     steps: 20                # how many steps the means are over (informative)
     timing_s: {gen: 22.2, ref: 4.34, values: 5.88, adv: 0.11,
                update_critic: 15.7, update_actor: 20.4, step: 69.3}
@@ -43,7 +45,7 @@ from typing import Any
 
 from rlplex.errors import ConfigError
 from rlplex.resources.yaml_io import load_yaml_text, read_text_bounded
-from rlplex.timeline.importers import nemo_rl
+from rlplex.timeline.importers import nemo_rl, openrlhf
 from rlplex.timeline.importers.base import (
     RecordedRun,
     check_record_path,
@@ -59,8 +61,9 @@ from rlplex.timeline.importers.history import (
 from rlplex.timeline.importers.verl import STAGES as VERL_STAGES
 from rlplex.timeline.importers.verl import TIMING_PREFIXES
 
-FRAMEWORKS = ("verl", "nemo_rl", "rlplex")
-"""How the timing names are read: as verl or NeMo RL logs them, or as rlplex stage names."""
+FRAMEWORKS = ("verl", "nemo_rl", "openrlhf", "rlplex")
+"""How the timing names are read: as verl, NeMo RL or OpenRLHF logs them, or as rlplex
+stage names."""
 SUFFIXES = (".yaml", ".yml", ".csv")
 """File names that are summary records whatever their content."""
 LENGTH_KEYS = ("response_length", "prompt_length")
@@ -256,7 +259,11 @@ def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
     del skip_bad_lines
     file = str(path)
     flat = read_summary(path)
-    framework = flat.pop("framework", "verl")
+    # A wandb runs table has no framework column: OpenRLHF's train/timing/ columns say it.
+    logged_by = (
+        "openrlhf" if any(str(k).startswith(openrlhf.TIMING_COLUMN) for k in flat) else "verl"
+    )
+    framework = flat.pop("framework", logged_by)
     if framework not in FRAMEWORKS:
         raise ConfigError(
             f"must be one of: {', '.join(FRAMEWORKS)} (how the timing names are read)",
@@ -274,17 +281,23 @@ def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
     if not isinstance(extra, Mapping) or not all(isinstance(v, str) for v in extra.values()):
         raise ConfigError("must map timing names to rlplex stage names", field="stages",
                           value=extra, file=file)  # fmt: skip
-    own = {"verl": VERL_STAGES, "nemo_rl": nemo_rl.STAGES}.get(framework, {})
-    names = {**own, **extra}
-    # NeMo RL's timers that span several stages (its generation holds the scoring, its
-    # log-prob timer both passes), divided where the record meets a config.
-    joints = nemo_rl.JOINT if framework == "nemo_rl" else {}
+    own = {"verl": VERL_STAGES, "nemo_rl": nemo_rl.STAGES, "openrlhf": openrlhf.STAGES}
+    names = {**own.get(framework, {}), **extra}
+    # NeMo RL's and OpenRLHF's timers that span several stages (NeMo RL's generation holds
+    # the scoring, its log-prob timer both passes; OpenRLHF's make_experience every scoring
+    # pass and the advantages), divided where the record meets a config.
+    joints = {"nemo_rl": nemo_rl.JOINT, "openrlhf": openrlhf.JOINT}.get(framework, {})
+    concurrent = openrlhf.CONCURRENT if framework == "openrlhf" else frozenset()
     joint: dict[str, tuple[str, ...]] = {}
+    side_by_side: set[str] = set()
     stages: dict[str, float] = {}
     step_s: dict[int, float] = {}
     metrics: dict[str, Any] = {}
     unknown: list[str] = []
     for key, value in flat.items():
+        if framework == "openrlhf" and key.startswith(openrlhf.TIMING_COLUMN):
+            # wandb's name of the timer (a runs table's column): train/timing/NAME.
+            key = key.removeprefix(openrlhf.WANDB_PREFIX)
         prefix = next((p for p in TIMING_PREFIXES if key.startswith(p)), None)
         if prefix is not None:
             seconds = _number(value, key, file)
@@ -294,12 +307,16 @@ def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
             if framework == "nemo_rl":  # wandb's timing/train/NAME, or timing_s: {NAME: ...}
                 name = name.removeprefix("train/")
                 name = "step" if name == nemo_rl.TOTAL else name
+            if framework == "openrlhf" and name == openrlhf.TOTAL:
+                name = "step"
             if name == "step":
                 step_s[1] = seconds
                 continue
             if name in joints and name not in extra:
                 members = joints[name]
                 joint[joint_key(members)] = members
+                if name in concurrent:
+                    side_by_side.add(joint_key(members))
                 stages[joint_key(members)] = stages.get(joint_key(members), 0.0) + seconds
                 continue
             stage = names.get(name, name if framework == "rlplex" else None)
@@ -349,6 +366,7 @@ def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
         steps={1: stages} if stages else {},
         step_s=step_s,
         joint=joint,
+        concurrent=tuple(sorted(side_by_side)),
         metrics={1: metrics},
         unknown_keys=tuple(sorted(unknown)),
         warnings=tuple(warnings),
