@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,20 @@ def require_stage_timings(run: RecordedRun) -> None:
     )
 
 
+@dataclass(frozen=True)
+class TimerTable:
+    """How a framework's step timers map to rlplex stages (NeMo RL's, OpenRLHF's)."""
+
+    total: str
+    """The timer that is the step's recorded time."""
+    stages: Mapping[str, str]
+    """Timer -> the one stage it times (timers of one stage in a step add up)."""
+    joint: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Timer -> the stages it spans (:attr:`RecordedRun.joint`)."""
+    concurrent: frozenset[str] = frozenset()
+    """Joint timers whose stages ran side by side (:attr:`RecordedRun.concurrent`)."""
+
+
 class Collector:
     """Accumulates one import; knows the bad-line rules."""
 
@@ -241,6 +256,33 @@ class Collector:
         if concurrent:
             self.concurrent.add(key)
         self.stage(step, key, seconds)
+
+    def timer(
+        self,
+        step: int,
+        key: str,
+        name: str,
+        seconds: float,
+        table: TimerTable,
+        skipped: frozenset[str] = frozenset(),
+    ) -> bool:
+        """A framework's timer ``name`` (logged as ``key``) of ``step`` read by its ``table``:
+        the step's time, a stage's seconds, or a joint timer's (its members less
+        ``skipped``, one member left: that stage's). False for a timer the table does not
+        know (the caller keeps it as a metric)."""
+        if name == table.total:
+            if self.valid_seconds(f"{key} of step {step}", seconds):
+                self.step_s[step] = seconds
+            return True
+        if name in table.stages:
+            self.stage(step, table.stages[name], seconds)
+            return True
+        members = tuple(m for m in table.joint.get(name, ()) if m not in skipped)
+        if len(members) > 1:
+            self.joint_stage(step, members, seconds, concurrent=name in table.concurrent)
+        elif members:
+            self.stage(step, members[0], seconds)
+        return bool(members)
 
     def transfer(self, step: int, key: str, seconds: float) -> None:
         if not self.valid_seconds(f"{key} of step {step}", seconds):

@@ -75,7 +75,13 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from rlplex.timeline.importers.base import Collector, RecordedRun, as_float, read_lines
+from rlplex.timeline.importers.base import (
+    Collector,
+    RecordedRun,
+    TimerTable,
+    as_float,
+    read_lines,
+)
 
 FORMAT = "nemo_rl"
 
@@ -99,6 +105,8 @@ SKIPS: dict[str, str] = {"prev_logprobs": "old_logprob", "reference_logprobs": "
 
 TOTAL = "total_step_time"
 """The step's recorded time."""
+TABLE = TimerTable(total=TOTAL, stages=STAGES, joint=JOINT)
+"""NeMo RL's timers as :meth:`Collector.timer` reads them."""
 EXPOSED = "exposed_generation"
 """Async GRPO: the trainer's wait for generation (not generation's duration)."""
 NOT_TIMES = frozenset({"valid_tokens_per_sec_per_gpu"})
@@ -143,19 +151,7 @@ def add_timing(
     if seconds is None or name in NOT_TIMES:
         out.metric(step, key, value)
         return
-    if name == TOTAL:
-        if out.valid_seconds(f"{key} of step {step}", seconds):
-            out.step_s[step] = seconds
-        return
-    if name in STAGES:
-        out.stage(step, STAGES[name], seconds)
-        return
-    members = tuple(m for m in JOINT.get(name, ()) if m not in skipped)
-    if len(members) > 1:
-        out.joint_stage(step, members, seconds)
-        return
-    if members:
-        out.stage(step, members[0], seconds)
+    if out.timer(step, key, name, seconds, TABLE, skipped):
         return
     if name == EXPOSED and EXPOSED_WARNING not in out.warnings:
         out.warnings.append(EXPOSED_WARNING)

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlplex.timeline.importers.base import Collector, as_float
+from rlplex.timeline.importers.base import Collector, TimerTable, as_float
 
 FORMAT = "openrlhf"
 
@@ -73,6 +73,8 @@ GPUs): :attr:`~rlplex.timeline.importers.base.RecordedRun.concurrent`."""
 
 TOTAL = "step_total"
 """The step's recorded time."""
+TABLE = TimerTable(total=TOTAL, stages=STAGES, joint=JOINT, concurrent=CONCURRENT)
+"""OpenRLHF's timers as :meth:`~rlplex.timeline.importers.base.Collector.timer` reads them."""
 
 PREFIX = "timing/"
 """The timers' prefix in OpenRLHF's ``status`` dict."""
@@ -97,18 +99,8 @@ def add_timing(out: Collector, step: int, name: str, value: Any) -> None:
     (unknown timers named)."""
     key = TIMING_COLUMN + name
     seconds = as_float(value)
-    if seconds is None:
-        out.metric(step, key, value)
+    if seconds is not None and out.timer(step, key, name, seconds, TABLE):
         return
-    if name == TOTAL:
-        if out.valid_seconds(f"{key} of step {step}", seconds):
-            out.step_s[step] = seconds
-        return
-    if name in STAGES:
-        out.stage(step, STAGES[name], seconds)
-        return
-    if name in JOINT:
-        out.joint_stage(step, JOINT[name], seconds, concurrent=name in CONCURRENT)
-        return
-    out.unknown.add(key)
+    if seconds is not None:
+        out.unknown.add(key)
     out.metric(step, key, value)
