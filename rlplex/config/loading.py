@@ -23,13 +23,17 @@ from rlplex.config.formats import FORMATS, detect_format, to_native
 from rlplex.config.schema import TOP_LEVEL_KEYS, Config
 from rlplex.errors import ConfigError
 from rlplex.resources.cluster import Cluster
-from rlplex.resources.devices import DeviceSpecError, parse_devices
+from rlplex.resources.devices import AUTO, DeviceSpecError, parse_devices
 from rlplex.resources.importers.launch_script import is_launch_script
 from rlplex.resources.yaml_io import apply_overrides, load_yaml_file, overrides_set
 
 
 def device_counts(native: Mapping[str, Any]) -> dict[str, int]:
-    """GPU count of each role of a native dict whose devices parse (others left out)."""
+    """GPU count of each role of a native dict whose devices parse (others left out).
+
+    A role left to the search (``devices: auto``) counts the whole cluster: its given
+    seconds are measured there (:func:`~rlplex.plan.costs.reference_devices`), also once
+    ``--set`` gives it devices of its own."""
     try:
         cluster = Cluster.model_validate(native.get("cluster") or {})
     except ValidationError:
@@ -44,7 +48,9 @@ def device_counts(native: Mapping[str, Any]) -> dict[str, int]:
             devices = parse_devices(spec, cluster.num_gpus)
         except (DeviceSpecError, TypeError, ValueError):
             continue
-        if isinstance(devices, tuple) and devices:
+        if devices == AUTO:
+            out[str(name)] = cluster.num_gpus
+        elif isinstance(devices, tuple) and devices:
             out[str(name)] = len(devices)
     return out
 

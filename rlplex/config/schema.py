@@ -67,7 +67,9 @@ class Config(BaseModel):
 
     The default ``at_devices`` of the role's stages: a stage's ``seconds`` is
     taken as measured on the devices the file gave its role, so moving the role
-    (``--set roles.R.devices=...``, ``--auto``) rescales it the same way.
+    (``--set roles.R.devices=...``, ``--auto``) rescales it the same way. A role the
+    file leaves to the search (``devices: auto``) counts the whole cluster, as the
+    search prices it.
     """
     warnings: tuple[str, ...] = ()
     """Things the config means that a user may not expect (printed by the CLI)."""

@@ -282,3 +282,22 @@ def test_no_candidate_that_fits_on_its_own_devices_is_an_error(monkeypatch) -> N
     config = load_config(SEVEN_B, overrides=["cluster.nodes=2"])
     with pytest.raises(ConfigError, match="does not fit"):
         resolve_placement(config, auto=True)
+
+
+def test_set_devices_on_an_auto_role_prices_as_the_search_does(tmp_path) -> None:
+    """A file whose roles say ``devices: auto``: the search prices their given seconds as
+    measured on the whole cluster (441.16 s for the trainer on 0-3, the rest on 4-7), but
+    ``--set`` of those very devices took them as measured on the 4 GPUs set (221.16 s)."""
+    auto = tmp_path / "grpo_auto.yaml"
+    auto.write_text(open(GRPO).read().replace('devices: "0-7"', "devices: auto"))
+    placement = {
+        "actor_train": (0, 1, 2, 3),
+        "actor_infer": (4, 5, 6, 7),
+        "reference": (4, 5, 6, 7),
+    }
+    searched = resolve_placement(load_config(auto), auto=True)
+    same = [c for c in searched.candidates if c.placement == placement]
+    assert same and same[0].period_s == pytest.approx(441.16)
+    placed = load_config(auto, overrides=_devices_set(placement))
+    assert placed.file_devices == {"actor_train": 8, "actor_infer": 8, "reference": 8}
+    assert make_plan(placed).period_s == pytest.approx(441.16)
