@@ -1,4 +1,5 @@
-"""Import recorded step timings: rlplex, verl, ROLL and NeMo RL logs, wandb's CSV, summaries.
+"""Import recorded step timings: rlplex, verl, ROLL and NeMo RL logs, wandb's CSV,
+TensorBoard event files, summaries.
 
 :func:`import_record` reads a log, detects its format from the content (or
 takes ``format``), and returns a :class:`RecordedRun`: per step, the seconds
@@ -7,6 +8,9 @@ keys it could not map, and warnings. Replay and what-if consume it.
 
 Format detection looks at the first lines that say something:
 
+- checked before all: a folder holding TensorBoard event files, a file named
+  ``*tfevents*``, or one whose first bytes are an event file's first record
+  (:mod:`.tensorboard`);
 - a JSON object with ``op``/``kind``, ``metrics`` or ``meta``: an rlplex record;
 - a JSON object with ``data``, or a ``step:N - key:value`` line: verl;
 - a ``metrics_tag:`` line, or a JSON document with ``log_history``: ROLL;
@@ -38,9 +42,12 @@ from rlplex.timeline.importers.nemo_rl import import_nemo_rl, is_step_header, is
 from rlplex.timeline.importers.rlplex import import_rlplex
 from rlplex.timeline.importers.roll import MARKER, import_roll
 from rlplex.timeline.importers.summary import import_summary, looks_like_summary
+from rlplex.timeline.importers.tensorboard import import_tensorboard, looks_like_tensorboard
 from rlplex.timeline.importers.verl import import_verl, parse_console_line
 
-RECORD_FORMATS: tuple[str, ...] = ("rlplex", "verl", "roll", "nemo_rl", "summary", "history")
+RECORD_FORMATS: tuple[str, ...] = (
+    "rlplex", "verl", "roll", "nemo_rl", "summary", "history", "tensorboard",
+)  # fmt: skip
 
 NEMO_RL_SCAN = 100_000
 """Lines read for NeMo RL's step header and Timing block (the other formats are told by
@@ -53,6 +60,7 @@ _IMPORTERS: dict[str, Callable[..., RecordedRun]] = {
     "nemo_rl": import_nemo_rl,
     "summary": import_summary,
     "history": import_history,
+    "tensorboard": import_tensorboard,
 }
 
 
@@ -62,6 +70,8 @@ def detect_record_format(path: str | Path) -> str:
     Raises:
         ConfigError: nothing in the first 200 lines looks like any known format.
     """
+    if looks_like_tensorboard(path):
+        return "tensorboard"
     if looks_like_history(check_record_path(path)):
         return "history"
     if looks_like_summary(path):
@@ -103,7 +113,8 @@ def detect_record_format(path: str | Path) -> str:
     raise ConfigError(
         "cannot tell the log's format (rlplex record, verl JSONL or console, ROLL stdout,"
         " NeMo RL console: a Step header and a Timing block;"
-        " a history or summary is a .csv, .yaml or .json file); give --format",
+        " a history or summary is a .csv, .yaml or .json file; TensorBoard: an event file"
+        " or its folder); give --format",
         file=str(path),
     )
 
@@ -116,9 +127,10 @@ def import_record(
     Args:
         path: an rlplex Timeline JSONL, a verl JSONL or console log, a ROLL
             stdout log or a ROLL ``log_history`` JSON file, a NeMo RL console log, a
-            summary record, or a per-step CSV history (a wandb export).
-        format: ``rlplex``, ``verl``, ``roll``, ``nemo_rl``, ``summary`` or ``history``;
-            detected when None.
+            summary record, a per-step CSV history (a wandb export), or a TensorBoard
+            event file or run folder.
+        format: ``rlplex``, ``verl``, ``roll``, ``nemo_rl``, ``summary``, ``history`` or
+            ``tensorboard``; detected when None.
         skip_bad_lines: skip malformed lines with a warning instead of failing.
 
     Raises:
@@ -131,7 +143,8 @@ def import_record(
             field="--format",
             value=format,
         )
-    check_record_path(path)
+    if not (Path(path).is_dir() and format in (None, "tensorboard")):
+        check_record_path(path)  # a run's folder is TensorBoard's, checked file by file
     fmt = format or detect_record_format(path)
     return _IMPORTERS[fmt](path, skip_bad_lines=skip_bad_lines)
 

@@ -41,7 +41,9 @@ TOTAL_KEY = "time/step_total"
 MARKER = "metrics_tag:"
 
 
-def _add(out: Collector, step: int, metrics: dict[str, Any]) -> None:
+def add_step(out: Collector, step: int, metrics: dict[str, Any]) -> None:
+    """One step's metrics by ROLL's names (its console line's, its log history's, its
+    TensorBoard scalars)."""
     for key, value in metrics.items():
         seconds = as_float(value) if key.startswith("time/") else None
         if key == TOTAL_KEY and seconds is not None:
@@ -93,7 +95,7 @@ def import_roll(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRu
             continue
         if not out.first_time(step, f"step {step}"):
             continue
-        _add(out, step, metrics)
+        add_step(out, step, metrics)
     return _finish(out)
 
 
@@ -126,5 +128,5 @@ def _import_history(path: str | Path, out: Collector) -> RecordedRun:
             raise ConfigError(
                 "has no integer 'step'", field=f"log_history[{index}]", file=str(path)
             )
-        _add(out, step, {k: v for k, v in entry.items() if k != "step"})
+        add_step(out, step, {k: v for k, v in entry.items() if k != "step"})
     return _finish(out)
