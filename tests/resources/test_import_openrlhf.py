@@ -539,3 +539,50 @@ def test_a_number_left_to_an_unset_variable_is_named(tmp_path: Path) -> None:
         " no environment): give its value with --set vllm.num_engines=VALUE (got '$ENGINES')"
     )
     assert native(path, "vllm.num_engines=4") == native(script(tmp_path, HYBRID, "given.sh"))
+
+
+def after(data: dict) -> dict[str, set[str]]:
+    return {name: set(stage.get("after", [])) for name, stage in data["pipeline"]["stages"].items()}
+
+
+def test_the_step_keeps_openrlhfs_own_order_of_its_passes(tmp_path: Path) -> None:
+    # A reward_func scores inside generation: the forward passes start once it is done
+    # (make_experience follows generate_samples, ppo_trainer.py:525-537). The actor's pass
+    # blocks the driver under colocate_actor_ref (experience_maker.py:154-158), so the
+    # critic's is dispatched after it; the advantages wait for them all.
+    order = after(native(script(tmp_path, SEPARATE)))
+    assert order["old_logprob"] == {"generate", "reward"}
+    assert order["ref_logprob"] == {"generate", "reward", "old_logprob"}
+    assert order["values"] == {"generate", "reward", "old_logprob"}
+    assert order["train"] == {"advantage"}  # without --ds.enable_sleep: side by side
+
+
+def test_colocate_all_dispatches_each_pass_after_the_last_and_sleep_trains_in_turn(
+    tmp_path: Path,
+) -> None:
+    # colocate_all: every pass blocks the driver (reward, actor, critic, reference, in
+    # that order: experience_maker.py:138-182); --ds.enable_sleep: the critic's fit, then
+    # the actor's (ppo_trainer.py:281-286).
+    order = after(native(script(tmp_path, HYBRID)))
+    assert order["reward"] == {"generate"}
+    assert order["old_logprob"] == {"generate", "reward"}
+    assert order["values"] == {"generate", "reward", "old_logprob"}
+    assert order["ref_logprob"] == {"generate", "old_logprob", "values"}
+    assert order["train"] == {"advantage", "critic_train"}
+
+
+def test_colocate_critic_reward_dispatches_the_reference_after_the_critic(tmp_path: Path) -> None:
+    text = SEPARATE.replace(
+        "--train.colocate_actor_ref", "--train.colocate_critic_reward --ds.enable_sleep"
+    ).replace(
+        "--reward.remote_url /openrlhf/examples/python/reward_func.py",
+        "--reward.model_name_or_path OpenRLHF/Llama-3-8b-rm-700k --reward.num_gpus_per_node 2",
+    )
+    order = after(native(script(tmp_path, text)))
+    # the reward model's pass starts at once, the actor's beside it; the critic waits for
+    # the reward model (:162-164) and blocks the driver, so the reference comes after it
+    assert order["old_logprob"] == {"generate"}
+    assert order["values"] == {"generate", "reward"}
+    assert order["ref_logprob"] == {"generate", "values"}
+    # --ds.enable_sleep trains the critic, then the actor, even on GPUs of their own
+    assert order["train"] == {"advantage", "critic_train"}

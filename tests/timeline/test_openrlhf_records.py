@@ -201,3 +201,42 @@ def test_a_side_by_side_member_waits_for_what_it_depends_on(tmp_path: Path) -> N
     # advantage (driver, no GPUs) waits for the reward, which waits for generation.
     assert modelled_span({"generate": 30, "reward": 10, "advantage": 1}, cfg) == 41
     assert modelled_span({"generate": 30, "critic_train": 60}, cfg) == 90
+
+
+def test_a_step_with_the_actor_frozen_gives_ppo_train_to_the_critic_alone(tmp_path: Path) -> None:
+    # --critic.freezing_steps: ppo_train runs only the critic's fit on the first steps
+    # (ppo_trainer.py:271-272), whose status then has critic_loss and no policy_loss.
+    text = (
+        f"{HEADER},train/critic_loss,train/policy_loss\n"
+        "1,1,30,40,150,2,222,0.2,\n"
+        "3,2,31,41,151,2,225,0.1,0.05\n"
+    )
+    run = import_record(write(tmp_path, text))
+    assert run.steps[1]["critic_train"] == 150.0 and TRAIN not in run.steps[1]
+    assert run.steps[2][TRAIN] == 151.0
+    assert any("steps 1:" in w and "critic_train alone" in w for w in run.warnings)
+
+
+def test_the_async_trainers_broadcast_is_no_weight_sync(tmp_path: Path) -> None:
+    # The async trainer's step_total is the wall time since the last step, not the sum
+    # (ppo_trainer_async.py:234-238), and its broadcast waits for the engines' lock that
+    # generation holds (:255-265): a metric, not weight_sync's seconds.
+    sync = f"{HEADER}\n1,1,30,40,150,2,222\n3,2,31,41.5,151,2.25,225.75\n"
+    run = import_record(write(tmp_path, sync))
+    assert run.steps[1]["weight_sync"] == 2.0 and run.steps[2]["weight_sync"] == 2.25
+    assert not any("async" in w for w in run.warnings)
+    waited = f"{HEADER}\n1,1,30,40,150,25,215\n"
+    run = import_record(write(tmp_path, waited, "async.csv"))
+    assert "weight_sync" not in run.steps[1] and run.step_s[1] == 215.0
+    assert run.metrics[1]["train/timing/broadcast"] == 25
+    assert any("async trainer" in w for w in run.warnings)
+
+
+def test_a_summary_of_an_async_run_keeps_broadcast_as_a_metric(tmp_path: Path) -> None:
+    text = (
+        "framework: openrlhf\ntiming_s: {generation: 30, make_experience: 45,"
+        " ppo_train: 160, broadcast: 20, step_total: 215}\n"
+    )
+    run = import_record(write(tmp_path, text, "a.yaml"))
+    assert "weight_sync" not in run.steps[1] and run.metrics[1]["timing/broadcast"] == 20
+    assert any("async trainer" in w for w in run.warnings)

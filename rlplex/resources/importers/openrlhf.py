@@ -53,7 +53,10 @@ named):
 - Pipeline: OpenRLHF's step is the default one (openrlhf/trainer/ppo_trainer.py,
   ppo_utils/experience_maker.py): generation, the reward, the actor's old log-probs, the
   reference's, the critic's values, the advantages on the driver, then the critic's and
-  the actor's training, then the weights to the engines. ``--train.async_enable``
+  the actor's training, then the weights to the engines, with the waits OpenRLHF's driver
+  adds (:func:`_openrlhf_order`: a reward scored in generation before the forward passes,
+  a colocated group's pass before the next is dispatched, ``--ds.enable_sleep``'s critic
+  before the actor). ``--train.async_enable``
   (ppo_trainer_async.py): generation runs ahead of training by at most
   ``--train.async_queue_size`` batches (default 1): ``mode: async``, ``max_staleness`` the
   queue size.
@@ -763,11 +766,55 @@ def to_native(
         "roles": roles,
         "pipeline": default_pipeline(roles, "sync" if sync else "async", staleness),
     }
+    _openrlhf_order(f, native["pipeline"]["stages"])
     _models_of_roles(f, native, roles)
     load = _workload(f, estimator)
     if load:
         native["workload"] = load
     return apply_costs(native, costs, costs_file)
+
+
+def _openrlhf_order(f: _Flags, stages: dict[str, dict[str, Any]]) -> None:
+    """Add to the default step the waits OpenRLHF's driver imposes, as ``after`` edges, so
+    that the plan (and the division of its ``make_experience`` and ``ppo_train`` timers,
+    :func:`rlplex.timeline.joint.modelled_span`) runs the passes in OpenRLHF's order:
+
+    - a reward scored inside generation (a remote reward, a ``reward_func`` or an agent:
+      the ``reward`` stage on the driver) is done before any forward pass starts
+      (``make_experience_batch`` follows ``generate_samples``, ppo_trainer.py);
+    - ``make_experience`` dispatches the reward model's, the actor's, the critic's and the
+      reference's passes in that order, and waits for a pass before dispatching the next
+      where its group is colocated (``_dispatch_forward``'s ``sync_condition``,
+      experience_maker.py): the reward model's under ``--train.colocate_all``, the actor's
+      and the reference's under it or ``--train.colocate_actor_ref``, the critic's under it
+      or ``--train.colocate_critic_reward`` (which also waits for the reward model first);
+    - ``--ds.enable_sleep`` trains the critic, then the actor, whatever their GPUs
+      (``ppo_train``, ppo_trainer.py).
+    """
+
+    def wait(name: str, on: str) -> None:
+        stage, before = stages.get(name), stages.get(on)
+        if stage is not None and before is not None and on not in stage["after"]:
+            stage["after"] = [*stage["after"], on]
+
+    every = f.switch("train.colocate_all")
+    actor_ref = every or f.switch("train.colocate_actor_ref")
+    critic_reward = every or f.switch("train.colocate_critic_reward")
+    model_reward = stages.get("reward", {}).get("role") not in (None, "driver")
+    if not model_reward:
+        for name in ("old_logprob", "ref_logprob", "values"):
+            wait(name, "reward")
+    elif every:
+        wait("old_logprob", "reward")
+    if actor_ref:
+        for name in ("values", "ref_logprob"):
+            wait(name, "old_logprob")
+    if critic_reward and "values" in stages:
+        if model_reward:
+            wait("values", "reward")
+        wait("ref_logprob", "values")
+    if f.switch("ds.enable_sleep"):
+        wait("train", "critic_train")
 
 
 def _models_of_roles(f: _Flags, native: dict[str, Any], roles: dict[str, Any]) -> None:

@@ -276,18 +276,60 @@ def read_columns(header: list[str], file: str) -> Columns:
     return Columns(step=step, metrics=kept, names=names, openrlhf_timers=timers)
 
 
-def add_value(out: Collector, step: int, key: str, value: int | float) -> None:
+def add_value(
+    out: Collector,
+    step: int,
+    key: str,
+    value: int | float,
+    reading: openrlhf.StepReading = openrlhf.StepReading(),
+) -> None:
     """One cell: NeMo RL's ``timing/train/`` timers by its mapping, its validation and setup
-    timings as metrics, OpenRLHF's ``train/timing/`` timers by its mapping, every other key
-    as verl's reading of it (:func:`add_metric`)."""
+    timings as metrics, OpenRLHF's ``train/timing/`` timers by its mapping (``reading``:
+    what the row's other values say of them), every other key as verl's reading of it
+    (:func:`add_metric`)."""
     if key.startswith(openrlhf.TIMING_COLUMN):
-        openrlhf.add_timing(out, step, key[len(openrlhf.TIMING_COLUMN) :], value)
+        openrlhf.add_timing(out, step, key[len(openrlhf.TIMING_COLUMN) :], value, reading)
     elif key.startswith(NEMO_RL_PREFIX):
         add_timing(out, step, key[len(NEMO_RL_PREFIX) :], value)
     elif key.startswith(NOT_THE_STEPS):
         out.metric(step, key, value)
     else:
         add_metric(out, step, key, value)
+
+
+def _openrlhf_row(columns: Columns, cells: list[str]) -> dict[str, float]:
+    """An OpenRLHF row's timers and losses that hold a number (wandb key -> value)."""
+    wanted = (openrlhf.TIMING_COLUMN, openrlhf.ACTOR_LOSS, openrlhf.CRITIC_LOSS)
+    row: dict[str, float] = {}
+    for index, key in columns.metrics.items():
+        raw = cells[index].strip()
+        if key.startswith(wanted) and raw.lower() not in MISSING:
+            value = parse_number(raw)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                row[key] = float(value)
+    return row
+
+
+def _openrlhf_warnings(out: Collector, frozen: list[int], waited: list[int]) -> None:
+    """Say which OpenRLHF steps were read otherwise than the table says."""
+    if frozen:
+        out.warnings.append(
+            f"steps {_steps(frozen)}: {openrlhf.CRITIC_LOSS} without {openrlhf.ACTOR_LOSS}"
+            " (the actor frozen, --critic.freezing_steps): train/timing/ppo_train read as"
+            " critic_train alone"
+        )
+    if waited:
+        out.warnings.append(
+            f"steps {_steps(waited)}: train/timing/step_total is not the sum of the other"
+            " timers (OpenRLHF's async trainer): its train/timing/broadcast includes the"
+            " wait for the engines' lock that generation holds, kept as a metric, and"
+            " weight_sync is replayed from the config"
+        )
+
+
+def _steps(steps: list[int]) -> str:
+    shown = ", ".join(map(str, steps[:5]))
+    return shown + (f" and {len(steps) - 5} more" if len(steps) > 5 else "")
 
 
 def _step_number(text: str) -> int | None:
@@ -319,6 +361,8 @@ def import_history(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
     # cell among numbers is an error, whichever comes first.
     numeric: dict[int, int] = {}
     text_at: dict[int, tuple[int, str]] = {}
+    frozen: list[int] = []  # OpenRLHF steps whose actor did not train
+    waited: list[int] = []  # OpenRLHF steps timed by the async trainer
     for number, cells, is_last in rows:
         out.at(number, ",".join(cells), is_last)
         if len(cells) != width:
@@ -341,6 +385,13 @@ def import_history(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
             continue
         if not out.first_time(step, f"step {step}"):
             continue
+        reading = openrlhf.StepReading()
+        if columns.openrlhf_timers:
+            reading = openrlhf.step_reading(_openrlhf_row(columns, cells))
+            if reading.actor_frozen:
+                frozen.append(step)
+            if reading.waited:
+                waited.append(step)
         for index, key in columns.metrics.items():
             raw = cells[index].strip()
             if raw.lower() in MISSING:
@@ -367,7 +418,8 @@ def import_history(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
                 )  # fmt: skip
                 out.at(number, raw, False, names[index])
             numeric.setdefault(index, number)
-            add_value(out, step, key, value)
+            add_value(out, step, key, value, reading)
+    _openrlhf_warnings(out, frozen, waited)
     if not out.steps and not out.step_s:
         if out.unknown:  # timings there are, under names that are not verl's
             unknown = sorted(out.unknown)

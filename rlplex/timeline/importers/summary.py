@@ -247,6 +247,28 @@ def _check_ordered_lengths(metrics: Mapping[str, Any], file: str) -> None:
             )
 
 
+def _async_broadcast(
+    stages: dict[str, float], total: float, metrics: dict[str, Any], warnings: list[str]
+) -> None:
+    """OpenRLHF's async trainer: a ``step_total`` that is not the sum of the other timers
+    (:func:`rlplex.timeline.importers.openrlhf.step_reading`) makes ``broadcast`` its wait
+    for the engines' lock and the sync, kept as a metric instead of ``weight_sync``."""
+    row = {openrlhf.TIMING_COLUMN + openrlhf.TOTAL: total}
+    for name, key in (
+        ("broadcast", "weight_sync"),
+        *((n, joint_key(m)) for n, m in openrlhf.JOINT.items()),
+    ):
+        if key in stages:
+            row[openrlhf.TIMING_COLUMN + name] = stages[key]
+    if openrlhf.step_reading(row).waited:
+        metrics["timing/broadcast"] = stages.pop("weight_sync")
+        warnings.append(
+            "step_total is not the sum of the other timers (OpenRLHF's async trainer): its"
+            " broadcast includes the wait for the engines' lock that generation holds, kept"
+            " as a metric, and weight_sync is replayed from the config"
+        )
+
+
 def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRun:
     """Read a summary record (YAML, JSON or CSV) into a one-step :class:`RecordedRun`.
 
@@ -340,13 +362,15 @@ def import_summary(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
             continue
         metrics[key] = value
     _check_ordered_lengths(metrics, file)
+    warnings: list[str] = []
+    if framework == "openrlhf" and "weight_sync" in stages and 1 in step_s:
+        _async_broadcast(stages, step_s[1], metrics, warnings)
     if not stages and not step_s:
         raise ConfigError(
             "has no timings: give timing_s: {STAGE: seconds, ..., step: seconds}",
             field="timing_s",
             file=file,
         )
-    warnings = []
     if "run/name" in metrics:
         warnings.append(
             f"a wandb runs table (run {metrics['run/name']!r}): each figure is the run's"
