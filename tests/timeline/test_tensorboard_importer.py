@@ -212,3 +212,35 @@ def test_replay_of_a_run_folder_on_the_command_line(tmp_path: Path) -> None:
     bad = _replay(tmp_path)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "2 runs (other, run)" in bad.stderr
+
+
+def test_openrlhf_steps_are_read_by_their_other_scalars_as_in_its_history(
+    tmp_path: Path,
+) -> None:
+    """A frozen actor's step (a critic loss and no policy loss): ``ppo_train`` is the
+    critic's alone, as the same row of a wandb history reads."""
+    timers = {
+        "train/timing/generation": 100.0,
+        "train/timing/make_experience": 30.0,
+        "train/timing/ppo_train": 50.0,
+        "train/timing/broadcast": 5.0,
+        "train/timing/step_total": 185.0,
+    }
+    rows = {
+        1: {**timers, "train/critic_loss": 0.3},
+        2: {**timers, "train/critic_loss": 0.2, "train/policy_loss": 0.1},
+    }
+    write_run(tmp_path / "run", rows)
+    run = import_record(tmp_path / "run")
+    history = tmp_path / "history.csv"
+    keys = sorted({k for row in rows.values() for k in row})
+    history.write_text(
+        "train/global_step," + ",".join(keys) + "\n"
+        + "\n".join(f"{s}," + ",".join(str(r.get(k, "")) for k in keys) for s, r in rows.items())
+        + "\n"
+    )  # fmt: skip
+    from_csv = import_record(history)
+    assert run.steps == from_csv.steps
+    assert run.steps[1]["critic_train"] == 50.0
+    assert "critic_train" not in run.steps[2]  # joint with train on step 2
+    assert any("critic_train alone" in w for w in run.warnings)

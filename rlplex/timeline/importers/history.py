@@ -310,7 +310,7 @@ def _openrlhf_row(columns: Columns, cells: list[str]) -> dict[str, float]:
     return row
 
 
-def _openrlhf_warnings(out: Collector, frozen: list[int], waited: list[int]) -> None:
+def openrlhf_warnings(out: Collector, frozen: list[int], waited: list[int]) -> None:
     """Say which OpenRLHF steps were read otherwise than the table says."""
     if frozen:
         out.warnings.append(
@@ -419,7 +419,7 @@ def import_history(path: str | Path, *, skip_bad_lines: bool = False) -> Recorde
                 out.at(number, raw, False, names[index])
             numeric.setdefault(index, number)
             add_value(out, step, key, value, reading)
-    _openrlhf_warnings(out, frozen, waited)
+    openrlhf_warnings(out, frozen, waited)
     if not out.steps and not out.step_s:
         if out.unknown:  # timings there are, under names that are not verl's
             unknown = sorted(out.unknown)

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplex.errors import ConfigError
-from rlplex.timeline.importers import roll
+from rlplex.timeline.importers import openrlhf, roll
 from rlplex.timeline.importers.base import Collector, RecordedRun, check_record_path
 
 FORMAT = "tensorboard"
@@ -328,7 +328,7 @@ def import_tensorboard(path: str | Path, *, skip_bad_lines: bool = False) -> Rec
             (naming the file and its byte offset), or no timing scalar.
     """
     # history imports the importers this one shares; imported here, not at the top.
-    from rlplex.timeline.importers.history import add_value
+    from rlplex.timeline.importers.history import add_value, openrlhf_warnings
 
     files = event_files(path)
     reader = _Reader(skip_bad_lines)
@@ -358,14 +358,24 @@ def import_tensorboard(path: str | Path, *, skip_bad_lines: bool = False) -> Rec
         )
     tags = {tag for values in scalars.values() for tag in values}
     is_roll = any(tag in roll.STAGES or tag == roll.TOTAL_KEY for tag in tags)
+    is_openrlhf = any(tag.startswith(openrlhf.TIMING_COLUMN) for tag in tags)
+    frozen: list[int] = []
+    waited: list[int] = []
     for step in sorted(scalars):
         out.at(step, f"step {step}", False)
         if is_roll:
             roll.add_step(out, step, scalars[step])
             continue
+        # OpenRLHF's timers are read by what the step's other values say (as its history's).
+        reading = openrlhf.step_reading(scalars[step]) if is_openrlhf else openrlhf.StepReading()
+        if reading.actor_frozen:
+            frozen.append(step)
+        if reading.waited:
+            waited.append(step)
         for tag, value in scalars[step].items():
             out.at(step, repr(value), False, tag)
-            add_value(out, step, tag, value)
+            add_value(out, step, tag, value, reading)
+    openrlhf_warnings(out, frozen, waited)
     if not out.steps and not out.step_s:
         raise ConfigError(
             "no scalar is a stage or step time verl, NeMo RL, OpenRLHF or ROLL logs"
