@@ -244,3 +244,27 @@ def test_openrlhf_steps_are_read_by_their_other_scalars_as_in_its_history(
     assert run.steps[1]["critic_train"] == 50.0
     assert "critic_train" not in run.steps[2]  # joint with train on step 2
     assert any("critic_train alone" in w for w in run.warnings)
+
+
+def test_every_scalar_decoded_as_tensorboards_own_reader_reads_it(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.util import tensor_util
+
+    from rlplex.timeline.importers.tensorboard import _event, _Reader
+
+    rows = {s: {"timing_s/gen": 1.5 * s, "critic/score/mean": -0.25 * s} for s in range(1, 4)}
+    rows[2]["timing_s/step"] = 1e30  # float32's range
+    rows[3]["response_length/max"] = 2**24  # exactly a float32
+    files = [write_run(tmp_path / "a", rows), write_run(tmp_path / "b", rows, new_style=True)]
+    for file in files:
+        theirs = {}
+        for event in EventFileLoader(str(file)).Load():
+            for value in event.summary.value:
+                array = tensor_util.make_ndarray(value.tensor)
+                if array.dtype.kind == "f":  # the text's tensor is a string
+                    theirs[(event.step, value.tag)] = float(array)
+        ours = {}
+        for _, payload in _Reader(False).records(file, True):
+            step, values = _event(payload)
+            ours.update({(step, tag): float(v) for tag, v in values.items()})
+        assert ours == theirs and len(ours) == 8
