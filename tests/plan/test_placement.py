@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rlplex.config import ASYNC_STALENESS_0, load_config
@@ -289,7 +291,7 @@ def test_set_devices_on_an_auto_role_prices_as_the_search_does(tmp_path) -> None
     measured on the whole cluster (441.16 s for the trainer on 0-3, the rest on 4-7), but
     ``--set`` of those very devices took them as measured on the 4 GPUs set (221.16 s)."""
     auto = tmp_path / "grpo_auto.yaml"
-    auto.write_text(open(GRPO).read().replace('devices: "0-7"', "devices: auto"))
+    auto.write_text(Path(GRPO).read_text().replace('devices: "0-7"', "devices: auto"))
     placement = {
         "actor_train": (0, 1, 2, 3),
         "actor_infer": (4, 5, 6, 7),
