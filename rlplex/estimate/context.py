@@ -328,6 +328,15 @@ class Context:
             self.warnings.append(note)
         return self.inputs.cluster.num_gpus
 
+    def placed(self, role: Role) -> Role:
+        """``role`` on the devices its estimate assumes: its own, or, for a role the search
+        places (``devices: auto``), the whole cluster's, as :meth:`devices` counts them (a
+        weight sync between an auto role and another on every GPU is then a device copy, not
+        a network broadcast between sets it took as disjoint)."""
+        if role.devices or not role.auto:
+            return role
+        return role.with_devices(tuple(range(self.devices(role))))
+
     def layout(self, role: Role) -> tuple[int, int, int]:
         """(tp, pp, dp) of the role."""
         par = role.parallel

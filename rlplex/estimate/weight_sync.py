@@ -129,6 +129,8 @@ def estimate_weight_sync(ctx: Context, stage: Stage, roles: Mapping[str, Role]) 
     """
     inputs = ctx.inputs
     src, dst = roles.get(stage.from_role or ""), roles.get(stage.to_role or "")
+    src = ctx.placed(src) if src is not None else None
+    dst = ctx.placed(dst) if dst is not None else None
     held_gb = dst.states.get("weights", 0.0) if dst is not None else 0.0
     same = src is not None and dst is not None and sorted(src.devices) == sorted(dst.devices)
     shared = src is not None and dst is not None and bool(set(src.devices) & set(dst.devices))

@@ -219,3 +219,18 @@ def test_a_searched_roles_warning_says_the_plans_figures_are_its_own() -> None:
         assert "roles.actor_infer: devices: auto; placed by the search and estimated again" in (
             result.output
         )
+
+
+def test_estimate_prices_an_auto_roles_weight_sync_on_the_whole_cluster_as_it_says() -> None:
+    """``estimate`` says a ``devices: auto`` role is estimated as if on all the cluster's GPUs,
+    but priced its weight sync as a network broadcast between disjoint sets (0.02 s), where a
+    trainer on all 8 GPUs syncs by device copy as ``plan`` prices it (2.50 s)."""
+    file = ROOT / "examples" / "estimate_7b.yaml"
+    sets = ["--set", "roles.actor_infer.devices=auto"]
+    estimated = json.loads(invoke("estimate", file, *sets, "--json").stdout)
+    plan = json.loads(invoke("plan", file, *sets, "--json").stdout)
+    assert plan["placement"]["actor_infer"] == list(range(8))
+    (sync,) = [o for o in plan["ops"] if o["kind"] == "weight_sync"]
+    sync_s = estimated["stages"]["weight_sync"]
+    assert sync_s["detail"]["path"] == "device copy"
+    assert sync_s["seconds"] == pytest.approx(sync["end_s"] - sync["start_s"], abs=1e-5)
