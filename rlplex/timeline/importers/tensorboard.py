@@ -113,22 +113,30 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 def _fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
     """(field number, wire type, value) of each field of a message: an int for varints, the
     raw bytes for fixed64/fixed32/length-delimited fields."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
+    pos, end = 0, len(data)
+    while pos < end:
+        # One-byte keys and lengths are nearly all of them: read without a call.
+        key = data[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-        elif wire == 1:
-            value, pos = data[pos : pos + 8], pos + 8
-        elif wire == 2:
-            size, pos = _varint(data, pos)
+        if wire == 2:
+            if pos < end and data[pos] < 0x80:
+                size, pos = data[pos], pos + 1
+            else:
+                size, pos = _varint(data, pos)
             value, pos = data[pos : pos + size], pos + size
+        elif wire == 0:
+            value, pos = _varint(data, pos)
         elif wire == 5:
             value, pos = data[pos : pos + 4], pos + 4
+        elif wire == 1:
+            value, pos = data[pos : pos + 8], pos + 8
         else:  # groups (3, 4) are not in these messages
             raise WireError(f"wire type {wire} of field {number}")
-        if pos > len(data):
+        if pos > end:
             raise WireError(f"field {number} runs past its message")
         yield number, wire, value
 
@@ -282,14 +290,17 @@ class _Reader:
                 f"cannot read the file: {exc.strerror or exc}", file=str(file)
             ) from None
         pos = 0
+        framed: set[bytes] = set()  # headers checked: a run's records repeat a few lengths
         while pos < len(data):
             header = data[pos : pos + HEADER_BYTES]
             if len(header) < HEADER_BYTES:
                 self.bad(file, pos, "its header is cut short", is_last_file)
                 return
             (length,) = struct.unpack("<Q", header[:8])
-            (crc,) = struct.unpack("<I", header[8:12])
-            if masked_crc32c(header[:8]) != crc:
+            if (
+                header not in framed
+                and masked_crc32c(header[:8]) != struct.unpack("<I", header[8:12])[0]
+            ):
                 # Without a length to trust, nothing after it frames.
                 self.bad(
                     file,
@@ -299,6 +310,7 @@ class _Reader:
                     False,
                 )
                 return
+            framed.add(header)
             end = pos + HEADER_BYTES + length + 4
             if end > len(data):
                 self.bad(file, pos, f"its {length:,} bytes are cut short", is_last_file)
