@@ -600,6 +600,16 @@ def calibrate(
         console.print(
             f"wrote {escape(str(out))} (use: --costs {escape(str(out))})", highlight=False
         )
+    if result.lengths:
+        # The costs file holds no lengths: planning the config with it alone plans the
+        # config's guessed lengths, not the recorded run's.
+        given = " ".join(f"--set {escape(o)}" for o in result.lengths)
+        console.print(
+            "'after' is planned with the record's lengths; the costs file does not hold them"
+            f" (they are the run's): plan the recorded run with {given}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def print_plan_memory(peaks: Any, cfg: Any) -> None:

@@ -142,6 +142,11 @@ class Calibration(BaseModel):
     warnings: tuple[str, ...] = ()
     """What the fit could not do or assumed (no held-out steps, stages not recorded, a plan
     that stays longer than the record ...), the record's own warnings first; empty: none."""
+    lengths: tuple[str, ...] = ()
+    """The record's lengths the ``after`` figures were planned with, as ``--set`` overrides
+    (``workload.response_tokens.mean=665.6`` ...); empty: the config's own. The costs file
+    holds no lengths (they are the run's, not the hardware's): ``plan --costs`` of the
+    config plans its own lengths unless given these."""
 
     @property
     def period_error_before(self) -> float | None:
@@ -195,6 +200,7 @@ class Calibration(BaseModel):
                 "error_after": self.period_error_after,
             },
             "warnings": list(self.warnings),
+            "lengths": list(self.lengths),
         }
 
 
@@ -608,6 +614,7 @@ def calibrate(
     # The held-out steps are predicted with the lengths they had (responses grow over a run):
     # with the fitting steps' instead, the check would count the growth as the model's error.
     cfg_after, check_note = cfg_fitted, None
+    planned_lengths = tuple(measured_lengths)
     if measured_lengths and check:
         cfg_after, check_lengths, note = load_with_lengths(
             lambda extra: _with_costs(config, doc, (*extra, *user_overrides), config_format),
@@ -617,6 +624,7 @@ def calibrate(
         )
         if check_lengths and check_lengths != measured_lengths:
             check_note = note
+            planned_lengths = tuple(check_lengths)
             # The estimate before the fit is checked on the same lengths as after it.
             cfg_before = load_config(
                 config, overrides=(*check_lengths, *user_overrides), format=config_format,
@@ -672,6 +680,7 @@ def calibrate(
             "measured_period_s": recorded_period(run, check_or_fit) or 0.0,
             "period_after_s": period_after,
             "warnings": tuple(warnings),
+            "lengths": planned_lengths,
         }
     )
     return result, doc

@@ -179,7 +179,7 @@ def test_format_history_reads_a_csv_of_any_name_and_the_help_offers_it(tmp_path:
     assert len(json.loads(result.stdout)["steps"]) == 10
     for command in ("replay", "whatif", "calibrate"):
         help_text = " ".join(invoke(command, "--help").stdout.replace("│", " ").split())
-        assert "summary or history (a per-step CSV" in help_text, command
+        assert "history or tensorboard (history: a per-step CSV" in help_text, command
 
 
 @pytest.mark.parametrize(
@@ -308,6 +308,28 @@ def test_a_nemo_rl_console_log_replays_and_calibrates(tmp_path: Path) -> None:
     for stage in ("old_logprob", "ref_logprob"):
         assert fitted["stages"][stage]["measured_check_s"] == pytest.approx((11.83 + 11.94) / 4)
         assert abs(fitted["stages"][stage]["error_after"]) < 0.05
+
+
+def test_calibrate_says_the_lengths_its_after_figure_is_planned_with(tmp_path: Path) -> None:
+    """The costs file holds no lengths: ``plan --costs`` of the config alone planned its
+    guessed 1,920-token mean (145 s) beside calibrate's 87.68 s, with no word of how to
+    plan the recorded run. calibrate now names the ``--set`` that reproduces its figure."""
+    costs = tmp_path / "costs.yaml"
+    fit = invoke("calibrate", NEMO_RL_LOG, "-c", NEMO_RL_CONFIG, "--set", "cluster.gpu=h100",
+                 "--out", costs, "--json")  # fmt: skip
+    assert fit.exit_code == 0, fit.output
+    fitted = json.loads(fit.stdout)
+    assert fitted["lengths"] == ["workload.response_tokens.mean=665.6"]
+    sets = [a for o in fitted["lengths"] for a in ("--set", o)]
+    planned = invoke("plan", NEMO_RL_CONFIG, "--set", "cluster.gpu=h100", "--costs", costs,
+                     *sets, "--json")  # fmt: skip
+    assert planned.exit_code == 0, planned.output
+    after = fitted["period"]["after_s"]
+    assert json.loads(planned.stdout)["period_s"] == pytest.approx(after, rel=1e-9)
+    table = invoke("calibrate", NEMO_RL_LOG, "-c", NEMO_RL_CONFIG, "--set", "cluster.gpu=h100")
+    assert "plan the recorded run with --set workload.response_tokens.mean=665.6" in (
+        " ".join(table.stdout.split())
+    )
 
 
 def test_a_bad_nemo_rl_timing_line_exits_2_naming_it(tmp_path: Path) -> None:
