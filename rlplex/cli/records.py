@@ -41,6 +41,9 @@ def replay(
 
     Unattributed time is the recorded step time that the recorded stages do not
     explain (driver overhead, data loading, logging). --set overrides the config.
+
+    Recorded seconds stay as measured, whatever devices --set gives the roles:
+    whatif rescales them to other placements.
     """
     from rlplex.reports.records import GANTT_STEPS, RecordSource, replay_report
     from rlplex.viz.paths import check_view_paths
