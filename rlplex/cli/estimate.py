@@ -36,6 +36,17 @@ def _si(value: float, unit: str) -> str:
     return f"{value:.0f} {unit}" if value else "-"
 
 
+def _plan_uses(cfg: Any, stage: Any) -> tuple[str, float | None]:
+    """What the plan takes for ``stage``'s seconds: ``estimate``, ``model`` (a weight sync
+    priced by the cluster's copy speeds) or ``given`` with the seconds given; the table's
+    "plan uses" column and ``--json``'s ``plan_uses``."""
+    if stage.is_weight_sync and stage.seconds is None:
+        return "model", None
+    if cfg.is_estimated(f"pipeline.stages.{stage.name}.seconds"):
+        return "estimate", None
+    return "given", stage.seconds
+
+
 def _warn(lines: Any) -> None:
     for line in lines:
         err_console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
@@ -148,7 +159,11 @@ def estimate(
     result = estimate_config(cfg)
     _warn(w for w in dict.fromkeys(result.warnings) if w not in cfg.warnings)
     if json_:
-        print(json.dumps(result.to_json(), indent=2))
+        doc = result.to_json()
+        for stage in cfg.pipeline.stages:
+            source, given_s = _plan_uses(cfg, stage)
+            doc["stages"][stage.name]["plan_uses"] = {"source": source, "given_s": given_s}
+        print(json.dumps(doc, indent=2))
         return
     stages = Table(title=f"estimated stages of {escape(str(config))}")
     for column in ("stage", "kind", "seconds", "plan uses", "bound"):
@@ -163,13 +178,8 @@ def estimate(
         terms.add_column(column, justify="left" if column == "stage" else "right", no_wrap=True)
     for stage in cfg.pipeline.stages:
         est = result.stages[stage.name]
-        path = f"pipeline.stages.{stage.name}.seconds"
-        if stage.is_weight_sync and stage.seconds is None:
-            uses = "model"
-        elif cfg.is_estimated(path):
-            uses = "estimate"
-        else:
-            uses = f"{stage.seconds:g} s given"
+        source, given_s = _plan_uses(cfg, stage)
+        uses = f"{given_s:g} s given" if source == "given" else source
         estimated = est.bound != "given"  # CPU stages are priced only as rule rewards
         shown = f"{est.seconds:.2f} s" if est.seconds is not None and estimated else "-"
         stages.add_row(stage.name, est.kind, shown, uses, est.bound)

@@ -234,3 +234,18 @@ def test_estimate_prices_an_auto_roles_weight_sync_on_the_whole_cluster_as_it_sa
     sync_s = estimated["stages"]["weight_sync"]
     assert sync_s["detail"]["path"] == "device copy"
     assert sync_s["seconds"] == pytest.approx(sync["end_s"] - sync["start_s"], abs=1e-5)
+
+
+def test_estimate_json_says_what_the_plan_takes_for_each_stage_as_its_table_does() -> None:
+    """The table's "plan uses" column was not in --json: a stage with given seconds showed
+    only the model's figure there (reward 20.48 s where the plan takes 5 s)."""
+    args = ("estimate", "examples/estimate_7b.yaml", "--set", "pipeline.stages.reward.seconds=5")
+    doc = json.loads(invoke(*args, "--json").stdout)["stages"]
+    assert doc["reward"]["seconds"] == pytest.approx(20.48)
+    assert doc["reward"]["plan_uses"] == {"source": "given", "given_s": 5.0}
+    assert doc["generate"]["plan_uses"] == {"source": "estimate", "given_s": None}
+    table = invoke(*args).stdout
+    assert re.search(r"reward\s.*20\.48 s\s.*5 s given", table)
+    plan = json.loads(invoke("plan", *args[1:], "--json").stdout)
+    rewards = [op for op in plan["ops"] if op.get("stage") == "reward"]
+    assert rewards and all(op["end_s"] - op["start_s"] == pytest.approx(5.0) for op in rewards)
