@@ -89,7 +89,8 @@ RecordFormatOpt = Annotated[
     str | None,
     typer.Option(
         "--format",
-        help="Read the record as rlplex, verl, roll, nemo_rl, summary, history or tensorboard"
+        help="Read the record as rlplex, verl, roll, nemo_rl, openrlhf, summary, history or"
+        " tensorboard"
         " (history: a per-step CSV, one column per metric, as wandb exports a run;"
         " tensorboard: an event file or a run's folder of them; default: detected).",
     ),
@@ -203,8 +204,8 @@ class RecordOptions:
     """How to read a record and the config it ran with (``replay``, ``whatif``, ``calibrate``)."""
 
     record_format: str | None = None
-    """``--format``: rlplex, verl, roll, nemo_rl, summary, history or tensorboard; None:
-    detected."""
+    """``--format``: rlplex, verl, roll, nemo_rl, openrlhf, summary, history or tensorboard;
+    None: detected."""
     skip_bad_lines: bool = False
     """``--skip-bad-lines``: skip malformed log lines (counted) instead of refusing the file."""
     config_format: str | None = None

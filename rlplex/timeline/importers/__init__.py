@@ -1,5 +1,5 @@
-"""Import recorded step timings: rlplex, verl, ROLL and NeMo RL logs, wandb's CSV,
-TensorBoard event files, summaries.
+"""Import recorded step timings: rlplex, verl, ROLL, NeMo RL and OpenRLHF logs, wandb's
+CSV, TensorBoard event files, summaries.
 
 :func:`import_record` reads a log, detects its format from the content (or
 takes ``format``), and returns a :class:`RecordedRun`: per step, the seconds
@@ -17,6 +17,8 @@ Format detection looks at the first lines that say something:
 - a ``===== Step N/M =====`` header and a ``⏱️  Timing:`` line after it, within the first
   :data:`NEMO_RL_SCAN` lines (NeMo RL prints its whole config, and each step vLLM's and
   the workers' output, before them): NeMo RL's console;
+- a ``Global step N: {...}`` line within as many lines: OpenRLHF's console
+  (:mod:`.openrlhf_console`);
 - checked first: a ``.csv`` file whose header is one column per metric (more
   than two columns, or a step column such as ``_step``): a per-step history, as
   wandb exports a run (:mod:`.history`);
@@ -39,6 +41,7 @@ from rlplex.timeline.importers.base import (
 )
 from rlplex.timeline.importers.history import import_history, looks_like_history
 from rlplex.timeline.importers.nemo_rl import import_nemo_rl, is_step_header, is_timing_header
+from rlplex.timeline.importers.openrlhf_console import import_openrlhf, is_step_line
 from rlplex.timeline.importers.rlplex import import_rlplex
 from rlplex.timeline.importers.roll import MARKER, import_roll
 from rlplex.timeline.importers.summary import import_summary, looks_like_summary
@@ -46,18 +49,19 @@ from rlplex.timeline.importers.tensorboard import import_tensorboard, looks_like
 from rlplex.timeline.importers.verl import import_verl, parse_console_line
 
 RECORD_FORMATS: tuple[str, ...] = (
-    "rlplex", "verl", "roll", "nemo_rl", "summary", "history", "tensorboard",
+    "rlplex", "verl", "roll", "nemo_rl", "openrlhf", "summary", "history", "tensorboard",
 )  # fmt: skip
 
 NEMO_RL_SCAN = 100_000
-"""Lines read for NeMo RL's step header and Timing block (the other formats are told by
-their first 200 lines)."""
+"""Lines read for NeMo RL's step header and Timing block and OpenRLHF's step line (the
+other formats are told by their first 200 lines)."""
 
 _IMPORTERS: dict[str, Callable[..., RecordedRun]] = {
     "rlplex": import_rlplex,
     "verl": import_verl,
     "roll": import_roll,
     "nemo_rl": import_nemo_rl,
+    "openrlhf": import_openrlhf,
     "summary": import_summary,
     "history": import_history,
     "tensorboard": import_tensorboard,
@@ -86,6 +90,8 @@ def detect_record_format(path: str | Path) -> str:
             break
         if nemo_header and is_timing_header(line):
             return "nemo_rl"
+        if is_step_line(line):
+            return "openrlhf"
         if is_step_header(line):
             nemo_header = True
             continue
@@ -112,7 +118,8 @@ def detect_record_format(path: str | Path) -> str:
             return "verl"
     raise ConfigError(
         "cannot tell the log's format (rlplex record, verl JSONL or console, ROLL stdout,"
-        " NeMo RL console: a Step header and a Timing block;"
+        " NeMo RL console: a Step header and a Timing block; OpenRLHF console: a"
+        " 'Global step N: {...}' line;"
         " a history or summary is a .csv, .yaml or .json file; TensorBoard: an event file"
         " or its folder); give --format",
         file=str(path),
@@ -126,11 +133,11 @@ def import_record(
 
     Args:
         path: an rlplex Timeline JSONL, a verl JSONL or console log, a ROLL
-            stdout log or a ROLL ``log_history`` JSON file, a NeMo RL console log, a
-            summary record, a per-step CSV history (a wandb export), or a TensorBoard
+            stdout log or a ROLL ``log_history`` JSON file, a NeMo RL or OpenRLHF
+            console log, a summary record, a per-step CSV history (a wandb export), or a TensorBoard
             event file or run folder.
-        format: ``rlplex``, ``verl``, ``roll``, ``nemo_rl``, ``summary``, ``history`` or
-            ``tensorboard``; detected when None.
+        format: ``rlplex``, ``verl``, ``roll``, ``nemo_rl``, ``openrlhf``, ``summary``,
+            ``history`` or ``tensorboard``; detected when None.
         skip_bad_lines: skip malformed lines with a warning instead of failing.
 
     Raises:
