@@ -52,11 +52,18 @@ def steady_period(times: Sequence[float], drain: int = 0) -> float:
     half of a run, without its last ``drain`` steps.
 
     This is the simulator's ``period_s`` (``drain``: the steps that drain an
-    async pipeline, :func:`rlplex.sim.simulate.drain_steps`); a run too short
-    to leave out the drain keeps them.
+    async pipeline, :func:`rlplex.sim.simulate.drain_steps`). A run whose second half
+    is all drain takes the second half of the steps before the drain (6 steps at k = 2:
+    steps 1 and 2, where its second half, steps 3-5, ends in the short drain step); a run
+    with no step before the drain keeps them.
     """
     start, end = len(times) // 2, len(times) - drain
-    tail = list(times[start:end] if end > start else times[start:]) or [0.0]
+    if end > start:
+        tail = list(times[start:end])
+    elif end > 0:
+        tail = list(times[end // 2 : end])
+    else:
+        tail = list(times[start:]) or [0.0]
     return sum(tail) / len(tail)
 
 

@@ -46,6 +46,14 @@ def test_steady_period_is_the_second_half_without_the_drain() -> None:
     assert steady_period([]) == 0
 
 
+def test_a_run_whose_second_half_is_all_drain_takes_the_steps_before_it() -> None:
+    """simulate --steps 6 of a split async k = 2 plan said 268.23 s where the plan's period
+    is 283.68 s: its second half (steps 3-5) held the short drain step."""
+    times = [378.1, 283.7, 283.7, 283.7, 283.7, 237.3]
+    assert steady_period(times, drain=3) == pytest.approx(283.7)  # steps 1 and 2
+    assert steady_period(times[:4], drain=3) == pytest.approx(378.1)  # step 0, before drain
+
+
 def test_measured_period_is_the_simulators_definition_on_a_record() -> None:
     assert measured_period(RUN) == 25  # (70 - 20) / 2
     assert measured_period(_timeline([(0, 2, 7)])) == 5  # one step: its span
