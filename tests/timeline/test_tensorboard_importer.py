@@ -117,6 +117,23 @@ def test_a_resumed_run_keeps_the_later_file_s_steps(tmp_path: Path) -> None:
     assert any("logged again" in w and "steps 3-4" in w for w in run.warnings)
 
 
+def test_a_resumed_run_whose_first_file_the_crash_cut_short_is_read(tmp_path: Path) -> None:
+    # The run crashed mid-write (its last record cut short), then resumed into a new file:
+    # the cut record is the crash's, as at the end of the last file, not a corrupt file.
+    first = write_run(tmp_path / "a", {s: {"timing_s/step": 10.0 + s} for s in range(1, 5)})
+    second = write_run(tmp_path / "b", {s: {"timing_s/step": 20.0 + s} for s in range(3, 6)})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "events.out.tfevents.1700000000.host.1.0").write_bytes(first.read_bytes()[:-7])
+    shutil.copy(second, run_dir / "events.out.tfevents.1700009999.host.2.0")
+    run = import_record(run_dir)
+    assert run.step_s == {1: 11.0, 2: 12.0, 3: 23.0, 4: 24.0, 5: 25.0}
+    assert any(
+        "events.out.tfevents.1700000000.host.1.0" in w and "cut short by a crash" in w
+        for w in run.warnings
+    )
+
+
 def test_a_folder_of_several_runs_is_refused_naming_them(tmp_path: Path) -> None:
     write_run(tmp_path / "project" / "ppo-a", {1: {"timing_s/step": 1.0}})
     write_run(tmp_path / "project" / "ppo-b", {1: {"timing_s/step": 2.0}})
@@ -264,7 +281,7 @@ def test_every_scalar_decoded_as_tensorboards_own_reader_reads_it(tmp_path: Path
                 if array.dtype.kind == "f":  # the text's tensor is a string
                     theirs[(event.step, value.tag)] = float(array)
         ours = {}
-        for _, payload in _Reader(False).records(file, True):
+        for _, payload in _Reader(False).records(file):
             step, values = _event(payload)
             ours.update({(step, tag): float(v) for tag, v in values.items()})
         assert ours == theirs and len(ours) == 8

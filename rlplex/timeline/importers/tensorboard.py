@@ -38,7 +38,9 @@ several runs (TensorBoard's ``--logdir`` of a project) and is refused, naming th
 step logged again in a later file (a run resumed from a checkpoint redoes the steps after
 it) keeps the later values, with a warning. Each record's length CRC is checked (a
 record that does not frame is a corrupt file, refused unless ``--skip-bad-lines``); a
-record cut short at the end of the last file is a crash mid-write, dropped with a warning.
+record cut short at the end of a file is a crash mid-write, dropped with a warning: of the
+last file, or of an earlier one (the run that crashed, then was resumed from a checkpoint
+into a new file).
 Errors name the file and the record's byte offset.
 """
 
@@ -262,7 +264,7 @@ def _event(payload: bytes) -> tuple[int, dict[str, float | int]]:
 
 class _Reader:
     """One import's bad-record rules: a record that does not frame or parse is an error
-    (``--skip-bad-lines``: a warning), one cut short at the end of the last file a crash
+    (``--skip-bad-lines``: a warning), one cut short at the end of a file a crash
     mid-write, dropped with a warning."""
 
     def __init__(self, skip_bad_lines: bool) -> None:
@@ -270,9 +272,9 @@ class _Reader:
         self.skipped = 0
         self.warnings: list[str] = []
 
-    def bad(self, file: Path, offset: int, reason: str, is_last: bool) -> None:
+    def bad(self, file: Path, offset: int, reason: str, is_crash: bool) -> None:
         where = f"{file.name}, the record at byte {offset:,}"
-        if is_last:
+        if is_crash:
             self.warnings.append(f"{where}: {reason}; a record cut short by a crash, ignored")
             return
         if self.skip_bad_lines:
@@ -281,8 +283,12 @@ class _Reader:
             return
         raise ConfigError(f"the record at byte {offset:,}: {reason}", file=str(file))
 
-    def records(self, file: Path, is_last_file: bool) -> Iterator[tuple[int, bytes]]:
-        """(byte offset, payload) of each record of one event file."""
+    def records(self, file: Path) -> Iterator[tuple[int, bytes]]:
+        """(byte offset, payload) of each record of one event file.
+
+        A record cut short can only be a file's last (a length that frames, then the end
+        of the file): the writer that crashed there wrote nothing after it, whether or not
+        a resumed run's writer opened a later file, so it is a crash in every file."""
         try:
             data = file.read_bytes()
         except OSError as exc:
@@ -294,7 +300,7 @@ class _Reader:
         while pos < len(data):
             header = data[pos : pos + HEADER_BYTES]
             if len(header) < HEADER_BYTES:
-                self.bad(file, pos, "its header is cut short", is_last_file)
+                self.bad(file, pos, "its header is cut short", True)
                 return
             (length,) = struct.unpack("<Q", header[:8])
             if (
@@ -313,7 +319,7 @@ class _Reader:
             framed.add(header)
             end = pos + HEADER_BYTES + length + 4
             if end > len(data):
-                self.bad(file, pos, f"its {length:,} bytes are cut short", is_last_file)
+                self.bad(file, pos, f"its {length:,} bytes are cut short", True)
                 return
             yield pos, data[pos + HEADER_BYTES : pos + HEADER_BYTES + length]
             pos = end
@@ -346,9 +352,9 @@ def import_tensorboard(path: str | Path, *, skip_bad_lines: bool = False) -> Rec
     reader = _Reader(skip_bad_lines)
     scalars: dict[int, dict[str, float | int]] = {}
     relogged: set[int] = set()
-    for index, file in enumerate(files):
+    for file in files:
         file_steps: set[int] = set()
-        for offset, payload in reader.records(file, index == len(files) - 1):
+        for offset, payload in reader.records(file):
             try:
                 step, values = _event(payload)
             except WireError as exc:
