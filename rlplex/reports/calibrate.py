@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlplex.config import Config, load_config
 from rlplex.errors import ConfigError
-from rlplex.reports.lengths import load_with_lengths
+from rlplex.reports.lengths import config_warnings, load_with_lengths
 from rlplex.timeline.importers import RecordedRun, import_record
 from rlplex.timeline.importers.base import member_stage, require_stage_timings
 from rlplex.timeline.joint import split_joint
@@ -419,7 +419,7 @@ def calibrate(
     # the true division (rlplex.timeline.joint).
     shared = {member_stage(m)[0]: key for key, members in run.joint.items() for m in members}
     run = split_joint(run, cfg)
-    warnings = list(run.warnings)
+    warnings = [*run.warnings, *config_warnings(cfg)]
     user_overrides = tuple(overrides)
     overrides = (*measured_lengths, *overrides)
     if lengths_note:

@@ -181,4 +181,23 @@ def load_with_lengths(
         return config, (), f"{where} are not used: {exc}"
 
 
-__all__ = ["LengthOverrides", "RecordedLengths", "length_overrides", "load_with_lengths"]
+def config_warnings(config: Config) -> tuple[str, ...]:
+    """The warnings reading the config gave, as ``replay``, ``whatif`` and ``calibrate``
+    show them: all but the guessed mean response, which the record's lengths replace (and
+    which :func:`load_with_lengths`'s note repeats where the record has none).
+
+    ``rlplex plan`` prints every one; a command on a record must too, or a config read with
+    rlplex's 7B default stage times (no ``cluster.gpu``), a model replaced by a preset's
+    architecture or an override the file's reader ignores would price the stages the
+    record lacks and divide its joint timers with nothing said.
+    """
+    return tuple(w for w in config.warnings if not w.startswith(ASSUMED_MEAN + ":"))
+
+
+__all__ = [
+    "LengthOverrides",
+    "RecordedLengths",
+    "config_warnings",
+    "length_overrides",
+    "load_with_lengths",
+]

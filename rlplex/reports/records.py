@@ -17,7 +17,7 @@ from typing import Any
 from rlplex.config import Config, load_config
 from rlplex.errors import ConfigError
 from rlplex.plan.model import Plan
-from rlplex.reports.lengths import load_with_lengths
+from rlplex.reports.lengths import config_warnings, load_with_lengths
 from rlplex.reports.memory import MemoryCheck, memory_check
 from rlplex.resources.importers.launch_script import is_launch_script
 from rlplex.sim.replay import ReplayResult, replay, replay_timeline, stage_warnings
@@ -153,9 +153,8 @@ def replay_report(source: RecordSource, overrides: Sequence[str] = ()) -> Replay
     result = replay(run, cfg, plan)
     memory = _recorded_memory(source, run, plan)
     notes = (lengths_note,) if lengths_note else ()
-    return ReplayReport(
-        source, run, cfg, plan, result, (*run.warnings, *notes, *result.warnings), memory
-    )
+    warnings = (*run.warnings, *config_warnings(cfg), *notes, *result.warnings)
+    return ReplayReport(source, run, cfg, plan, result, warnings, memory)
 
 
 def _recorded_memory(source: RecordSource, run: RecordedRun, plan: Plan) -> MemoryCheck | None:
@@ -287,7 +286,7 @@ def whatif_report(
     if flagged:
         notes.append(f"* {flagged}")
     notes.extend(result.notes)
-    warnings = (*run.warnings, *_stage_warnings(run, result.baseline))
+    warnings = (*run.warnings, *config_warnings(base), *_stage_warnings(run, result.baseline))
     return WhatIfReport(source, run, base, result, warnings, tuple(notes))
 
 
