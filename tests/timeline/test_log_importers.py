@@ -81,6 +81,20 @@ def test_truncated_console_last_line(tmp_path: Path) -> None:
     assert "line 2: malformed item 'timing_s/st'" in run.warnings[0]
 
 
+def test_console_last_line_cut_inside_a_number_is_dropped(tmp_path: Path) -> None:
+    # A crash cut the last step line inside `timing_s/update_actor:21.033`: what is left
+    # parses (2), so the missing newline is what says the line is not whole.
+    text = (
+        "step:0 - timing_s/gen:1.0 - timing_s/update_actor:20.5 - timing_s/step:22.0\n"
+        "step:1 - timing_s/gen:1.5 - timing_s/update_actor:2"
+    )
+    run = import_record(write(tmp_path, text))
+    assert sorted(run.steps) == [0]
+    assert any("line 2" in w and "no newline" in w for w in run.warnings)
+    whole = import_record(write(tmp_path, text + "1.033\n", "whole.log"))
+    assert whole.steps[1]["train"] == 21.033
+
+
 def test_corrupt_line_is_an_error_unless_skipped(tmp_path: Path) -> None:
     text = (
         '{"step": 0, "data": {"timing_s/gen": 1.0}}\n'

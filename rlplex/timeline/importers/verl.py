@@ -111,6 +111,15 @@ def parse_console_line(line: str) -> tuple[int, dict[str, Any]] | None:
     return int(match.group(1)), values
 
 
+def _ends_with_newline(path: str | Path) -> bool:
+    """Whether the file's last byte is a newline (a line a crash cut short lacks it)."""
+    with Path(path).open("rb") as handle:
+        if handle.seek(0, 2) == 0:
+            return True
+        handle.seek(-1, 2)
+        return handle.read(1) in (b"\n", b"\r")
+
+
 def import_verl(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRun:
     """Read a verl JSONL file or console log (detected per line).
 
@@ -143,6 +152,12 @@ def import_verl(path: str | Path, *, skip_bad_lines: bool = False) -> RecordedRu
             out.bad_line(number, str(exc), line, is_last)
             continue
         if parsed is None:
+            continue
+        if is_last and not _ends_with_newline(path):
+            # verl prints each step line whole, newline included: a last line without it was
+            # cut mid-write, and its last value may be a number's first digits
+            # (`timing_s/update_actor:2` of 21.033), which would parse.
+            out.bad_line(number, "a step line with no newline at its end", line, True)
             continue
         step, values = parsed
         if not out.first_time(step, f"step {step}"):
