@@ -549,13 +549,15 @@ def calibrate(
     """
     import yaml
 
+    from rlplex.cli.render import reading_record
     from rlplex.reports.calibrate import calibrate as fit
 
-    result, doc = fit(
-        record, config, overrides=set_ or (), config_format=options.config_format,
-        costs=options.costs, record_format=options.record_format,
-        skip_bad_lines=options.skip_bad_lines, fit_steps=fit_steps, warmup=warmup,
-    )  # fmt: skip
+    with reading_record(record, "fitting to"):
+        result, doc = fit(
+            record, config, overrides=set_ or (), config_format=options.config_format,
+            costs=options.costs, record_format=options.record_format,
+            skip_bad_lines=options.skip_bad_lines, fit_steps=fit_steps, warmup=warmup,
+        )  # fmt: skip
     _warn(result.warnings)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from rlplex.cli.options import (
     one_sweep,
     record_options,
 )
-from rlplex.cli.render import write_timeline_views
+from rlplex.cli.render import reading_record, write_timeline_views
 
 
 @app.command()
@@ -51,7 +51,8 @@ def replay(
     check_view_paths(gantt=gantt)  # before the replay is computed, not after
     source = RecordSource(record, config, options.record_format, options.skip_bad_lines,
                           options.config_format, options.costs)  # fmt: skip
-    report = replay_report(source, set_ or ())
+    with reading_record(record, "replaying"):
+        report = replay_report(source, set_ or ())
     warn(report.warnings)
     if gantt is not None:
         write_timeline_views(
@@ -171,16 +172,18 @@ def whatif(
         from rlplex.reports.sweep import parse_sweep, whatif_sweep
 
         key, values = parse_sweep(spec)
-        swept = whatif_sweep(source, key, values, overrides=set_ or (), alts=alt or (),
-                             alt_configs=alt_config or (), auto=auto, scaling=scaling or (),
-                             fit_from=fit_from or ())  # fmt: skip
+        with reading_record(record, "replaying"):
+            swept = whatif_sweep(source, key, values, overrides=set_ or (), alts=alt or (),
+                                 alt_configs=alt_config or (), auto=auto,
+                                 scaling=scaling or (), fit_from=fit_from or ())  # fmt: skip
         warn(swept.warnings)
         print_whatif_sweep(swept, json_)
         refuse_if_none_ran(bool(swept.bests), spec)
         return
-    report = whatif_report(source, overrides=set_ or (), alts=alt or (),
-                           alt_configs=alt_config or (), auto=auto, scaling=scaling or (),
-                           fit_from=fit_from or ())  # fmt: skip
+    with reading_record(record, "replaying"):
+        report = whatif_report(source, overrides=set_ or (), alts=alt or (),
+                               alt_configs=alt_config or (), auto=auto, scaling=scaling or (),
+                               fit_from=fit_from or ())  # fmt: skip
     warn(report.warnings)
     if gantt is not None:
         _whatif_views(report, gantt)

@@ -163,6 +163,37 @@ def search_progress(show: bool = True) -> Iterator[Callable[[int, int], None] | 
         yield advance
 
 
+SPINNER_BYTES = 16 * 2**20
+"""A record this large (a file, or a TensorBoard folder's event files) takes seconds to
+read: 100,000 steps of verl's console log are about 25 MB and 3 s here."""
+
+
+def record_bytes(path: Path) -> int:
+    """The bytes a record's import reads: the file's, or a folder's event files' (0 when it
+    cannot be read: the import says why)."""
+    try:
+        if path.is_dir():
+            return sum(p.stat().st_size for p in path.rglob("*tfevents*") if p.is_file())
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+@contextmanager
+def reading_record(path: Path, what: str = "reading") -> Iterator[None]:
+    """A transient spinner on stderr while a large record is read and replayed (none for a
+    small one, or when stderr is not a terminal)."""
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    size = record_bytes(path)
+    if size < SPINNER_BYTES or not err.is_terminal:
+        yield
+        return
+    with err.status(f"{what} {escape(str(path))} ({size / 2**20:,.0f} MB) ...", spinner="dots"):
+        yield
+
+
 def stage_rich_table(timeline: Timeline, title: str = "time per stage") -> Table:
     """A rich Table: stage, role, seconds per step, share of the step, on the critical path."""
     from rlplex.viz.critical import format_seconds

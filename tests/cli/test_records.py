@@ -345,3 +345,39 @@ def test_a_bad_nemo_rl_timing_line_exits_2_naming_it(tmp_path: Path) -> None:
     skipped = invoke("replay", record, "-c", NEMO_RL_CONFIG, "--skip-bad-lines", "--json")
     assert skipped.exit_code == 0, skipped.output
     assert f"line {line}" in skipped.stderr
+
+
+def test_a_large_record_shows_a_spinner_while_it_is_read(tmp_path: Path, monkeypatch) -> None:
+    from rich.console import Console
+
+    from rlplex.cli import render
+
+    small = tmp_path / "run.log"
+    small.write_text("x" * 100)
+    folder = tmp_path / "tb"
+    folder.mkdir()
+    (folder / "events.out.tfevents.1.host.1.0").write_bytes(b"\0" * 300)
+    (folder / "notes.txt").write_text("not read")
+    assert render.record_bytes(small) == 100 and render.record_bytes(folder) == 300
+    assert render.record_bytes(tmp_path / "missing") == 0
+    shown: list[str] = []
+
+    class Status:
+        def __init__(self, text: str, **_: object) -> None:
+            shown.append(text)
+
+        def __enter__(self) -> None:
+            return None
+
+        def __exit__(self, *_: object) -> None:
+            return None
+
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    monkeypatch.setattr(Console, "status", lambda self, text, **kw: Status(text, **kw))
+    with render.reading_record(small, "replaying"):
+        pass
+    assert shown == []  # a small record: no spinner
+    monkeypatch.setattr(render, "SPINNER_BYTES", 50)
+    with render.reading_record(small, "replaying"):
+        pass
+    assert shown and shown[0].startswith("replaying ") and "(0 MB)" in shown[0]
