@@ -52,7 +52,11 @@ def check_record_path(path: str | Path) -> Path:
     """``path`` as a readable record file, or a ConfigError (missing, a directory, too large)."""
     path = Path(path)
     if path.is_dir():
-        raise ConfigError("is a directory, not a record file", file=str(path))
+        raise ConfigError(
+            "is a directory, not a record file (a TensorBoard run's folder of event files is"
+            " read as one, by detection or --format tensorboard)",
+            file=str(path),
+        )
     try:
         size = path.stat().st_size
     except FileNotFoundError:
