@@ -100,10 +100,18 @@ def _cuda_devices() -> int:
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    """Tests marked ``gpu`` skip, with the reason, where CUDA is missing (never counted as passed).
+    """Tests marked ``slow`` run first; tests marked ``gpu`` skip, with the reason, where CUDA
+    is missing (never counted as passed).
+
+    The slow tests (learning runs under Ray, 30-90 s each) first, the way a scheduler gives
+    out its longest jobs first: in collection order one of them could start last on one
+    xdist worker while the other sat idle (a fresh-clone suite took 6:45 that way, 5:20 with
+    them first). The order within each group stays the collection's (a stable sort), the
+    same on every worker.
 
     ``@pytest.mark.gpu(min_gpus=2)`` also skips where fewer GPUs exist.
     """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return
