@@ -105,9 +105,8 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
 
     The slow tests (learning runs under Ray, 30-90 s each) first, the way a scheduler gives
     out its longest jobs first: in collection order one of them could start last on one
-    xdist worker while the other sat idle (a fresh-clone suite took 6:45 that way, 5:20 with
-    them first). The order within each group stays the collection's (a stable sort), the
-    same on every worker.
+    xdist worker while the other sat idle for a minute. The order within each group stays
+    the collection's (a stable sort), the same on every worker.
 
     ``@pytest.mark.gpu(min_gpus=2)`` also skips where fewer GPUs exist.
     """
