@@ -2,10 +2,11 @@
 
 It is also the colocated layout's learning check of
 ``tests/pipelines/test_executor_learning.py`` (one run instead of two: starting
-the role workers, not the steps, is most of a run's time): 40 GRPO steps with the
+the role workers, not the steps, is most of a run's time): 35 GRPO steps with the
 planner's offloads and reloads on one logical GPU, the same acceptance bar
 (mean reward at most 0.3 over the first 5 steps, at least 0.8 over the last 5;
-0.09 -> 0.93 measured), and real optimizer state moved by the torch backend.
+0.09 -> 0.93 measured at 40 steps; seed 0's in-process run has 0.90 at 35), and real
+optimizer state moved by the torch backend.
 ``make demo`` runs 60 steps.
 """
 
@@ -18,7 +19,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-DEMO_STEPS = 40
+DEMO_STEPS = 35
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ setups run, each trains on its half of the batch, and the policy's trainer
 all-reduces the gradients over the group, so both hold the same weights after
 every step. One run checks both, since starting the role workers, not the steps,
 is most of a run's time. The acceptance bar is the learning tests': mean reward
-at most 0.3 over the first 5 steps, at least 0.8 over the last 5, in 40 steps.
+at most 0.3 over the first 5 steps, at least 0.8 over the last 5, in 35 steps.
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ from rlplex.runtime import execute
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
 
-SPLIT_STEPS = 40
-"""The fewest steps within the acceptance run of 60 that clear the bar (0.93 at 40)."""
+SPLIT_STEPS = 35
+"""Steps enough to clear the bar with room: seed 0's mean reward over the last 5 steps is
+0.83 at 30, 0.90 at 35 and 0.94 at 40 (its in-process run, whose steps the two workers'
+full-batch steps equal)."""
 
 
 def train_and_checksum(ctx: Any, advantage: Any) -> Any:
