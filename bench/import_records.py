@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from rlplex.timeline.importers import import_record
-from rlplex.timeline.importers.tensorboard import masked_crc32c
+from rlplex.timeline.importers.tensorboard import frame
 
 VERL_STAGES = {
     "gen": 21.5,
@@ -65,14 +65,14 @@ def write_logs(folder: Path, steps: int) -> dict[str, Path]:
     paths["tensorboard"] = folder / "run" / "events.out.tfevents.1700000000.host.1.0"
     paths["tensorboard"].parent.mkdir()
     with paths["tensorboard"].open("wb") as events:
-        events.write(_record(_event(0, file_version=b"brain.Event:2")))
+        events.write(frame(_event(0, file_version=b"brain.Event:2")))
         for step in range(steps):
             jitter = 1 + (step % 7) / 100
             data = {f"timing_s/{k}": v * jitter for k, v in VERL_STAGES.items()}
             data["timing_s/step"] = sum(data.values()) + 1.2
             data["critic/score/mean"] = 0.5
             for tag, value in data.items():
-                events.write(_record(_event(step, tag=tag, value=value)))
+                events.write(frame(_event(step, tag=tag, value=value)))
     return paths
 
 
@@ -96,16 +96,6 @@ def _event(step: int, *, tag: str = "", value: float = 0.0, file_version: bytes 
         return head + _field(3, file_version)
     scalar = _field(1, tag.encode()) + b"\x15" + struct.pack("<f", value)
     return head + _field(5, _field(1, scalar))
-
-
-def _record(payload: bytes) -> bytes:
-    length = struct.pack("<Q", len(payload))
-    return (
-        length
-        + struct.pack("<I", masked_crc32c(length))
-        + payload
-        + struct.pack("<I", masked_crc32c(payload))
-    )
 
 
 def main() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import shutil
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from rlplex.errors import ConfigError
 from rlplex.timeline.importers import detect_record_format, import_record
-from rlplex.timeline.importers.tensorboard import masked_crc32c
+from rlplex.timeline.importers.tensorboard import frame, masked_crc32c
 
 pytest.importorskip("tensorboard")
 SummaryWriter = pytest.importorskip("torch.utils.tensorboard").SummaryWriter
@@ -145,16 +144,6 @@ def test_a_folder_of_several_runs_is_refused_naming_them(tmp_path: Path) -> None
         import_record(empty, format="tensorboard")
 
 
-def _frame(payload: bytes) -> bytes:
-    length = struct.pack("<Q", len(payload))
-    return (
-        length
-        + struct.pack("<I", masked_crc32c(length))
-        + payload
-        + struct.pack("<I", masked_crc32c(payload))
-    )
-
-
 def test_masked_crc32c_is_tensorflows() -> None:
     # CRC-32C of "123456789" is 0xE3069283 (RFC 3720's check value), then masked.
     crc = 0xE3069283
@@ -185,7 +174,7 @@ def test_a_record_cut_short_at_the_end_is_dropped_one_in_the_middle_is_refused(
     # Framed but not an Event: refused, or skipped with --skip-bad-lines.
     garbage = tmp_path / "garbage" / "events.out.tfevents.2.host.1.0"
     garbage.parent.mkdir()
-    garbage.write_bytes(whole + _frame(b"\x0f\xff") + _frame(whole[:0]))
+    garbage.write_bytes(whole + frame(b"\x0f\xff") + frame(whole[:0]))
     with pytest.raises(ConfigError, match="not an Event"):
         import_record(garbage)
     skipped = import_record(garbage, skip_bad_lines=True)

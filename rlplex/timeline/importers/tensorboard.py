@@ -95,6 +95,19 @@ def masked_crc32c(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
+def frame(payload: bytes) -> bytes:
+    """``payload`` as one TFRecord record: its length, the length's masked CRC, the payload,
+    the payload's masked CRC (the writer's framing; the benchmark and the tests write with
+    it)."""
+    length = struct.pack("<Q", len(payload))
+    return (
+        length
+        + struct.pack("<I", masked_crc32c(length))
+        + payload
+        + struct.pack("<I", masked_crc32c(payload))
+    )
+
+
 class WireError(ValueError):
     """A payload that is not a protocol buffer."""
 
