@@ -660,6 +660,48 @@ HELDOUT_SYNC_CASES: tuple[SyncCase, ...] = (
              4),
         )
     ),
+    # Held-out: verl's full-weight broadcast through its checkpoint engine (2026-02 on:
+    # actor_rollout_ref.rollout.checkpoint_engine.backend=nccl; rollout.weight_sync:
+    # server_loaded), the baselines of verl-project/verl docs/advance/delta_weight_sync.md @
+    # 1dda039b9 (2026-08-22; "Last updated: 07/10/2026"), "Measured results". First table: H100
+    # nodes, V1 separate_async, SGLang, FSDP2 trainers (veomni for the MoE rows), param and
+    # optimizer offload on unless the row says off; the middle of each range. Second table:
+    # A100/A800 80GB, one_step_off_policy, offload off, on nodes the page says differ (the
+    # HSDP and FSDP-engine rows ran on faster ones); left out: its FSDP1 row (the page's
+    # misconfiguration, paging the model back every sync) and its repeated 34.26 s. Plus the
+    # 7B row of verl PR #7005 (b7ff88e3d, 2026-07-10; 8 + 8 H100, offload on, after the fix).
+    # The engines' tensor-parallel sizes are stated for the 72B (8) and 235B (16) only;
+    # assumed elsewhere (they change no term of this method). Trainer layouts as the rows give
+    # them (FSDP over all trainer GPUs; EP 8). Added 2026-11-29 with the method, which was
+    # written after reading these rows: held-out-informed, disclosed in docs/benchmarks.md.
+    *(
+        SyncCase(f"heldout-verl-ckpt-engine-{name}-{train}to{rollout}-{gpu.upper()}", model, gpu,
+                 train, rollout, parallel, "server_loaded", (low + high) / 2,
+                 engine_gpus=engine, heldout=True,
+                 published_range=(low, high) if low != high else None)
+        for name, model, gpu, train, rollout, parallel, engine, low, high in (
+            ("qwen2.5-7b-offload", "qwen2.5-7b", "h100", 8, 8, {"fsdp": True}, 4, 5.5, 6.0),
+            ("qwen2.5-7b-offload-pr7005", "qwen2.5-7b", "h100", 8, 8, {"fsdp": True}, 4, 3.36,
+             3.49),
+            ("qwen2.5-32b-offload", "qwen2.5-32b", "h100", 16, 16, {"fsdp": True}, 8, 17.7,
+             18.1),
+            ("qwen2.5-32b", "qwen2.5-32b", "h100", 16, 16, {"fsdp": True}, 8, 14.2, 14.2),
+            ("qwen2.5-72b", "qwen2.5-72b", "h100", 32, 32, {"fsdp": True}, 8, 28.5, 29.1),
+            ("qwen3-30b-a3b-offload", "qwen3-30b-a3b", "h100", 8, 8, {"ep": 8, "fsdp": True},
+             8, 32.2, 32.2),
+            ("qwen3-235b-a22b-offload", "qwen3-235b-a22b", "h100", 64, 16,
+             {"ep": 8, "fsdp": True}, 16, 246.0, 266.0),
+            ("qwen3-8b", "qwen3-8b", "a100", 16, 16, {"fsdp": True}, 8, 34.26, 34.26),
+            ("qwen3-8b-hsdp", "qwen3-8b", "a100", 16, 16, {"tp": 2, "fsdp": True}, 8, 10.24,
+             10.24),
+            ("qwen3-8b-1node", "qwen3-8b", "a100", 8, 8, {"fsdp": True}, 8, 11.0, 11.0),
+            ("qwen3-30b-a3b", "qwen3-30b-a3b", "a100", 16, 16, {"ep": 8, "fsdp": True}, 8,
+             43.43, 43.43),
+            ("qwen3-0.6b", "qwen3-0.6b", "a100", 4, 4, {"fsdp": True}, 4, 0.61, 0.61),
+            ("qwen3-8b-fsdp-engine", "qwen3-8b", "a100", 16, 16, {"fsdp": True}, 8, 38.58,
+             38.58),
+        )
+    ),
 )  # fmt: skip
 """Published sync times outside the corpus (:data:`SYNC_CASES` holds the corpus's)."""
 

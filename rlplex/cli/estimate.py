@@ -449,6 +449,9 @@ def _sync_line(sync: dict[str, Any]) -> str:
         loads = {
             "per_tensor": "sync_tensor_s each",
             "bucketed": "load_tensor_s each, after their bucket arrives",
+            "server_loaded": "through the engine's weight-update API: reshard_gb_s for the"
+            " whole model and load_tensor_s each, beside the next bucket's moves;"
+            " engine_switch_s for its KV cache",
         }.get(method, "load_tensor_s each, beside the next bucket's moves")
         return (
             f"every {sync['to']} device receives {what} ({sync['full_model_gb']:.2f} GB"

@@ -124,6 +124,12 @@ def estimate_weight_sync(ctx: Context, stage: Stage, roles: Mapping[str, Role]) 
     layout): after its bucket arrives on a ``bucketed`` sync, beside the next bucket's
     moves on an overlapped one (the slowest of the three bounds it). A ``per_tensor`` one
     pays ``sync_tensor_s`` for each tensor instead (its collectives' latency and the load).
+    A ``server_loaded`` one (verl's checkpoint engine since 2026-02) moves buckets as a
+    ``bucketed_overlapped`` one does, while each engine device hands every full tensor to
+    its engine through the weight-update API a colocated sync uses: the whole model at
+    ``reshard_gb_s`` and ``load_tensor_s`` per tensor, the slower of the moves and the loads
+    bounding it, and ``engine_switch_s`` once for the engines' KV cache, released before
+    the sync and resumed after (verl/checkpoint_engine/base.py, ``update_weights``).
     A ``resharded`` one (NeMo RL's ``nccl_reshard``) moves the MLP and expert projections
     shard to shard first (:func:`_resharded`), then the rest as an overlapped one.
     """
@@ -197,6 +203,13 @@ def estimate_weight_sync(ctx: Context, stage: Stage, roles: Mapping[str, Role]) 
                 detail["resharded"] = resharded
                 # The loads bound only the rest's moves; the sync is bound by its largest term.
                 detail.pop("load_bound", None)
+        elif method == "server_loaded":
+            moves_s = max(broadcast_s, gather_s)
+            load_s += full_gb / efficiency_value(eff, "reshard_gb_s")
+            terms = {"communication": moves_s, "overhead": efficiency_value(eff, "engine_switch_s")}
+            if load_s > moves_s:
+                terms["overhead"] += load_s - moves_s
+                detail["load_bound"] = True
         elif method == "per_tensor":
             load_s = tensors * efficiency_value(eff, "sync_tensor_s")
             terms = {"communication": broadcast_s + gather_s, "overhead": load_s}

@@ -386,7 +386,7 @@ class Rollout(BaseModel):
     """The KV cache's element type (vLLM ``kv_cache_dtype``): ``auto`` keeps it in the
     model's activation type (bf16, also for an fp8 engine), ``fp8`` halves it."""
     weight_sync: Literal[
-        "overlapped", "bucketed", "bucketed_overlapped", "per_tensor", "resharded"
+        "overlapped", "bucketed", "bucketed_overlapped", "per_tensor", "resharded", "server_loaded"
     ] = "overlapped"
     """How the engine receives trained weights from a trainer on other GPUs. All but
     ``resharded``: every engine rank receives every full tensor (the trainer gathers each
@@ -395,10 +395,17 @@ class Rollout(BaseModel):
     communicators of every trainer and engine rank, so that both moves use the NIC of every
     member GPU of a node. ``bucketed``: buckets gathered, broadcast and loaded one after
     another at one NIC per device (verl's checkpoint engine, as its published sync times
-    were fitted); ``bucketed_overlapped``: the same with the
+    were fitted: its fully-async recipe's ``async_training.checkpoint_engine``, where each
+    engine worker loads the buckets itself); ``bucketed_overlapped``: the same with the
     next bucket gathered while the last is broadcast (its
-    ``overlap_broadcast_and_consume``). ``per_tensor``: one tensor at a time, each paying
-    ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync). ``resharded``:
+    ``overlap_broadcast_and_consume``). ``server_loaded``: verl's checkpoint engine since
+    2026-02 (``rollout.checkpoint_engine.backend`` nccl, nixl, ...): buckets broadcast from
+    the trainer's first rank while the next is gathered, and each engine rank hands every
+    full tensor to its engine through the weight-update API a colocated sync uses
+    (``reshard_gb_s`` for the whole model, ``load_tensor_s`` per tensor), the engines' KV
+    cache released and resumed around it (``engine_switch_s``). ``per_tensor``: one tensor
+    at a time, each paying ``sync_tensor_s`` (verl's one-step-off and fully-async NCCL sync
+    before its checkpoint engine). ``resharded``:
     NeMo RL's ``refit_transport: nccl_reshard``: the MLP and routed-expert projections go
     shard to shard (each engine slice leaves the trainer once, from at most two of its
     pipeline stages at a time, in stripes to the engine replicas that hold it, which then
@@ -560,7 +567,8 @@ class Efficiency(BaseModel):
     the inter-node collectives beyond ``allreduce_inter_node_s``."""
     engine_switch_s: float | None = Field(None, ge=0, le=3600, allow_inf_nan=False)
     """Seconds to wake a colocated inference engine and put it back to sleep, per step, besides
-    moving its weights and cache (allocations, cache re-initialisation, CUDA graph warm-up)."""
+    moving its weights and cache (allocations, cache re-initialisation, CUDA graph warm-up); a
+    ``server_loaded`` sync pays it once for releasing and resuming the engines' KV cache."""
     fp8_matmul_speedup: float | None = Field(None, ge=1, le=4, allow_inf_nan=False)
     """How much faster an fp8 role's weight matmuls run than bf16 ones on a GPU with FP8
     tensor cores (train, log-prob and prefill; attention stays bf16)."""
@@ -581,7 +589,8 @@ class Efficiency(BaseModel):
     and ``per_tensor`` keep one NIC)."""
     reshard_gb_s: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False)
     """GB/s at which a colocated weight sync gathers the trainer's shards and loads them into
-    the engine's layout, per device (tensor-by-tensor, through the framework)."""
+    the engine's layout, per device (tensor-by-tensor, through the framework); a
+    ``server_loaded`` sync loads the whole model at it on every engine device."""
     step_overhead_s: float | None = Field(None, ge=0, le=3600, allow_inf_nan=False)
     """Per-step framework overhead on the trainer's critical path (reward dispatch, logging,
     checkpoint-free bookkeeping; the passes' batch moves are ``controller_gb_s``'s)."""

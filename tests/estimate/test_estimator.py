@@ -829,6 +829,33 @@ def test_split_weight_sync_sends_every_engine_device_the_whole_model(
     assert cfg.is_estimated("pipeline.stages.weight_sync.seconds")
 
 
+def test_server_loaded_sync_is_bound_by_the_engines_loads(base: dict[str, Any]) -> None:
+    """verl's checkpoint engine since 2026-02: the buckets' moves (NVLink, one node) hide
+    behind each engine device's loads of the whole model through the weight-update API
+    (16.06 GB at reshard_gb_s 3.6 GB/s, 4.461 s, and 291 tensors at load_tensor_s, 0.021 s),
+    and the engines' KV cache is released and resumed once (engine_switch_s, 0.3 s)."""
+    base = _split(base)
+    base["roles"]["actor_train"]["parallel"] = {"fsdp": True}
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "server_loaded"}
+    cfg = config_from_dict(base, file="t.yaml")
+    sync = estimate_config(cfg).stages["weight_sync"]
+    full = P * 2 / 1e9
+    moves = full / cfg.cluster.device_copy_gb_per_s  # the broadcast; the gather is 3/4 of it
+    load = full / 3.6 + LOAD_S
+    assert load == pytest.approx(4.4819, abs=1e-4)
+    assert sync.terms == {
+        "communication": pytest.approx(moves),
+        "overhead": pytest.approx(0.3 + load - moves),
+    }
+    assert sync.seconds == pytest.approx(0.3 + load)
+    assert sync.bound == "overhead" and sync.detail["load_bound"]
+    # A faster engine API leaves the moves bounding it.
+    base["efficiency"] = {"reshard_gb_s": 1e4, "load_tensor_s": 0.0}
+    fast = estimate_config(config_from_dict(base, file="t.yaml")).stages["weight_sync"]
+    assert fast.terms == {"communication": pytest.approx(moves), "overhead": pytest.approx(0.3)}
+    assert "load_bound" not in fast.detail
+
+
 def test_split_weight_sync_across_nodes_goes_over_the_network(base: dict[str, Any]) -> None:
     """Two nodes of 4 GPUs: NeMo RL's refit (overlapped, the default) broadcasts over a
     communicator of every rank, so all 4 NICs of a node carry it (4 x 40 GB/s, under

@@ -354,6 +354,35 @@ def test_verl_fully_async_weight_sync(tmp_path: Path, engine: str, method: str) 
 
 
 @pytest.mark.parametrize(
+    ("backend", "method"),
+    [
+        ("naive", "per_tensor"),  # verl's colocated hand-over: the split falls back
+        ("nccl", "server_loaded"),
+        ("nixl", "server_loaded"),
+        ("delta_sharded", "server_loaded"),  # priced as the full broadcast it replaces
+    ],
+)
+def test_verl_checkpoint_engine_backend(tmp_path: Path, backend: str, method: str) -> None:
+    """verl since 2026-02 picks the split sync with ``rollout.checkpoint_engine.backend``."""
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\nrollout: {nnodes: 1, n_gpus_per_node: 4}\n"
+    text += "algorithm: {adv_estimator: grpo}\n"
+    text += f"actor_rollout_ref: {{rollout: {{checkpoint_engine: {{backend: {backend}}}}}}}\n"
+    rollout = load_config(write(tmp_path, text)).roles["actor_infer"].rollout
+    assert rollout is not None and rollout.weight_sync == method
+
+
+def test_verl_checkpoint_engine_backend_unknown(tmp_path: Path) -> None:
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\nrollout: {nnodes: 1, n_gpus_per_node: 4}\n"
+    text += "algorithm: {adv_estimator: grpo}\n"
+    text += "actor_rollout_ref: {rollout: {checkpoint_engine: {backend: carrier_pigeon}}}\n"
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text))
+    message = str(err.value)
+    assert "actor_rollout_ref.rollout.checkpoint_engine.backend" in message
+    assert "carrier_pigeon" in message and "nccl" in message
+
+
+@pytest.mark.parametrize(
     ("async_training", "partial"),
     [
         ("{staleness_threshold: 0.5, partial_rollout: true}", True),

@@ -717,15 +717,38 @@ def _rank(r: _Reader, field: str) -> int | None:
     return rank
 
 
+_CHECKPOINT_ENGINES = ("nccl", "hccl", "nixl", "mooncake", "kimi_ckpt_engine", "delta_sharded")
+"""verl's ``rollout.checkpoint_engine.backend`` values that move weights between disjoint GPUs
+(verl/checkpoint_engine/README.md; ``naive`` is the colocated hand-over)."""
+
+
 def _weight_sync(r: _Reader) -> str:
-    """How verl moves the trainer's weights to a rollout on other GPUs: tensor by tensor over
-    a Ray collective group (one-step-off, fully async, explicit pools), unless the fully-async
-    checkpoint engine packs them into buckets."""
+    """How verl moves the trainer's weights to a rollout on other GPUs.
+
+    - The fully-async recipe's checkpoint engine (``async_training.checkpoint_engine``,
+      2025-12 to 2026-02): buckets each engine worker loads itself (``bucketed``).
+    - The checkpoint engine of verl since 2026-02 (``rollout.checkpoint_engine.backend``
+      other than ``naive``): buckets whose tensors each engine rank hands to its server
+      through the weight-update API (``server_loaded``). verl's ``delta_sharded`` sends
+      only the changed elements; rlplex prices the full broadcast it replaces (an upper
+      bound, docs/importers.md).
+    - Otherwise tensor by tensor over a Ray collective group (``per_tensor``: one-step-off,
+      fully async and explicit pools before the checkpoint engine).
+    """
     engine = "async_training.checkpoint_engine"
     if r.flag(f"{engine}.enable"):
         overlap = r.flag(f"{engine}.overlap_broadcast_and_consume")
         return "bucketed_overlapped" if overlap else "bucketed"
-    return "per_tensor"
+    field = f"{_ROLLOUT}.checkpoint_engine.backend"
+    backend = r.get(field)
+    if backend is None or backend == "naive":
+        return "per_tensor"
+    if backend not in _CHECKPOINT_ENGINES:
+        raise InvalidValueError(
+            f"is not a checkpoint engine verl has (naive, {', '.join(_CHECKPOINT_ENGINES)})",
+            field=field, value=backend, file=r.file,
+        )  # fmt: skip
+    return "server_loaded"
 
 
 def _partial_rollout(r: _Reader) -> bool:
