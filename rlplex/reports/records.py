@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplex.config import Config, load_config
-from rlplex.errors import ConfigError
+from rlplex.errors import ConfigError, RlplexError
 from rlplex.plan.model import Plan
 from rlplex.reports.lengths import config_warnings, load_with_lengths
 from rlplex.reports.memory import MemoryCheck, memory_check
@@ -210,10 +210,14 @@ def _fit_pairs(items: Sequence[str], config_format: str | None) -> list[tuple[Re
         rec, sep, cfg = item.partition("=")
         if not sep or not rec or not cfg:
             raise ConfigError("must be RECORD=CONFIG", field="--fit-from", value=item)
-        run = import_record(rec)
-        config, _, _ = load_with_lengths(
-            lambda extra, cfg=cfg: load_config(cfg, overrides=extra, format=config_format), run
-        )
+        try:
+            run = import_record(rec)
+            config, _, _ = load_with_lengths(
+                lambda extra, cfg=cfg: load_config(cfg, overrides=extra, format=config_format),
+                run,
+            )
+        except RlplexError as err:  # say which option the file came from
+            raise ConfigError(str(err), field="--fit-from", value=item) from err
         pairs.append((split_joint(run, config), config))
     return pairs
 

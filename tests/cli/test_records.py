@@ -125,6 +125,14 @@ def test_whatif_auto_and_scaling() -> None:
         ),
         (["whatif", VERL, "-c", VERL_CONFIG, "--auto", "--scaling", "gen=1"], "unknown stage"),
         (["whatif", VERL, "-c", VERL_CONFIG, "--auto", "--fit-from", "nothing"], "RECORD=CONFIG"),
+        (  # a file of --fit-from says it came from --fit-from, not from the record or -c
+            ["whatif", VERL, "-c", VERL_CONFIG, "--auto", "--fit-from", f"{VERL}=missing.yaml"],
+            "--fit-from: missing.yaml: file not found",
+        ),
+        (
+            ["whatif", VERL, "-c", VERL_CONFIG, "--auto", "--fit-from", "gone.jsonl=x.yaml"],
+            "--fit-from: gone.jsonl: file not found",
+        ),
         (["replay", VERL, "-c", VERL_CONFIG, "--format", "csv"], "unknown record format"),
         (["replay", "missing.jsonl", "-c", VERL_CONFIG], "file not found"),
         (["replay", VERL, "-c", "missing.yaml"], "missing.yaml"),
