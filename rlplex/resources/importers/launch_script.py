@@ -763,8 +763,11 @@ class _Frame:
     """One open block: whether a command in it runs now (True, False, None: not known)."""
 
     keyword: str
+    """What opened it: ``if``, ``case``, ``for`` ..."""
     line: int
+    """Its 1-based line in the script."""
     runs: bool | None
+    """Whether a command in it runs now (None: not known)."""
     before: bool | None = False
     """Whether an earlier branch ran (None: not known)."""
     word: str | None = None
