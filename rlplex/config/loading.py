@@ -206,13 +206,40 @@ def _load_launch_script(
     except ConfigError as exc:
         ours = exc.file in (None, str(config))
         where = f" (verl's {config.name} with the script's overrides)" if ours else ""
+        unknown = _unknown_variable(script, exc) if ours else None
         raise type(exc)(
-            exc.message + where, field=exc.field, value=exc.value,
+            unknown or exc.message + where, field=exc.field, value=exc.value,
             file=str(script) if ours else exc.file, line=None if ours else exc.line,
         ) from None  # fmt: skip
     from rlplex.resources.importers.launch_script import launch_root
 
     return replace(form, file=str(script), base_dir=launch_root(script))
+
+
+def _unknown_variable(script: Path, exc: ConfigError) -> str | None:
+    """Why a value the error names holds a script variable left as written because the
+    script assigns it inside a block rlplex cannot follow (``${NGPUS_PER_NODE}`` set in a
+    ``case "${DEVICE}"``): said instead of the error's own reason, which can only guess
+    (an unset environment variable); None when the value holds no such variable."""
+    from rlplex.resources.importers.launch_script import script_launch, variables_in
+
+    if not exc.has_value or not isinstance(exc.value, str) or "$" not in exc.value:
+        return None
+    unknown = {u.name: u for u in script_launch(script).unknown}
+    for name in variables_in(exc.value):
+        if name in unknown:
+            why = unknown[name]
+            given = (
+                f" (the script reads {', '.join(why.inputs)}, which decides it, from the"
+                " environment; rlplex reads no environment)"
+                if why.inputs else ""
+            )  # fmt: skip
+            key = exc.field or "KEY"
+            return (
+                f"${{{name}}}: the script assigns {name} {why.reason}; give the value with"
+                f" --set {key}=...{given}"
+            )
+    return None
 
 
 def _openrlhf_flags(script: Path) -> tuple[str | None, dict[str, Any]] | None:

@@ -494,3 +494,112 @@ def test_an_unknown_expansion_after_a_value_is_no_value() -> None:
     value of the flag before it (found in review, 2026-11-30)."""
     words = ["--a", "1", "$EXTRA_ARGS", "--model", "$MODEL", "--switch", "${MORE[@]}"]
     assert flag_arguments(words) == {"a": "1", "model": "$MODEL", "switch": "${MORE[@]}"}
+
+
+DEVICE_CASE = """\
+DEVICE=${DEVICE:-$(python3 -c 'import torch_npu' 2>/dev/null && echo npu || echo gpu)}
+G=8
+case "${DEVICE}" in
+    gpu)
+        ;;
+    npu)
+        G=16
+        ;;
+    *)
+        exit 1
+        ;;
+esac
+python3 -m verl.x k=$G
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a known word runs the first branch whose pattern matches, as bash does
+        ("D=npu\ncase $D in\n  gpu)\n    G=8\n    ;;\n  npu)\n    G=16\n    ;;\nesac\n"
+         "python -m verl.x k=$G", ("k=16",)),
+        ("D=xpu\ncase $D in gpu) G=8 ;; *) G=1 ;; esac\npython -m verl.x k=$G", ("k=1",)),
+        ("D=gpu\ncase $D in gpu) G=8 ;; *) G=1 ;; esac\npython -m verl.x k=$G", ("k=8",)),
+        ("D=npu\ncase $D in\n  gpu|npu) G=8;;\n  *) G=1;;\nesac\npython -m verl.x k=$G",
+         ("k=8",)),
+        ("D=npu\ncase $D in\n  gpu | npu ) G=8 ;;\nesac\npython -m verl.x k=$G", ("k=8",)),
+        ("D=h200\ncase $D in\n  (h1??) G=1 ;;\n  h[0-9]*) G=2 ;;\nesac\npython -m verl.x k=$G",
+         ("k=2",)),
+        ("D=a\ncase $D in\n  b) G=1 ;;\nesac\npython -m verl.x k=${G:-none}", ("k=none",)),
+        # the last branch may leave its ;; out; a ; inside a branch does not end it
+        ("D=b\ncase $D in\n  a) G=1 ;;\n  b) G=2; H=3\nesac\npython -m verl.x k=$G j=$H",
+         ("k=2", "j=3")),
+        # an if inside a branch is followed there, and skipped with the branch
+        ("D=gpu\nM=gb200\ncase $D in\n  gpu)\n    if [ $M = gb200 ]; then G=4; else G=8; fi\n"
+         "    ;;\n  npu) G=16 ;;\nesac\npython -m verl.x k=$G", ("k=4",)),
+        ("D=npu\ncase $D in\n  gpu)\n    if [ 1 = 1 ]; then G=4; fi\n    ;;\nesac\nG=${G:-0}\n"
+         "python -m verl.x k=$G", ("k=0",)),
+        # a case inside a branch
+        ("D=gpu\nM=h\ncase $D in\n gpu)\n  case $M in h) G=1;; *) G=2;; esac\n  ;;\nesac\n"
+         "python -m verl.x k=$G", ("k=1",)),
+        # a word not known: every branch's assignments stay as written
+        (DEVICE_CASE, ("k=$G",)),
+        ("case $DEVICE in gpu) G=8 ;; esac\npython -m verl.x k=$G", ("k=$G",)),
+        # a pattern not known before the one that matches: which branch ran is not known
+        ("D=a\ncase $D in\n  $P) G=1 ;;\n  a) G=2 ;;\nesac\npython -m verl.x k=$G", ("k=$G",)),
+        ("D=a\ncase $D in\n  a|$P) G=1 ;;\nesac\npython -m verl.x k=$G", ("k=1",)),
+        # ;& runs on into the next branch: not followed
+        ("D=a\ncase $D in\n  a) G=1 ;&\n  b) G=2 ;;\nesac\npython -m verl.x k=$G", ("k=$G",)),
+    ],
+)  # fmt: skip
+def test_case_branches(text: str, expected: tuple[str, ...]) -> None:
+    assert read(text) == expected
+
+
+def test_an_elif_after_a_test_not_followed_is_not_taken_for_sure() -> None:
+    """Found while adding `case` (2026-12): a true ``elif`` after an ``if`` whose test is not
+    followed was taken as the branch that runs, though the first might have run instead."""
+    text = "if grep -q a b; then X=1\nelif [ 1 = 2 ]; then X=2\nelif [ 1 = 1 ]; then X=3\nfi\n"
+    assert read(text + "python -m verl.x k=$X") == ("k=$X",)
+
+
+def test_a_case_word_not_known_names_the_variable_and_the_line() -> None:
+    launch = read_launch(DEVICE_CASE, file="run.sh")
+    (unknown,) = launch.unknown
+    assert unknown.name == "G" and unknown.inputs == ("DEVICE",)
+    assert unknown.reason == (
+        "inside a `case` on line 3 whose branch rlplex cannot tell (its word ${DEVICE} comes"
+        " from a command rlplex does not run)"
+    )
+    # a variable the script takes from its environment: named as such
+    (unknown,) = read_launch("case $D in a) G=1;; esac\npython -m verl.x k=$G", file="x").unknown
+    assert "its word $D reads D from the environment, which the script does not set" in (
+        unknown.reason
+    )
+    # assigned again where it runs: known again
+    assert read_launch(DEVICE_CASE.replace("python3", "G=4\npython3"), file="x").unknown == ()
+
+
+def test_env_gives_the_variables_a_script_starts_with() -> None:
+    assert read_launch(DEVICE_CASE, file="x", env={"DEVICE": "npu"}).overrides == ("k=16",)
+    assert read_launch(DEVICE_CASE, file="x", env={"DEVICE": "gpu"}).overrides == ("k=8",)
+    # the script's own assignment wins over the environment, as in the shell
+    assert read_launch("G=1\npython -m verl.x k=$G", file="x", env={"G": "2"}).overrides == ("k=1",)
+
+
+def test_a_value_a_case_leaves_unknown_is_refused_naming_variable_and_line(
+    tmp_path: Path,
+) -> None:
+    script = verl_tree(tmp_path) / "run.sh"
+    head = DEVICE_CASE.rsplit("python3", 1)[0].replace("G=", "NGPUS=")
+    script.write_text(head + SCRIPT.replace("n_gpus_per_node=8", "n_gpus_per_node=${NGPUS}"))
+    with pytest.raises(ConfigError) as info:
+        load_config(script)
+    assert info.value.file == str(script) and info.value.field == "trainer.n_gpus_per_node"
+    assert info.value.message == (
+        "${NGPUS}: the script assigns NGPUS inside a `case` on line 3 whose branch rlplex cannot"
+        " tell (its word ${DEVICE} comes from a command rlplex does not run); give the value"
+        " with --set trainer.n_gpus_per_node=... (the script reads DEVICE, which decides it,"
+        " from the environment; rlplex reads no environment)"
+    )
+    result = CliRunner().invoke(app, ["validate", str(script)])
+    assert result.exit_code == 2 and "line 3" in result.output and "Traceback" not in result.output
+    # the value given with --set: read
+    fixed = load_config(script, overrides=["trainer.n_gpus_per_node=8"])
+    assert fixed.cluster.num_gpus == 8

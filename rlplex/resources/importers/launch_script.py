@@ -30,8 +30,11 @@ the way a POSIX shell reads it as far as a config needs:
   and ``yes`` are strings (which YAML would read as bools; verl then tests them for truth,
   and rlplex refuses them).
 
-Control flow is not followed: assignments inside ``if`` or ``for`` bodies count in the
-order they are written, and a script that launches several runs gives its first.
+``if`` branches whose test is a plain comparison and ``case`` branches whose word is known
+are followed as the shell takes them (:class:`_Blocks`); a variable assigned in any other
+block (a test or word not known, a loop) is left as written from there on, and
+:attr:`Launch.unknown` says where and why. A script that launches several runs gives its
+first.
 :func:`find_config` locates the Hydra file: the module is looked for in the folders
 above the script (a verl checkout), then among the installed packages, and its
 ``@hydra.main(config_path=..., config_name=...)`` read from its source.
@@ -40,13 +43,14 @@ above the script (a verl checkout), then among the installed packages, and its
 from __future__ import annotations
 
 import ast
+import fnmatch
 import importlib.util
 import operator
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rlplex.errors import ConfigError
@@ -76,7 +80,8 @@ _NOT_RL_ENTRIES = {
 }
 """verl's entry points that train no RL step (verl/trainer/, verl/model_merger), by what
 they do: refused whatever config they read (main_generation_server reads ppo_trainer's)."""
-_OPERATORS = (";", "&&", "||", "|", "&")
+_OPERATORS = (";;&", ";;", ";&", ";", "&&", "||", "|", "&")
+"""Operators between commands, longest first (``;;``, ``;&`` and ``;;&`` end a ``case`` branch)."""
 _REDIRECTION = re.compile(r"(?:(?<![^\s;&|(])\d|&)?(?:>>?|<)\s*(?:&\d+|[^\s;&|()]+)")
 """A redirection (``&>/dev/null``, ``2>&1``, ``> log``): no part of a command's output."""
 _DECLARATIONS = ("export", "local", "declare", "readonly")
@@ -85,6 +90,21 @@ _DECLARATIONS = ("export", "local", "declare", "readonly")
 def is_launch_script(path: str | Path) -> bool:
     """Whether ``path`` is read as a launch script (its suffix: ``.sh`` or ``.bash``)."""
     return Path(path).suffix.lower() in SCRIPT_SUFFIXES
+
+
+@dataclass(frozen=True)
+class UnknownVariable:
+    """A shell variable a launch script assigns where rlplex cannot tell whether the
+    assignment runs: left as written (``${NGPUS_PER_NODE}``) from there on."""
+
+    name: str
+    """The variable (``NGPUS_PER_NODE``)."""
+    reason: str
+    """Where it is assigned, in words: "inside a `case` on line 41 whose branch rlplex
+    cannot tell (its word ${DEVICE} comes from a command rlplex does not run)"."""
+    inputs: tuple[str, ...] = ()
+    """The variables that decide that block and are not known, which ``--env NAME=VALUE``
+    can give (``DEVICE``)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +128,9 @@ class Launch:
     arguments: tuple[str, ...] = ()
     """An OpenRLHF command's words after its module, as the shell passes them (its flags:
     :func:`flag_arguments`); empty for verl's."""
+    unknown: tuple[UnknownVariable, ...] = ()
+    """The variables the script assigns where rlplex cannot tell whether the assignment
+    runs (left as written: ``${NGPUS_PER_NODE}``), with why."""
 
 
 Value = str | list[str]
@@ -127,6 +150,8 @@ class _Words:
         self.text, self.lookup, self.root = text, lookup, root
         self.i = 0
         self.depth = 0
+        self.operators: list[str] = []
+        """The operators :meth:`words` met, in order (one per None it gives)."""
 
     def words(self) -> list[str | None]:
         """The words; None stands for an operator between commands (``;``, ``&&``, ``|``)."""
@@ -186,6 +211,7 @@ class _Words:
                 close()
                 op = next(op for op in _OPERATORS if t.startswith(op, self.i))
                 out.append(None)
+                self.operators.append(op)
                 prefix = True
                 self.i += len(op)
             else:
@@ -684,6 +710,9 @@ def _heredoc_read(
 _OPENERS = ("if", "case", "for", "while", "until", "select")
 _CLOSERS = ("fi", "esac", "done")
 _KEYWORDS = ("then", "do", "{", "}", "!")
+_BRANCH_ENDS = (";;", ";&", ";;&")
+"""What ends a ``case`` branch: ``;;``; ``;&`` and ``;;&`` go on to the next (not followed)."""
+_VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def _test(words: list[str]) -> bool | None:
@@ -713,33 +742,167 @@ def _test(words: list[str]) -> bool | None:
     return None
 
 
+def _case_match(word: str, patterns: list[str]) -> bool | None:
+    """Whether ``case`` ``word`` matches one of a branch's ``patterns`` as bash matches them
+    (``*``, ``?``, ``[...]``, ``[!...]`` / ``[^...]``); None when the word, or a pattern that
+    could decide it, is not known (holds an expansion left as written)."""
+    if "$" in word or "`" in word:
+        return None
+    unknown = False
+    for pattern in patterns:
+        if "$" in pattern or "`" in pattern:
+            unknown = True  # bash tries it before the next: which one matched is not known
+            continue
+        if fnmatch.fnmatchcase(word, pattern.replace("[^", "[!")):
+            return True
+    return None if unknown else False
+
+
+@dataclass
+class _Frame:
+    """One open block: whether a command in it runs now (True, False, None: not known)."""
+
+    keyword: str
+    """What opened it: ``if``, ``case``, ``for`` ..."""
+    line: int
+    """Its 1-based line in the script."""
+    runs: bool | None
+    """Whether a command in it runs now (None: not known)."""
+    before: bool | None = False
+    """Whether an earlier branch ran (None: not known)."""
+    word: str | None = None
+    """A ``case``'s word as expanded."""
+    reason: str = ""
+    """Why its branch is not known, in words."""
+    inputs: tuple[str, ...] = ()
+    """The variables that decide it and are not known (what ``--env`` can give)."""
+    pattern: bool = False
+    """A ``case`` that waits for its next pattern (after ``in`` or a ``;;``)."""
+
+
+def variables_in(text: str) -> list[str]:
+    """The shell variables ``text`` reads as written (``$NAME``, ``${NAME}``, ``${NAME:-x}``)."""
+    return list(dict.fromkeys(_VARIABLE.findall(text)))
+
+
+def _raw_clause(line: str, keyword: str) -> str:
+    """The text after ``keyword`` in a logical line as written, up to ``then``/``in``/``do``
+    or the line's end (``"${DEVICE}"`` of ``case "${DEVICE}" in``)."""
+    found = re.search(
+        rf"(?:^|[\s;&|]){keyword}\s+(.*?)(?:\s*;\s*then\b|\s+in\b|\s*;\s*do\b|$)", line
+    )
+    return found.group(1).strip() if found else ""
+
+
 class _Blocks:
-    """Which ``if`` branches run: taken, skipped, or unknown (a test not followed, a loop)."""
+    """Which ``if`` and ``case`` branches run: taken, skipped, or unknown (a test or a word
+    not known, a loop)."""
 
-    def __init__(self) -> None:
-        self.frames: list[list[bool | None]] = []  # [this branch runs, an earlier one ran]
+    def __init__(
+        self,
+        inputs: Callable[[list[str]], tuple[str, ...]] = tuple,
+        assigned: Callable[[str], bool] = lambda name: False,
+    ) -> None:
+        self.frames: list[_Frame] = []
+        self.inputs = inputs
+        """The environment variables that the named variables' values come from."""
+        self.assigned = assigned
+        """Whether the script assigns a variable (where rlplex cannot tell, if it is left
+        as written)."""
 
-    def open(self, keyword: str, condition: list[str]) -> None:
+    def open(self, keyword: str, condition: list[str], line: int, text: str) -> None:
+        """Enter a block opened by ``keyword`` on ``line`` (``text``: the logical line)."""
         outer = self.runs()
-        if keyword == "if" and outer is not False:
-            taken = _test(condition)
-            self.frames.append([taken, taken is True])
+        raw = _raw_clause(text, keyword)
+        inputs = self.inputs(_VARIABLE.findall(raw))
+        if keyword == "if":
+            taken = _test(condition) if outer is not False else False
+            before = None if taken is None else taken
+            self.frames.append(
+                _Frame(keyword, line, taken, before, reason=self._if_reason(raw, line),
+                       inputs=inputs)
+            )  # fmt: skip
+        elif keyword == "case":
+            word = condition[0] if condition else ""
+            frame = _Frame(keyword, line, False, word=word, pattern=True, inputs=inputs)
+            frame.reason = (
+                f"inside a `case` on line {line} whose branch rlplex cannot tell (its word"
+                f" {raw.strip(chr(34) + chr(39)) or word} {self._why(word, raw)})"
+            )
+            frame.before = outer is False  # a case skipped whole: no branch runs
+            self.frames.append(frame)
         else:
-            self.frames.append([None if outer is not False else False, False])
+            reason = f"inside a `{keyword}` loop on line {line} (rlplex does not follow loops)"
+            self.frames.append(_Frame(keyword, line, None if outer is not False else False,
+                                      reason=reason))  # fmt: skip
 
-    def branch(self, keyword: str, condition: list[str]) -> None:
+    @staticmethod
+    def _if_reason(raw: str, line: int) -> str:
+        return f"inside an `if` on line {line} whose test rlplex cannot follow ({raw})"
+
+    def _why(self, word: str, raw: str) -> str:
+        if "$(" in word or "`" in word:
+            return "comes from a command rlplex does not run"
+        names = list(dict.fromkeys(_VARIABLE.findall(word)))
+        inner = [n for n in names if self.assigned(n)]
+        if inner:
+            return f"holds {', '.join(inner)}, which the script sets where rlplex cannot tell"
+        if names:
+            return f"reads {', '.join(names)} from the environment, which the script does not set"
+        return "is not known" if "$" in word else f"is {word!r}"
+
+    def branch(self, keyword: str, condition: list[str], line: int, text: str) -> None:
+        """An ``elif`` (its test in ``condition``) or ``else`` of the innermost ``if``."""
         if not self.frames:
             return
         frame = self.frames[-1]
-        before = frame[1]
         if keyword == "elif":
-            taken = False if before is True else _test(condition)
+            raw = _raw_clause(text, keyword)
+            taken = False if frame.before is True else _test(condition)
+            if taken is None:
+                frame.reason = self._if_reason(raw, line)
+                frame.inputs = (*frame.inputs, *self.inputs(_VARIABLE.findall(raw)))
         else:  # else
-            taken = False if before is True else (None if before is None else True)
-        if frame[0] is None and taken is not False:
+            taken = frame.before is not True
+        self._take(frame, taken)
+
+    def pattern(self, patterns: list[str]) -> None:
+        """The innermost ``case``'s next branch, of ``patterns`` (``gpu | npu)``)."""
+        frame = self.frames[-1]
+        frame.pattern = False
+        if frame.before is True:
+            taken: bool | None = False
+        else:
+            taken = _case_match(frame.word or "", patterns)
+        self._take(frame, taken)
+
+    def end_branch(self, operator: str) -> None:
+        """A ``case`` branch ends (``;;``; ``;&`` and ``;;&`` run on into what follows,
+        which is not followed: the later branches are not known)."""
+        frame = self.frames[-1] if self.frames else None
+        if frame is None or frame.keyword != "case":
+            return
+        if operator != ";;" and frame.before is not False:
+            frame.before, frame.word = None, "$" + operator
+        frame.runs, frame.pattern = False, True
+
+    def _take(self, frame: _Frame, taken: bool | None) -> None:
+        if self._outer_runs(frame) is False:
+            taken = False
+        elif frame.before is None and taken is not False:
             taken = None  # an earlier branch might have run
-        frame[0] = taken
-        frame[1] = True if taken is True else (None if taken is None else before)
+        frame.runs = taken
+        frame.before = True if taken is True else (None if taken is None else frame.before)
+
+    def _outer_runs(self, frame: _Frame) -> bool | None:
+        outer = self.frames[: self.frames.index(frame)]
+        if any(f.runs is False for f in outer):
+            return False
+        return None if any(f.runs is None for f in outer) else True
+
+    def wants_pattern(self) -> bool:
+        """Whether the next words are a ``case`` pattern (``gpu)``, ``a | b)``)."""
+        return bool(self.frames) and self.frames[-1].pattern
 
     def close(self) -> None:
         if self.frames:
@@ -747,88 +910,167 @@ class _Blocks:
 
     def runs(self) -> bool | None:
         """Whether a command here runs: True, False, or None (not known)."""
-        if any(f[0] is False for f in self.frames):
+        if any(f.runs is False for f in self.frames):
             return False
-        return None if any(f[0] is None for f in self.frames) else True
+        return None if any(f.runs is None for f in self.frames) else True
+
+    def unknown(self, name: str) -> UnknownVariable:
+        """Why ``name``, assigned here, is not known: the outermost block whose branch is not
+        known, and the variables of every such block."""
+        frames = [f for f in self.frames if f.runs is None]
+        inputs = tuple(dict.fromkeys(n for f in frames for n in f.inputs))
+        return UnknownVariable(name, frames[0].reason if frames else "", inputs)
 
 
-def read_launch(text: str, *, file: str, root: str | None = None) -> Launch:
+def _segments(words: list[str | None], operators: list[str]) -> Iterator[tuple[list[str], str]]:
+    """Each command of a line's words (empty ones too) with the operator that ends it (``""``
+    at the line's end): a ``case`` needs to tell ``;;`` from ``;`` and ``|`` between
+    patterns from a pipe."""
+    command: list[str] = []
+    ops = iter(operators)
+    for word in words:
+        if word is None:
+            yield command, next(ops, ";")
+            command = []
+        else:
+            command.append(word)
+    yield command, ""
+
+
+def read_launch(
+    text: str, *, file: str, root: str | None = None, env: Mapping[str, str] | None = None
+) -> Launch:
     """The first verl command of a launch script's ``text``.
 
-    ``root`` is what ``$(pwd)`` stands for (the folder the script runs from). A variable
-    assigned where it is not known whether the assignment runs (an ``if`` whose test is not
-    a plain comparison, a loop) is left unexpanded from there on, so that a run never takes a
-    branch the shell might not.
+    ``root`` is what ``$(pwd)`` stands for (the folder the script runs from); ``env`` the
+    variables the script starts with (``--env DEVICE=gpu``: what its ``${DEVICE:-...}``
+    reads; the script's own assignments win, as in the shell). A variable assigned where it
+    is not known whether the assignment runs (an ``if`` whose test is not a plain
+    comparison, a ``case`` whose word is not known, a loop) is left unexpanded from there
+    on, so that a run never takes a branch the shell might not; :attr:`Launch.unknown` says
+    why.
 
     Raises:
         ConfigError: the script runs no verl module, naming ``file``.
     """
     variables: dict[str, Value] = {}
-    unknown: set[str] = set()
+    unknown: dict[str, UnknownVariable] = {}
+    given = dict(env or {})
     script = posixpath.normpath(str(Path(file).absolute()))
-    blocks = _Blocks()
+    sources: dict[str, tuple[str, ...]] = {}  # the environment variables each value came from
+    looked_up: list[str] = []  # the variables the line being read looks up
+
+    def inputs(names: list[str]) -> tuple[str, ...]:
+        """The environment variables ``names``' values come from: what ``--env`` can give."""
+        out: dict[str, None] = {}
+        for name in names:
+            if name in unknown:
+                out.update(dict.fromkeys(unknown[name].inputs))
+            out.update(dict.fromkeys(sources.get(name, (name,))))
+        return tuple(out)
+
+    blocks = _Blocks(inputs, lambda name: name in unknown)
 
     def lookup(name: str) -> Value | None:
+        looked_up.append(name)
         if name in unknown:
             return None
         if name in variables:
             return variables[name]
+        if name in given:
+            return given[name]
         if name == "PWD":
             return root  # the shell's own: where the script runs
         if name == "0":
             return script
         return [script] if name == "BASH_SOURCE" else None
 
-    for number, line, body in _logical_lines(text):
-        for command in _commands(_Words(line, lookup, root).words()):
-            while command and command[0] in (*_DECLARATIONS, *_KEYWORDS):
+    def run(command: list[str], number: int, line: str, body: _HereDoc | None) -> Launch | None:
+        """Follow one command; the launch when it is the trainer's."""
+        while command and command[0] in (*_DECLARATIONS, *_KEYWORDS):
+            command = command[1:]
+        if not command:
+            return None
+        head = command[0]
+        if head in _OPENERS:
+            blocks.open(head, command[1:], number, line)
+            return None
+        if head == "elif":
+            blocks.branch(head, command[1:], number, line)
+            return None
+        if head == "else":
+            blocks.branch(head, [], number, line)
+            command = command[1:]
+            while command and command[0] in _KEYWORDS:
                 command = command[1:]
             if not command:
-                continue
-            head = command[0]
-            if head in _OPENERS:
-                blocks.open(head, command[1:])
-                continue
-            if head == "elif":
-                blocks.branch(head, command[1:])
-                continue
-            if head == "else":
-                blocks.branch(head, [])
-                command = command[1:]
-                while command and command[0] in _KEYWORDS:
-                    command = command[1:]
-                if not command:
-                    continue
-            if head in _CLOSERS:
-                blocks.close()
-                continue
-            runs = blocks.runs()
-            if runs is False:
-                continue
-            read = _heredoc_read(command, body, lookup, root) if body else None
-            if read is not None:
-                variables[read[0]] = read[1]
-            if read is not None or _assign(command, variables):
-                for name in [read[0]] if read else _assigned(command):
-                    if runs is None:
-                        unknown.add(name)
-                    else:
-                        unknown.discard(name)
-                continue
-            target = _python_target(command)
-            inner = _subshell(command) if target is None else None
-            if inner is not None:
-                # bash -c "...": the string is a script of its own (srun ... bash -c "ray job
-                # submit ... -- python3 -m ..."), its expansions already made by the caller
-                for sub in _commands(_Words(inner, lookup, root).words()):
-                    target = _python_target(sub)
-                    if target is not None:
-                        command = sub
-                        break
-            if target is None:
-                continue
-            module, program, first = target
-            return _launch(module, program, command[first:], number, root)
+                return None
+        if head in _CLOSERS:
+            blocks.close()
+            return None
+        runs = blocks.runs()
+        if runs is False:
+            return None
+        read = _heredoc_read(command, body, lookup, root) if body else None
+        if read is not None:
+            variables[read[0]] = read[1]
+        if read is not None or _assign(command, variables):
+            origin = inputs([n for n in looked_up if _NAME.fullmatch(n)])
+            for name in [read[0]] if read else _assigned(command):
+                sources[name] = origin  # X=${X:-...}: X (the environment's) included
+                if runs is None:
+                    unknown[name] = blocks.unknown(name)
+                else:
+                    unknown.pop(name, None)
+            return None
+        target = _python_target(command)
+        inner = _subshell(command) if target is None else None
+        if inner is not None:
+            # bash -c "...": the string is a script of its own (srun ... bash -c "ray job
+            # submit ... -- python3 -m ..."), its expansions already made by the caller
+            for sub in _commands(_Words(inner, lookup, root).words()):
+                target = _python_target(sub)
+                if target is not None:
+                    command = sub
+                    break
+        if target is None:
+            return None
+        module, program, first = target
+        launch = _launch(module, program, command[first:], number, root)
+        return replace(launch, unknown=tuple(unknown.values()))
+
+    pattern: list[str] = []  # a case pattern's words so far (``a |`` ... ``b)``)
+    for number, line, body in _logical_lines(text):
+        looked_up.clear()
+        words = _Words(line, lookup, root)
+        for command, op in _segments(words.words(), words.operators):
+            while command:
+                if blocks.wants_pattern():
+                    if not pattern and command[0] in ("esac", "in"):
+                        if command[0] == "esac":
+                            blocks.close()
+                        command = command[1:]  # `in` on the line after `case WORD`
+                        continue
+                    end = next((k for k, w in enumerate(command) if w.endswith(")")), None)
+                    pattern += command if end is None else command[: end + 1]
+                    if end is None:
+                        break  # `a |` ...: the pattern goes on after the pipe
+                    first, *others = pattern
+                    patterns = [first.removeprefix("("), *others]
+                    patterns[-1] = patterns[-1][:-1]
+                    blocks.pattern([p for p in patterns if p])
+                    pattern, command = [], command[end + 1 :]
+                elif command[0] == "case":
+                    # `case WORD in` and, on the same line, its first pattern and commands
+                    blocks.open("case", command[1:2], number, line)
+                    command = command[2 + (command[2:3] == ["in"]) :]
+                else:
+                    launch = run(command, number, line, body)
+                    if launch is not None:
+                        return launch
+                    break
+            if op in _BRANCH_ENDS:
+                blocks.end_branch(op)
     raise ConfigError(
         "runs no verl trainer (no 'python3 -m verl.trainer.main_ppo ...' or other verl or"
         " recipe module) and no OpenRLHF one ('python3 -m openrlhf.cli.train_ppo_ray ...'):"
