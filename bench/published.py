@@ -555,6 +555,38 @@ HELDOUT_CASES: tuple[Case, ...] = _HELDOUT_VERL + tuple(
         "heldout_areal_v01_r1distill_qwen7b_16gen16train_h800.yaml", 7380.0, {}, {}, None,
         heldout=True,
     ),
+    # Thirtieth pass (added 2026-11-29, configs written from the sources alone and their
+    # assumptions fixed before any was planned). verl PR #5596 (3f2fd075d, 2026-04-09):
+    # Qwen3-8B GRPO on GSM8K on one GB200 NVL4 node, "Performance (steady state)": step ~400 s,
+    # "Rollout" ~265 s (read as verl's gen timer), "Actor update" ~84 s. The mean response
+    # length is not published: the config states the one it assumes (Qwen3 thinks by default,
+    # capped at 1,024), and the sweep brackets it.
+    Case(
+        "heldout-verl-qwen3-8b-gsm8k-4xGB200", "heldout_verl_qwen3_8b_gsm8k_4xgb200.yaml", 400.0,
+        {"gen": 265.0, "update_actor": 84.0},
+        {"gen": ("generate", "weight_sync"), "update_actor": ("train",)}, None,
+        (500.0, 700.0, 850.0, 1000.0), heldout=True,
+    ),
+    # verl's V1 trainer (docs/advance/v1_async_trainer.md @ 1dda039b9, from 890dfc3eb, PR
+    # #7373): Qwen3.5-35B-A3B (a config.json under bench/published/) on DAPO with 32K
+    # responses, `sync` on 4 hybrid nodes vs `separate_async` on 2 hybrid + 2 standalone (GPU
+    # not stated: H100 assumed), and the switching table's `no-switch` row on 3 x 8 H100. Steps
+    # DERIVED: the published 150- (100-) step training time / steps; mean responses published.
+    Case(
+        "heldout-verl-v1-qwen3.5-35b-a3b-sync-32xH100",
+        "heldout_verl_v1_qwen35_35ba3b_sync_32xh100.yaml", 22.79 * 3600 / 150, {}, {},
+        "heldout-verl-v1-qwen3.5-35b-a3b", heldout=True,
+    ),
+    Case(
+        "heldout-verl-v1-qwen3.5-35b-a3b-sepasync-16gen16train-H100",
+        "heldout_verl_v1_qwen35_35ba3b_sepasync_16gen16train_h100.yaml", 14.10 * 3600 / 150,
+        {}, {}, "heldout-verl-v1-qwen3.5-35b-a3b", heldout=True,
+    ),
+    Case(
+        "heldout-verl-v1-qwen3.5-35b-a3b-sepasync-8gen16train-H100",
+        "heldout_verl_v1_qwen35_35ba3b_sepasync_8gen16train_h100.yaml", 13.15 * 3600 / 100,
+        {}, {}, None, heldout=True,
+    ),
 )  # fmt: skip
 
 CASES: tuple[Case, ...] = (*CORPUS_CASES, *HELDOUT_CASES)
@@ -702,6 +734,24 @@ HELDOUT_SYNC_CASES: tuple[SyncCase, ...] = (
              38.58),
         )
     ),
+    # Held-out (added 2026-11-29, the row written from the source before it was estimated):
+    # the full-sync baseline of verl PR #7181 (48ca9eed2, 2026-07-30, "[megatron] feat:
+    # delta_sharded on Megatron-Bridge param mappings"), test table row "| **235B-A22B
+    # TP4×EP16×PP1 + grouped_gemm** (16 trainer GPUs + TP16 rollout) | seed 107.6s/437.9GB;
+    # steady uw **23.6/23.7s**, ...; same-shape NCCL full sync: **235.0–237.6s/step** ...":
+    # the checkpoint engine's nccl backend moving the whole model (server_loaded), a Megatron
+    # trainer of tp 4 x ep 16 on 16 GPUs to one engine of tp 16; the middle of the range. The
+    # PR names no GPU: H100 nodes of 8 assumed, as the series' earlier PRs state for their
+    # runs (#6974 903d90cc4 and #7144 b9873ee98: "H100, GSM8K GRPO, V1 separate_async"; #7085
+    # ce195c95e's 235B baseline on 8 + 2 nodes, gen TP16); the engine spans two nodes. The
+    # trainer's optimizer is not stated: first written without one, the row was refused as not
+    # fitting (AdamW's 194 GB per GPU; no seconds were estimated), then given what 16 H100s
+    # need: Megatron's distributed optimizer with its step on the CPU (verl's
+    # optimizer_cpu_offload, as its Qwen3.5 Megatron examples set it): zero 1, cpu_optimizer.
+    SyncCase("heldout-verl-ckpt-engine-qwen3-235b-a22b-megatron-16to16-H100", "qwen3-235b-a22b",
+             "h100", 16, 16, {"tp": 4, "ep": 16, "zero": 1, "cpu_optimizer": True},
+             "server_loaded", (235.0 + 237.6) / 2,
+             engine_gpus=16, heldout=True, published_range=(235.0, 237.6)),
 )  # fmt: skip
 """Published sync times outside the corpus (:data:`SYNC_CASES` holds the corpus's)."""
 

@@ -260,7 +260,7 @@ def test_heldout_sync_case_plans_the_published_layout(capsys: pytest.CaptureFixt
     out = capsys.readouterr().out
     assert f"weight sync error over {len(bench.SYNC_CASES)} published syncs" in out
     held_out = len(bench.HELDOUT_SYNC_CASES)
-    assert held_out == 8
+    assert held_out == 22
     assert f"weight sync error over {held_out} HELD-OUT syncs: median" in out
     # NeMo RL's shard-to-shard refit rows give a range: the middle is compared, both shown.
     dsv3 = "deepseek-v3-256to256-H100"
