@@ -30,6 +30,16 @@ here, following Hydra's rules (hydra/_internal/defaults_list.py and the
   without ``@``, a group's package is the group path (``data`` -> ``data``),
   and a plain config name merges at the listing file's package.
 
+- An option may interpolate the choice of another group: verl's ppo_trainer.yaml
+  lists ``model_engine: dp`` then ``actor@actor_rollout_ref.actor:
+  ${model_engine}_actor`` (Hydra's "Defaults List" page, "Interpolation in the
+  Defaults List": only config group choices can be interpolated there). A
+  group's choice is its option in the primary file's list, replaced by an
+  ``override`` entry, or by a top-level key of the primary file named as the
+  group whose value names one of its files: that is where a command-line
+  ``model_engine=megatron`` (a launch script's, or ``--set``'s) lands.
+- A group file whose header says ``# @package _global_`` merges at the root.
+
 Interpolations that cannot be resolved (an unset ``${oc.env:...}``, a key that
 no file defines) are left as written, and defaults that could not be found are
 reported in :attr:`Composed.missing_defaults`, so that an importer can say a
@@ -40,6 +50,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +60,9 @@ from rlplex.errors import ConfigError
 from rlplex.resources.yaml_io import load_yaml_file
 
 _MAX_DEPTH = 32
+_CHOICE = re.compile(r"\$\{\s*([A-Za-z_][\w/.-]*)\s*\}")
+"""``${GROUP}`` in a defaults option: the choice of config group GROUP."""
+_PACKAGE_HEADER = re.compile(r"^\s*#\s*@package\s+(\S+)")
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,13 @@ class _Composer:
         self.missing: list[str] = []
         self.used: list[str] = []
         self.overrides: dict[str, Any] = {}
+        self.choices: dict[str, str] = {}
+        """Each config group's chosen option, for ``${GROUP}`` in a defaults option."""
+
+    def choose(self, option: str) -> str:
+        """``option`` with each ``${GROUP}`` replaced by that group's choice (kept as written
+        when the group has none, so the file is reported missing as written)."""
+        return _CHOICE.sub(lambda m: self.choices.get(m.group(1), m.group(0)), option)
 
     def find(self, here: Path, rel: str) -> Path | None:
         for root in (here, *self.roots):
@@ -162,6 +183,8 @@ class _Composer:
                 continue
             if kind == "group" and group in self.overrides:
                 target = f"{group}/{self.overrides[group]}"
+            if kind == "group":
+                target = self.choose(target)
             if pkg == "_here_":
                 child_package = package
             elif pkg == "_global_":
@@ -184,11 +207,30 @@ class _Composer:
                 child = {}  # Hydra composes an empty file as an empty config
             if not isinstance(child, Mapping):
                 continue
+            if _package_header(found) == "_global_":
+                child_package = ""
             self.used.append(str(found))
             parts.extend(self.compose(child, found, child_package, depth + 1))
         if not self_done:
             parts.append(_place(own, package))
         return parts
+
+
+def _package_header(path: Path) -> str | None:
+    """The ``# @package PACKAGE`` a Hydra file declares in its header comments, if any."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                if not line.lstrip().startswith("#"):
+                    return None
+                match = _PACKAGE_HEADER.match(line)
+                if match:
+                    return match.group(1)
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
 
 
 _FRAMEWORK_RESOLVERS: dict[str, Any] = {
@@ -284,6 +326,18 @@ def compose(data: Mapping[str, Any], file: str) -> Composed:
                 if key.startswith("override "):
                     group = key.removeprefix("override ").partition("@")[0].strip()
                     composer.overrides[group] = option
+    for kind, target, _, _ in composer.entries(defaults, file):
+        group, _, option = target.rpartition("/")
+        if kind == "group" and "${" not in option:
+            composer.choices.setdefault(group, option)
+    for group in list(composer.choices):
+        chosen = data.get(group)
+        # a command-line group override (model_engine=megatron) read as the file's own key
+        if isinstance(chosen, str) and composer.find(path.parent, f"{group}/{chosen}"):
+            composer.overrides[group] = chosen
+    composer.choices.update(
+        {g: str(o) for g, o in composer.overrides.items() if isinstance(o, str)}
+    )
     parts = composer.compose(data, path, "", 0)
     try:
         merged = OmegaConf.to_container(

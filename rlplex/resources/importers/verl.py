@@ -18,7 +18,14 @@ reads it. rlplex reads, with the source of each rule:
    ``algorithm.use_kl_in_reward`` or ``actor_rollout_ref.actor.use_kl_loss``
    (``need_reference_policy``); a reward model when ``reward_model.enable``,
    on its own ``reward_pool`` of ``reward_model.nnodes`` x
-   ``reward_model.n_gpus_per_node`` when ``reward_model.enable_resource_pool``.
+   ``reward_model.n_gpus_per_node`` when ``reward_model.enable_resource_pool``
+   (since 67dc84b96, 2026-02-11, the same keys under ``reward.reward_model``; a legacy
+   key given wins, as verl's ``migrate_legacy_reward_impl`` copies it over).
+   verl's v1 trainers (``trainer.use_v1``, 45632b5fa, 2026-06-12) place roles the same
+   way; ``trainer.v1.trainer_mode: colocate_async`` runs generation
+   ``num_warmup_batches`` steps ahead on the same GPUs, ``separate_async`` also puts the
+   rollout on a ``rollout_pool`` of ``actor_rollout_ref.rollout.nnodes`` x
+   ``n_gpus_per_node`` GPUs, with partial rollouts.
 2. One-step-off policy (verl/experimental/one_step_off_policy/main_ppo.py): a
    top-level ``rollout`` block with ``nnodes`` and ``n_gpus_per_node`` puts the
    rollout on its own pool beside the trainer's; generation of step t+1 runs
@@ -71,7 +78,9 @@ generation; ``evaluation.yaml``: evaluation). Read for the estimator:
 ``actor_rollout_ref.model.path`` as ``model``; ``data.train_batch_size``,
 ``actor_rollout_ref.rollout.n``, ``data.max_prompt_length``,
 ``data.max_response_length`` and ``actor.ppo_micro_batch_size_per_gpu`` as the
-workload; the actor's strategy (FSDP, or Megatron TP/PP), gradient
+workload; the actor's strategy (FSDP, Megatron TP/PP, VeOmni or TorchTitan: each engine's
+sizes and offload in its own block, the critic's FSDP engine ``critic.fsdp`` since
+16253911d), gradient
 checkpointing, and the rollout's TP/PP. verl reads its config untyped (a DictConfig, or
 dataclasses filled as given) and tests a switch for truth, so a switch must be ``true`` or
 ``false`` (or 1/0): the quoted ``"false"`` is on there, and refused here
@@ -189,6 +198,40 @@ def _always_reference(r: _Reader) -> bool:
     )
 
 
+_V1_MODES = ("sync", "colocate_async", "separate_async")
+"""verl's unified trainers (``trainer.v1.trainer_mode``; verl/trainer/ppo/v1, 45632b5fa,
+2026-06-12)."""
+
+
+def _v1_mode(r: _Reader) -> str | None:
+    """The v1 trainer's mode (None when ``trainer.use_v1`` is off or absent: the legacy
+    TaskRunner, main_ppo_v0.py). verl/trainer/main_ppo.py @ 1dda039b9 runs
+    ``get_trainer_cls(config.trainer.v1.trainer_mode)`` when ``trainer.use_v1`` (true in
+    ppo_trainer.yaml); the modes are the registered trainers: ``sync``, ``colocate_async``
+    (trainer and rollout colocated, generation ahead) and ``separate_async`` (the rollout on
+    its own ``actor_rollout_ref.rollout.nnodes`` x ``n_gpus_per_node`` GPUs)."""
+    if not r.flag("trainer.use_v1"):
+        return None
+    field = "trainer.v1.trainer_mode"
+    mode = r.get(field, "sync")
+    if mode not in _V1_MODES:
+        raise InvalidValueError(
+            f"is not a verl trainer ({', '.join(_V1_MODES)})", field=field, value=mode, file=r.file
+        )
+    return mode
+
+
+def _v1_warmup(r: _Reader, mode: str) -> int:
+    """How many steps a v1 async trainer's generation runs ahead: it submits
+    ``trainer.v1.MODE.num_warmup_batches`` batches before training (on_train_begin) and one
+    more each step (prepare_step), so step t+k+1's batch is generated while step t trains
+    with weights up to sync t (trainer_colocate_async.py, trainer_separate_async.py,
+    trainer_base.py @ 1dda039b9). 0 generates each batch in its own step."""
+    field = f"trainer.v1.{mode}.num_warmup_batches"
+    count = given_count(r.get(field, 1), field=field, file=r.file, least=0)
+    return 1 if count is None else count
+
+
 def _fully_async(r: _Reader) -> bool:
     """verl's fully-async mode: its trainer config's ``async_training`` block. A synchronous
     run that only adds ``+async_training.partial_rollout`` (verl-recipe's partial_rollout,
@@ -223,7 +266,15 @@ def _pools(r: _Reader) -> tuple[dict[str, list[int]], dict[str, str], str, int]:
     mode, staleness = "sync", 0
     rollout = r.get("rollout")
     separate = isinstance(rollout, Mapping) and "n_gpus_per_node" in rollout
-    if _fully_async(r) or separate:
+    v1 = _v1_mode(r)
+    if v1 == "separate_async":
+        pools = {"trainer_pool": trainer}
+        pools["rollout_pool"] = [r.int(f"{_ROLLOUT}.n_gpus_per_node")] * r.int(f"{_ROLLOUT}.nnodes")
+        mapping = {"Actor": "trainer_pool", "Rollout": "rollout_pool"}
+        main = "trainer_pool"
+        staleness = _v1_warmup(r, v1)
+        mode = "async" if staleness else "sync"
+    elif _fully_async(r) or separate:
         pools = {"trainer_pool": trainer}
         pools["rollout_pool"] = [r.int("rollout.n_gpus_per_node")] * r.int("rollout.nnodes", 1)
         mapping = {"Actor": "trainer_pool", "Rollout": "rollout_pool"}
@@ -246,6 +297,9 @@ def _pools(r: _Reader) -> tuple[dict[str, list[int]], dict[str, str], str, int]:
         pools = {"global_pool": trainer}
         mapping = {"ActorRollout": "global_pool"}
         main = "global_pool"
+        if v1 == "colocate_async":
+            staleness = _v1_warmup(r, v1)
+            mode = "async" if staleness else "sync"
     if _need_critic(r):
         mapping["Critic"] = "critic_pool" if "critic_pool" in pools else main
     if (
@@ -254,15 +308,40 @@ def _pools(r: _Reader) -> tuple[dict[str, list[int]], dict[str, str], str, int]:
         or _always_reference(r)
     ):
         mapping["RefPolicy"] = main
-    if r.flag("reward_model.enable"):
-        if r.flag("reward_model.enable_resource_pool"):
-            pools["reward_pool"] = [r.int("reward_model.n_gpus_per_node")] * r.int(
-                "reward_model.nnodes"
+    if r.flag(_reward_model_field(r, "enable")):
+        if r.flag(_reward_model_field(r, "enable_resource_pool")):
+            pools["reward_pool"] = [r.int(_reward_model_field(r, "n_gpus_per_node"))] * r.int(
+                _reward_model_field(r, "nnodes")
             )
             mapping["RewardModel"] = "reward_pool"
         else:
             mapping["RewardModel"] = main
     return pools, mapping, mode, staleness
+
+
+_NEW_REWARD_MODEL = "reward.reward_model"
+"""Where verl keeps the reward model since 67dc84b96 (2026-02-11, "the full reward
+configuration", verl/trainer/config/reward/reward.yaml): ``enable``, ``enable_resource_pool``,
+``nnodes``, ``n_gpus_per_node``, ``model_path``."""
+
+
+def _reward_model_field(r: _Reader, key: str) -> str:
+    """The field a reward-model setting comes from: the legacy ``reward_model.KEY`` where a file
+    gives it, else ``reward.reward_model.KEY``. verl's migrate_legacy_reward_impl
+    (verl/experimental/reward_loop/reward_loop.py @ 1dda039b9) copies every legacy key that is
+    not null over the new one (legacy_reward_impl.yaml holds them null), and the legacy
+    ``reward_model.model.path`` over ``reward.reward_model.model_path``."""
+    legacy = "reward_model.model.path" if key == "model_path" else f"reward_model.{key}"
+    if r.get(legacy) is not None or not isinstance(r.get(_NEW_REWARD_MODEL), Mapping):
+        return legacy
+    return f"{_NEW_REWARD_MODEL}.{key}"
+
+
+def _reward_loop(r: _Reader) -> bool:
+    """The reward model is served by a rollout engine (no micro-batches): the old
+    ``reward_model.use_reward_loop``, and always since verl removed its reward-model worker
+    (4ef45d093, 2026-02; the reward model's settings then live in ``reward.reward_model``)."""
+    return r.flag("reward_model.use_reward_loop") or isinstance(r.get(_NEW_REWARD_MODEL), Mapping)
 
 
 def _explicit_pools(
@@ -479,7 +558,7 @@ def _controller(r: _Reader) -> dict[str, Any]:
     ``left_right_2_no_padding``)."""
     if r.flag("transfer_queue.enable") or r.get("trainer.data_plane") == "neoproto":
         return {"padding": "none"}
-    if r.get("trainer.use_legacy_worker_impl") == "disable":
+    if _engine_workers(r):
         return {"padding": "packed"}
     return {}
 
@@ -624,10 +703,14 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
             cpu_optimizer=cpu_adam if name != "reference" else None,
             sequence_parallel=flag(r.get(sequence_parallel), field=sequence_parallel, file=r.file),
         )
+    if strategy == "veomni":
+        return _veomni(r, name, base, recompute)
+    if strategy == "torchtitan":
+        return _torchtitan(r, name, base)
     # verl's trainer config sets `strategy: fsdp` for actor, ref and critic
     # (verl/trainer/config/ppo_trainer.yaml and its actor/critic groups): a file that
     # does not say otherwise runs FSDP.
-    fsdp = f"{base}.fsdp_config" if name != "critic" else "critic.model.fsdp_config"
+    fsdp = f"{base}.fsdp_config" if name != "critic" else _critic_fsdp(r)
     return parallel(
         fsdp=strategy in ("fsdp", "fsdp2", None),
         # verl's FSDP passes compute log-probs with flash-attention's cross entropy over the
@@ -639,9 +722,48 @@ def _parallel(r: _Reader, name: str) -> dict[str, Any] | None:
         # patches in Liger's fused norm, rotary and SwiGLU kernels (model.use_liger).
         kernels="fused" if r.flag(f"{model}.use_liger") else None,
         recompute=recompute,
-        sp=r.size(f"{base}.ulysses_sequence_parallel_size"),
+        sp=_ulysses(r, base),
         offload_params=r.flag(f"{fsdp}.param_offload"),
         offload_optimizer=r.flag(f"{fsdp}.optimizer_offload") if name != "reference" else None,
+    )
+
+
+def _veomni(r: _Reader, name: str, base: str, recompute: bool) -> dict[str, Any] | None:
+    """A role on verl's VeOmni engine (``strategy: veomni``, 2487c3628, 2026-02-10): FSDP2
+    sharding with Ulysses and expert parallelism, its sizes and offload in the role's
+    ``veomni`` block (verl/trainer/config/engine/veomni.yaml; read by
+    verl/workers/engine/veomni/transformer_impl.py: ``ulysses_parallel_size``,
+    ``expert_parallel_size``, ``param_offload``, ``optimizer_offload``)."""
+    block = f"{base}.veomni"
+    return parallel(
+        fsdp=True,
+        recompute=recompute,
+        sp=r.size(f"{block}.ulysses_parallel_size"),
+        ep=r.size(f"{block}.expert_parallel_size"),
+        offload_params=r.flag(f"{block}.param_offload"),
+        offload_optimizer=r.flag(f"{block}.optimizer_offload") if name != "reference" else None,
+    )
+
+
+def _torchtitan(r: _Reader, name: str, base: str) -> dict[str, Any] | None:
+    """A role on verl's TorchTitan engine (``strategy: torchtitan``, cb60e7096, 2026-02-24):
+    FSDP2 sharding with tensor, pipeline, context and expert parallel sizes, offload and
+    activation checkpointing in the role's ``torchtitan`` block
+    (verl/trainer/config/engine/torchtitan.yaml, read by
+    verl/workers/engine/torchtitan/transformer_impl.py). Its ``activation_checkpoint``
+    defaults to ``selective``, which recomputes part of each layer: priced as none, as
+    Megatron's selective recomputation is; ``full`` recomputes every layer."""
+    block = f"{base}.torchtitan"
+    training = name != "reference"
+    return parallel(
+        fsdp=True,
+        tp=r.size(f"{block}.tensor_parallel_size"),
+        pp=r.size(f"{block}.pipeline_parallel_size"),
+        sp=r.size(f"{block}.context_parallel_size"),
+        ep=r.size(f"{block}.expert_parallel_size"),
+        recompute=training and r.get(f"{block}.activation_checkpoint") == "full",
+        offload_params=r.flag(f"{block}.param_offload"),
+        offload_optimizer=r.flag(f"{block}.optimizer_offload") if training else None,
     )
 
 
@@ -755,6 +877,8 @@ def _partial_rollout(r: _Reader) -> bool:
     """Fully async's ``partial_rollout``: verl honours it only with ``staleness_threshold`` > 0
     (verl/experimental/fully_async_policy/README.md, "Supported Modes"); both default on in
     its fully_async_ppo_trainer.yaml (``partial_rollout: True``, threshold 0.1)."""
+    if _v1_mode(r) == "separate_async":
+        return True  # its trainer's docstring: "Partial rollout is enabled" (no switch)
     if not _fully_async(r):
         return False  # one-step-off: each step's batch is generated whole
     threshold = _staleness_threshold(r)
@@ -800,12 +924,12 @@ def _apply_lora(r: _Reader, roles: dict[str, dict[str, Any]]) -> list[str] | Non
         if infer is not None and not merged:
             infer["lora"] = {k: v for k, v in actor.items() if k != "frozen_precision"}
             megatron = r.get("actor_rollout_ref.actor.strategy") == "megatron"
-            if megatron or r.get("trainer.use_legacy_worker_impl") == "disable":
+            if megatron or _engine_workers(r):
                 infer["rollout"] = {**(infer.get("rollout") or {}), "sleep_level": 1}
     critic, _ = _lora(r, "critic")
     if critic is not None and "critic" in roles:
         fsdp = r.get("critic.strategy") in ("fsdp", "fsdp2", None)
-        if fsdp and r.get("critic.model.fsdp_config.model_dtype") in (None, "fp32", "float32"):
+        if fsdp and r.get(f"{_critic_fsdp(r)}.model_dtype") in (None, "fp32", "float32"):
             critic = {**critic, "frozen_precision": "fp32"}  # as the actor's (fsdp_workers.py)
         roles["critic"]["lora"] = critic
     return reference_roles
@@ -920,7 +1044,10 @@ def to_native(
         native["model"] = model
     # A critic or reward model loads its own checkpoint (critic.model.path,
     # reward_model.model.path); said only where it differs from the actor's.
-    for name, key in (("critic", "critic.model.path"), ("reward", "reward_model.model.path")):
+    for name, key in (
+        ("critic", "critic.model.path"),
+        ("reward", _reward_model_field(r, "model_path")),
+    ):
         own = model_path(r.get(key))
         if name in roles and own and own != model:
             roles[name]["model"] = own
@@ -944,26 +1071,77 @@ def _sequence_split(r: _Reader, section: str, fallback: str | None = None) -> in
     for base in (section, fallback):
         if base is None:
             continue
-        key = (
-            f"{base}.megatron.context_parallel_size"
-            if r.get(f"{base}.strategy") == "megatron"
-            else f"{base}.ulysses_sequence_parallel_size"
-        )
-        size = r.size(key)
+        strategy = r.get(f"{base}.strategy")
+        if strategy == "megatron":
+            size = r.size(f"{base}.megatron.context_parallel_size")
+        elif strategy in _ENGINE_SPLIT:
+            size = r.size(f"{base}.{strategy}.{_ENGINE_SPLIT[strategy]}")
+        else:
+            size = _ulysses(r, base)
         if size is not None:
             return size
     return 1
 
 
+_ENGINE_SPLIT = {"veomni": "ulysses_parallel_size", "torchtitan": "context_parallel_size"}
+"""The key of each newer engine's block that splits every sequence over ranks."""
+
+
+def _ulysses(r: _Reader, base: str) -> int | None:
+    """An FSDP role's Ulysses size (None when the file gives none) where verl reads it.
+
+    The legacy workers read ``BASE.ulysses_sequence_parallel_size`` (fsdp_workers.py). The
+    engine workers (:func:`_engine_workers`) read the engine block's: the actor's and the
+    reference's ``fsdp_config.ulysses_sequence_parallel_size``, which FSDPActorConfig overrides
+    with the deprecated top-level size when that is above 1 (verl/workers/config/actor.py since
+    8ed5bafc0); the critic's ``critic.fsdp.ulysses_sequence_parallel_size`` since 16253911d
+    (2026-04-03, "support critic model": the critic's engine moved from
+    ``critic.model.fsdp_config`` to ``critic.fsdp``, and FSDPCriticConfig copies no top-level
+    size: verl/workers/config/critic.py @ 1dda039b9)."""
+    top = r.size(f"{base}.ulysses_sequence_parallel_size")
+    if base == "critic":
+        if isinstance(r.get("critic.fsdp"), Mapping):
+            return r.size("critic.fsdp.ulysses_sequence_parallel_size")
+        return top
+    if (top is None or top == 1) and _engine_workers(r):
+        engine = r.size(f"{base}.fsdp_config.ulysses_sequence_parallel_size")
+        if engine is not None and engine > 1:
+            return engine
+    return top
+
+
+def _critic_fsdp(r: _Reader) -> str:
+    """The critic's FSDP engine block: ``critic.fsdp`` since 16253911d (2026-04-03,
+    verl/trainer/config/critic/dp_critic.yaml ``../engine@fsdp: fsdp``), before it
+    ``critic.model.fsdp_config``."""
+    return (
+        "critic.fsdp" if isinstance(r.get("critic.fsdp"), Mapping) else "critic.model.fsdp_config"
+    )
+
+
+def _engine_workers(r: _Reader) -> bool:
+    """verl's new worker implementation (engine_workers.py): ``trainer.use_legacy_worker_impl:
+    disable``, and the only one since verl removed the legacy workers and that key (044bbba27,
+    2026-04-20, "deprecate workers, migrate to engines"). A file without the key is from after
+    that when it has the ``reward.reward_model`` block (67dc84b96, 2026-02-11: in between the
+    key was always in verl's trainer configs), else from before the key (legacy workers)."""
+    value = r.get("trainer.use_legacy_worker_impl")
+    if value is None:
+        return isinstance(r.get(_NEW_REWARD_MODEL), Mapping)
+    return value == "disable"
+
+
 def _new_critic(r: _Reader) -> bool:
-    """The new worker implementation's critic (``trainer.use_legacy_worker_impl: disable``,
-    FSDP only: main_ppo.py keeps Megatron's CriticWorker): a TrainingWorker whose engine
+    """The new worker implementation's critic (:func:`_engine_workers`; FSDP only while the
+    legacy workers existed, main_ppo.py keeping Megatron's CriticWorker, every strategy since
+    044bbba27: main_ppo_v0.py's TrainingWorker): a TrainingWorker whose engine
     batches by tokens always (EngineConfig ``use_dynamic_bsz`` defaults to true and
     ray_trainer.py sets only the budgets: ``ppo_max_token_len_per_gpu`` to train,
     ``ppo_infer_max_token_len_per_gpu`` for values)."""
-    return r.get("trainer.use_legacy_worker_impl") == "disable" and r.get(
-        "critic.strategy", "fsdp"
-    ) in ("fsdp", "fsdp2")
+    if not _engine_workers(r):
+        return False
+    removed = r.get("trainer.use_legacy_worker_impl") is None
+    return removed or r.get("critic.strategy", "fsdp") in ("fsdp", "fsdp2")
 
 
 def _stage_micro_batches(
@@ -1045,7 +1223,7 @@ def _stage_micro_batches(
                    default=CRITIC_TOKENS, split=_sequence_split(r, "reward_model")),
         ),
     }  # fmt: skip
-    if r.flag("reward_model.use_reward_loop"):
+    if _reward_loop(r):
         del wanted["reward"]
     for name, ((size, field), (default_size, default_tokens), dynamic, budget) in wanted.items():
         # A pass on a GPU role only: a rule reward on the driver has no micro-batches.

@@ -1,0 +1,194 @@
+"""verl's configs of 2026-02 to 2026-08 (verl-project/verl to 1dda039b9): keys that moved.
+
+Each test writes a small config in verl's newer layout (never a copy of verl's files) and
+checks that rlplex reads the value where verl now keeps it, and still where it was.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlplex.config import load_config
+from rlplex.errors import ConfigError
+from rlplex.resources.importers.compose import compose
+from rlplex.resources.yaml_io import load_yaml_file
+
+BASE = "trainer: {nnodes: 1, n_gpus_per_node: 8}\nalgorithm: {adv_estimator: gae}\n"
+NEW_REWARD = "reward: {reward_model: {enable: false}}\n"
+"""The block a config of verl after 67dc84b96 (2026-02-11) always has."""
+
+
+def write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_critic_engine_block_moved_to_critic_fsdp(tmp_path: Path) -> None:
+    """16253911d (2026-04-03): the critic's FSDP engine is ``critic.fsdp``; its offload and
+    Ulysses size were silently read as off / 1."""
+    text = BASE + NEW_REWARD + "critic: {strategy: fsdp, ulysses_sequence_parallel_size: 1,"
+    text += " fsdp: {param_offload: true, optimizer_offload: true,"
+    text += " ulysses_sequence_parallel_size: 2}}\n"
+    par = load_config(write(tmp_path, text), format="verl").roles["critic"].parallel
+    assert (par.offload_params, par.offload_optimizer, par.sp) == (True, True, 2)
+
+
+def test_critic_engine_block_old_location_still_read(tmp_path: Path) -> None:
+    text = BASE + "critic: {strategy: fsdp, ulysses_sequence_parallel_size: 2,"
+    text += " model: {fsdp_config: {param_offload: true, optimizer_offload: true}}}\n"
+    par = load_config(write(tmp_path, text), format="verl").roles["critic"].parallel
+    assert (par.offload_params, par.offload_optimizer, par.sp) == (True, True, 2)
+
+
+def test_reward_model_moved_under_reward(tmp_path: Path) -> None:
+    """67dc84b96 (2026-02-11): ``reward.reward_model``; the reward model and its pool were
+    silently dropped."""
+    text = BASE + "reward: {reward_model: {enable: true, enable_resource_pool: true,"
+    text += " nnodes: 1, n_gpus_per_node: 4, model_path: /m/rm}}\n"
+    cfg = load_config(write(tmp_path, text), format="verl")
+    assert cfg.roles["reward"].devices == (8, 9, 10, 11)
+    assert cfg.roles["reward"].model == "/m/rm"
+
+
+def test_reward_model_colocated_under_reward(tmp_path: Path) -> None:
+    text = BASE + "reward: {reward_model: {enable: true}}\n"
+    cfg = load_config(write(tmp_path, text), format="verl")
+    assert cfg.roles["reward"].devices == cfg.roles["actor_train"].devices
+
+
+def test_legacy_reward_model_keys_win_over_the_new_block(tmp_path: Path) -> None:
+    """verl's migrate_legacy_reward_impl copies every legacy key that is not null over the
+    new block's; legacy_reward_impl.yaml holds them null."""
+    text = BASE + "reward_model: {enable: true, enable_resource_pool: null}\n"
+    text += "reward: {reward_model: {enable: false, enable_resource_pool: true,"
+    text += " nnodes: 1, n_gpus_per_node: 2}}\n"
+    cfg = load_config(write(tmp_path, text), format="verl")
+    assert cfg.roles["reward"].devices == (8, 9)
+    old = BASE + "reward_model: {enable: true, enable_resource_pool: true, nnodes: 1,"
+    old += " n_gpus_per_node: 4, model: {path: /m/old}}\n"
+    cfg = load_config(write(tmp_path, old, "old.yaml"), format="verl")
+    assert cfg.roles["reward"].devices == (8, 9, 10, 11) and cfg.roles["reward"].model == "/m/old"
+
+
+def test_engine_workers_once_the_legacy_key_is_gone(tmp_path: Path) -> None:
+    """044bbba27 (2026-04-20) removed ``trainer.use_legacy_worker_impl``: every run uses the
+    engine workers, which send the batch unpadded; a file of before the key kept the legacy
+    workers."""
+    load = "data: {train_batch_size: 8, max_prompt_length: 64, max_response_length: 64}\n"
+    load += "actor_rollout_ref: {model: {path: Qwen/Qwen2.5-0.5B}, rollout: {n: 2},"
+    load += " actor: {ppo_micro_batch_size_per_gpu: 2}}\n"
+    new = load_config(write(tmp_path, BASE + NEW_REWARD + load), format="verl")
+    assert new.workload is not None and new.workload.controller.padding == "packed"
+    old = load_config(write(tmp_path, BASE + load, "old.yaml"), format="verl")
+    assert old.workload is not None and old.workload.controller.padding == "max"
+
+
+@pytest.mark.parametrize(
+    ("actor", "engine_workers", "sp"),
+    [
+        ("{ulysses_sequence_parallel_size: 1, fsdp_config: {ulysses_sequence_parallel_size: 4}}",
+         True, 4),
+        ("{ulysses_sequence_parallel_size: 2, fsdp_config: {ulysses_sequence_parallel_size: 4}}",
+         True, 2),  # FSDPActorConfig copies a top-level size above 1 over the engine's
+        ("{ulysses_sequence_parallel_size: 1, fsdp_config: {ulysses_sequence_parallel_size: 4}}",
+         False, 1),  # the legacy fsdp_workers.py read the top-level size only
+    ],
+)  # fmt: skip
+def test_actor_ulysses_in_its_engine_block(
+    tmp_path: Path, actor: str, engine_workers: bool, sp: int
+) -> None:
+    text = BASE + (NEW_REWARD if engine_workers else "")
+    text += f"actor_rollout_ref: {{actor: {actor}}}\n"
+    par = load_config(write(tmp_path, text), format="verl").roles["actor_train"].parallel
+    assert par.sp == sp
+
+
+def test_veomni_engine_sizes_and_offload(tmp_path: Path) -> None:
+    """2487c3628 (2026-02-10): ``strategy: veomni`` keeps its sizes and offload in the
+    role's ``veomni`` block; rlplex read them as a plain FSDP run with none."""
+    text = BASE + "actor_rollout_ref: {actor: {strategy: veomni, use_kl_loss: true,"
+    text += " veomni: {ulysses_parallel_size: 2, expert_parallel_size: 4, param_offload: true,"
+    text += " optimizer_offload: true}}, ref: {strategy: veomni, veomni: {param_offload: true}}}\n"
+    cfg = load_config(write(tmp_path, text), format="verl")
+    par = cfg.roles["actor_train"].parallel
+    assert (par.fsdp, par.sp, par.ep, par.offload_params, par.offload_optimizer) == (
+        True, 2, 4, True, True,
+    )  # fmt: skip
+    assert cfg.roles["reference"].parallel.offload_params is True
+
+
+def test_torchtitan_engine_sizes(tmp_path: Path) -> None:
+    """cb60e7096 (2026-02-24): ``strategy: torchtitan`` with its ``torchtitan`` block."""
+    text = BASE + "actor_rollout_ref: {actor: {strategy: torchtitan, torchtitan:"
+    text += " {tensor_parallel_size: 2, pipeline_parallel_size: 2, context_parallel_size: 2,"
+    text += " activation_checkpoint: full, param_offload: true}}}\n"
+    par = load_config(write(tmp_path, text), format="verl").roles["actor_train"].parallel
+    assert (par.tp, par.pp, par.sp, par.recompute, par.offload_params) == (2, 2, 2, True, True)
+    selective = text.replace("activation_checkpoint: full", "activation_checkpoint: selective")
+    par = load_config(write(tmp_path, selective), format="verl").roles["actor_train"].parallel
+    assert par.recompute is False
+
+
+def test_defaults_option_interpolates_a_group_choice(tmp_path: Path) -> None:
+    """verl's ppo_trainer.yaml since 2487c3628 lists ``actor@...: ${model_engine}_actor``:
+    rlplex found no actor, reference or critic defaults at all."""
+    (tmp_path / "model_engine").mkdir()
+    (tmp_path / "actor").mkdir()
+    (tmp_path / "model_engine" / "dp.yaml").write_text("# @package _global_\nmodel_engine: dp\n")
+    (tmp_path / "model_engine" / "mega.yaml").write_text(
+        "# @package _global_\nmodel_engine: mega\n"
+    )
+    (tmp_path / "actor" / "dp_actor.yaml").write_text("strategy: fsdp\n")
+    (tmp_path / "actor" / "mega_actor.yaml").write_text("strategy: megatron\n")
+    text = "defaults:\n  - model_engine: dp\n  - actor@a.actor: ${model_engine}_actor\n"
+    text += "  - _self_\n"
+    path = write(tmp_path, text)
+    composed = compose(load_yaml_file(path), str(path))
+    assert composed.missing_defaults == ()
+    assert composed.data["a"]["actor"]["strategy"] == "fsdp"
+    assert composed.data["model_engine"] == "dp"  # @package _global_: at the root
+    # a command-line group override (model_engine=mega) lands as the file's own key
+    over = compose({**load_yaml_file(path), "model_engine": "mega"}, str(path))
+    assert over.data["a"]["actor"]["strategy"] == "megatron"
+
+
+def test_v1_separate_async_puts_the_rollout_on_its_own_gpus(tmp_path: Path) -> None:
+    """45632b5fa (2026-06-12): ``trainer.v1.trainer_mode: separate_async`` runs the rollout
+    on ``actor_rollout_ref.rollout.nnodes`` x ``n_gpus_per_node`` GPUs, generation ahead by
+    ``num_warmup_batches``; rlplex read it as a colocated synchronous run."""
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4, use_v1: true, v1: {trainer_mode:"
+    text += " separate_async, separate_async: {num_warmup_batches: 2}}}\n"
+    text += "algorithm: {adv_estimator: grpo}\n"
+    text += "actor_rollout_ref: {rollout: {nnodes: 1, n_gpus_per_node: 4,"
+    text += " checkpoint_engine: {backend: nccl}}}\n"
+    cfg = load_config(write(tmp_path, text), format="verl")
+    assert cfg.roles["actor_train"].devices == (0, 1, 2, 3)
+    assert cfg.roles["actor_infer"].devices == (4, 5, 6, 7)
+    assert (cfg.pipeline.mode, cfg.pipeline.max_staleness) == ("async", 2)
+    rollout = cfg.roles["actor_infer"].rollout
+    assert (
+        rollout is not None and rollout.partial_rollout and rollout.weight_sync == ("server_loaded")
+    )
+
+
+def test_v1_colocate_async_and_sync(tmp_path: Path) -> None:
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4, use_v1: true, v1: {trainer_mode: MODE}}\n"
+    text += "algorithm: {adv_estimator: grpo}\n"
+    cfg = load_config(write(tmp_path, text.replace("MODE", "colocate_async")), format="verl")
+    assert (cfg.pipeline.mode, cfg.pipeline.max_staleness) == ("async", 1)
+    assert cfg.roles["actor_infer"].devices == cfg.roles["actor_train"].devices
+    cfg = load_config(write(tmp_path, text.replace("MODE", "sync")), format="verl")
+    assert (cfg.pipeline.mode, cfg.pipeline.max_staleness) == ("sync", 0)
+    legacy = text.replace("use_v1: true", "use_v1: false").replace("MODE", "colocate_async")
+    cfg = load_config(write(tmp_path, legacy), format="verl")  # main_ppo_v0: no v1 modes
+    assert cfg.pipeline.mode == "sync"
+
+
+def test_v1_unknown_trainer_mode(tmp_path: Path) -> None:
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4, use_v1: true, v1: {trainer_mode: turbo}}\n"
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text + "algorithm: {adv_estimator: grpo}\n"), format="verl")
+    assert "trainer.v1.trainer_mode" in str(err.value) and "separate_async" in str(err.value)
