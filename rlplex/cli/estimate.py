@@ -466,8 +466,13 @@ def _sync_line(sync: dict[str, Any]) -> str:
             if sync.get("sleep_level") == 1
             else ", its weights dropped while it sleeps (rollout.sleep_level 2)"
         )
+        whole = (
+            f" {sync['loaded_gb']:.2f} GB, every full tensor through its weight-update API,"
+            if sync.get("whole_model")
+            else ""
+        )
         colocated = (
-            "; loaded into the engine's layout (reshard_gb_s; its"
+            f"; loaded into the engine's layout ({whole}reshard_gb_s; its"
             f" {sync.get('tensors', 0):,} checkpoint tensors {sync.get('load_s', 0.0):.2f} s,"
             f" load_tensor_s), the engine woken and put back to sleep (engine_switch_s){copies}"
         )

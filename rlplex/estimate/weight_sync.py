@@ -108,7 +108,9 @@ def estimate_weight_sync(ctx: Context, stage: Stage, roles: Mapping[str, Role]) 
     :func:`_gather_s`) whatever the engine's layout.
 
     Shared devices (colocated): every device gathers the whole model and hands it
-    to the engine beside it; the engine loads its weights at ``reshard_gb_s``, and
+    to the engine beside it; the engine loads its weights at ``reshard_gb_s`` (the whole
+    model on a ``server_loaded`` one, verl's, whose every engine rank walks every full
+    tensor), and
     ``load_tensor_s`` for each checkpoint tensor (:func:`formulas.param_tensors`), and
     is woken and put back to sleep (``engine_switch_s``) every step, a level-1 sleep
     also copying its weights to host memory and back (:func:`_sleep_copy_s`).
@@ -153,8 +155,12 @@ def estimate_weight_sync(ctx: Context, stage: Stage, roles: Mapping[str, Role]) 
         sleep_copy_s = _sleep_copy_s(ctx, dst, held_gb)
         tensors = _sync_tensors(ctx, src, share) if estimable else 0
         load_s = tensors * efficiency_value(eff, "load_tensor_s")
+        # verl hands each engine rank every full tensor through the engine's weight-update
+        # API (server_loaded): its rank walks the whole model, not its own slice.
+        whole = (dst.rollout or Rollout()).weight_sync == "server_loaded" and estimable
+        loaded_gb = _full_model_gb(ctx, src) * share if whole else gb
         terms["overhead"] = (
-            gb / efficiency_value(eff, "reshard_gb_s")
+            loaded_gb / efficiency_value(eff, "reshard_gb_s")
             + load_s
             + efficiency_value(eff, "engine_switch_s")
             + sleep_copy_s
@@ -163,7 +169,8 @@ def estimate_weight_sync(ctx: Context, stage: Stage, roles: Mapping[str, Role]) 
         detail["colocated"] = True
         detail["sleep_level"] = (dst.rollout or Rollout()).sleep_level
         detail["sleep_copy_s"] = sleep_copy_s
-        detail.update({"tensors": tensors, "load_s": load_s})
+        detail.update({"tensors": tensors, "load_s": load_s, "loaded_gb": loaded_gb,
+                       "whole_model": whole})  # fmt: skip
         if estimable:
             gather_gb, gather_s = _gather_s(ctx, src, share=share)
             terms["communication"] += gather_s

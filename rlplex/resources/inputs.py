@@ -388,7 +388,9 @@ class Rollout(BaseModel):
     weight_sync: Literal[
         "overlapped", "bucketed", "bucketed_overlapped", "per_tensor", "resharded", "server_loaded"
     ] = "overlapped"
-    """How the engine receives trained weights from a trainer on other GPUs. All but
+    """How the engine receives trained weights from a trainer on other GPUs (and, for
+    ``server_loaded``, from one on the same GPUs: each engine rank then loads every full
+    tensor, the whole model, at ``reshard_gb_s``, as verl's colocated sync does). All but
     ``resharded``: every engine rank receives every full tensor (the trainer gathers each
     one from its shards and broadcasts it) and keeps its slice. ``overlapped``: NeMo RL's
     refit: tensors packed into buckets, the next one gathered while the last is broadcast, over

@@ -753,6 +753,22 @@ def test_colocated_weight_sync_pays_reshard_and_engine_switch(base: dict[str, An
     assert sync.detail["gather_gb"] == 0.0
 
 
+def test_colocated_server_loaded_sync_loads_the_whole_model_per_device(
+    base: dict[str, Any],
+) -> None:
+    """verl's colocated sync (server_loaded): each tp-2 engine rank is handed every full
+    tensor, so it loads the whole model (16.06 GB at 3.6 GB/s, 4.461 s), not its 8.03 GB
+    half; the copy over the device and the rest are as for any colocated sync."""
+    base["roles"]["actor_infer"]["rollout"] = {"weight_sync": "server_loaded"}
+    cfg = config_from_dict(base, file="t.yaml")
+    sync = estimate_config(cfg).stages["weight_sync"]
+    half, full = P * 2 / 2 / 1e9, P * 2 / 1e9
+    assert sync.terms["communication"] == pytest.approx(half / cfg.cluster.device_copy_gb_per_s)
+    assert sync.terms["overhead"] == pytest.approx(full / 3.6 + LOAD_S + 0.3)
+    assert full / 3.6 == pytest.approx(4.461, abs=1e-3)
+    assert sync.detail["whole_model"] and sync.detail["loaded_gb"] == pytest.approx(full)
+
+
 def test_level_one_sleep_copies_the_engine_weights_to_host_and_back(
     base: dict[str, Any],
 ) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from rlplex.config import load_config
 from rlplex.errors import ConfigError
+from rlplex.estimate.estimator import estimate_config
 from rlplex.resources.importers.common import DEFAULT_STAGES, DEFAULT_STATES, resolve_ref
 from rlplex.resources.importers.rlinf import parse_placement
 from rlplex.resources.importers.verl import layout_pools
@@ -491,14 +492,20 @@ def test_verl_fp8_rollout_quantization(tmp_path: Path) -> None:
     assert cfg.roles["actor_train"].precision == "bf16"
 
 
-def test_verl_colocated_rollout_keeps_the_default_sync(tmp_path: Path) -> None:
+def test_verl_colocated_rollout_loads_every_full_tensor(tmp_path: Path) -> None:
+    """verl's colocated sync hands each engine rank every full tensor (server_loaded): a tp-2
+    engine's device loads the whole model, not its half, at reshard_gb_s."""
     text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\n"
-    text += "actor_rollout_ref: {rollout: {gpu_memory_utilization: 0.5}}\n"
-    cfg = load_config(write(tmp_path, text))
+    text += "actor_rollout_ref: {model: {path: Qwen/Qwen2.5-7B-Instruct}, rollout: "
+    text += "{gpu_memory_utilization: 0.5, tensor_model_parallel_size: 2}}\n"
+    text += "data: {train_batch_size: 8, max_prompt_length: 256, max_response_length: 256}\n"
+    cfg = load_config(write(tmp_path, text), overrides=["cluster.gpu=h100"])
     rollout = cfg.roles["actor_infer"].rollout
     assert rollout is not None and rollout.gpu_memory_utilization == 0.5
-    assert rollout.weight_sync == "overlapped"
-    assert "weight_sync" not in rollout.model_fields_set
+    assert rollout.weight_sync == "server_loaded"
+    sync = estimate_config(cfg).stages["weight_sync"]
+    assert sync.detail["whole_model"]
+    assert sync.detail["loaded_gb"] == pytest.approx(2 * sync.detail["gb_per_device"], rel=0.01)
 
 
 def test_verl_explicit_pools(tmp_path: Path) -> None:

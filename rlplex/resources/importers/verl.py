@@ -1025,6 +1025,11 @@ def to_native(
         infer["rollout"] = {**(infer.get("rollout") or {}), "weight_sync": _weight_sync(r)}
         if mode == "async" and _partial_rollout(r):
             infer["rollout"]["partial_rollout"] = True
+    elif infer is not None and train is not None:
+        # Colocated, every trainer rank hands the engine rank beside it each full tensor
+        # through the engine's weight-update API (the hybrid engine's update_weights: the
+        # server adapter's since the checkpoint engine, vLLM's load_weights before it).
+        infer["rollout"] = {**(infer.get("rollout") or {}), "weight_sync": "server_loaded"}
     for name, verl_name in (("actor_train", "Actor"), ("actor_infer", "Rollout")):
         if name not in roles:
             raise ConfigError(
