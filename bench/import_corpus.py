@@ -22,6 +22,10 @@ Usage::
 
     python bench/import_corpus.py FOLDER [FOLDER ...] [--format roll|rlinf|verl|nemo_rl]
         [--csv FILE] [--json FILE] [--top N] [--plan] [--set KEY=VALUE ...]
+        [--env NAME=VALUE ...]
+
+``--env`` gives the launch scripts (not the YAML files) the variables they start with, as
+``rlplex ... --env`` does (``DEVICE=gpu`` for verl's ``case "${DEVICE}"`` scripts).
 
 It prints a Markdown table per framework, then the refusal reasons grouped
 (numbers and rank lists in messages are folded so that equal reasons
@@ -103,10 +107,14 @@ def _reason(message: str, path: Path) -> str:
 
 
 def check_file(
-    path: Path, given: str | None, plan: bool = False, overrides: tuple[str, ...] = ()
+    path: Path,
+    given: str | None,
+    plan: bool = False,
+    overrides: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Read one file with ``overrides`` (and plan it, with ``plan``); a row with its status
-    and what was read."""
+    and what was read. ``env``: the variables a launch script starts with (``--env``)."""
     fmt = _framework(path, given)
     row: dict[str, Any] = {"file": str(path), "framework": fmt, "status": "", "reason": ""}
     if fmt == "native":
@@ -115,7 +123,8 @@ def check_file(
         return row
     try:
         script = fmt in (SCRIPT, OPENRLHF_SCRIPT)
-        cfg = load_config(path, format=None if script else fmt, overrides=overrides)
+        given_env = {"env": env} if script and env else {}  # older rlplex: no env parameter
+        cfg = load_config(path, format=None if script else fmt, overrides=overrides, **given_env)
     except ConfigError as exc:
         message = str(exc)
         row["status"] = "not RL" if "not an RL training step" in message else "refused"
@@ -212,13 +221,26 @@ def main(argv: list[str] | None = None) -> int:
         "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
         help="an override for every file, as rlplex's --set (e.g. cluster.gpu=h100: estimate)",
     )  # fmt: skip
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE",
+        help="a variable every launch script starts with, as rlplex's --env (e.g. DEVICE=gpu)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     missing = [str(f) for f in args.folders if not f.exists()]
     if missing:
         print(f"no such folder: {', '.join(missing)}", file=sys.stderr)
         return 2
+    env: dict[str, str] = {}
+    if args.env:
+        from rlplex.config.loading import parse_env
+
+        try:
+            env = parse_env(args.env)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     rows = [
-        check_file(path, args.format, args.plan, tuple(args.overrides))
+        check_file(path, args.format, args.plan, tuple(args.overrides), env)
         for path in files_under(args.folders)
     ]
     print(summary(rows, args.top))

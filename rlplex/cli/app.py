@@ -17,7 +17,7 @@ import os
 import sys
 import traceback
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -254,11 +254,16 @@ def print_cause(exc: BaseException) -> None:
 
 
 def read_config(
-    path: Path, overrides: list[str] | None, fmt: str | None, costs: Path | None = None
+    path: Path,
+    overrides: list[str] | None,
+    fmt: str | None,
+    costs: Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Config:
     """The checked config; its warnings (async with staleness 0, a model matched to a
-    preset ...) printed on stderr."""
-    config = load_config(path, overrides=overrides or (), format=fmt, costs=costs)
+    preset ...) printed on stderr. ``env``: ``--env``, the variables a launch script starts
+    with."""
+    config = load_config(path, overrides=overrides or (), format=fmt, costs=costs, env=env)
     warn(config.warnings)
     return config
 

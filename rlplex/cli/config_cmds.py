@@ -15,6 +15,7 @@ from rlplex.cli.options import (
     ConfigArg,
     ConfigOptions,
     CostsOpt,
+    EnvOpt,
     JsonOpt,
     SetOpt,
     config_options,
@@ -115,13 +116,14 @@ def dag(
         ),
     ] = None,
     costs: CostsOpt = None,
+    env: EnvOpt = None,
 ) -> None:
     """Print the step DAG as Graphviz DOT or Mermaid text.
 
     With ``--out F.svg`` or ``--out F.png`` the DOT text is rendered by Graphviz's
     ``dot`` (an error says how to install it when it is missing).
     """
-    from rlplex.config.loading import check_format
+    from rlplex.config.loading import check_format, parse_env
     from rlplex.dag.export import to_dot, to_mermaid
     from rlplex.errors import ConfigError
     from rlplex.viz.dag import suffix_format
@@ -141,7 +143,9 @@ def dag(
             field="--format",
             value=format_,
         )
-    cfg = read_config(config, set_, check_format(config_format, "--config-format"), costs)
+    cfg = read_config(
+        config, set_, check_format(config_format, "--config-format"), costs, parse_env(env or ())
+    )
     if out is None:
         print(exporters[format_ or "mermaid"](cfg.pipeline), end="")
         return

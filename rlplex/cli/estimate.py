@@ -124,7 +124,7 @@ def estimate(
         given = {
             "CONFIG": config, "--sweep": sweep, "--png": png, "--json": json_ or None,
             "--set": options.overrides or None, "--format": options.format,
-            "--costs": options.costs,
+            "--costs": options.costs, "--env": options.env or None,
         }  # fmt: skip
         unused = [name for name, value in given.items() if value is not None]
         if unused:
@@ -152,8 +152,9 @@ def estimate(
         if not is_fit_error(exc):
             raise
         report = misfit_report(
-            config, exc, overrides=options.overrides, format=options.format, costs=options.costs
-        )
+            config, exc, overrides=options.overrides, format=options.format,
+            costs=options.costs, env=options.env,
+        )  # fmt: skip
         print_misfit(report, json_)
         raise typer.Exit(2) from None
     result = estimate_config(cfg)
@@ -232,7 +233,7 @@ def _sweep(config: Path, spec: str, png: Path | None, json_: bool, options: Conf
         check_png_path(png)  # before the sweep, which takes a while
     result = sweep_config(
         config, key, values, overrides=options.overrides, format=options.format,
-        costs=options.costs,
+        costs=options.costs, env=options.env,
     )  # fmt: skip
     _warn(result.warnings)
     if json_:
@@ -563,7 +564,7 @@ def calibrate(
     with reading_record(record, "fitting to"):
         result, doc = fit(
             record, config, overrides=set_ or (), config_format=options.config_format,
-            costs=options.costs, record_format=options.record_format,
+            costs=options.costs, env=options.env, record_format=options.record_format,
             skip_bad_lines=options.skip_bad_lines, fit_steps=fit_steps, warmup=warmup,
         )  # fmt: skip
     _warn(result.warnings)
@@ -575,7 +576,9 @@ def calibrate(
                             ("--config-format", options.config_format),
                             ("--costs", options.costs))
             if v is not None
-        ) + "".join(f" --set {shlex.quote(o)}" for o in set_ or ())  # fmt: skip
+        ) + "".join(f" --set {shlex.quote(o)}" for o in set_ or ()) + "".join(
+            f" --env {shlex.quote(f'{k}={v}')}" for k, v in options.env.items()
+        )  # fmt: skip
         header = (
             f"# written by: rlplex calibrate {record} --config {config}{given}\n"
             f"# fitted on steps {list(result.fit_steps)}, checked on {list(result.check_steps)}\n"

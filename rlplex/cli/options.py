@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -14,7 +14,7 @@ import typer
 
 from rlplex.cli.app import WRITTEN
 from rlplex.config import Config, load_config
-from rlplex.config.loading import check_format
+from rlplex.config.loading import check_format, parse_env
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,6 +26,15 @@ ConfigArg = Annotated[Path, typer.Argument(help=CONFIG_HELP)]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a config field: KEY=VALUE with a dotted key. Repeatable."),
+]
+EnvOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--env",
+        help="A variable a launch script starts with: NAME=VALUE (DEVICE=gpu for a script"
+        " that picks values in a case on $DEVICE). rlplex reads no environment of its own."
+        " Repeatable.",
+    ),
 ]
 FormatOpt = Annotated[
     str | None,
@@ -116,6 +125,8 @@ class ConfigOptions:
     """``--format``: native, roll, rlinf, verl, nemo_rl or openrlhf; None: detected."""
     costs: Path | None = None
     """``--costs FILE``."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """``--env NAME=VALUE`` items: the variables a launch script starts with."""
 
     def load(self, path: Path, *, unless: tuple[str, ...] = (), planned: bool = False) -> Config:
         """The checked config at ``path`` with these options applied; its warnings printed
@@ -125,7 +136,9 @@ class ConfigOptions:
         from rlplex.cli.app import warn
         from rlplex.estimate.context import planned_warnings
 
-        config = load_config(path, overrides=self.overrides, format=self.format, costs=self.costs)
+        config = load_config(
+            path, overrides=self.overrides, format=self.format, costs=self.costs, env=self.env
+        )
         shown = [w for w in config.warnings if not any(w == u or w.endswith(u) for u in unless)]
         warn(planned_warnings(shown) if planned else shown)
         return config
@@ -193,10 +206,17 @@ def grouped_options(
 
 
 config_options = grouped_options(
-    (_keyword("set_", SetOpt), _keyword("format_", FormatOpt), _keyword("costs", CostsOpt)),
-    lambda set_, format_, costs: ConfigOptions(tuple(set_ or ()), format_, costs),
+    (
+        _keyword("set_", SetOpt),
+        _keyword("format_", FormatOpt),
+        _keyword("costs", CostsOpt),
+        _keyword("env", EnvOpt),
+    ),
+    lambda set_, format_, costs, env: ConfigOptions(
+        tuple(set_ or ()), format_, costs, parse_env(env or ())
+    ),
 )
-"""``--set``, ``--format`` and ``--costs``, passed as ``options: ConfigOptions``."""
+"""``--set``, ``--format``, ``--costs`` and ``--env``, passed as ``options: ConfigOptions``."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +232,8 @@ class RecordOptions:
     """``--config-format``: native, roll, rlinf, verl, nemo_rl or openrlhf; None: detected."""
     costs: Path | None = None
     """``--costs FILE``, merged into every config read."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """``--env NAME=VALUE`` items: the variables a launch script starts with."""
 
 
 record_options = grouped_options(
@@ -220,13 +242,18 @@ record_options = grouped_options(
         _keyword("skip_bad_lines", SkipBadOpt, False),
         _keyword("config_format", ConfigFormatOpt),
         _keyword("costs", CostsOpt),
+        _keyword("env", EnvOpt),
     ),
-    lambda format_, skip_bad_lines, config_format, costs: RecordOptions(
-        format_, skip_bad_lines, check_format(config_format, "--config-format"), costs
+    lambda format_, skip_bad_lines, config_format, costs, env: RecordOptions(
+        format_,
+        skip_bad_lines,
+        check_format(config_format, "--config-format"),
+        costs,
+        parse_env(env or ()),
     ),
 )
-"""``--format``, ``--skip-bad-lines``, ``--config-format`` and ``--costs`` of a record command,
-passed as ``options: RecordOptions``."""
+"""``--format``, ``--skip-bad-lines``, ``--config-format``, ``--costs`` and ``--env`` of a record
+command, passed as ``options: RecordOptions``."""
 
 
 NO_OPTIONS = ConfigOptions()

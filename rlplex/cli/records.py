@@ -50,7 +50,7 @@ def replay(
 
     check_view_paths(gantt=gantt)  # before the replay is computed, not after
     source = RecordSource(record, config, options.record_format, options.skip_bad_lines,
-                          options.config_format, options.costs)  # fmt: skip
+                          options.config_format, options.costs, env=options.env)  # fmt: skip
     with reading_record(record, "replaying"):
         report = replay_report(source, set_ or ())
     warn(report.warnings)
@@ -165,7 +165,7 @@ def whatif(
     check_view_paths(gantt=gantt)  # before the alternatives are planned, not after
     source = RecordSource(record, config, options.record_format, options.skip_bad_lines,
                           options.config_format, options.costs,
-                          tuple(config_set or ()))  # fmt: skip
+                          tuple(config_set or ()), env=options.env)  # fmt: skip
     spec = one_sweep(sweep)
     if spec is not None:
         from rlplex.cli.sweep import print_whatif_sweep, refuse_if_none_ran

@@ -21,7 +21,7 @@ from rlplex.cli.app import (
     user_errors,
     warn,
 )
-from rlplex.cli.options import ConfigArg, CostsOpt, FormatOpt, JsonOpt, SetOpt
+from rlplex.cli.options import ConfigArg, CostsOpt, EnvOpt, FormatOpt, JsonOpt, SetOpt
 from rlplex.cli.render import print_wrote
 
 
@@ -48,6 +48,7 @@ def size(
     set_: SetOpt = None,
     format_: FormatOpt = None,
     costs: CostsOpt = None,
+    env: EnvOpt = None,
     json_: JsonOpt = False,
     png: Annotated[
         Path | None,
@@ -74,6 +75,7 @@ def size(
     Reads any config ``plan`` reads (native, ROLL, RLinf, verl, NeMo RL, a launch script),
     with ``--set``.
     """
+    from rlplex.config.loading import parse_env
     from rlplex.errors import ConfigError
     from rlplex.reports.size import (
         counts_up_to,
@@ -90,7 +92,8 @@ def size(
     price_value = parse_price(price)
     counts = parse_gpu_counts(gpus) if gpus is not None else None
     overrides = tuple(set_ or ())
-    _, base = read_base(config, overrides=overrides, format=format_, costs=costs)
+    given_env = parse_env(env or ())
+    _, base = read_base(config, overrides=overrides, format=format_, costs=costs, env=given_env)
     types = parse_gpu_types(gpu, base.cluster.gpu)
     if counts is None:
         per_node = base.cluster.gpus_per_node
@@ -113,6 +116,7 @@ def size(
             overrides=overrides,
             format=format_,
             progress=None,
+            env=given_env,
         )
     else:
         bar = Progress(
@@ -138,6 +142,7 @@ def size(
                 overrides=overrides,
                 format=format_,
                 progress=progress,
+                env=given_env,
             )
     warn(report.warnings)
     written: list[Path] = []

@@ -12,6 +12,7 @@ from rlplex.cli.app import app, console, err_console, print_table, user_errors
 from rlplex.cli.options import (
     CollapseOpt,
     ConfigStepsOpt,
+    EnvOpt,
     FormatOpt,
     GanttOpt,
     PngOpt,
@@ -38,14 +39,17 @@ def viz(
     set_: SetOpt = None,
     format_: FormatOpt = None,
     skip_bad_lines: SkipBadOpt = False,
+    env: EnvOpt = None,
 ) -> None:
     """Draw a timeline (Gantt HTML/PNG, Perfetto trace) and print time per stage."""
+    from rlplex.config.loading import parse_env
     from rlplex.reports.records import load_timeline
     from rlplex.viz.views import write_views
 
     record = load_timeline(
-        timeline, steps=steps, overrides=set_, fmt=format_, skip_bad_lines=skip_bad_lines
-    )
+        timeline, steps=steps, overrides=set_, fmt=format_, skip_bad_lines=skip_bad_lines,
+        env=parse_env(env or ()),
+    )  # fmt: skip
     for warning in record.meta.get("read_warnings", ()):
         err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     written = write_views(
@@ -73,8 +77,10 @@ def compare(
     collapse: CollapseOpt = None,
     set_: SetOpt = None,
     format_: FormatOpt = None,
+    env: EnvOpt = None,
 ) -> None:
     """Two timelines side by side on one time axis, with the difference in period."""
+    from rlplex.config.loading import check_env_any, env_for, parse_env
     from rlplex.errors import ConfigError
     from rlplex.reports.records import load_timeline, planned_timeline
     from rlplex.viz.compare import write_comparison
@@ -85,14 +91,19 @@ def compare(
         )
     if b is None and baseline is None:
         raise ConfigError("give either a second timeline B or --baseline NAME", field="B")
+    given = parse_env(env or ())
     if baseline is not None:
-        first = planned_timeline(a, steps=steps, overrides=set_, fmt=format_, baseline=baseline)
-        second = planned_timeline(a, steps=steps, overrides=set_, fmt=format_)
+        first = planned_timeline(
+            a, steps=steps, overrides=set_, fmt=format_, baseline=baseline, env=given
+        )
+        second = planned_timeline(a, steps=steps, overrides=set_, fmt=format_, env=given)
         names = (f"{a.name} ({baseline})", f"{a.name} (planned)")
     else:
         assert b is not None
-        first = load_timeline(a, steps=steps, overrides=set_, fmt=format_)
-        second = load_timeline(b, steps=steps, overrides=set_, fmt=format_)
+        # --env goes to whichever of the two is a launch script (the other may be a record)
+        check_env_any([a, b], given)
+        first = load_timeline(a, steps=steps, overrides=set_, fmt=format_, env=env_for(a, given))
+        second = load_timeline(b, steps=steps, overrides=set_, fmt=format_, env=env_for(b, given))
         names = (a.name, b.name) if a.name != b.name else (str(a), str(b))
     result = write_comparison(first, second, names=names, gantt=gantt, png=png, collapse=collapse)
     console.print(escape(result.text()), highlight=False)

@@ -93,10 +93,13 @@ class NativeForm:
         )  # fmt: skip
 
 
-def raw_file(path: str | Path, overrides: Sequence[str] = ()) -> Any:
+def raw_file(
+    path: str | Path, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> Any:
     """A config file's own content before any conversion, ``overrides`` applied: a YAML
     file's mapping; a launch script's Hydra file with the script's overrides (the mapping a
-    ``--set`` of the script's keys reaches), its ``defaults:`` composed.
+    ``--set`` of the script's keys reaches), its ``defaults:`` composed, the script read
+    with the variables ``env`` gives (``--env``; :func:`check_env`).
 
     Raises:
         ConfigError: the file cannot be read (naming it).
@@ -105,15 +108,16 @@ def raw_file(path: str | Path, overrides: Sequence[str] = ()) -> Any:
         from rlplex.resources.importers.compose import compose
         from rlplex.resources.importers.launch_script import launch_config
 
-        openrlhf = _openrlhf_flags(Path(path))
+        openrlhf = _openrlhf_flags(Path(path), env)
         if openrlhf is not None:
             return apply_overrides(openrlhf[1], list(overrides))
-        config, written = launch_config(Path(path))
+        config, written = launch_config(Path(path), env)
         data = load_yaml_file(config)
         if not isinstance(data, dict):
             return data
         data = apply_overrides(data, [*written, *overrides])
         return compose(data, str(config)).data if "defaults" in data else data
+    check_env(path, env)
     data = load_yaml_file(path)
     return apply_overrides(data, list(overrides)) if isinstance(data, dict) else data
 
@@ -124,6 +128,7 @@ def load_config(
     overrides: Sequence[str] = (),
     format: str | None = None,
     costs: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Config:
     """Read, convert, override and check a config file.
 
@@ -134,11 +139,12 @@ def load_config(
         format: ``native``, ``roll``, ``rlinf``, ``verl``, ``nemo_rl`` or ``openrlhf``;
             detected when None (an OpenRLHF launch script: ``openrlhf``).
         costs: a YAML file with ``stages:`` costs (see :func:`load_native`).
+        env: the environment a launch script starts with (see :func:`load_native`).
 
     Raises:
         ConfigError: anything wrong, naming the file, the field and the value.
     """
-    form = load_native(path, overrides=overrides, format=format, costs=costs)
+    form = load_native(path, overrides=overrides, format=format, costs=costs, env=env)
     config = config_from_dict(
         form.data,
         file=form.file,
@@ -159,6 +165,7 @@ def load_native(
     overrides: Sequence[str] = (),
     format: str | None = None,
     costs: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> NativeForm:
     """Read, convert and override a config file into its native form (not yet checked).
 
@@ -175,13 +182,85 @@ def load_native(
         costs: a YAML file with ``stages:`` costs (and optional ``states:`` and
             ``cluster:``) merged over an imported config's defaults, or over a
             native file's own values.
+        env: ``NAME: VALUE`` variables a launch script starts with (``--env DEVICE=gpu``:
+            what its ``${DEVICE:-...}`` reads; its own assignments win, as in the shell).
+            rlplex reads no environment of its own, so that a config means the same on
+            every machine; refused for a YAML file (:func:`check_env`).
 
     Raises:
         ConfigError: anything wrong, naming the file, the field and the value.
     """
     if is_launch_script(path):
-        return _load_launch_script(Path(path), overrides=overrides, format=format, costs=costs)
+        return _load_launch_script(
+            Path(path), overrides=overrides, format=format, costs=costs, env=env
+        )
+    check_env(path, env)
     return _load_file(path, overrides=overrides, format=format, costs=costs)
+
+
+def parse_env(items: Sequence[str], option: str = "--env") -> dict[str, str]:
+    """``--env NAME=VALUE`` items as a mapping (a later item for a name wins, as a later
+    ``--set`` does); ``VALUE`` may be empty, as an environment variable's may.
+
+    Raises:
+        ConfigError: an item without ``=``, or whose ``NAME`` is not a shell variable name
+            (letters, digits and ``_``, not starting with a digit), naming ``option``.
+    """
+    from rlplex.resources.importers.launch_script import is_shell_name
+
+    env: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not is_shell_name(name):
+            raise ConfigError(
+                "expects NAME=VALUE, NAME a shell variable name (letters, digits and _, not"
+                " starting with a digit)",
+                field=option, value=item,
+            )  # fmt: skip
+        env[name] = value
+    return env
+
+
+def check_env(path: str | Path, env: Mapping[str, str] | None) -> None:
+    """Refuse ``--env`` for a file that is not a launch script: a YAML config runs no shell,
+    so a variable given would silently change nothing.
+
+    Raises:
+        ConfigError: ``env`` is not empty and ``path`` is not a launch script.
+    """
+    if env and not is_launch_script(path):
+        refuse_env(path, env)
+
+
+def refuse_env(path: str | Path, env: Mapping[str, str] | None) -> None:
+    """Refuse a given ``--env`` for ``path``, a file that is not a launch script (a YAML
+    config, a timeline), naming the option and the file.
+
+    Raises:
+        ConfigError: ``env`` is not empty.
+    """
+    if env:
+        yaml = Path(path).suffix.lower() in (".yaml", ".yml")
+        what = "a YAML config" if yaml else "not a launch script (.sh)"
+        raise ConfigError(f"--env applies to launch scripts; {path} is {what}")
+
+
+def check_env_any(paths: Sequence[str | Path], env: Mapping[str, str] | None) -> None:
+    """Refuse ``--env`` for a command that reads several files (``compare A B``) when none
+    of them is a launch script, naming the first; each then takes it through
+    :func:`env_for`.
+
+    Raises:
+        ConfigError: ``env`` is not empty and no file of ``paths`` is a launch script.
+    """
+    if env and paths and not any(is_launch_script(p) for p in paths):
+        refuse_env(paths[0], env)
+
+
+def env_for(path: str | Path, env: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """``env`` for a launch script, None for a YAML file: what a command that reads several
+    files (``whatif``'s ``--alt-config``) gives each, once one of them took ``--env``."""
+    return env if is_launch_script(path) else None
 
 
 def _load_launch_script(
@@ -190,33 +269,38 @@ def _load_launch_script(
     overrides: Sequence[str],
     format: str | None,
     costs: str | Path | None,
+    env: Mapping[str, str] | None = None,
 ) -> NativeForm:
     """A verl launch script: its Hydra config with the script's overrides as the file as
     written (so they are never reported unread), then ``overrides``; errors name the
     script (:mod:`rlplex.resources.importers.launch_script`). An OpenRLHF one: its flags
-    (:func:`_load_openrlhf`)."""
+    (:func:`_load_openrlhf`). ``env``: the variables the script starts with."""
     from rlplex.resources.importers.launch_script import launch_config
 
-    openrlhf = _openrlhf_flags(script)
+    openrlhf = _openrlhf_flags(script, env)
     if openrlhf is not None:
-        return _load_openrlhf(script, openrlhf, overrides=overrides, format=format, costs=costs)
-    config, written = launch_config(script)
+        return _load_openrlhf(
+            script, openrlhf, overrides=overrides, format=format, costs=costs, env=env
+        )
+    config, written = launch_config(script, env)
     try:
         form = _load_file(config, overrides=overrides, format=format, costs=costs, written=written)
     except ConfigError as exc:
         ours = exc.file in (None, str(config))
         where = f" (verl's {config.name} with the script's overrides)" if ours else ""
-        unknown = _unknown_variable(script, exc) if ours else None
+        unknown = _unknown_variable(script, exc, env) if ours else None
         raise type(exc)(
             unknown or exc.message + where, field=exc.field, value=exc.value,
             file=str(script) if ours else exc.file, line=None if ours else exc.line,
         ) from None  # fmt: skip
     from rlplex.resources.importers.launch_script import launch_root
 
-    return replace(form, file=str(script), base_dir=launch_root(script))
+    return replace(form, file=str(script), base_dir=launch_root(script, env))
 
 
-def _unknown_variable(script: Path, exc: ConfigError) -> str | None:
+def _unknown_variable(
+    script: Path, exc: ConfigError, env: Mapping[str, str] | None = None
+) -> str | None:
     """Why a value the error names holds a script variable left as written because the
     script assigns it inside a block rlplex cannot follow (``${NGPUS_PER_NODE}`` set in a
     ``case "${DEVICE}"``): said instead of the error's own reason, which can only guess
@@ -225,16 +309,21 @@ def _unknown_variable(script: Path, exc: ConfigError) -> str | None:
 
     if not exc.has_value or not isinstance(exc.value, str) or "$" not in exc.value:
         return None
-    unknown = {u.name: u for u in script_launch(script).unknown}
+    unknown = {u.name: u for u in script_launch(script, env).unknown}
     for name in variables_in(exc.value):
         if name in unknown:
             why = unknown[name]
+            # A variable already given with --env decides nothing more (the block's word
+            # may come from a command that reads it).
+            inputs = [n for n in why.inputs if n not in (env or {})]
             given = (
-                f" (the script reads {', '.join(why.inputs)}, which decides it, from the"
-                " environment; rlplex reads no environment)"
-                if why.inputs else ""
+                f", or the environment variable{'s' if len(inputs) > 1 else ''} that"
+                f" decide{'' if len(inputs) > 1 else 's'} it with"
+                f" {' '.join(f'--env {n}=...' for n in inputs)} (rlplex reads no"
+                " environment of its own)"
+                if inputs else ""
             )  # fmt: skip
-            key = exc.field or "KEY"
+            key = (exc.field or "KEY").removeprefix("--")  # an OpenRLHF flag: its --set key
             return (
                 f"${{{name}}}: the script assigns {name} {why.reason}; give the value with"
                 f" --set {key}=...{given}"
@@ -242,7 +331,9 @@ def _unknown_variable(script: Path, exc: ConfigError) -> str | None:
     return None
 
 
-def _openrlhf_flags(script: Path) -> tuple[str | None, dict[str, Any]] | None:
+def _openrlhf_flags(
+    script: Path, env: Mapping[str, str] | None = None
+) -> tuple[str | None, dict[str, Any]] | None:
     """(the folder the script runs from, its flags nested at their dots) when a launch
     script runs OpenRLHF (:func:`rlplex.resources.importers.openrlhf.script_data`); None
     when it runs verl.
@@ -254,7 +345,7 @@ def _openrlhf_flags(script: Path) -> tuple[str | None, dict[str, Any]] | None:
     from rlplex.resources.importers import openrlhf
     from rlplex.resources.importers.launch_script import is_openrlhf_module, script_launch
 
-    launch = script_launch(script)
+    launch = script_launch(script, env)
     if not is_openrlhf_module(launch.module):
         return None
     return launch.root, openrlhf.script_data(launch, file=str(script))
@@ -267,17 +358,25 @@ def _load_openrlhf(
     overrides: Sequence[str],
     format: str | None,
     costs: str | Path | None,
+    env: Mapping[str, str] | None = None,
 ) -> NativeForm:
     """An OpenRLHF launch script: its flags are the file as written (``--set
     vllm.num_engines=8`` reaches them), read by the ``openrlhf`` importer; errors name the
-    script and the flag."""
+    script and the flag. ``env``: what the script was read with (said in a refusal)."""
     if format not in (None, "openrlhf"):
         raise ConfigError(
             "is an OpenRLHF launch script: it is read as openrlhf (leave --format out)",
             field="--format", value=format, file=str(script),
         )  # fmt: skip
     root, data = flags
-    form = _load_file(script, overrides=overrides, format="openrlhf", costs=costs, data=data)
+    try:
+        form = _load_file(script, overrides=overrides, format="openrlhf", costs=costs, data=data)
+    except ConfigError as exc:
+        # a flag's value left as written by a block rlplex cannot follow: say why
+        unknown = _unknown_variable(script, exc, env) if exc.file == str(script) else None
+        if unknown is None:
+            raise
+        raise type(exc)(unknown, field=exc.field, value=exc.value, file=exc.file) from None
     return replace(form, base_dir=root)
 
 

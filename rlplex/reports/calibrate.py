@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -364,12 +364,13 @@ def _with_costs(
     doc: dict[str, Any],
     overrides: Sequence[str],
     fmt: str | None,
+    env: Mapping[str, str] | None = None,
 ) -> Config:
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
         yaml.safe_dump(doc, fh, sort_keys=False)
         name = fh.name
     try:
-        return load_config(config, overrides=overrides, format=fmt, costs=name)
+        return load_config(config, overrides=overrides, format=fmt, costs=name, env=env)
     finally:
         Path(name).unlink(missing_ok=True)
 
@@ -385,8 +386,10 @@ def calibrate(
     skip_bad_lines: bool = False,
     fit_steps: int | None = None,
     warmup: int | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[Calibration, dict[str, Any]]:
-    """Fit ``config``'s costs to ``record``; returns the fit and its costs document.
+    """Fit ``config``'s costs to ``record``; returns the fit and its costs document. ``env``:
+    the variables a launch script ``config`` starts with (``--env``).
 
     Raises:
         ConfigError: an unreadable record or config, no stage of the config in
@@ -407,7 +410,11 @@ def calibrate(
     # parameters would absorb the difference and carry it to every other run.
     cfg, measured_lengths, lengths_note = load_with_lengths(
         lambda extra: load_config(
-            config, overrides=(*extra, *overrides), format=config_format, costs=costs
+            config,
+            overrides=(*extra, *overrides),
+            format=config_format,
+            costs=costs,
+            env=env,
         ),
         run,
         overrides,
@@ -590,7 +597,7 @@ def calibrate(
 
         def period_of(fit: Calibration) -> float:
             doc = fit.costs_document(base_doc)
-            return _plan_period(_with_costs(config, doc, overrides, config_format))
+            return _plan_period(_with_costs(config, doc, overrides, config_format, env))
 
         ratio = _fit_overhead(period_of, draft, target, cfg, overhead_keys)
         if ratio is not None:
@@ -610,14 +617,14 @@ def calibrate(
         warnings.append("the record has no step times: dispatch_s not fitted (0)")
     final = draft.model_copy(update={"dispatch_s": dispatch})
     doc = final.costs_document(base_doc)
-    cfg_fitted = _with_costs(config, doc, overrides, config_format)
+    cfg_fitted = _with_costs(config, doc, overrides, config_format, env)
     # The held-out steps are predicted with the lengths they had (responses grow over a run):
     # with the fitting steps' instead, the check would count the growth as the model's error.
     cfg_after, check_note = cfg_fitted, None
     planned_lengths = tuple(measured_lengths)
     if measured_lengths and check:
         cfg_after, check_lengths, note = load_with_lengths(
-            lambda extra: _with_costs(config, doc, (*extra, *user_overrides), config_format),
+            lambda extra: _with_costs(config, doc, (*extra, *user_overrides), config_format, env),
             run,
             user_overrides,
             check,
@@ -628,7 +635,7 @@ def calibrate(
             # The estimate before the fit is checked on the same lengths as after it.
             cfg_before = load_config(
                 config, overrides=(*check_lengths, *user_overrides), format=config_format,
-                costs=costs,
+                costs=costs, env=env,
             )  # fmt: skip
             before = {
                 s.name: stage_work_seconds(cfg_before, s, placement)

@@ -20,7 +20,7 @@ are those of an unconstrained decode batch; the report says so.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +102,15 @@ class MisfitReport(BaseModel):
         }
 
 
-def _real_gpu_gb(path: str | Path, overrides: Sequence[str], preset_gb: float | None) -> float:
+def _real_gpu_gb(
+    path: str | Path,
+    overrides: Sequence[str],
+    preset_gb: float | None,
+    env: Mapping[str, str] | None = None,
+) -> float:
     """The GPU memory the config gives (file or --set), else its GPU preset's."""
     try:
-        raw = raw_file(path, overrides)
+        raw = raw_file(path, overrides, env)
     except (ConfigError, TypeError):  # TypeError: --set into a file that is not a mapping
         raw = {}
     cluster = raw.get("cluster") if isinstance(raw, dict) else None
@@ -171,8 +176,10 @@ def misfit_report(
     overrides: Sequence[str] = (),
     format: str | None = None,
     costs: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> MisfitReport:
-    """The estimate of ``path`` (which the loader refused with ``error``) and what does not fit.
+    """The estimate of ``path`` (which the loader refused with ``error``) and what does not fit;
+    ``env``: the variables a launch script starts with (``--env``).
 
     Raises:
         ConfigError: ``error`` itself when the config does not load even with
@@ -184,6 +191,7 @@ def misfit_report(
             overrides=(*overrides, f"cluster.gpu_memory_gb={RELAXED_GPU_GB:.1f}"),
             format=format,
             costs=costs,
+            env=env,
         )
         relaxed = estimate_config(cfg)
     except ConfigError:
@@ -193,7 +201,7 @@ def misfit_report(
         from rlplex.estimate.specs import gpu_spec
 
         preset = gpu_spec(cfg.cluster.gpu).memory_gb
-    cap = _real_gpu_gb(path, overrides, preset)
+    cap = _real_gpu_gb(path, overrides, preset, env)
     found, kv = shortfalls(relaxed, dict(cfg.roles), cfg.pipeline.stages, cap)
     return MisfitReport(
         config=str(path), error=str(error), gpu_memory_gb=cap, estimate=relaxed,

@@ -9,12 +9,13 @@ steps), so the picture and the table cannot disagree.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from rlplex.config import Config, load_config
+from rlplex.config.loading import env_for, refuse_env
 from rlplex.errors import ConfigError, RlplexError
 from rlplex.plan.model import Plan
 from rlplex.reports.lengths import config_warnings, load_with_lengths
@@ -67,6 +68,9 @@ class RecordSource:
     recorded_lengths: tuple[str, ...] = ()
     """Overrides that put the lengths the record measured into the config read, before
     ``config_overrides`` (:meth:`load_measured` sets them for each config it reads)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """``--env NAME=VALUE``: the variables a launch script starts with (refused for a YAML
+    ``config``; given to each other file that is a launch script)."""
 
     def load_config(self, overrides: Sequence[str] = ()) -> Config:
         return load_config(
@@ -74,6 +78,7 @@ class RecordSource:
             overrides=(*self.recorded_lengths, *self.config_overrides, *overrides),
             format=self.config_format,
             costs=self.costs,
+            env=self.env,
         )
 
     def load_measured(
@@ -204,7 +209,9 @@ class WhatIfReport:
         return _without_bound(drawn, outcome.period_s)
 
 
-def _fit_pairs(items: Sequence[str], config_format: str | None) -> list[tuple[RecordedRun, Any]]:
+def _fit_pairs(
+    items: Sequence[str], config_format: str | None, env: Mapping[str, str] | None = None
+) -> list[tuple[RecordedRun, Any]]:
     pairs = []
     for item in items:
         rec, sep, cfg = item.partition("=")
@@ -213,7 +220,9 @@ def _fit_pairs(items: Sequence[str], config_format: str | None) -> list[tuple[Re
         try:
             run = import_record(rec)
             config, _, _ = load_with_lengths(
-                lambda extra, cfg=cfg: load_config(cfg, overrides=extra, format=config_format),
+                lambda extra, cfg=cfg: load_config(
+                    cfg, overrides=extra, format=config_format, env=env_for(cfg, env)
+                ),
                 run,
             )
         except RlplexError as err:  # say which option the file came from
@@ -266,7 +275,10 @@ def whatif_report(
         alternatives.append(Alternative(label, measured(label, source.load_measured(run, extra))))
     for path in alt_configs:
         whole, _, note = load_with_lengths(
-            lambda extra, path=path: load_config(path, overrides=extra, costs=source.costs), run
+            lambda extra, path=path: load_config(
+                path, overrides=extra, costs=source.costs, env=env_for(path, source.env)
+            ),
+            run,
         )
         alternatives.append(Alternative(path.name, measured(path.name, (whole, note))))
     if auto:
@@ -280,7 +292,7 @@ def whatif_report(
         )
     _check_labels(alternatives)
     result = whatif(run, base, alternatives, scaling=parse_scaling(scaling, base),
-                    fit_from=_fit_pairs(fit_from, source.config_format))  # fmt: skip
+                    fit_from=_fit_pairs(fit_from, source.config_format, source.env))  # fmt: skip
     notes: list[str] = [*([lengths_note] if lengths_note else []), *alt_notes]
     if source.config_overrides:
         notes.append(f"the recorded config with {' '.join(source.config_overrides)}")
@@ -340,12 +352,14 @@ def planned_timeline(
     fmt: str | None = None,
     costs: Path | None = None,
     baseline: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Timeline:
-    """The predicted timeline of a config: its plan, simulated for ``steps`` steps."""
+    """The predicted timeline of a config: its plan, simulated for ``steps`` steps (``env``:
+    the variables a launch script starts with, ``--env``)."""
     from rlplex.plan import plan_with_config
     from rlplex.sim.simulate import simulate
 
-    cfg = load_config(path, overrides=overrides or (), format=fmt, costs=costs)
+    cfg = load_config(path, overrides=overrides or (), format=fmt, costs=costs, env=env)
     cfg, plan = plan_with_config(cfg, baseline=baseline)
     timeline = simulate(plan, cfg, steps=steps)
     meta = {"gpus_per_node": cfg.cluster.gpus_per_node, "config": str(path)}
@@ -386,8 +400,10 @@ def load_timeline(
     fmt: str | None = None,
     costs: Path | None = None,
     skip_bad_lines: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> Timeline:
-    """A timeline from a JSONL record, an rlplex Perfetto trace, or a config (its plan).
+    """A timeline from a JSONL record, an rlplex Perfetto trace, or a config (its plan);
+    ``env``: the variables a launch script starts with (``--env``), refused for a timeline.
 
     A record's bad lines are errors (file:line), or with ``skip_bad_lines``
     skipped and counted in ``meta["read_warnings"]``. A rehearsal's record comes
@@ -399,7 +415,10 @@ def load_timeline(
     from rlplex.timeline.perfetto import read_timeline
 
     if Path(path).suffix.lower() in CONFIG_SUFFIXES or is_launch_script(path):
-        return planned_timeline(path, steps=steps, overrides=overrides, fmt=fmt, costs=costs)
+        return planned_timeline(
+            path, steps=steps, overrides=overrides, fmt=fmt, costs=costs, env=env
+        )
+    refuse_env(path, env)
     try:
         timeline = read_timeline(path, skip_bad_lines=skip_bad_lines)
     except ConfigError as exc:

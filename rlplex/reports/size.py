@@ -528,8 +528,10 @@ def read_base(
     format: str | None = None,
     costs: str | Path | None = None,
     gpu_types: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[Any, Any]:
-    """The file as the search starts from it: its native form and that form built.
+    """The file as the search starts from it: its native form and that form built (``env``:
+    the variables a launch script starts with, ``--env``).
 
     The search keeps of the file its roles, model, workload, engine settings and GPUs per
     node, and places the roles anew; so a placement of the file's own that does not fit on
@@ -543,14 +545,15 @@ def read_base(
     from rlplex.config import config_from_dict, load_native
     from rlplex.reports.misfit import RELAXED_GPU_GB, is_fit_error
 
-    form = load_native(path, overrides=overrides, format=format, costs=costs)
+    form = load_native(path, overrides=overrides, format=format, costs=costs, env=env)
     cluster = form.data.get("cluster") or {}
     if form.fmt != "native" and gpu_types and not cluster.get("gpu"):
         # An imported file's default costs give way to estimates only on a named GPU: the
         # search names one, so read the file as on the first type tried.
         form = load_native(
-            path, overrides=[*overrides, f"cluster.gpu={gpu_types[0]}"], format=format, costs=costs
-        )
+            path, overrides=[*overrides, f"cluster.gpu={gpu_types[0]}"], format=format,
+            costs=costs, env=env,
+        )  # fmt: skip
     base_dir = Path(form.base_dir) if form.base_dir else Path(path).resolve().parent
 
     def build(data: dict[str, Any]) -> Any:
@@ -578,11 +581,13 @@ def size_report(
     overrides: Sequence[str] = (),
     format: str | None = None,
     progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> SizeReport:
     """Search GPU counts x GPU types x placements x parallel sizes x modes for ``path``.
 
     ``path`` is any config ``rlplex plan`` reads (native, ROLL, RLinf, verl, NeMo RL), read
-    with ``overrides`` (``--set``) and ``costs`` as :func:`rlplex.config.load_native` reads it;
+    with ``overrides`` (``--set``), ``costs`` and ``env`` (``--env``) as
+    :func:`rlplex.config.load_native` reads it;
     the search rewrites the native form's cluster, devices, rollout tensor parallel, trainer
     sharding and mode, and keeps the rest (pipeline/expert parallel sizes, workload, engine).
 
@@ -595,7 +600,7 @@ def size_report(
 
     file = str(path)
     form, base = read_base(path, overrides=overrides, format=format, costs=costs,
-                           gpu_types=gpu_types)  # fmt: skip
+                           gpu_types=gpu_types, env=env)  # fmt: skip
     native = form.data
     base_dir = Path(base.base_dir or Path(path).resolve().parent)
     per_node = base.cluster.gpus_per_node

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from rlplex.config import Config, load_config, raw_file
+from rlplex.config.loading import env_for
 from rlplex.errors import ConfigError, InvalidValueError
 from rlplex.estimate.context import planned_warnings
 
@@ -189,8 +190,11 @@ def _model_class(annotation: Any) -> type | None:
     return None
 
 
-def check_key(path: str | Path, key: str, config: Config | None) -> None:
-    """Refuse a sweep key that names nothing in the file nor in the loaded config.
+def check_key(
+    path: str | Path, key: str, config: Config | None, env: Mapping[str, str] | None = None
+) -> None:
+    """Refuse a sweep key that names nothing in the file nor in the loaded config (``env``:
+    the variables a launch script starts with, ``--env``).
 
     ``--set`` creates missing keys (it may add a field the file leaves to its
     default); a sweep of a misspelt key would otherwise give a flat line.
@@ -200,7 +204,8 @@ def check_key(path: str | Path, key: str, config: Config | None) -> None:
     """
     parts = key.split(".")
     try:
-        raw = raw_file(path)  # a launch script's Hydra file with its overrides, composed
+        # a launch script's Hydra file with its overrides, composed
+        raw = raw_file(path, env=env_for(path, env))
     except ConfigError:
         raw = None
     if (isinstance(raw, dict) and _lookup(raw, parts)) or (
@@ -247,8 +252,10 @@ def sweep_config(
     overrides: Sequence[str] = (),
     format: str | None = None,
     costs: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Sweep:
-    """Plan ``path`` with ``--set KEY=V`` (after ``overrides``) for each value.
+    """Plan ``path`` with ``--set KEY=V`` (after ``overrides``) for each value; ``env``: the
+    variables a launch script starts with (``--env``).
 
     The config as written need not load (a model too large for its GPUs may be
     what the sweep is for); each value's failure is its point's error.
@@ -262,12 +269,14 @@ def sweep_config(
             refuses one of the values.
     """
     try:
-        base: Config | None = load_config(path, overrides=overrides, format=format, costs=costs)
+        base: Config | None = load_config(
+            path, overrides=overrides, format=format, costs=costs, env=env
+        )
         failure = None
     except ConfigError as exc:
         base, failure = None, exc
     try:
-        check_key(path, key, base)
+        check_key(path, key, base, env)
     except ConfigError:
         if failure is not None:
             raise failure from None
@@ -281,8 +290,9 @@ def sweep_config(
         value: float | str = float(text) if numeric else text
         try:
             cfg = load_config(
-                path, overrides=(*overrides, f"{key}={text}"), format=format, costs=costs
-            )
+                path, overrides=(*overrides, f"{key}={text}"), format=format, costs=costs,
+                env=env,
+            )  # fmt: skip
             period, stages = plan_point(cfg)
         except ConfigError as exc:
             _refuse_invalid(exc, key)
@@ -366,7 +376,7 @@ def whatif_sweep(source: Any, key: str, values: Sequence[str], **whatif_args: An
     from rlplex.reports.records import RecordSource, whatif_report
     from rlplex.sim.whatif import BASELINE_LABEL
 
-    check_key(source.config, key, source.load_config())
+    check_key(source.config, key, source.load_config(), source.env)
 
     @dataclasses.dataclass(frozen=True)
     class _Swept(RecordSource):

@@ -536,8 +536,12 @@ def test_a_number_left_to_an_unset_variable_is_named(tmp_path: Path) -> None:
     path = script(tmp_path, HYBRID.replace("--vllm.num_engines 4", "--vllm.num_engines $ENGINES"))
     assert str(error(path)) == (
         f"{path}: --vllm.num_engines: is a shell variable the script does not set (rlplex reads"
-        " no environment): give its value with --set vllm.num_engines=VALUE (got '$ENGINES')"
+        " no environment of its own): give its value with --set vllm.num_engines=VALUE, or the"
+        " variable's with --env ENGINES=VALUE (got '$ENGINES')"
     )
+    # given with --env: read
+    given = native(script(tmp_path, HYBRID, "given.sh"))
+    assert load_native(path, env={"ENGINES": "4"}).data == given
     assert native(path, "vllm.num_engines=4") == native(script(tmp_path, HYBRID, "given.sh"))
 
 

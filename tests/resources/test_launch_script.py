@@ -595,9 +595,12 @@ def test_a_value_a_case_leaves_unknown_is_refused_naming_variable_and_line(
     assert info.value.message == (
         "${NGPUS}: the script assigns NGPUS inside a `case` on line 3 whose branch rlplex cannot"
         " tell (its word ${DEVICE} comes from a command rlplex does not run); give the value"
-        " with --set trainer.n_gpus_per_node=... (the script reads DEVICE, which decides it,"
-        " from the environment; rlplex reads no environment)"
+        " with --set trainer.n_gpus_per_node=..., or the environment variable that decides it"
+        " with --env DEVICE=... (rlplex reads no environment of its own)"
     )
+    # DEVICE given (--env): its branch is followed
+    assert load_config(script, env={"DEVICE": "gpu"}).cluster.num_gpus == 8
+    assert load_config(script, env={"DEVICE": "npu"}).cluster.num_gpus == 16
     result = CliRunner().invoke(app, ["validate", str(script)])
     assert result.exit_code == 2 and "line 3" in result.output and "Traceback" not in result.output
     # the value given with --set: read

@@ -15,8 +15,9 @@ the way a POSIX shell reads it as far as a config needs:
   are used: ``$NAME``, ``${NAME}``, ``${NAME:-default}`` (``-``, ``:=``, ``=``, ``:+``),
   integer ``$((...))`` arithmetic, and ``$(pwd)`` or ``$PWD`` as the folder holding the
   module (verl's scripts run from the repository root). The environment is not read: a variable the
-  script does not set stays as written (``$MODEL_PATH``), and so does any other command
-  substitution; ``$@`` and other positional parameters are empty;
+  script does not set stays as written (``$MODEL_PATH``) unless the caller gives it
+  (``env``: ``--env DEVICE=gpu``), and so does any other command substitution; ``$@`` and
+  other positional parameters are empty;
 - here-documents: their lines are text, not commands, and ``read -r -d '' NAME <<EOF``
   assigns the text to ``NAME`` (OpenRLHF's SFT/DPO scripts, then ``deepspeed --module
   $NAME``);
@@ -85,6 +86,11 @@ _OPERATORS = (";;&", ";;", ";&", ";", "&&", "||", "|", "&")
 _REDIRECTION = re.compile(r"(?:(?<![^\s;&|(])\d|&)?(?:>>?|<)\s*(?:&\d+|[^\s;&|()]+)")
 """A redirection (``&>/dev/null``, ``2>&1``, ``> log``): no part of a command's output."""
 _DECLARATIONS = ("export", "local", "declare", "readonly")
+
+
+def is_shell_name(name: str) -> bool:
+    """Whether ``name`` is a shell variable's name (``DEVICE``; not ``1X`` or ``A-B``)."""
+    return _NAME.fullmatch(name) is not None
 
 
 def is_launch_script(path: str | Path) -> bool:
@@ -1243,9 +1249,12 @@ def _program_file(program: str, script: Path, root: str | None) -> Path | None:
     return None
 
 
-def launch_config(script: Path) -> tuple[Path, tuple[str, ...]]:
+def launch_config(
+    script: Path, env: Mapping[str, str] | None = None
+) -> tuple[Path, tuple[str, ...]]:
     """(the Hydra config file, the overrides) a launch script runs verl with; a value YAML
-    cannot read (a Hydra interpolation, a stray quote) is kept as its text.
+    cannot read (a Hydra interpolation, a stray quote) is kept as its text. ``env``: the
+    variables the script starts with (``--env``; :func:`read_launch`).
 
     Raises:
         ConfigError: the script cannot be read, runs no verl module, or its config is not
@@ -1253,7 +1262,7 @@ def launch_config(script: Path) -> tuple[Path, tuple[str, ...]]:
     """
     file = str(script)
     text = read_text_bounded(script, YamlLimits.from_env().max_bytes, "launch script")
-    first = read_launch(text, file=file)
+    first = read_launch(text, file=file, env=env)
     entry = (first.module or "").rsplit(".", 1)[-1] or Path(first.program or "").stem
     if entry in _NOT_RL_ENTRIES:
         refuse_non_rl(
@@ -1261,19 +1270,20 @@ def launch_config(script: Path) -> tuple[Path, tuple[str, ...]]:
             field=f"line {first.line}", file=file,
         )  # fmt: skip
     root = module_root(first.module, script) if first.module else None
-    launch = read_launch(text, file=file, root=root) if root else first
+    launch = read_launch(text, file=file, root=root, env=env) if root else first
     return find_config(launch, script), tuple(_yaml_safe(o) for o in launch.overrides)
 
 
-def launch_root(script: Path) -> str | None:
+def launch_root(script: Path, env: Mapping[str, str] | None = None) -> str | None:
     """The folder a launch script runs from, as its ``$(pwd)``: the one holding its module's
     top package (where its relative paths, a model's included, are found); None if unknown.
+    ``env``: the variables the script starts with (``--env``).
 
     Raises:
         ConfigError: the script cannot be read or runs no verl module.
     """
     text = read_text_bounded(script, YamlLimits.from_env().max_bytes, "launch script")
-    launch = read_launch(text, file=str(script))
+    launch = read_launch(text, file=str(script), env=env)
     return module_root(launch.module, script) if launch.module else None
 
 
@@ -1315,18 +1325,19 @@ def is_openrlhf_module(module: str | None) -> bool:
     return module is not None and module.startswith(OPENRLHF_ROOT)
 
 
-def script_launch(script: Path) -> Launch:
+def script_launch(script: Path, env: Mapping[str, str] | None = None) -> Launch:
     """The first trainer command of a launch script, read with ``$(pwd)`` as the folder
-    holding its module's top package (as :func:`launch_config` reads verl's).
+    holding its module's top package (as :func:`launch_config` reads verl's); ``env``: the
+    variables the script starts with (``--env``).
 
     Raises:
         ConfigError: the script cannot be read or runs no verl or OpenRLHF module.
     """
     file = str(script)
     text = read_text_bounded(script, YamlLimits.from_env().max_bytes, "launch script")
-    first = read_launch(text, file=file)
+    first = read_launch(text, file=file, env=env)
     root = module_root(first.module, script) if first.module else None
-    return read_launch(text, file=file, root=root) if root else first
+    return read_launch(text, file=file, root=root, env=env) if root else first
 
 
 _REDIRECTION_WORD = re.compile(r"^(?:\d*|&)(?:>>?|<)(.*)$", re.S)

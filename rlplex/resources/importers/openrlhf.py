@@ -110,7 +110,7 @@ from rlplex.resources.importers.common import (
     rollout,
     workload,
 )
-from rlplex.resources.importers.launch_script import Launch, flag_arguments
+from rlplex.resources.importers.launch_script import Launch, flag_arguments, variables_in
 from rlplex.resources.importers.verl import layout_pools
 from rlplex.resources.placement import check_worker_layout
 
@@ -323,9 +323,11 @@ class _Flags:
         (``--vllm.num_engines $ENGINES``) is refused as such, not as a wrong value."""
         value, field = self.find(name)
         if isinstance(value, str) and "$" in value:
+            names = variables_in(value)
+            env = f", or the variable's with --env {names[0]}=VALUE" if len(names) == 1 else ""
             raise ConfigError(
-                "is a shell variable the script does not set (rlplex reads no environment):"
-                f" give its value with --set {field[2:]}=VALUE",
+                "is a shell variable the script does not set (rlplex reads no environment of"
+                f" its own): give its value with --set {field[2:]}=VALUE{env}",
                 field=field, value=value, file=self.file,
             )  # fmt: skip
         return value, field
