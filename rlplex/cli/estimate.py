@@ -468,7 +468,7 @@ def _sync_line(sync: dict[str, Any]) -> str:
             else ", its weights dropped while it sleeps (rollout.sleep_level 2)"
         )
         whole = (
-            f" {sync['loaded_gb']:.2f} GB, every full tensor through its weight-update API,"
+            f"{sync['loaded_gb']:.2f} GB, every full tensor through its weight-update API, at "
             if sync.get("whole_model")
             else ""
         )

@@ -250,7 +250,7 @@ def _sync_assumption(stage: Stage, est: StageEstimate) -> dict[str, Any]:
     d = est.detail
     keys = ("path", "colocated", "method", "full_model_gb", "gather_gb", "gather_s",
             "gb_per_device", "gb_per_s", "tensors", "load_s", "sleep_level", "sleep_copy_s",
-            "adapters_only", "resharded")  # fmt: skip
+            "adapters_only", "resharded", "loaded_gb", "whole_model")  # fmt: skip
     return {"from": stage.from_role, "to": stage.to_role, **{k: d[k] for k in keys if k in d}}
 
 

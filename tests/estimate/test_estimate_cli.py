@@ -87,6 +87,13 @@ def test_assumptions_say_how_the_weight_sync_was_priced() -> None:
     assert sync["colocated"] is True
     # The engine's tp-2 share is half the model; an FSDP trainer over 8 GPUs lacks 7/8 of it.
     assert sync["gb_per_device"] == pytest.approx(sync["gather_gb"] * 4 / 7)
+    assert sync["whole_model"] is False and sync["loaded_gb"] == sync["gb_per_device"]
+    # verl's colocated sync hands each tp-2 engine rank every full tensor: the whole model.
+    verl = ROOT / "bench" / "published" / "verl_osp_7b_fsdp2_colocate_16xh20.yaml"
+    result = CliRunner().invoke(app, ["estimate", str(verl)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "(15.23 GB, every full tensor through its weight-update API, at reshard_gb_s;" in text
 
 
 def test_assumptions_name_the_data_parallel_stragglers() -> None:
