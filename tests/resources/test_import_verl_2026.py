@@ -277,3 +277,30 @@ def test_pkg_search_path(tmp_path: Path) -> None:
                  "defaults:\n  - ppo_trainer\n  - _self_\n")  # fmt: skip
     composed = compose(load_yaml_file(path), str(path))
     assert (composed.missing_defaults, composed.data["trainer"]["nnodes"]) == ((), 3)
+
+
+@pytest.mark.parametrize(
+    ("extra", "recomputes"),
+    [
+        ("rollout: {nnodes: 1, n_gpus_per_node: 4}\n", False),  # one-step-off's config: true
+        ("", False),  # a synchronous run with bypass_mode: true
+        (
+            "rollout: {nnodes: 1, n_gpus_per_node: 4}\nasync_training: {staleness_threshold: 1}\n",
+            False,
+        ),
+    ],
+)
+def test_rollout_correction_bypass_mode_skips_old_logprob(
+    tmp_path: Path, extra: str, recomputes: bool
+) -> None:
+    """verl's trainers skip the old log-prob pass when
+    ``algorithm.rollout_correction.bypass_mode`` (true in one_step_off_ppo_trainer.yaml and
+    fully_async_ppo_trainer.yaml @ 1dda039b9): rlplex planned one for one-step-off runs (its
+    dapo_7b_math_megatron_4_12.sh: 104 s a step that verl does not spend)."""
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\n" + extra
+    text += "algorithm: {adv_estimator: grpo, rollout_correction: {bypass_mode: true}}\n"
+    pipeline = load_config(write(tmp_path, text), format="verl").pipeline
+    assert ("old_logprob" in pipeline.names) is recomputes
+    decoupled = text.replace("bypass_mode: true", "bypass_mode: false")
+    pipeline = load_config(write(tmp_path, decoupled), format="verl").pipeline
+    assert "old_logprob" in pipeline.names  # verl recomputes them (fully async too)
