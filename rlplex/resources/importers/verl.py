@@ -873,8 +873,9 @@ def _weight_sync(r: _Reader) -> str:
     - The fully-async recipe's checkpoint engine (``async_training.checkpoint_engine``,
       2025-12 to 2026-02): buckets each engine worker loads itself (``bucketed``).
     - The checkpoint engine of verl since 2026-02 (``rollout.checkpoint_engine.backend``
-      other than ``naive``): buckets whose tensors each engine rank hands to its server
-      through the weight-update API (``server_loaded``). verl's ``delta_sharded`` sends
+      other than ``naive``, or any name a ``custom_backend_module`` registers): buckets
+      whose tensors each engine rank hands to its server through the weight-update API
+      (``server_loaded``). verl's ``delta_sharded`` sends
       only the changed elements; rlplex prices the full broadcast it replaces (verl
       measured that 1.3-21x slower, docs/advance/delta_weight_sync.md).
     - Otherwise tensor by tensor over a Ray collective group (``per_tensor``: one-step-off,
@@ -888,7 +889,9 @@ def _weight_sync(r: _Reader) -> str:
     backend = r.get(field)
     if backend is None or backend == "naive":
         return "per_tensor"
-    if backend not in _CHECKPOINT_ENGINES:
+    custom = r.get(f"{_ROLLOUT}.checkpoint_engine.custom_backend_module")
+    # a plugin module registers its own backend names (CheckpointEngineRegistry.register)
+    if backend not in _CHECKPOINT_ENGINES and not custom:
         raise InvalidValueError(
             f"is not a checkpoint engine verl has (naive, {', '.join(_CHECKPOINT_ENGINES)})",
             field=field, value=backend, file=r.file,
