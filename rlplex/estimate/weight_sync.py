@@ -308,10 +308,17 @@ def adapter_share(ctx: Context, src: Role | None, dst: Role | None, shared: bool
     run time (verl's FSDP LoRA and ROLL's LoRA roles), else 1: all of it (merged weights). A
     colocated engine that drops its weights while it sleeps (sleep level 2) needs its base
     weights back every step: all of it (verl forces sleep level 1 for adapter-only syncs for
-    that reason)."""
+    that reason). A ``server_loaded`` sync (verl's checkpoint engine) sends every weight
+    whatever the trainer trains: the actor's ``update_weights`` hands the engine
+    ``get_per_tensor_param()`` with ``base_sync_done`` left false, which exports the whole
+    model for a LoRA trainer of either engine (verl/workers/engine_workers.py, the FSDP and
+    Megatron engines' ``get_per_tensor_param`` @ 1dda039b9)."""
     if src is None or dst is None or src.lora is None or dst.lora is None:
         return 1.0
-    if shared and (dst.rollout or Rollout()).sleep_level == 2:
+    rollout = dst.rollout or Rollout()
+    if shared and rollout.sleep_level == 2:
+        return 1.0
+    if not shared and rollout.weight_sync == "server_loaded":
         return 1.0
     return lora_params(ctx, src) / f.total_params(ctx.spec(src))
 

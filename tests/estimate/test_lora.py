@@ -276,3 +276,20 @@ def test_an_fp32_frozen_base_doubles_the_weights_not_the_sync(base: dict[str, An
     base["roles"]["actor_infer"]["lora"] = {"rank": 64, "frozen_precision": "fp32"}
     engine = estimate_config(config_from_dict(base, file="t.yaml")).roles["actor_infer"]
     assert engine.states["weights"] == pytest.approx((P + A) * 2 / 2 / 1e9)
+
+
+def test_a_checkpoint_engine_sync_sends_the_whole_model(base: dict[str, Any]) -> None:
+    """verl's checkpoint engine (``server_loaded``) with a LoRA trainer on other GPUs: the
+    actor exports ``get_per_tensor_param()`` with ``base_sync_done`` false, the whole model
+    (engine_workers.py @ 1dda039b9), so every engine device receives and loads P x 2 bytes,
+    not the adapters' A x 2; rlplex priced the adapters alone."""
+    base["roles"]["actor_train"]["devices"] = "0-3"
+    base["roles"]["reference"]["devices"] = "0-3"
+    base["roles"]["actor_infer"]["devices"] = "4-7"
+    split = _lora(base, weight_sync="server_loaded")
+    split["pipeline"]["mode"] = "async"
+    split["pipeline"]["max_staleness"] = 1
+    sync = estimate_config(config_from_dict(split, file="t.yaml")).stages["weight_sync"]
+    assert sync.detail["full_model_gb"] == pytest.approx(P * 2 / 1e9)
+    assert "adapters_only" not in sync.detail
+    assert sync.seconds == pytest.approx(0.3 + P * 2 / 1e9 / 3.6 + 291 * 7.1e-5)

@@ -192,3 +192,115 @@ def test_v1_unknown_trainer_mode(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, text + "algorithm: {adv_estimator: grpo}\n"), format="verl")
     assert "trainer.v1.trainer_mode" in str(err.value) and "separate_async" in str(err.value)
+
+
+def _engine_groups(root: Path) -> None:
+    """A tiny ``model_engine`` group (files at the root, as verl's) and the actor options it
+    picks, laid out as verl's trainer config folder."""
+    for option in ("dp", "mega"):
+        (root / "model_engine").mkdir(parents=True, exist_ok=True)
+        (root / "actor").mkdir(exist_ok=True)
+        (root / "model_engine" / f"{option}.yaml").write_text(
+            f"# @package _global_\nmodel_engine: {option}\n"
+        )
+    (root / "actor" / "dp_actor.yaml").write_text("strategy: fsdp\n")
+    (root / "actor" / "mega_actor.yaml").write_text("strategy: megatron\n")
+    write(root, "defaults:\n  - model_engine: dp\n  - actor@a.actor: ${model_engine}_actor\n"
+          "  - _self_\n", "trainer.yaml")  # fmt: skip
+
+
+def test_group_choice_of_a_listed_config(tmp_path: Path) -> None:
+    """verl's one-step-off and fully-async configs list ``ppo_trainer`` as a plain config,
+    whose own list holds ``model_engine: dp`` and ``${model_engine}_actor``: rlplex knew only
+    the primary file's choices, so it composed no actor, reference or critic defaults, and
+    one_step_off_ppo_megatron_trainer.yaml's ``override model_engine: megatron`` (in the
+    file it lists) was lost. Hydra knows every choice made anywhere in the tree."""
+    _engine_groups(tmp_path)
+    child = write(tmp_path, "defaults:\n  - trainer\n  - _self_\nextra: 1\n", "child.yaml")
+    composed = compose(load_yaml_file(child), str(child))
+    assert composed.missing_defaults == ()
+    assert composed.data["a"]["actor"]["strategy"] == "fsdp"
+    over = compose({**load_yaml_file(child), "model_engine": "mega"}, str(child))
+    assert over.data["a"]["actor"]["strategy"] == "megatron"
+    write(tmp_path, "defaults:\n  - trainer\n  - override model_engine: mega\n  - _self_\n",
+          "trainer_mega.yaml")  # fmt: skip
+    nested = write(tmp_path, "defaults:\n  - trainer_mega\n  - _self_\n", "nested.yaml")
+    composed = compose(load_yaml_file(nested), str(nested))
+    assert composed.missing_defaults == ()
+    assert (composed.data["model_engine"], composed.data["a"]["actor"]["strategy"]) == (
+        "mega",
+        "megatron",
+    )
+
+
+def test_group_choice_naming_no_file_is_refused(tmp_path: Path) -> None:
+    """``model_engine=megatorn`` on the command line: Hydra stops ("Could not find
+    'model_engine/megatorn'"); rlplex composed the FSDP actor silently."""
+    _engine_groups(tmp_path)
+    path = tmp_path / "trainer.yaml"
+    with pytest.raises(ConfigError) as err:
+        compose({**load_yaml_file(path), "model_engine": "megatorn"}, str(path))
+    assert (err.value.field, err.value.value, err.value.file) == (
+        "model_engine",
+        "megatorn",
+        str(path),
+    )
+    assert "model_engine/megatorn.yaml" in err.value.message
+
+
+def test_package_header_and_entry_package(tmp_path: Path) -> None:
+    """A file's ``# @package`` header places it only when the entry listing it gives no
+    ``@PACKAGE`` (Hydra's get_package), and it is absolute: rlplex put a ``_global_`` file
+    listed as ``g@sub.x`` at the root, and ignored other headers."""
+    (tmp_path / "g").mkdir()
+    (tmp_path / "h").mkdir()
+    (tmp_path / "g" / "glob.yaml").write_text("# @package _global_\nk: 1\n")
+    (tmp_path / "h" / "pk.yaml").write_text("# @package foo\nk: 2\n")
+    path = write(tmp_path, "defaults:\n  - g@sub.x: glob\n  - h: pk\n  - _self_\nz: 0\n")
+    assert compose(load_yaml_file(path), str(path)).data == {
+        "sub": {"x": {"k": 1}},
+        "foo": {"k": 2},
+        "z": 0,
+    }
+
+
+def test_pkg_search_path(tmp_path: Path) -> None:
+    """verl's fully_async_ppo_trainer.yaml finds ppo_trainer through
+    ``hydra.searchpath: [pkg://verl.trainer.config]``, which rlplex skipped: none of verl's
+    defaults were composed."""
+    config = tmp_path / "verl" / "trainer" / "config"
+    config.mkdir(parents=True)
+    write(config, "trainer: {nnodes: 3}\n", "ppo_trainer.yaml")
+    recipe = tmp_path / "verl" / "experimental" / "config"
+    recipe.mkdir(parents=True)
+    path = write(recipe, "hydra:\n  searchpath:\n    - pkg://verl.trainer.config\n"
+                 "defaults:\n  - ppo_trainer\n  - _self_\n")  # fmt: skip
+    composed = compose(load_yaml_file(path), str(path))
+    assert (composed.missing_defaults, composed.data["trainer"]["nnodes"]) == ((), 3)
+
+
+@pytest.mark.parametrize(
+    ("extra", "recomputes"),
+    [
+        ("rollout: {nnodes: 1, n_gpus_per_node: 4}\n", False),  # one-step-off's config: true
+        ("", False),  # a synchronous run with bypass_mode: true
+        (
+            "rollout: {nnodes: 1, n_gpus_per_node: 4}\nasync_training: {staleness_threshold: 1}\n",
+            False,
+        ),
+    ],
+)
+def test_rollout_correction_bypass_mode_skips_old_logprob(
+    tmp_path: Path, extra: str, recomputes: bool
+) -> None:
+    """verl's trainers skip the old log-prob pass when
+    ``algorithm.rollout_correction.bypass_mode`` (true in one_step_off_ppo_trainer.yaml and
+    fully_async_ppo_trainer.yaml @ 1dda039b9): rlplex planned one for one-step-off runs (its
+    dapo_7b_math_megatron_4_12.sh: 104 s a step that verl does not spend)."""
+    text = "trainer: {nnodes: 1, n_gpus_per_node: 4}\n" + extra
+    text += "algorithm: {adv_estimator: grpo, rollout_correction: {bypass_mode: true}}\n"
+    pipeline = load_config(write(tmp_path, text), format="verl").pipeline
+    assert ("old_logprob" in pipeline.names) is recomputes
+    decoupled = text.replace("bypass_mode: true", "bypass_mode: false")
+    pipeline = load_config(write(tmp_path, decoupled), format="verl").pipeline
+    assert "old_logprob" in pipeline.names  # verl recomputes them (fully async too)

@@ -381,6 +381,12 @@ def test_verl_checkpoint_engine_backend_unknown(tmp_path: Path) -> None:
     message = str(err.value)
     assert "actor_rollout_ref.rollout.checkpoint_engine.backend" in message
     assert "carrier_pigeon" in message and "nccl" in message
+    # A plugin (checkpoint_engine.custom_backend_module) registers its own names: verl
+    # imports it before looking the backend up (checkpoint_engine/base.py); rlplex refused it.
+    plugin = text.replace("backend: carrier_pigeon", "backend: carrier_pigeon,"
+                          " custom_backend_module: my_pkg.pigeon")  # fmt: skip
+    rollout = load_config(write(tmp_path, plugin)).roles["actor_infer"].rollout
+    assert rollout is not None and rollout.weight_sync == "server_loaded"
 
 
 @pytest.mark.parametrize(

@@ -15,16 +15,16 @@ here, following Hydra's rules (hydra/_internal/defaults_list.py and the
   listed, as in Hydra >= 1.1), a config name (``ppo_trainer``,
   ``../config/traj_envs@_here_``), or ``GROUP[@PACKAGE]: OPTION`` (``OPTION``
   may be a list, or null to skip). ``optional`` entries may be absent;
-  ``override GROUP: OPTION`` in the primary file replaces the option of that
-  group wherever it is listed; ``hydra/...`` groups (logging, launchers) are
+  ``override GROUP: OPTION`` replaces the option of that group wherever it is
+  listed (below); ``hydra/...`` groups (logging, launchers) are
   skipped, they hold nothing rlplex reads.
 - A group's file is ``GROUP/OPTION.yaml``, looked up relative to the file that
   lists it, then in the search path: the primary file's folder, the working
   directory, and each ``hydra.searchpath`` entry (``file://PATH``; a relative
   PATH is tried against the working directory, as Hydra does, and against the
   primary file's folder and its parents, so a file read from outside the
-  project's root still finds ``file://verl/trainer/config``; ``pkg://`` entries
-  are skipped).
+  project's root still finds ``file://verl/trainer/config``; a ``pkg://a.b``
+  entry is the folder ``a/b`` looked for the same way).
 - The package (where the composed keys land) is ``@PACKAGE`` relative to the
   listing file's package (``_here_``: that package; ``_global_``: the root);
   without ``@``, a group's package is the group path (``data`` -> ``data``),
@@ -33,12 +33,22 @@ here, following Hydra's rules (hydra/_internal/defaults_list.py and the
 - An option may interpolate the choice of another group: verl's ppo_trainer.yaml
   lists ``model_engine: dp`` then ``actor@actor_rollout_ref.actor:
   ${model_engine}_actor`` (Hydra's "Defaults List" page, "Interpolation in the
-  Defaults List": only config group choices can be interpolated there). A
-  group's choice is its option in the primary file's list, replaced by an
-  ``override`` entry, or by a top-level key of the primary file named as the
-  group whose value names one of its files: that is where a command-line
-  ``model_engine=megatron`` (a launch script's, or ``--set``'s) lands.
-- A group file whose header says ``# @package _global_`` merges at the root.
+  Defaults List": only config group choices can be interpolated there). As in
+  Hydra (``_create_defaults_tree_impl``), a file's plain entries are expanded
+  first, each group's choice being known from then on anywhere in the tree (so
+  verl's one-step-off and fully-async configs, which list ``ppo_trainer`` as a
+  plain config, resolve its ``${model_engine}``); its ``${GROUP}`` entries are
+  resolved after them and merged in their place in the list.
+- A group's choice is, first, a top-level key of the primary file named as the
+  group whose value is a string: that is where a command-line
+  ``model_engine=megatron`` (a launch script's, or ``--set``'s) lands, and like
+  Hydra rlplex refuses one that names no file of the group; then an
+  ``override GROUP: OPTION`` entry of any file in the tree (the first one met,
+  parents before the files they list, as Hydra registers them), and the
+  option as listed.
+- A file's ``# @package PACKAGE`` header is where it merges when the entry that
+  lists it gives no ``@PACKAGE`` (an entry's package wins); the header is
+  absolute, ``_global_`` being the root.
 
 Interpolations that cannot be resolved (an unset ``${oc.env:...}``, a key that
 no file defines) are left as written, and defaults that could not be found are
@@ -89,7 +99,12 @@ def _join(parent: str, child: str) -> str:
 
 
 def _search_roots(primary: Path, raw: Mapping[str, Any]) -> list[Path]:
-    """The search path: the primary's folder, the cwd, then ``hydra.searchpath``."""
+    """The search path: the primary's folder, the cwd, then ``hydra.searchpath``.
+
+    A ``pkg://a.b.c`` entry names a Python package: its folder ``a/b/c`` is looked for as a
+    relative ``file://`` one is, so that a file read inside the package's repository (verl's
+    fully_async_ppo_trainer.yaml lists ``pkg://verl.trainer.config``) finds it without
+    importing the package."""
     roots = [primary.parent, Path.cwd()]
     hydra = raw.get("hydra")
     entries = hydra.get("searchpath") if isinstance(hydra, Mapping) else None
@@ -97,9 +112,14 @@ def _search_roots(primary: Path, raw: Mapping[str, Any]) -> list[Path]:
         return roots
     resolved = _resolve_tolerant({"s": entries}).get("s") or []
     for entry in resolved:
-        if not isinstance(entry, str) or not entry.startswith("file://") or "${" in entry:
+        if not isinstance(entry, str) or "${" in entry:
             continue
-        path = Path(os.path.expanduser(entry[len("file://") :]))
+        if entry.startswith("pkg://"):
+            path = Path(*entry[len("pkg://") :].strip("/").split("."))
+        elif entry.startswith("file://"):
+            path = Path(os.path.expanduser(entry[len("file://") :]))
+        else:
+            continue
         if path.is_absolute():
             roots.append(path)
             continue
@@ -112,9 +132,10 @@ def _search_roots(primary: Path, raw: Mapping[str, Any]) -> list[Path]:
 class _Composer:
     def __init__(self, primary: Path, raw: Mapping[str, Any]) -> None:
         self.roots = _search_roots(primary, raw)
+        self.primary, self.raw = primary, raw
         self.missing: list[str] = []
-        self.used: list[str] = []
         self.overrides: dict[str, Any] = {}
+        """Each group's ``override`` option, the first one met in the tree."""
         self.choices: dict[str, str] = {}
         """Each config group's chosen option, for ``${GROUP}`` in a defaults option."""
 
@@ -122,6 +143,28 @@ class _Composer:
         """``option`` with each ``${GROUP}`` replaced by that group's choice (kept as written
         when the group has none, so the file is reported missing as written)."""
         return _CHOICE.sub(lambda m: self.choices.get(m.group(1), m.group(0)), option)
+
+    def option(self, group: str, listed: str, here: Path) -> str:
+        """The option group ``group`` takes where a file lists it with ``listed``: the
+        command line's (a top-level key of the primary file), an ``override`` entry's, or
+        ``listed`` (its ``${GROUP}`` resolved).
+
+        Raises:
+            ConfigError: the command line names an option the group has no file for
+                (Hydra: "Could not find 'GROUP/OPTION'").
+        """
+        given = self.raw.get(group) if "/" not in group else None
+        if isinstance(given, str) and "${" not in given:
+            if self.find(here, f"{group}/{given}") is None:
+                raise ConfigError(
+                    f"names no option of config group {group!r}: no {group}/{given}.yaml"
+                    f" beside {here} or on the search path",
+                    field=group, value=given, file=str(self.primary),
+                )  # fmt: skip
+            return given
+        if group in self.overrides and isinstance(self.overrides[group], str):
+            return str(self.overrides[group])
+        return self.choose(listed)
 
     def find(self, here: Path, rel: str) -> Path | None:
         for root in (here, *self.roots):
@@ -132,7 +175,8 @@ class _Composer:
         return None
 
     def entries(self, defaults: Any, file: str) -> list[tuple[str, str, str | None, bool]]:
-        """(kind, path-or-group, package, optional) of each defaults entry."""
+        """(kind, path-or-group, package as written or None, optional) of each defaults
+        entry; ``override`` entries are not among them (:meth:`register_overrides`)."""
         if not isinstance(defaults, list):
             raise ConfigError(
                 "must be a list of defaults entries", field="defaults", value=defaults, file=file
@@ -148,13 +192,13 @@ class _Composer:
                     optional = key.startswith("optional ")
                     key = key.removeprefix("optional ").strip()
                     if key.startswith("override "):
-                        continue  # collected by the caller from the primary file
+                        continue  # registered by register_overrides
                     group, _, package = key.partition("@")
                     options = option if isinstance(option, list) else [option]
                     for opt in options:
                         if opt is None:
                             continue
-                        out.append(("group", f"{group}/{opt}", package or group, optional))
+                        out.append(("group", f"{group}/{opt}", package or None, optional))
             else:
                 raise ConfigError(
                     "a defaults entry must be a name or a GROUP: OPTION mapping",
@@ -164,56 +208,123 @@ class _Composer:
                 )
         return out
 
-    def compose(self, data: Mapping[str, Any], path: Path, package: str, depth: int) -> list[Any]:
-        """The list of (already placed) dicts to merge, in order, for one file."""
+    def register_overrides(self, defaults: Any) -> None:
+        """Note a file's ``override GROUP: OPTION`` entries; a group overridden already (by
+        the command line, or a file met before) keeps that option, as in Hydra."""
+        if not isinstance(defaults, list):
+            return
+        for item in defaults:
+            if isinstance(item, Mapping):
+                for key, option in item.items():
+                    key = str(key).strip()
+                    if key.startswith("override "):
+                        group = key.removeprefix("override ").partition("@")[0].strip()
+                        self.overrides.setdefault(group, option)
+
+    def compose(
+        self, data: Mapping[str, Any], path: Path, package: str, depth: int
+    ) -> tuple[list[Any], list[str]]:
+        """The (already placed) dicts to merge, in order, for one file, and the files they
+        came from in merge order."""
         if depth > _MAX_DEPTH:
             raise ConfigError(
                 "defaults nest too deeply (a cycle?)", field="defaults", file=str(path)
             )
         own = {k: v for k, v in data.items() if k not in ("defaults", "hydra")}
-        parts: list[Any] = []
+        defaults = data.get("defaults", [])
+        entries = self.entries(defaults, str(path))
+        self.register_overrides(defaults)
+        slots: list[tuple[list[Any], list[str]] | None] = []
+        deferred: list[int] = []
         self_done = False
-        for kind, target, pkg, optional in self.entries(data.get("defaults", []), str(path)):
+        # Hydra expands a list's plain entries first (their choices then known everywhere)
+        # and its ${GROUP} ones after; each still merges at its place in the list.
+        for kind, target, pkg, optional in entries:
             if kind == "self":
-                parts.append(_place(own, package))
+                slots.append(([_place(own, package)], []))
                 self_done = True
                 continue
-            group = target.rsplit("/", 1)[0] if kind == "group" else ""
-            if group.split("/")[0] == "hydra":
+            group, _, listed = target.rpartition("/")
+            if kind == "group" and group.split("/")[0] == "hydra":
+                slots.append(([], []))
                 continue
-            if kind == "group" and group in self.overrides:
-                target = f"{group}/{self.overrides[group]}"
             if kind == "group":
-                target = self.choose(target)
-            if pkg == "_here_":
-                child_package = package
-            elif pkg == "_global_":
-                child_package = ""
-            elif pkg is None:
-                child_package = package  # a plain config merges where it is listed
-            else:
-                last = [p for p in pkg.replace("/", ".").split(".") if p and p != ".."]
-                child_package = _join(package, ".".join(last))
-            found = self.find(path.parent, target)
-            if found is None:
-                if not optional:
-                    self.missing.append(target)
-                continue
-            try:
-                child = load_yaml_file(found)
-            except ConfigError as exc:
-                if "the file is empty" not in str(exc):
-                    raise
-                child = {}  # Hydra composes an empty file as an empty config
-            if not isinstance(child, Mapping):
-                continue
-            if _package_header(found) == "_global_":
-                child_package = ""
-            self.used.append(str(found))
-            parts.extend(self.compose(child, found, child_package, depth + 1))
+                if "${" in listed:
+                    deferred.append(len(slots))
+                    slots.append(None)
+                    continue
+                listed = self.option(group, listed, path.parent)
+                self.choices.setdefault(group, listed)
+                target = f"{group}/{listed}"
+            slots.append(self.expand(kind, target, pkg, optional, path, package, depth))
+        for index in deferred:
+            kind, target, pkg, optional = entries[index]  # one slot per entry
+            group, _, listed = target.rpartition("/")
+            listed = self.option(group, listed, path.parent)
+            self.choices.setdefault(group, listed)
+            target = f"{group}/{listed}"
+            slots[index] = self.expand(kind, target, pkg, optional, path, package, depth)
+        parts: list[Any] = []
+        used: list[str] = []
+        for slot in slots:
+            assert slot is not None
+            parts.extend(slot[0])
+            used.extend(slot[1])
         if not self_done:
             parts.append(_place(own, package))
-        return parts
+        return parts, used
+
+    def expand(
+        self,
+        kind: str,
+        target: str,
+        pkg: str | None,
+        optional: bool,
+        path: Path,
+        package: str,
+        depth: int,
+    ) -> tuple[list[Any], list[str]]:
+        """One entry's placed dicts and files (none when its file is missing)."""
+        found = self.find(path.parent, target)
+        if found is None:
+            if not optional:
+                self.missing.append(target)
+            return [], []
+        try:
+            child = load_yaml_file(found)
+        except ConfigError as exc:
+            if "the file is empty" not in str(exc):
+                raise
+            child = {}  # Hydra composes an empty file as an empty config
+        if not isinstance(child, Mapping):
+            return [], []
+        header = _package_header(found)
+        if pkg is None and header is not None and header not in ("_group_", "_name_"):
+            # a header is absolute (Hydra's set_package_header); an entry's package wins
+            child_package = _final_package("", header)
+        elif pkg == "_here_":
+            child_package = package
+        elif pkg is None:
+            # a group's package is the group path; a plain config merges where it is listed
+            group = target.rsplit("/", 1)[0] if kind == "group" else ""
+            child_package = _final_package(package, _relative(group))
+        else:
+            child_package = _final_package(package, _relative(pkg))
+        parts, used = self.compose(child, found, child_package, depth + 1)
+        return parts, [str(found), *used]
+
+
+def _relative(package: str) -> str:
+    """A package as written (``../engine``, ``actor_rollout_ref.actor``) as dotted keys."""
+    return ".".join(p for p in package.replace("/", ".").split(".") if p and p != "..")
+
+
+def _final_package(parent: str, package: str) -> str:
+    """``package`` under ``parent``; everything up to a ``_global_`` in it is dropped, as in
+    Hydra's ``_get_final_package`` (``_global_`` is the root)."""
+    joined = _join(parent, package)
+    cut = joined.rfind("_global_")
+    return joined if cut == -1 else joined[cut + len("_global_") + 1 :]
 
 
 def _package_header(path: Path) -> str | None:
@@ -319,26 +430,7 @@ def compose(data: Mapping[str, Any], file: str) -> Composed:
         raise ConfigError(
             "must be a list of defaults entries", field="defaults", value=defaults, file=file
         )
-    for item in defaults:
-        if isinstance(item, Mapping):
-            for key, option in item.items():
-                key = str(key).strip()
-                if key.startswith("override "):
-                    group = key.removeprefix("override ").partition("@")[0].strip()
-                    composer.overrides[group] = option
-    for kind, target, _, _ in composer.entries(defaults, file):
-        group, _, option = target.rpartition("/")
-        if kind == "group" and "${" not in option:
-            composer.choices.setdefault(group, option)
-    for group in list(composer.choices):
-        chosen = data.get(group)
-        # a command-line group override (model_engine=megatron) read as the file's own key
-        if isinstance(chosen, str) and composer.find(path.parent, f"{group}/{chosen}"):
-            composer.overrides[group] = chosen
-    composer.choices.update(
-        {g: str(o) for g, o in composer.overrides.items() if isinstance(o, str)}
-    )
-    parts = composer.compose(data, path, "", 0)
+    parts, used = composer.compose(data, path, "", 0)
     try:
         merged = OmegaConf.to_container(
             OmegaConf.merge(*[OmegaConf.create(p) for p in parts]), resolve=False
@@ -350,7 +442,7 @@ def compose(data: Mapping[str, Any], file: str) -> Composed:
             file=file,
         ) from None
     assert isinstance(merged, dict)
-    return Composed(_resolve_tolerant(merged), tuple(composer.missing), (file, *composer.used))
+    return Composed(_resolve_tolerant(merged), tuple(composer.missing), (file, *used))
 
 
 def inherit(data: Mapping[str, Any], file: str) -> Composed:

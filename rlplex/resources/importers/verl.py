@@ -43,8 +43,10 @@ reads it. rlplex reads, with the source of each rule:
    "Supported Modes": 0 is synchronous training, 1 "basically equivalent to
    one_step_off"). It trains on the rollout's own log-probs
    (``use_rollout_log_probs``, its default): no old_logprob pass unless
-   ``compute_prox_log_prob``. A block holding only ``partial_rollout`` (verl-recipe's
-   synchronous partial_rollout) is not this mode.
+   ``compute_prox_log_prob``; since 2026-02-26, as every trainer, by
+   ``algorithm.rollout_correction.bypass_mode`` (:func:`_no_old_logprob`). A block
+   holding only ``partial_rollout`` (verl-recipe's synchronous partial_rollout) is not
+   this mode.
 4. Split placement (examples/split_placement/main_ppo_split.py), recognised by
    that entry point sitting in the file's folder or its parent: actor, rollout
    and reference on ``actor_rollout_ref_pool``, the critic on ``critic_pool``,
@@ -249,6 +251,27 @@ def _rollout_log_probs(r: _Reader) -> bool:
         return False
     uses = r.flag("async_training.use_rollout_log_probs", True)
     return uses and not r.flag("async_training.compute_prox_log_prob")
+
+
+def _no_old_logprob(r: _Reader) -> bool:
+    """verl takes the rollout's log-probs as the old ones and runs no old_logprob pass.
+
+    Since verl's rollout correction (2c6c65cb0, 2025-11) its trainers skip the pass when
+    ``algorithm.rollout_correction.bypass_mode`` is true (ray_trainer.py's fit, the v1
+    trainer_base.py ``_compute_old_log_prob``): one-step-off's and fully-async's trainer
+    configs set it (one_step_off_ppo_trainer.yaml, fully_async_ppo_trainer.yaml @
+    1dda039b9), so their runs compute none, and fully async's ``false`` computes them. A
+    fully-async file of before 9c75bfe01 (2026-02-26) decides by its own
+    ``async_training.use_rollout_log_probs`` / ``compute_prox_log_prob``
+    (:func:`_rollout_log_probs`)."""
+    block = r.get("async_training")
+    own = ("use_rollout_log_probs", "compute_prox_log_prob")
+    if _fully_async(r) and isinstance(block, Mapping) and any(k in block for k in own):
+        return _rollout_log_probs(r)
+    field = "algorithm.rollout_correction.bypass_mode"
+    if r.get(field) is not None:
+        return r.flag(field)
+    return _rollout_log_probs(r)
 
 
 def _split_entry(file: str) -> bool:
@@ -850,8 +873,9 @@ def _weight_sync(r: _Reader) -> str:
     - The fully-async recipe's checkpoint engine (``async_training.checkpoint_engine``,
       2025-12 to 2026-02): buckets each engine worker loads itself (``bucketed``).
     - The checkpoint engine of verl since 2026-02 (``rollout.checkpoint_engine.backend``
-      other than ``naive``): buckets whose tensors each engine rank hands to its server
-      through the weight-update API (``server_loaded``). verl's ``delta_sharded`` sends
+      other than ``naive``, or any name a ``custom_backend_module`` registers): buckets
+      whose tensors each engine rank hands to its server through the weight-update API
+      (``server_loaded``). verl's ``delta_sharded`` sends
       only the changed elements; rlplex prices the full broadcast it replaces (verl
       measured that 1.3-21x slower, docs/advance/delta_weight_sync.md).
     - Otherwise tensor by tensor over a Ray collective group (``per_tensor``: one-step-off,
@@ -865,7 +889,9 @@ def _weight_sync(r: _Reader) -> str:
     backend = r.get(field)
     if backend is None or backend == "naive":
         return "per_tensor"
-    if backend not in _CHECKPOINT_ENGINES:
+    custom = r.get(f"{_ROLLOUT}.checkpoint_engine.custom_backend_module")
+    # a plugin module registers its own backend names (CheckpointEngineRegistry.register)
+    if backend not in _CHECKPOINT_ENGINES and not custom:
         raise InvalidValueError(
             f"is not a checkpoint engine verl has (naive, {', '.join(_CHECKPOINT_ENGINES)})",
             field=field, value=backend, file=r.file,
@@ -1042,7 +1068,7 @@ def to_native(
         "roles": roles,
         "pipeline": default_pipeline(roles, mode, staleness, reference_roles=reference_roles),
     }
-    if _rollout_log_probs(r):
+    if _no_old_logprob(r):
         drop_stage(native["pipeline"], "old_logprob")
     model = model_path(r.get("actor_rollout_ref.model.path"))
     if model:
