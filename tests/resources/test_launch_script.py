@@ -116,6 +116,12 @@ python3 -m verl.trainer.main_ppo \\
         # assigned unsplit, split where used unquoted (b is no override)
         ('N="a b"\nW=x-${N}\npython -m verl.x k=$W j="$W"', ("k=x-a", "j=x-a b")),
         ("P=python\nif [ -f /x ]; then P=/opt/py; fi\n$P -m verl.x k=1", ("k=1",)),
+        # An arithmetic expansion's closing parentheses do not end the array (found in
+        # review, 2026-11-29: verl's run_qwen3_30b_veomni.sh lost every element after one).
+        (
+            'D=(\n  k=1\n  a=$((1024))\n  j=2\n)\npython -m verl.x "${D[@]}"',
+            ("k=1", "a=1024", "j=2"),
+        ),
     ],
 )
 def test_shell_expansion(text: str, expected: tuple[str, ...]) -> None:

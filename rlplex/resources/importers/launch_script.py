@@ -580,8 +580,8 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str, _HereDoc | None]]:
             end = text.find("\n", i)
             i = len(text) if end < 0 else end
             continue
-        elif c == "(" and out and out[-1] in "=$":
-            parens += 1
+        elif c == "(" and out and (out[-1] in "=$" or "".join(out[-2:]) == "$("):
+            parens += 1  # an array, $(...), and the inner parenthesis of $((...))
         elif c == ")" and parens:
             parens -= 1
         elif c == "\n" and not parens:
