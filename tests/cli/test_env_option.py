@@ -8,9 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from rlplex.cli import app
+from cli_helpers import invoke, one_line
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -18,7 +16,6 @@ RECORDS = EXAMPLES / "records"
 CONF = ROOT / "tests" / "fixtures" / "importers" / "verl" / "conf"
 PPO = EXAMPLES / "ppo.yaml"
 RECORD = (RECORDS / "verl_quickstart.jsonl", "-c", RECORDS / "verl_quickstart.yaml")
-runner = CliRunner()
 
 DEVICE_SCRIPT = """\
 #!/usr/bin/env bash
@@ -40,18 +37,6 @@ python3 -m verl.trainer.main_ppo \\
     actor_rollout_ref.rollout.n=4 \\
     trainer.n_gpus_per_node=${NGPUS_PER_NODE} trainer.nnodes=1 "$@"
 """
-
-
-def invoke(*args: object):
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def one_line(result, expected: str) -> None:
-    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
-    assert "Traceback" not in result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert expected in " ".join(result.stderr.split()), result.stderr
 
 
 @pytest.fixture
