@@ -71,10 +71,18 @@ def state_remedy(role: Role, state: str, factor: float | None = None) -> str:
     par = role.parallel
     sharded = {"weights": 3, "grads": 2, "optimizer": 1}.get(state)
     by = f" {factor:.1f}x further" if factor is not None else ""
+    grouped = sharded is not None and par is not None and par.shard_group is not None
     if sharded is not None and not (par and (par.fsdp or par.zero >= sharded)):
         text = (
             f"shard it over data-parallel ranks (roles.{role.name}.parallel: zero: {sharded}"
             f" or fsdp: true), or split the model (tp, pp){by}"
+        )
+    elif grouped and par is not None:
+        # Hybrid sharding splits it over a group, not over every GPU: a larger group first.
+        text = (
+            f"split it over more GPUs (roles.{role.name}.parallel.shard_group:"
+            f" {par.shard_group}{by}, up to all data-parallel ranks), or split the model"
+            " further (parallel: tp, pp)"
         )
     elif factor is not None:
         text = (
@@ -272,7 +280,12 @@ def _sharding(role: Role) -> str:
     par = role.parallel
     if par is None:
         return "none (every data-parallel rank holds full states)"
+    group = (
+        f", within groups of {par.shard_group} data-parallel ranks (hybrid sharding)"
+        if par.shard_group is not None
+        else ""
+    )
     if par.fsdp:
-        return "fsdp (weights, grads, optimizer over dp)"
+        return f"fsdp (weights, grads, optimizer over dp{group})"
     return {0: "none", 1: "zero-1 (optimizer)", 2: "zero-2 (optimizer, grads)",
-            3: "zero-3 (weights, grads, optimizer)"}[par.zero]  # fmt: skip
+            3: "zero-3 (weights, grads, optimizer)"}[par.zero] + group  # fmt: skip

@@ -443,13 +443,57 @@ def expert_layout(ctx: Context, role: Role) -> tuple[int, int]:
     return ep, ranks // ep
 
 
+def shard_groups(ctx: Context, role: Role) -> tuple[int, int]:
+    """(dense, expert) ranks over which a role's sharded states split: the data-parallel
+    and expert data-parallel ranks (:func:`expert_layout`), or with ``parallel.shard_group``
+    (hybrid sharding) that group, and the experts' ranks over the dp / group replicas
+    (VeOmni's and TorchTitan's expert shards carve ep out of the shard group; Megatron's
+    optimizer instances split the expert data-parallel ranks alike).
+
+    Raises:
+        ConfigError: the group does not divide dp, or the replicas the expert ranks.
+    """
+    _, _, dp = ctx.layout(role)
+    ep, edp = expert_layout(ctx, role)
+    par = role.parallel
+    group = par.shard_group if par is not None else None
+    if group is None or group == dp:
+        return dp, edp
+    field = f"roles.{role.name}.parallel.shard_group"
+    if dp % group:
+        raise ConfigError(
+            f"shard_group {group} does not divide the role's {dp} data-parallel ranks:"
+            " they form dp / shard_group replicas of one group each",
+            field=field, value=group, file=ctx.inputs.file,
+        )  # fmt: skip
+    replicas = dp // group
+    if ep <= 1:
+        return group, edp  # no routed experts split apart: only the dense group matters
+    if edp % replicas:
+        raise ConfigError(
+            f"shard_group {group} makes {replicas} replicas, which do not divide the"
+            f" {edp} expert data-parallel ranks (parallel.ep) that hold each expert",
+            field=field, value=group, file=ctx.inputs.file,
+        )  # fmt: skip
+    return group, edp // replicas
+
+
+def shard_replicas(ctx: Context, role: Role) -> int:
+    """How many replicas of its sharded states a role keeps: dp / ``parallel.shard_group``
+    (1 without hybrid sharding)."""
+    _, _, dp = ctx.layout(role)
+    return dp // shard_groups(ctx, role)[0]
+
+
 def shard_fraction(ctx: Context, role: Role, params: int) -> float:
     """The share of a rank's model parameters that is its own optimizer shard: the dense
     part over the data-parallel ranks, the routed experts over the expert data-parallel
-    ones (Megatron's distributed optimizer, ZeRO), against what the rank holds whole."""
+    ones (Megatron's distributed optimizer, ZeRO), each within its shard group
+    (:func:`shard_groups`), against what the rank holds whole."""
     spec = ctx.spec(role)
-    tp, pp, dp = ctx.layout(role)
-    ep, edp = expert_layout(ctx, role)
+    tp, pp, _ = ctx.layout(role)
+    ep, _ = expert_layout(ctx, role)
+    dp, edp = shard_groups(ctx, role)
     experts = f.routed_expert_params(spec) if ep > 1 else 0
     dense = params - experts
     whole = dense / (tp * pp) + experts / (ep * pp)
@@ -536,6 +580,24 @@ def link_gb_per_s(ctx: Context, role: Role) -> float:
     else:
         fabrics = max(1, ctx.devices(role) // c.fabric_gpus)
     return c.network_gb_per_s if fabrics > 1 else c.device_copy_gb_per_s
+
+
+def shard_link_gb_per_s(ctx: Context, role: Role) -> float:
+    """Collective bandwidth per device within a role's shard groups (``parallel.shard_group``
+    consecutive data-parallel ranks, each ``tp`` consecutive devices): NVLink while every
+    group stays inside one NVLink fabric, else the network; without hybrid sharding the
+    role's own link (:func:`link_gb_per_s`)."""
+    par = role.parallel
+    if par is None or par.shard_group is None:
+        return link_gb_per_s(ctx, role)
+    c = ctx.inputs.cluster
+    tp, _, _ = ctx.layout(role)
+    span = tp * shard_groups(ctx, role)[0]
+    devices = list(role.devices) if role.devices else list(range(ctx.devices(role)))
+    for start in range(0, len(devices), span):
+        if len({c.fabric_of(d) for d in devices[start : start + span]}) > 1:
+            return c.network_gb_per_s
+    return c.device_copy_gb_per_s
 
 
 def layer_kernels(role: Role) -> str:

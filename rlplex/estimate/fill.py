@@ -239,11 +239,16 @@ def check_stages_fit(
             field = states_path
             par = role.parallel
             sharded = par is not None and (par.fsdp or par.zero >= 3)
-            remedy = (
-                f"give roles.{role.name} more GPUs (its states are sharded over them)"
-                if sharded
-                else f"shard roles.{role.name} (parallel: fsdp: true or zero: 3)"
-            ) + f", or lower the activations ({ACTIVATION_KNOBS})"
+            if sharded and par is not None and par.shard_group is not None:
+                remedy = (
+                    f"raise roles.{role.name}.parallel.shard_group ({par.shard_group}: its"
+                    " states are sharded over that many GPUs only)"
+                )
+            elif sharded:
+                remedy = f"give roles.{role.name} more GPUs (its states are sharded over them)"
+            else:
+                remedy = f"shard roles.{role.name} (parallel: fsdp: true or zero: 3)"
+            remedy += f", or lower the activations ({ACTIVATION_KNOBS})"
         raise ConfigError(
             f"stage {stage.name!r} needs {total:.2f} GB per GPU ({detail}, estimated) even"
             f" with every other role offloaded, but a GPU has {cap:g} GB; {remedy}",

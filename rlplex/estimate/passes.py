@@ -34,6 +34,9 @@ from rlplex.estimate.context import (
     role_head,
     sample_lengths,
     shard_fraction,
+    shard_groups,
+    shard_link_gb_per_s,
+    shard_replicas,
     spans_nodes,
     stage_factor,
     stored_precision,
@@ -543,18 +546,37 @@ def _step_overhead_stage(ctx: Context) -> str | None:
 def _gathered_bytes(ctx: Context, role: Role, est: RoleEstimate) -> float:
     """Bytes one device receives to gather a sharded (FSDP / ZeRO-3) role's weights once: the
     dense part's shard over the data-parallel ranks, the routed experts' (``parallel.ep``)
-    over the expert data-parallel ranks only (:func:`expert_layout`)."""
+    over the expert data-parallel ranks only (:func:`expert_layout`); with hybrid sharding
+    over the ranks of its shard group only (:func:`shard_groups`)."""
     b = f.BYTES_PER_ELEMENT[stored_precision(role.precision)]
     spec = ctx.spec(role)
-    ep, edp = expert_layout(ctx, role)
+    ep, _ = expert_layout(ctx, role)
     if est.dp <= 1:
         return 0.0
+    group, egroup = shard_groups(ctx, role)
     experts = f.routed_expert_params(spec) if ep > 1 else 0
     dense = est.params - experts
     return (
-        dense / (est.tp * est.pp) * (est.dp - 1) / est.dp
-        + experts / (ep * est.pp) * (edp - 1) / max(edp, 1)
+        dense / (est.tp * est.pp) * (group - 1) / group
+        + experts / (ep * est.pp) * (egroup - 1) / max(egroup, 1)
     ) * b
+
+
+def _replica_all_reduce_elements(ctx: Context, role: Role, est: RoleEstimate) -> float:
+    """Elements one device sends (and receives) to all-reduce its gradient shard across the
+    replicas of hybrid sharding (``parallel.shard_group``): a ring all-reduce of the shard
+    (the dense part over the group, the experts over theirs) among dp / group ranks moves
+    2 (r - 1) / r of it (PyTorch HSDP: reduce-scatter within the group, then all-reduce
+    across the replicate dimension). 0 without replicas."""
+    replicas = shard_replicas(ctx, role) if est.dp > 1 else 1
+    if replicas <= 1:
+        return 0.0
+    spec = ctx.spec(role)
+    ep, _ = expert_layout(ctx, role)
+    group, egroup = shard_groups(ctx, role)
+    experts = f.routed_expert_params(spec) if ep > 1 else 0
+    shard = (est.params - experts) / (est.tp * est.pp) / group + experts / (ep * est.pp) / egroup
+    return 2 * shard * (replicas - 1) / replicas
 
 
 def _overlap_communication(
@@ -602,10 +624,13 @@ def estimate_train(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) ->
     # One collective over the (expert) data-parallel ranks moves this much per device, for
     # every weight at b bytes; the gradients' share of it is the trained weights'.
     collective = _gathered_bytes(ctx, role, est) / b
+    # Hybrid sharding: the collectives above stay within a shard group; the gradient shards
+    # are then all-reduced across the replicas, over the role's own link.
+    across = _replica_all_reduce_elements(ctx, role, est)
     trained = trainable / est.params
     sharded = par is not None and (par.fsdp or par.zero >= 3)
     steps = w.mini_batches * w.epochs
-    comm = 0.0
+    comm = replica_comm = 0.0
     if est.dp > 1:
         if par is not None and (par.fsdp or par.zero >= 2):
             # Sharded gradients: no rank keeps a whole gradient, so each micro-batch's backward
@@ -616,6 +641,7 @@ def estimate_train(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) ->
             # communication_data_type).
             reduce_b = f.BYTES_PER_ELEMENT["fp32"] if par.fsdp else b
             comm = collective * trained * reduce_b * micro_batches
+            replica_comm = across * trained * reduce_b * micro_batches
             if sharded:
                 # The weights gathered for the forward and again for the backward; a
                 # recomputed forward runs inside the backward on the weights its pre-backward
@@ -629,7 +655,11 @@ def estimate_train(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) ->
             # all-reduce (DDP), or a reduce-scatter and the updated weights' gather (ZeRO-1,
             # Megatron's distributed optimizer).
             comm = 2 * collective * trained * b * steps
-    comm_s = comm / (link_gb_per_s(ctx, role) * f.GB)
+            replica_comm = across * trained * b * steps
+    comm_s = comm / (shard_link_gb_per_s(ctx, role) * f.GB) + replica_comm / (
+        link_gb_per_s(ctx, role) * f.GB
+    )
+    comm += replica_comm
     exposed_s = _overlap_communication(terms, detail, comm_s, packed=w.packing)
     if exposed_s > 0.1 * terms["compute"] and par is not None and (par.fsdp or par.zero >= 2):
         note = (
@@ -638,7 +668,7 @@ def estimate_train(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) ->
             f" of its {micro_batches:,} micro-batches per rank) exceeds its compute"
             f" ({terms['compute']:.1f} s); larger micro-batches (workload.micro_batch_tokens)"
             " amortise it, sharding within a node (fewer data-parallel ranks across the"
-            " network) shortens it"
+            f" network: roles.{role.name}.parallel.shard_group) shortens it"
         )
         if note not in ctx.warnings:
             ctx.warnings.append(note)
@@ -659,7 +689,9 @@ def estimate_train(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) ->
         per_node = efficiency_value(ctx.inputs.efficiency, "cpu_adam_params_per_s")
         gpn = ctx.inputs.cluster.gpus_per_node
         ranks_per_node = min(gpn, est.devices)
-        params_per_device = shard_trainable / (est.dp if sharded or par.zero else 1)
+        params_per_device = shard_trainable / (
+            shard_groups(ctx, role)[0] if sharded or par.zero else 1
+        )
         cpu_s = params_per_device * ranks_per_node / per_node
         copy_s = 2 * est.states.get("grads", 0.0) / host  # grads down, weights up
         opt_s = (cpu_s + copy_s) * steps
@@ -777,7 +809,7 @@ def estimate_forward(ctx: Context, stage: Stage, role: Role, est: RoleEstimate) 
     comm = 0.0
     if par is not None and (par.fsdp or par.zero >= 3) and est.dp > 1:
         comm = _gathered_bytes(ctx, role, est) * micro_batches
-    comm_s = comm / (link_gb_per_s(ctx, role) * f.GB)
+    comm_s = comm / (shard_link_gb_per_s(ctx, role) * f.GB)
     exposed_s = _overlap_communication(terms, detail, comm_s, packed=w.packing)
     detail.update({"comm_s": comm_s, "comm_exposed_s": exposed_s})
     micro_tokens = _micro_batch_tokens_per_rank(w, role, stage, detail, backward=False)

@@ -23,6 +23,7 @@ from rlplex.estimate.context import (
     kv_precision,
     lora_params,
     role_head,
+    shard_groups,
     stage_kind,
     stored_precision,
     stream_mode,
@@ -45,16 +46,18 @@ def role_states(ctx: Context, role: Role) -> RoleEstimate:
     par = role.parallel
     zero = 3 if par is not None and par.fsdp else (par.zero if par is not None else 0)
     b = f.BYTES_PER_ELEMENT[weight_precision(ctx, role)]
-    ep, edp = expert_layout(ctx, role)
+    ep, _ = expert_layout(ctx, role)
     # Expert parallelism gives each of ep ranks its own routed experts whole (expert tensor
     # parallel 1, Megatron-core's and vLLM's layout); the rest splits over tp as usual. ZeRO
-    # shards each part over its own data-parallel group.
+    # shards each part over its own data-parallel group; hybrid sharding
+    # (parallel.shard_group) over a part of it, replicated across the rest.
+    group, egroup = shard_groups(ctx, role)
     experts = f.routed_expert_params(spec) if ep > 1 else 0
     dense = params - experts
 
     def per_device(zero_level: int) -> float:
-        return dense / (tp * pp) / (dp if zero >= zero_level else 1) + experts / (ep * pp) / (
-            edp if zero >= zero_level else 1
+        return dense / (tp * pp) / (group if zero >= zero_level else 1) + experts / (ep * pp) / (
+            egroup if zero >= zero_level else 1
         )
 
     # LoRA adapters split over the devices as the weights they adapt do; a trained role's

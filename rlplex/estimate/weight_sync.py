@@ -23,6 +23,7 @@ from rlplex.estimate.context import (
     efficiency_value,
     lora_params,
     missing_inputs,
+    shard_groups,
     spans_nodes,
     stored_precision,
     weight_bytes_per_param,
@@ -72,7 +73,9 @@ def _gather_s(
     experts (a resharded sync's rest), split over tensor x pipeline ranks (and data parallel
     under ZeRO-3/FSDP), never over expert parallel ones.
     """
-    tp, pp, dp = ctx.layout(role)
+    tp, pp, _ = ctx.layout(role)
+    # Under hybrid sharding the shards of one whole copy lie within a shard group.
+    dp = shard_groups(ctx, role)[0]
     par = role.parallel
     zero = 3 if par is not None and par.fsdp else (par.zero if par is not None else 0)
     if dense_only:

@@ -790,6 +790,74 @@ def _torchtitan(r: _Reader, name: str, base: str) -> dict[str, Any] | None:
     )
 
 
+def _shard_group(r: _Reader, name: str, spec: Mapping[str, Any] | None, gpus: int) -> int | None:
+    """The data-parallel ranks a sharded role's states split over when fewer than all of
+    them (hybrid sharding, ``parallel.shard_group``), else None. FSDP engine:
+    ``fsdp_config.fsdp_size`` (the critic's ``critic.fsdp.fsdp_size`` since 2026-04), -1 or
+    at least the role's GPUs meaning all of them (``create_device_mesh``,
+    verl/workers/engine/fsdp/utils.py: a ("ddp", "fsdp") mesh of world / fsdp_size x
+    fsdp_size otherwise). VeOmni: ``veomni.fsdp_size`` over its data-parallel ranks (GPUs /
+    Ulysses size), whose shards also span the Ulysses ranks (its ``dp_shard_sp`` mesh):
+    ``fsdp_size`` x Ulysses GPUs. TorchTitan: ``torchtitan.data_parallel_replicate_size``
+    replicas of the rest (its ``data_parallel_shard_size`` fills the shard dimension).
+
+    Raises:
+        ConfigError: a size that is not a whole number, or one that does not divide the
+            role's data-parallel ranks (verl's mesh fails on it).
+    """
+    base = {
+        "actor_train": "actor_rollout_ref.actor",
+        "reference": "actor_rollout_ref.ref",
+        "critic": "critic",
+    }.get(name)
+    if base is None or not spec or not (spec.get("fsdp") or spec.get("zero")):
+        return None
+    split = (spec.get("tp") or 1) * (spec.get("pp") or 1)
+    dp = max(1, gpus // split)
+    strategy = r.get(f"{base}.strategy")
+    # The reference's VeOmni and TorchTitan blocks take the actor's sizes unless they say
+    # otherwise (ref/veomni_ref.yaml, ref/torchtitan_ref.yaml: oc.select of the actor's).
+    inherit = name == "reference" and strategy in ("veomni", "torchtitan")
+    if strategy == "torchtitan":
+        field = f"{base}.torchtitan.data_parallel_replicate_size"
+        if inherit and r.get(field) is None:
+            field = "actor_rollout_ref.actor.torchtitan.data_parallel_replicate_size"
+        replicas = r.size(field)
+        if replicas is None or replicas == 1:
+            return None
+        if dp % replicas:
+            raise ConfigError(
+                f"{replicas} replicas do not divide the role's {dp} data-parallel ranks",
+                field=field, value=replicas, file=r.file,
+            )  # fmt: skip
+        return dp // replicas
+    if strategy == "veomni":
+        field = f"{base}.veomni.fsdp_size"
+        if inherit and r.get(field) is None:
+            field = "actor_rollout_ref.actor.veomni.fsdp_size"
+        ulysses = spec.get("sp") or 1
+    elif strategy in ("fsdp", "fsdp2", None):
+        field = f"{_critic_fsdp(r) if name == 'critic' else base + '.fsdp_config'}.fsdp_size"
+        ulysses = 1  # verl's FSDP mesh is over every GPU, Ulysses ranks included
+    else:
+        return None
+    value = r.get(field)
+    if value is None or value == -1 or (isinstance(value, int) and value < 0):
+        return None  # verl's "-1": all of them
+    size = r.size(field)
+    assert size is not None
+    ranks = dp // ulysses
+    if size >= ranks:
+        return None
+    if ranks % size:
+        raise ConfigError(
+            f"fsdp_size {size} does not divide the role's {ranks} data-parallel ranks"
+            " (verl's device mesh of dp / fsdp_size x fsdp_size ranks cannot be built)",
+            field=field, value=size, file=r.file,
+        )  # fmt: skip
+    return size * ulysses
+
+
 def _logits(r: _Reader, name: str) -> str | None:
     """How verl's FSDP passes of role ``name`` hold the logits (``parallel.logits``)."""
     if name == "reference":
@@ -1033,6 +1101,9 @@ def to_native(
             check_worker_layout(name, devices, per_worker, cluster, file, field=layout_field)
             role = gpu_role(devices, per_worker, name)
             spec = _parallel(r, name)
+            group = _shard_group(r, name, spec, len(devices))
+            if spec and group is not None:
+                spec["shard_group"] = group
             if spec:
                 role["parallel"] = spec
             engine = _rollout(r) if name == "actor_infer" else None
