@@ -225,8 +225,8 @@ def _fit_pairs(
                 ),
                 run,
             )
-        except RlplexError as err:  # say which option the file came from
-            raise ConfigError(str(err), field="--fit-from", value=item) from err
+        except RlplexError as err:  # say which option the file came from; err names it
+            raise ConfigError(str(err), field="--fit-from") from err
         pairs.append((split_joint(run, config), config))
     return pairs
 

@@ -145,6 +145,16 @@ def test_user_errors_exit_2_without_traceback(args: list, message: str) -> None:
     assert "Traceback" not in result.output
 
 
+def test_a_fit_from_error_gives_the_value_once(tmp_path: Path) -> None:
+    """A bad value in a --fit-from config is said once, by the config's own error."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(VERL_CONFIG.read_text() + "\nefficiency: {decode: -1}\n")
+    result = invoke("whatif", VERL, "-c", VERL_CONFIG, "--auto", "--fit-from", f"{VERL}={bad}")
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.stderr.split())
+    assert text.startswith("error: --fit-from: ") and text.count("(got") == 1, text
+
+
 def test_a_corrupt_line_fails_unless_skipped(tmp_path: Path) -> None:
     lines = VERL.read_text().splitlines()
     lines.insert(3, '{"step": 99, "data": {"timing_s/gen": 1.0')
