@@ -59,6 +59,38 @@ def test_reward_model_colocated_under_reward(tmp_path: Path) -> None:
     assert cfg.roles["reward"].devices == cfg.roles["actor_train"].devices
 
 
+@pytest.mark.parametrize(
+    ("block", "per_worker"),
+    [
+        ("reward: {reward_model: {enable: true}}", 2),  # reward/reward.yaml's tp 2
+        ("reward: {reward_model: {enable: true, rollout: {tensor_model_parallel_size: 4}}}", 4),
+        ("reward: {reward_model: {enable: true, rollout: {tensor_model_parallel_size: 1}}}", 1),
+        # the legacy reward loop keeps its engine under reward_model.rollout
+        ("reward_model: {enable: true, use_reward_loop: true,"
+         " rollout: {tensor_model_parallel_size: 4}}", 4),
+    ],
+)  # fmt: skip
+def test_served_reward_model_workers_are_its_engines(
+    tmp_path: Path, block: str, per_worker: int
+) -> None:
+    """A reward model a rollout engine serves runs as engines of its tensor-parallel size;
+    it was read as one-GPU workers."""
+    cfg = load_config(write(tmp_path, BASE + block + "\n"), format="verl")
+    reward = cfg.roles["reward"]
+    assert reward.num_gpus_per_worker == per_worker
+    tp = reward.parallel.tp if reward.parallel is not None else None
+    assert tp == (per_worker if per_worker > 1 else None)
+
+
+def test_served_reward_model_engine_must_divide_its_gpus(tmp_path: Path) -> None:
+    text = (
+        BASE + "reward: {reward_model: {enable: true, rollout: {tensor_model_parallel_size: 3}}}\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text), format="verl")
+    assert "reward.reward_model.rollout.tensor_model_parallel_size" in str(err.value)
+
+
 def test_legacy_reward_model_keys_win_over_the_new_block(tmp_path: Path) -> None:
     """verl's migrate_legacy_reward_impl copies every legacy key that is not null over the
     new block's; legacy_reward_impl.yaml holds them null."""

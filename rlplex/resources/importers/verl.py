@@ -367,6 +367,17 @@ def _reward_loop(r: _Reader) -> bool:
     return r.flag("reward_model.use_reward_loop") or isinstance(r.get(_NEW_REWARD_MODEL), Mapping)
 
 
+def _reward_engine(r: _Reader) -> tuple[int, str] | None:
+    """(GPUs of one engine, the field that sets them) of a reward model that a rollout engine
+    serves (:func:`_reward_loop`): its ``rollout.tensor_model_parallel_size``, 2 unless set
+    (verl's reward/reward.yaml and the legacy reward_model/dp_reward_loop.yaml @ 1dda039b9),
+    so the reward role's workers are engines of that many GPUs each. None otherwise."""
+    if not _reward_loop(r):
+        return None
+    field = _reward_model_field(r, "rollout.tensor_model_parallel_size")
+    return r.int(field, 2), field
+
+
 def _explicit_pools(
     data: Mapping[str, Any], file: str
 ) -> tuple[dict[str, list[int]], dict[str, str]]:
@@ -1096,11 +1107,16 @@ def to_native(
                 raise ConfigError(
                     f"role {name!r} is mapped twice", field=field, value=pool, file=file
                 )
-            per_worker = replica if name == "actor_infer" else 1
+            served = _reward_engine(r) if name == "reward" else None
+            per_worker = replica if name == "actor_infer" else (served or (1, ""))[0]
             layout_field = _TP_FIELD if name == "actor_infer" and replica > 1 else field
+            if served is not None and served[0] > 1:
+                layout_field = served[1]
             check_worker_layout(name, devices, per_worker, cluster, file, field=layout_field)
             role = gpu_role(devices, per_worker, name)
             spec = _parallel(r, name)
+            if served is not None and served[0] > 1:
+                spec = parallel(tp=served[0])
             group = _shard_group(r, name, spec, len(devices))
             if spec and group is not None:
                 spec["shard_group"] = group
