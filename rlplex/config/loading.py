@@ -295,7 +295,26 @@ def _load_launch_script(
         ) from None  # fmt: skip
     from rlplex.resources.importers.launch_script import launch_root
 
-    return replace(form, file=str(script), base_dir=launch_root(script, env))
+    form = replace(form, file=str(script), base_dir=launch_root(script, env))
+    return _with_env_unread(form, script, env)
+
+
+def _with_env_unread(form: NativeForm, script: Path, env: Mapping[str, str] | None) -> NativeForm:
+    """``form`` with a warning for each ``--env`` variable the script never took the value
+    of (a misspelt name, or one the script assigns itself): like a ``--set`` that changed
+    nothing, it is said rather than refused, since one set of ``--env`` may serve several
+    scripts (``bench/import_corpus.py --env``)."""
+    if not env:
+        return form
+    from rlplex.resources.importers.launch_script import script_launch
+
+    notes = tuple(
+        f"--env {name}={env[name]} changed nothing: {script.name} never reads ${name} from"
+        " the environment before its trainer command (it does not look it up, or sets it"
+        " itself first)"
+        for name in script_launch(script, env).env_unread
+    )
+    return replace(form, unread=(*form.unread, *notes)) if notes else form
 
 
 def _unknown_variable(
@@ -377,7 +396,7 @@ def _load_openrlhf(
         if unknown is None:
             raise
         raise type(exc)(unknown, field=exc.field, value=exc.value, file=exc.file) from None
-    return replace(form, base_dir=root)
+    return _with_env_unread(replace(form, base_dir=root), script, env)
 
 
 def check_format(format: str | None, option: str = "--format") -> str | None:

@@ -64,6 +64,60 @@ def activation_remedy(role: Role, stage: Stage | None = None) -> str:
     )
 
 
+def _data_parallel(role: Role) -> int | None:
+    """A trained role's data-parallel ranks as its devices and parallel sizes give them
+    (``parallel.dp``, else devices / (tp x pp)); None without devices."""
+    par = role.parallel
+    if par is not None and par.dp:
+        return par.dp
+    if not role.devices:
+        return None
+    split = ((par.tp or 1) * par.pp) if par is not None else 1
+    return max(1, len(role.devices) // split)
+
+
+def group_remedy(role: Role, factor: float | None = None) -> str:
+    """What would shrink a hybrid-sharded role's (``parallel.shard_group``) sharded states:
+    a larger group that divides its data-parallel ranks (the smallest one at least
+    ``factor`` times the group, when that is known), or, when even every rank is too few,
+    sharding over all of them on more GPUs. More GPUs alone do not help: the states split
+    over the group whatever the role's size."""
+    par = role.parallel
+    assert par is not None and par.shard_group is not None
+    group, dp = par.shard_group, _data_parallel(role)
+    field = f"roles.{role.name}.parallel.shard_group"
+    if dp is None:
+        return f"raise {field} above {group} (the states split over that many ranks only)"
+    need = group * (factor if factor is not None else 1.0)
+    larger = [g for g in range(group + 1, dp + 1) if dp % g == 0 and g >= need - 1e-9]
+    if larger:
+        return (
+            f"raise {field} from {group} to {larger[0]} (the states split over that many"
+            f" of its {dp} data-parallel ranks; more GPUs alone do not shrink them)"
+        )
+    return (
+        f"shard over all {dp} data-parallel ranks (drop {field}: {group}) and give"
+        f" roles.{role.name} {need / dp:.1f}x the GPUs"
+    )
+
+
+def group_factor(
+    role: Role, states: Mapping[str, float], transient_gb: float, cap: float
+) -> float | None:
+    """How many times larger a hybrid-sharded role's group must be for ``states`` (GB per
+    device) and ``transient_gb`` to fit in ``cap``: only the states its sharding splits
+    over the group shrink (FSDP / ZeRO-3 all three, ZeRO-2 grads and optimizer, ZeRO-1 the
+    optimizer). None when the rest alone does not fit (no group helps)."""
+    par = role.parallel
+    zero = 3 if par is not None and par.fsdp else (par.zero if par is not None else 0)
+    levels = {"weights": 3, "grads": 2, "optimizer": 1}
+    split = sum(gb for k, gb in states.items() if zero >= levels.get(k, 4))
+    rest = sum(states.values()) - split + transient_gb
+    if split <= 0 or rest >= cap:
+        return None
+    return split / (cap - rest)
+
+
 def state_remedy(role: Role, state: str, factor: float | None = None) -> str:
     """What would make a role's ``state`` fit on its GPUs: sharding it where it is not, else
     more GPUs; LoRA for a trained role's gradients or optimizer state. ``factor``: how many
@@ -77,13 +131,9 @@ def state_remedy(role: Role, state: str, factor: float | None = None) -> str:
             f"shard it over data-parallel ranks (roles.{role.name}.parallel: zero: {sharded}"
             f" or fsdp: true), or split the model (tp, pp){by}"
         )
-    elif grouped and par is not None:
+    elif grouped:
         # Hybrid sharding splits it over a group, not over every GPU: a larger group first.
-        text = (
-            f"split it over more GPUs (roles.{role.name}.parallel.shard_group:"
-            f" {par.shard_group}{by}, up to all data-parallel ranks), or split the model"
-            " further (parallel: tp, pp)"
-        )
+        text = group_remedy(role, factor) + ", or split the model further (parallel: tp, pp)"
     elif factor is not None:
         text = (
             f"spread it over {factor:.1f}x the GPUs (roles.{role.name}.devices), or split the"

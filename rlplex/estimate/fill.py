@@ -214,7 +214,12 @@ def check_stages_fit(
         ConfigError: naming ``pipeline.stages.S.memory_gb`` (activations the
             largest part) or ``roles.R.states``.
     """
-    from rlplex.estimate.assumptions import ACTIVATION_KNOBS, activation_remedy
+    from rlplex.estimate.assumptions import (
+        ACTIVATION_KNOBS,
+        activation_remedy,
+        group_factor,
+        group_remedy,
+    )
 
     cap = cluster.gpu_memory_gb
     for stage in pipeline.stages:
@@ -240,10 +245,7 @@ def check_stages_fit(
             par = role.parallel
             sharded = par is not None and (par.fsdp or par.zero >= 3)
             if sharded and par is not None and par.shard_group is not None:
-                remedy = (
-                    f"raise roles.{role.name}.parallel.shard_group ({par.shard_group}: its"
-                    " states are sharded over that many GPUs only)"
-                )
+                remedy = group_remedy(role, group_factor(role, parts, stage.memory_gb, cap))
             elif sharded:
                 remedy = f"give roles.{role.name} more GPUs (its states are sharded over them)"
             else:

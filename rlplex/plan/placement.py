@@ -205,6 +205,7 @@ def estimated_again(
     again: list[tuple[PlacementCandidate, Config]] = []
     error: RlplexError | None = None
     changed = False
+    grouped: set[str] = set()  # shard_group fields that ruled candidates out
     for candidate in scored:
         placement = candidate.placement
         try:
@@ -214,11 +215,23 @@ def estimated_again(
         except RlplexError as exc:
             error = error or exc
             changed = changed or estimates_placement(config)
+            field = getattr(exc, "field", None) or ""
+            if field.endswith(".parallel.shard_group"):
+                grouped.add(field)
             continue
         bound = plan.lower_bound_s
         again.append((replace(candidate, period_s=plan.period_s, lower_bound_s=bound), moved))
     if again and changed and RE_ESTIMATED not in notes:
         notes.append(RE_ESTIMATED)
+    for field in sorted(grouped):
+        # A hybrid-sharding group must divide the role's data-parallel ranks: a candidate
+        # whose GPU count it does not divide is skipped, which the user should know.
+        note = (
+            f"placements on which {field} does not divide the role's data-parallel ranks"
+            " were skipped (--set another shard_group to search them)"
+        )
+        if again and note not in notes:
+            notes.append(note)
     again.sort(key=lambda item: round(item[0].period_s, 9))
     return again, error
 

@@ -28,7 +28,12 @@ from pydantic import BaseModel, ConfigDict
 
 from rlplex.config import load_config, raw_file
 from rlplex.errors import ConfigError
-from rlplex.estimate.assumptions import activation_remedy, state_remedy
+from rlplex.estimate.assumptions import (
+    activation_remedy,
+    group_factor,
+    group_remedy,
+    state_remedy,
+)
 from rlplex.estimate.estimator import Estimate, estimate_config
 from rlplex.resources.cluster import Role
 from rlplex.resources.inputs import Rollout
@@ -159,6 +164,11 @@ def shortfalls(
             continue
         if est.memory_gb >= max((states[k] for k in needs if k in states), default=0.0):
             remedy = activation_remedy(roles[r.role], stage)
+        elif (par := roles[r.role].parallel) is not None and par.shard_group is not None:
+            # Hybrid sharding: more GPUs add replicas, not shards; a larger group shrinks it.
+            held = {k: v for k, v in states.items() if k in needs}
+            factor = group_factor(roles[r.role], held, est.memory_gb, cap)
+            remedy = group_remedy(roles[r.role], factor) + ", or split the model (tp, pp)"
         else:
             remedy = (
                 f"give roles.{r.role} {total / cap:.1f}x the GPUs if its states are sharded,"

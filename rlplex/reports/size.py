@@ -721,6 +721,11 @@ def _with_fix(row: CountRow, smallest: Mapping[str, int]) -> CountRow:
         return row
     if row.gpu in smallest and smallest[row.gpu] > row.gpus:
         fix = f"fix: {smallest[row.gpu]} {row.gpu} GPUs fit"
+    elif ".parallel.shard_group" in row.reason:  # a hybrid-sharding group, not the layout
+        fix = (
+            "fix: a GPU count whose data-parallel ranks the shard_group divides (a multiple"
+            " of tp x pp x shard_group), or another shard_group (--set)"
+        )
     elif LAYOUT_MISFIT in row.reason:  # the role's parallel layout, not its memory
         fix = "fix: a GPU count the role's tp x pp and pp x ep divide, or a smaller layout"
     elif row.activation_bound:  # each GPU holds its own micro-batch's activations

@@ -138,3 +138,56 @@ def test_env_for_a_timeline_is_refused() -> None:
     )
     # compare: one of the two must be a launch script
     one_line(invoke("compare", PPO, timeline, "--env", "DEVICE=gpu"), YAML_REFUSAL)
+
+
+def test_a_later_env_item_for_a_name_wins(script: Path) -> None:
+    result = invoke("validate", script, "--env", "DEVICE=npu", "--env", "DEVICE=gpu")
+    assert result.exit_code == 0, result.output
+    assert "8 GPUs" in result.stdout
+
+
+def test_an_env_variable_the_script_never_reads_is_warned_not_refused(script: Path) -> None:
+    """A misspelt name (NGPUS for NGPUS_PER_NODE) used to change nothing silently: the
+    command still runs (one set of --env may serve several scripts) and says so, once, for
+    that name only; the variables the script reads are not named."""
+    result = invoke(
+        "validate", script, "--env", "DEVICE=gpu", "--env", "NGPUS=4", "--env", "X=a=b"
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "8 GPUs" in result.stdout
+    warned = [line for line in result.stderr.splitlines() if "changed nothing" in line]
+    assert len(warned) == 2, result.stderr
+    assert "--env NGPUS=4 changed nothing: run_device.sh never reads $NGPUS" in warned[0]
+    assert "--env X=a=b changed nothing" in warned[1]
+    assert "DEVICE" not in result.stderr
+    quiet = invoke("validate", script, "--env", "DEVICE=gpu", "--env", "NGPUS_PER_NODE=4")
+    assert quiet.exit_code == 0 and "changed nothing" not in quiet.stderr, quiet.output
+
+
+OPENRLHF_SCRIPT = """\
+#!/bin/bash
+NODES=${NODES:-1}
+GPUS=8
+ray job submit --address="http://127.0.0.1:8265" -- python3 -m openrlhf.cli.train_ppo_ray \\
+   --ref_num_nodes ${NODES} --ref_num_gpus_per_node ${GPUS} \\
+   --actor_num_nodes ${NODES} --actor_num_gpus_per_node ${GPUS} \\
+   --critic_num_nodes ${NODES} --critic_num_gpus_per_node ${GPUS} \\
+   --vllm_num_engines $((NODES * 4)) --vllm_tensor_parallel_size 2 --colocate_all_models \\
+   --pretrain Qwen/Qwen2.5-7B-Instruct --micro_train_batch_size 4 --train_batch_size 128 \\
+   --micro_rollout_batch_size 8 --rollout_batch_size 128 --n_samples_per_prompt 4 \\
+   --prompt_max_len 1024 --generate_max_len 1024 --zero_stage 3 --bf16 \\
+   --remote_rm_url /tmp/reward.py
+"""
+
+
+def test_env_reaches_an_openrlhf_script_and_one_it_sets_itself_is_warned(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "train_ppo.sh"
+    path.write_text(OPENRLHF_SCRIPT)
+    result = invoke("show", path, "--env", "NODES=2", "--env", "GPUS=4")
+    assert result.exit_code == 0, result.output
+    assert "actor_train (16 GPUs)" in " ".join(result.stdout.split())
+    # GPUS=8 is the script's own: --env GPUS=4 changes nothing, and is said to
+    warned = [line for line in result.stderr.splitlines() if "changed nothing" in line]
+    assert len(warned) == 1 and "--env GPUS=4" in warned[0], result.stderr

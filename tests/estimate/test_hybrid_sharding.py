@@ -136,3 +136,46 @@ def test_expert_replicas_must_divide_the_expert_ranks(base: dict[str, Any]) -> N
         config_from_dict(base, file="bad.yaml")
     assert info.value.field == "roles.actor_train.parallel.shard_group"
     assert "expert data-parallel" in info.value.message
+
+
+def test_memory_advice_names_the_group_that_fits_not_more_gpus(
+    base: dict[str, Any], tmp_path: Path
+) -> None:
+    """16 ranks in groups of 2 on 48 GB GPUs: the 8B model's states take 64 GB per GPU.
+    More GPUs add replicas and shrink nothing, so the advice is the smallest group that
+    divides 16 and fits (4: the states halve), said for the state and for the stage; with
+    it the estimate fits."""
+    config = _two_nodes(base, {"fsdp": True, "shard_group": 2})
+    config["cluster"]["gpu_memory_gb"] = 48
+    path = tmp_path / "hsdp.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = CliRunner().invoke(app, ["estimate", str(path)])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    advice = "raise roles.actor_train.parallel.shard_group from 2 to 4"
+    assert (
+        f"actor_train optimizer: needs 48.18 GB of 48.00 (over by 0.18 GB, 1.00x); {advice}" in text
+    )
+    assert (
+        f"stage train on actor_train: needs 73.18 GB of 48.00 (over by 25.18 GB, 1.52x); {advice}"
+        in text
+    )
+    assert "the GPUs if its states are sharded" not in text
+    fits = CliRunner().invoke(
+        app, ["estimate", str(path), "--set", "roles.actor_train.parallel.shard_group=4"]
+    )
+    assert fits.exit_code == 0, fits.output
+
+
+def test_a_group_of_every_rank_that_does_not_fit_asks_for_more_gpus(base: dict[str, Any]) -> None:
+    from rlplex.estimate.assumptions import group_remedy
+
+    config = config_from_dict(_two_nodes(base, {"fsdp": True, "shard_group": 16}), file="t.yaml")
+    role = config.roles["actor_train"]
+    assert group_remedy(role, 1.5) == (
+        "shard over all 16 data-parallel ranks (drop roles.actor_train.parallel.shard_group:"
+        " 16) and give roles.actor_train 1.5x the GPUs"
+    )
+    config = config_from_dict(_two_nodes(base, {"fsdp": True, "shard_group": 4}), file="t.yaml")
+    assert "from 4 to 8 " in group_remedy(config.roles["actor_train"], 1.2)
+    assert "from 4 to 16 " in group_remedy(config.roles["actor_train"], 2.5)

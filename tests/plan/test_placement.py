@@ -303,3 +303,24 @@ def test_set_devices_on_an_auto_role_prices_as_the_search_does(tmp_path) -> None
     placed = load_config(auto, overrides=_devices_set(placement))
     assert placed.file_devices == {"actor_train": 8, "actor_infer": 8, "reference": 8}
     assert make_plan(placed).period_s == pytest.approx(441.16)
+
+
+def test_auto_says_it_skipped_placements_a_shard_group_does_not_divide(tmp_path) -> None:
+    """A hybrid-sharding group of 16 on 16 GPUs: every placement that gives actor_train 8
+    GPUs is refused on its own devices (16 does not divide 8 ranks). The search keeps the
+    one that plans, without crashing, and says why the others are missing."""
+    seven_b = Path(__file__).resolve().parents[2] / "examples" / "estimate_7b.yaml"
+    text = seven_b.read_text().replace("nodes: 1", "nodes: 2").replace('"0-7"', '"0-15"')
+    path = tmp_path / "hsdp.yaml"
+    path.write_text(text.replace("recompute: true}", "recompute: true, shard_group: 16}"))
+    resolved = resolve_placement(load_config(path), auto=True)
+    assert all(len(c.placement["actor_train"]) == 16 for c in resolved.candidates)
+    assert (
+        "placements on which roles.actor_train.parallel.shard_group does not divide the"
+        " role's data-parallel ranks were skipped (--set another shard_group to search them)"
+    ) in resolved.notes
+    # a group that divides every count searched leaves no such note
+    path.write_text(text.replace("recompute: true}", "recompute: true, shard_group: 8}"))
+    again = resolve_placement(load_config(path), auto=True)
+    assert not any("shard_group" in note for note in again.notes)
+    assert any(len(c.placement["actor_train"]) == 8 for c in again.candidates)

@@ -86,6 +86,24 @@ def test_a_count_the_parallel_layout_cannot_use_says_so_not_memory():
                                " smaller layout")  # fmt: skip
 
 
+def test_a_count_whose_ranks_the_shard_group_does_not_divide_names_the_group(tmp_path):
+    """A hybrid-sharding group of 16 (the file's 16 GPUs) sized on 8: the fix names
+    shard_group, not the tp x pp layout (the refusal's wording matched the layout's)."""
+    text = SEVEN_B.read_text().replace("nodes: 1", "nodes: 2").replace('"0-7"', '"0-15"')
+    text = text.replace("recompute: true}", "recompute: true, shard_group: 16}")
+    path = tmp_path / "hsdp.yaml"
+    path.write_text(text)
+    assert load_config(path).roles["actor_train"].parallel.shard_group == 16
+    report = size_report(path, [8], ["h100"])
+    (row,) = report.rows
+    assert row.best is None and row.reason is not None
+    assert "roles.actor_train.parallel.shard_group" in row.reason
+    assert row.reason.endswith(
+        "fix: a GPU count whose data-parallel ranks the shard_group divides (a multiple of"
+        " tp x pp x shard_group), or another shard_group (--set)"
+    )
+
+
 def test_activations_that_no_count_fits_are_not_fixed_by_more_gpus():
     """Each GPU holds its own micro-batch's activations: 447 GB of a 64 x 24K-token log-prob
     micro-batch on every count from 8 to 64 H100s. The fix named more GPUs; it names the

@@ -612,3 +612,21 @@ def test_a_value_a_case_leaves_unknown_is_refused_naming_variable_and_line(
     # the value given with --set: read
     fixed = load_config(script, overrides=["trainer.n_gpus_per_node=8"])
     assert fixed.cluster.num_gpus == 8
+
+
+def test_env_unread_names_the_variables_whose_value_the_script_never_took() -> None:
+    """``--env`` variables the script looks up are taken; one it never looks up, or assigns
+    itself before reading (its own assignment wins, as in bash), or reads only after the
+    trainer's command, is listed in ``env_unread``."""
+    text = """N=${NODES:-1}
+GPUS=8
+python3 -m verl.trainer.main_ppo trainer.nnodes=$N trainer.n_gpus_per_node=$GPUS
+echo $LATE
+"""
+    env = {"NODES": "2", "GPUS": "4", "TYPO": "x", "LATE": "y"}
+    launch = read_launch(text, file="run.sh", env=env)
+    assert (
+        "trainer.nnodes=2" in launch.overrides and "trainer.n_gpus_per_node=8" in launch.overrides
+    )
+    assert launch.env_unread == ("GPUS", "TYPO", "LATE")
+    assert read_launch(text, file="run.sh").env_unread == ()

@@ -137,6 +137,10 @@ class Launch:
     unknown: tuple[UnknownVariable, ...] = ()
     """The variables the script assigns where rlplex cannot tell whether the assignment
     runs (left as written: ``${NGPUS_PER_NODE}``), with why."""
+    env_unread: tuple[str, ...] = ()
+    """The ``env`` variables (``--env``) whose value the script never took, up to this
+    command: it never looks them up, or assigns them itself first (its own assignment
+    wins, as in the shell)."""
 
 
 Value = str | list[str]
@@ -965,6 +969,7 @@ def read_launch(
     script = posixpath.normpath(str(Path(file).absolute()))
     sources: dict[str, tuple[str, ...]] = {}  # the environment variables each value came from
     looked_up: list[str] = []  # the variables the line being read looks up
+    taken: set[str] = set()  # the given variables whose value the script took
 
     def inputs(names: list[str]) -> tuple[str, ...]:
         """The environment variables ``names``' values come from: what ``--env`` can give."""
@@ -984,6 +989,7 @@ def read_launch(
         if name in variables:
             return variables[name]
         if name in given:
+            taken.add(name)
             return given[name]
         if name == "PWD":
             return root  # the shell's own: where the script runs
@@ -1043,7 +1049,8 @@ def read_launch(
             return None
         module, program, first = target
         launch = _launch(module, program, command[first:], number, root)
-        return replace(launch, unknown=tuple(unknown.values()))
+        unread = tuple(name for name in given if name not in taken)
+        return replace(launch, unknown=tuple(unknown.values()), env_unread=unread)
 
     pattern: list[str] = []  # a case pattern's words so far (``a |`` ... ``b)``)
     for number, line, body in _logical_lines(text):
