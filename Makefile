@@ -54,7 +54,7 @@ lint: setup
 # see tests/conftest.py); every test, Ray or not, goes to whichever worker is free
 # (loadgroup with no groups hands out one test at a time). Dots appear as tests end.
 unit: setup
-	@echo "[unit] pytest -n 2: about 2,350 tests (5-7 min on 2 cores), the slow learning runs first; the Ray tests on both workers, one Ray each"
+	@echo "[unit] pytest -n 2: about 2,470 tests (6-7 min on 2 cores), the slow learning runs first; the Ray tests on both workers, one Ray each"
 	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 test: setup browser lint unit
